@@ -1,0 +1,2 @@
+//! Expression evaluation benchmark (filled in with the evaluator).
+fn main() {}

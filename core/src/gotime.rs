@@ -1,0 +1,1 @@
+//! Go time layouts (spec §5.9): parsing, formatting and `Time.String()`.

@@ -1,0 +1,1 @@
+//! The compact binary encoding of a table row for storage and the wire.

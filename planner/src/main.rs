@@ -1,0 +1,2 @@
+//! The `planner` command-line tool.
+fn main() {}
