@@ -12,3 +12,4 @@ pub mod gotime;
 pub mod key;
 pub mod row;
 pub mod value;
+pub mod decimal;
