@@ -1318,6 +1318,14 @@ mod tests {
     }
 
     #[test]
+    fn mn_table_is_exact() {
+        let ranges = mn_ranges().expect("regex-syntax supplies \\p{Mn}");
+        assert!(ranges.len() > 100);
+        assert!(is_mn('\u{301}') && is_mn('\u{941}') && is_mn('\u{345}'));
+        assert!(!is_mn('\u{903}') && !is_mn('\u{20DD}') && !is_mn('a') && !is_mn('é'));
+    }
+
+    #[test]
     fn string_keys_cut_at_l_bytes() {
         // Quirk: long strings sharing the first L bytes collide.
         let a = format!("{}x", "a".repeat(64));
