@@ -263,6 +263,13 @@ pub fn decode_script(text: &str, format: ScriptFormat, origin: &str) -> Result<S
         file: origin.to_string(),
         source,
     })?;
+    if let Some((path, message)) = crate::script::find_positional_struct(&value) {
+        return Err(LoadError::Decode {
+            file: origin.to_string(),
+            path,
+            message,
+        });
+    }
     serde_path_to_error::deserialize(value).map_err(|e| LoadError::Decode {
         file: origin.to_string(),
         path: e.path().to_string(),

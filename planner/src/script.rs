@@ -496,3 +496,136 @@ pub struct DependencyRule {
     #[serde(default, deserialize_with = "nullable")]
     pub expression: String,
 }
+
+/// Where the script model has structs, so that JSON arrays there can be rejected: serde's
+/// derived structs also accept a positional array (`"r": []`), Go's `encoding/json` does not.
+enum Shape {
+    /// A struct whose listed fields have nested structs.
+    Struct(&'static str, &'static [(&'static str, Self)]),
+    /// A map of values of this shape.
+    Map(&'static Self),
+    /// A list of values of this shape.
+    List(&'static Self),
+}
+
+/// Shape of a struct without nested structs.
+const fn leaf(name: &'static str) -> Shape {
+    Shape::Struct(name, &[])
+}
+
+/// Reader columns and file-writer columns both nest `csv` and `parquet` structs.
+const COLUMN: Shape = Shape::Struct(
+    "ColumnDef",
+    &[
+        ("csv", leaf("ColumnCsv")),
+        ("parquet", leaf("ColumnParquet")),
+    ],
+);
+/// File-writer column shape.
+const FILE_COLUMN: Shape = Shape::Struct(
+    "FileColumn",
+    &[
+        ("csv", leaf("FileColumnCsv")),
+        ("parquet", leaf("FileColumnParquet")),
+    ],
+);
+/// Node shape.
+const NODE: Shape = Shape::Struct(
+    "Node",
+    &[
+        (
+            "r",
+            Shape::Struct(
+                "Reader",
+                &[("csv", leaf("ReaderCsv")), ("columns", Shape::Map(&COLUMN))],
+            ),
+        ),
+        ("l", leaf("Lookup")),
+        (
+            "p",
+            Shape::Struct(
+                "Processor",
+                &[("calculated_fields", Shape::Map(&leaf("CalculatedField")))],
+            ),
+        ),
+        (
+            "w",
+            Shape::Struct(
+                "Writer",
+                &[
+                    ("fields", Shape::Map(&leaf("TableField"))),
+                    ("top", leaf("Top")),
+                    ("csv", leaf("WriterCsv")),
+                    ("parquet", leaf("WriterParquet")),
+                    ("columns", Shape::List(&FILE_COLUMN)),
+                ],
+            ),
+        ),
+    ],
+);
+/// Whole-script shape.
+const SCRIPT: Shape = Shape::Struct(
+    "Script",
+    &[
+        ("nodes", Shape::Map(&NODE)),
+        (
+            "dependency_policies",
+            Shape::Map(&Shape::Struct(
+                "DependencyPolicy",
+                &[("rules", Shape::List(&leaf("DependencyRule")))],
+            )),
+        ),
+    ],
+);
+
+/// Finds the first JSON array where the script model expects a struct; returns its field path
+/// (formatted like `serde_path_to_error`) and the message.
+pub(crate) fn find_positional_struct(value: &serde_json::Value) -> Option<(String, String)> {
+    /// Recursive walk; `path` holds the segments so far.
+    fn walk(
+        v: &serde_json::Value,
+        shape: &Shape,
+        path: &mut Vec<String>,
+    ) -> Option<(String, String)> {
+        match (shape, v) {
+            (Shape::Struct(name, _), serde_json::Value::Array(_)) => {
+                let p = if path.is_empty() {
+                    ".".to_string()
+                } else {
+                    path.join(".")
+                };
+                Some((p, format!("invalid type: sequence, expected struct {name}")))
+            }
+            (Shape::Struct(_, fields), serde_json::Value::Object(map)) => {
+                fields.iter().find_map(|(key, sub)| {
+                    let child = map.get(*key)?;
+                    path.push((*key).to_string());
+                    let found = walk(child, sub, path);
+                    path.pop();
+                    found
+                })
+            }
+            (Shape::Map(sub), serde_json::Value::Object(map)) => {
+                map.iter().find_map(|(key, child)| {
+                    path.push(key.clone());
+                    let found = walk(child, sub, path);
+                    path.pop();
+                    found
+                })
+            }
+            (Shape::List(sub), serde_json::Value::Array(items)) => {
+                items.iter().enumerate().find_map(|(i, child)| {
+                    // serde_path_to_error writes list indexes as `[i]` appended to the previous segment.
+                    let last = path.pop().unwrap_or_default();
+                    path.push(format!("{last}[{i}]"));
+                    let found = walk(child, sub, path);
+                    path.pop();
+                    path.push(last);
+                    found
+                })
+            }
+            _ => None,
+        }
+    }
+    walk(value, &SCRIPT, &mut Vec::new())
+}
