@@ -6,10 +6,10 @@
 #![warn(missing_docs)]
 
 pub mod cell;
+pub mod decimal;
 pub mod expr;
 pub mod gofmt;
 pub mod gotime;
 pub mod key;
 pub mod row;
 pub mod value;
-pub mod decimal;
