@@ -412,6 +412,20 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn float_round_trip(v in -1e15f64..1e15) {
+            let d = from_f64(v);
+            proptest::prop_assert_eq!(d.map(|d| to_f64(&d)), Ok(v));
+        }
+
+        #[test]
+        fn exact_parse_round_trips_canonical(m in proptest::num::i64::ANY, scale in 0u32..=18) {
+            let d = Decimal::new(m, scale);
+            proptest::prop_assert_eq!(parse_exact(&canonical(&d)), Ok(d.normalize()));
+        }
+    }
+
     #[test]
     fn storage_is_cents_through_float() {
         assert_eq!(to_storage(&d("12.345")), Ok(1235));

@@ -1601,6 +1601,22 @@ mod tests {
         check("%[1]d", &[i(1), i(2)], "1");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn float_v_round_trips(bits in proptest::num::u64::ANY) {
+            let v = f64::from_bits(bits);
+            proptest::prop_assume!(v.is_finite());
+            let s = format_value(&fl(v));
+            proptest::prop_assert_eq!(s.parse::<f64>().ok().map(f64::to_bits), Some(bits), "{}", s);
+        }
+
+        #[test]
+        fn fixed_matches_rust(v in -1e15f64..1e15, p in 0usize..12) {
+            let s = sprintf("%.*f", &[i(p as i64), fl(v)]);
+            proptest::prop_assert_eq!(s, format!("{v:.p$}"));
+        }
+    }
+
     #[test]
     fn write_value_appends() {
         let mut s = String::from("x=");

@@ -146,30 +146,18 @@ pub fn date(
 
 /// The current instant in UTC with nanosecond precision.
 pub fn now() -> Time {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    match d {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    match since {
         Ok(d) => Time {
             secs: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nanos: d.subsec_nanos(),
             zone: None,
         },
+        // A clock before 1970: count back from the epoch.
         Err(e) => {
             let d = e.duration();
-            let back = Time {
-                secs: -i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-                nanos: 0,
-                zone: None,
-            };
-            date(
-                1970,
-                1,
-                1,
-                0,
-                0,
-                back.secs,
-                -i64::from(d.subsec_nanos()),
-                None,
-            )
+            let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            date(1970, 1, 1, 0, 0, -secs, -i64::from(d.subsec_nanos()), None)
         }
     }
 }
@@ -1288,6 +1276,9 @@ mod tests {
             Some(fixed_zone("", -(5 * 3600 + 30 * 60 + 15))),
         );
         assert_eq!(format(&odd, "-07:00:00 -0700 MST"), "-05:30:15 -0530 -0530");
+        // Go's own output for an offset of -1 s (the sign comes from the minutes).
+        let tiny = date(2021, 1, 1, 0, 0, 0, 0, Some(fixed_zone("", -1)));
+        assert_eq!(format(&tiny, "-07:00:00"), "+00:00:-01");
     }
 
     #[test]
@@ -1465,6 +1456,27 @@ mod tests {
         assert_eq!(month_name(12), Some("December"));
         assert_eq!(month_name(13), None);
         assert_eq!(month_name(0), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn format_parse_round_trip(secs in -62_135_596_800i64..253_402_300_800, nanos in 0u32..1_000_000_000, off in -50_000i32..50_000) {
+            // Go prints offsets of -1..-59 s as `+00:00:-01` (kept, see format_tokens).
+            proptest::prop_assume!(!(-59..0).contains(&off));
+            let layout = "2006-01-02T15:04:05.999999999-07:00:00";
+            let zone = (off != 0).then(|| fixed_zone("", off.into()));
+            let t = Time { secs, nanos, zone };
+            let back = parse(layout, &format(&t, layout));
+            proptest::prop_assert_eq!(back, Ok(t));
+        }
+
+        #[test]
+        fn date_matches_fields(secs in -62_135_596_800i64..253_402_300_800) {
+            let t = Time { secs, nanos: 0, zone: None };
+            let f = fields(&t);
+            let again = date(f.year, f.month.into(), f.day.into(), f.hour.into(), f.min.into(), f.sec.into(), 0, None);
+            proptest::prop_assert_eq!(again, t);
+        }
     }
 
     #[test]
