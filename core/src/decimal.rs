@@ -144,6 +144,8 @@ pub fn to_f64(d: &Decimal) -> f64 {
 }
 
 /// Appends the canonical text: plain notation, trailing fraction zeros removed, `0` for zero.
+///
+/// Quirk (spec §14 #14): this, not the two-decimal form, is what `%s`, `%v` and `string()` print.
 pub fn canonical_into(out: &mut String, d: &Decimal) {
     let _ = write!(out, "{}", d.normalize());
 }
@@ -232,6 +234,9 @@ fn parse_i32_go(s: &str) -> Option<i32> {
 
 /// Storage form of a decimal2 (spec §4.7): to float64, ×100, rounded half away from zero, as
 /// integer cents.
+///
+/// Quirk (spec §14 #15): going through float64 loses precision above ~9×10^13 and rounds
+/// values like 1.005 (1.00499… as a float) down.
 pub fn to_storage(d: &Decimal) -> Result<i64, DecimalError> {
     let cents = (to_f64(d) * 100.0).round();
     // 2^63 is exactly representable; anything at or beyond it does not fit i64.
