@@ -144,6 +144,8 @@ pub fn to_f64(d: &Decimal) -> f64 {
 }
 
 /// Appends the canonical text: plain notation, trailing fraction zeros removed, `0` for zero.
+///
+/// Quirk (spec §14 #14): this, not the two-decimal form, is what `%s`, `%v` and `string()` print.
 pub fn canonical_into(out: &mut String, d: &Decimal) {
     let _ = write!(out, "{}", d.normalize());
 }
@@ -232,6 +234,9 @@ fn parse_i32_go(s: &str) -> Option<i32> {
 
 /// Storage form of a decimal2 (spec §4.7): to float64, ×100, rounded half away from zero, as
 /// integer cents.
+///
+/// Quirk (spec §14 #15): going through float64 loses precision above ~9×10^13 and rounds
+/// values like 1.005 (1.00499… as a float) down.
 pub fn to_storage(d: &Decimal) -> Result<i64, DecimalError> {
     let cents = (to_f64(d) * 100.0).round();
     // 2^63 is exactly representable; anything at or beyond it does not fit i64.
@@ -284,5 +289,161 @@ impl<const N: usize> std::fmt::Write for StackStr<N> {
         } else {
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap_or(Decimal::MAX)
+    }
+
+    #[test]
+    fn rounding_is_half_away_from_zero() {
+        assert_eq!(canonical(&round2(d("0.125"))), "0.13");
+        assert_eq!(canonical(&round2(d("-0.125"))), "-0.13");
+        assert_eq!(canonical(&round2(d("111.958"))), "111.96");
+        assert_eq!(canonical(&round2(d("2.675"))), "2.68");
+        assert_eq!(canonical(&round2(d("1.5"))), "1.5");
+        assert_eq!(canonical(&round_half_away(d("2.5"), 0)), "3");
+        assert_eq!(canonical(&round_half_away(d("-2.5"), 0)), "-3");
+    }
+
+    #[test]
+    fn from_float_uses_shortest_text() {
+        assert_eq!(
+            from_f64(2.675).map(|x| canonical(&x)),
+            Ok("2.675".to_owned())
+        );
+        assert_eq!(from_f64(0.1).map(|x| canonical(&x)), Ok("0.1".to_owned()));
+        assert_eq!(
+            from_f64(2.675).map(round2).map(|x| canonical(&x)),
+            Ok("2.68".to_owned())
+        );
+        assert_eq!(
+            from_f64(-1e-7).map(|x| canonical(&x)),
+            Ok("-0.0000001".to_owned())
+        );
+        assert_eq!(
+            from_f64(1e20).map(|x| canonical(&x)),
+            Ok("100000000000000000000".to_owned())
+        );
+        assert_eq!(from_f64(0.0).map(|x| canonical(&x)), Ok("0".to_owned()));
+        assert_eq!(from_f64(-0.0).map(|x| canonical(&x)), Ok("0".to_owned()));
+        assert_eq!(from_f64(1e-40).map(|x| canonical(&x)), Ok("0".to_owned()));
+        assert_eq!(
+            from_f64(1.2345678901234567e-20).map(|x| canonical(&x)),
+            Ok("0.0000000000000000000123456789".to_owned())
+        );
+        assert_eq!(from_f64(f64::NAN), Err(DecimalError::NotFinite("NaN")));
+        assert_eq!(
+            from_f64(f64::INFINITY),
+            Err(DecimalError::NotFinite("+Inf"))
+        );
+        assert_eq!(
+            from_f64(f64::NEG_INFINITY),
+            Err(DecimalError::NotFinite("-Inf"))
+        );
+        assert!(matches!(from_f64(1e30), Err(DecimalError::OutOfRange(_))));
+        assert_eq!(
+            from_f64(f64::NAN).map_err(|e| e.to_string()),
+            Err("cannot convert NaN to decimal".to_owned())
+        );
+    }
+
+    #[test]
+    fn to_float_is_nearest() {
+        assert_eq!(to_f64(&d("0.1")), 0.1);
+        assert_eq!(to_f64(&d("111.96")), 111.96);
+        assert_eq!(to_f64(&d("-2.675")), -2.675);
+        assert_eq!(
+            to_f64(&d("12345678901234567890.123")),
+            12345678901234567890.123
+        );
+        assert_eq!(to_f64(&d("0.0000000000000000000000000001")), 1e-28);
+    }
+
+    #[test]
+    fn canonical_and_fixed2_text() {
+        assert_eq!(canonical(&d("12.30")), "12.3");
+        assert_eq!(canonical(&d("12.00")), "12");
+        assert_eq!(canonical(&d("-0.50")), "-0.5");
+        assert_eq!(canonical(&d("0.00")), "0");
+        assert_eq!(canonical(&d("-0.00")), "0");
+        assert_eq!(canonical(&d("999.00")), "999");
+        assert_eq!(fixed2(&d("12")), "12.00");
+        assert_eq!(fixed2(&d("-0.5")), "-0.50");
+        assert_eq!(fixed2(&d("2.675")), "2.68");
+        assert_eq!(fixed2(&d("-0.001")), "0.00");
+        assert_eq!(fixed2(&d("1234567.891")), "1234567.89");
+        let mut s = String::from("x");
+        canonical_into(&mut s, &d("1.10"));
+        fixed2_into(&mut s, &d("1.1"));
+        assert_eq!(s, "x1.11.10");
+    }
+
+    #[test]
+    fn exact_parse_like_shopspring() {
+        let ok = |s: &str| {
+            parse_exact(s)
+                .map(|x| canonical(&x))
+                .unwrap_or_else(|e| e.to_string())
+        };
+        assert_eq!(ok("1.5e3"), "1500");
+        assert_eq!(ok("1.5E-3"), "0.0015");
+        assert_eq!(ok("-12.340"), "-12.34");
+        assert_eq!(ok("+7"), "7");
+        assert_eq!(ok(".5"), "0.5");
+        assert_eq!(ok("5."), "5");
+        assert_eq!(ok("-.5"), "-0.5");
+        assert_eq!(ok("1e+2"), "100");
+        assert_eq!(ok("100000000000000000000"), "100000000000000000000");
+        assert_eq!(ok("2.345"), "2.345");
+        assert_eq!(ok("1.0000000000000000000000000000000000000000"), "1");
+        for bad in [
+            "", ".", "-", "abc", "1.2.3", "1e", "1e1.5", " 1", "1 ", "1_000", "0x10", "inf", "NaN",
+            "--1", "1.-5",
+        ] {
+            assert!(
+                matches!(parse_exact(bad), Err(DecimalError::Syntax(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            parse_exact("1e40"),
+            Err(DecimalError::OutOfRange(_))
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn float_round_trip(v in -1e15f64..1e15) {
+            let d = from_f64(v);
+            proptest::prop_assert_eq!(d.map(|d| to_f64(&d)), Ok(v));
+        }
+
+        #[test]
+        fn exact_parse_round_trips_canonical(m in proptest::num::i64::ANY, scale in 0u32..=18) {
+            let d = Decimal::new(m, scale);
+            proptest::prop_assert_eq!(parse_exact(&canonical(&d)), Ok(d.normalize()));
+        }
+    }
+
+    #[test]
+    fn storage_is_cents_through_float() {
+        assert_eq!(to_storage(&d("12.345")), Ok(1235));
+        assert_eq!(to_storage(&d("-12.345")), Ok(-1235));
+        assert_eq!(
+            to_storage(&d("1.005")),
+            Ok(100),
+            "1.005 is 1.00499… as float"
+        );
+        assert_eq!(to_storage(&d("999")), Ok(99900));
+        assert!(to_storage(&d("79228162514264337593543950335")).is_err());
+        assert_eq!(canonical(&from_cents(99900)), "999");
+        assert_eq!(fixed2(&from_cents(-5)), "-0.05");
+        assert_eq!(from_cents(1230), d("12.30"));
     }
 }
