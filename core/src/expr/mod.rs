@@ -1,1 +1,27 @@
 //! The Capillaries expression language (spec §5): parser, type check and evaluator.
+//!
+//! Flow: [`parse`] the text once into an [`Ast`] (Go syntax, Go error messages); collect its
+//! [`FieldRef`]s with [`Ast::field_refs`]; [`check`] it against a [`Scope`] the way Capillaries
+//! does at load; [`compile`] it for the scope (fields resolved to slots, functions to ids,
+//! literal regexes compiled); then per row call [`Compiled::eval`] with [`Vars`], or, for a root
+//! aggregate, feed an [`Accumulator`].
+
+mod agg;
+mod ast;
+mod check;
+mod compile;
+mod error;
+mod eval;
+mod funcs;
+mod lexer;
+mod parser;
+mod regex_go;
+mod scope;
+
+pub use agg::{Accumulator, AggFunc};
+pub use ast::{Ast, BinaryOp, Expr, FieldRef, UnaryOp, UnsupportedKind};
+pub use check::{AggPolicy, check, check_zero};
+pub use compile::{Compiled, Rounding, compile};
+pub use error::{EvalError, ExprError};
+pub use parser::{ParseError, parse};
+pub use scope::{Alias, Scope, Vars};

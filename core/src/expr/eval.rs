@@ -1,0 +1,506 @@
+//! Per-row evaluation of a [`Compiled`] tree and the operator semantics of spec §5.5–5.6.
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+
+use super::agg::AggFunc;
+use super::ast::{BinaryOp, UnaryOp};
+use super::compile::{Compiled, Node, Rounding};
+use super::error::EvalError;
+use super::funcs;
+use super::scope::Vars;
+use crate::decimal::{round_half_away, round2, to_f64};
+use crate::value::Value;
+
+/// A value borrowed from a row or a constant, or computed.
+#[derive(Debug)]
+pub(crate) enum Val<'a> {
+    Ref(&'a Value),
+    Own(Value),
+}
+
+impl Deref for Val<'_> {
+    type Target = Value;
+    #[inline]
+    fn deref(&self) -> &Value {
+        match self {
+            Self::Ref(v) => v,
+            Self::Own(v) => v,
+        }
+    }
+}
+
+impl Val<'_> {
+    #[inline]
+    pub(crate) fn into_owned(self) -> Value {
+        match self {
+            Self::Ref(v) => v.clone(),
+            Self::Own(v) => v,
+        }
+    }
+}
+
+/// Evaluation mode: rounding, and the root aggregate when evaluating in aggregate mode.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx {
+    pub(crate) rounding: Rounding,
+    pub(crate) agg: Option<AggFunc>,
+}
+
+thread_local! {
+    /// A reusable text buffer for string results (one allocation per string result: the Arc).
+    static BUF: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// Takes the thread's scratch buffer (empty); give it back with [`put_buf`].
+pub(crate) fn take_buf() -> String {
+    BUF.with(Cell::take)
+}
+
+/// Returns a scratch buffer, keeping the larger one (capped so one huge row does not pin memory).
+pub(crate) fn put_buf(mut s: String) {
+    s.clear();
+    if s.capacity() > 1 << 16 {
+        return;
+    }
+    BUF.with(|b| {
+        let old = b.take();
+        b.set(if old.capacity() >= s.capacity() {
+            old
+        } else {
+            s
+        });
+    });
+}
+
+/// Builds a string value in the scratch buffer.
+pub(crate) fn build_str(f: impl FnOnce(&mut String)) -> Value {
+    let mut s = take_buf();
+    f(&mut s);
+    let v = Value::Str(Arc::from(s.as_str()));
+    put_buf(s);
+    v
+}
+
+/// `value(type)` for error messages.
+pub(crate) fn describe(v: &Value) -> Box<str> {
+    format!("{}({})", crate::gofmt::format_value(v), v.go_type_name()).into()
+}
+
+/// Maximum arguments evaluated on the stack; longer calls (only `fmt.Sprintf` and unknown
+/// functions can have them) use a vector.
+pub(crate) const MAX_STACK_ARGS: usize = 8;
+
+impl Compiled {
+    /// Evaluates the expression for one row (plain mode: aggregates fail, spec §5.10).
+    pub fn eval(&self, vars: &Vars<'_>, rounding: Rounding) -> Result<Value, EvalError> {
+        let ctx = Ctx {
+            rounding,
+            agg: None,
+        };
+        self.ev(&self.root, vars, ctx).map(Val::into_owned)
+    }
+
+    /// Evaluates a bool expression (having, filter, criteria, dependency rules); any other
+    /// result is an [`EvalError::NotBool`].
+    pub fn eval_bool(&self, vars: &Vars<'_>, rounding: Rounding) -> Result<bool, EvalError> {
+        let ctx = Ctx {
+            rounding,
+            agg: None,
+        };
+        match &*self.ev(&self.root, vars, ctx)? {
+            Value::Bool(b) => Ok(*b),
+            other => Err(EvalError::NotBool {
+                got: describe(other),
+            }),
+        }
+    }
+
+    /// Evaluates `args` left to right (all of them, before any function logic) and runs `f`.
+    #[inline]
+    pub(crate) fn with_args<'a, R>(
+        &'a self,
+        args: &'a [Node],
+        vars: &Vars<'a>,
+        ctx: Ctx,
+        f: impl FnOnce(&mut [Val<'a>]) -> Result<R, EvalError>,
+    ) -> Result<R, EvalError> {
+        if args.len() <= MAX_STACK_ARGS {
+            let mut buf: [Val<'a>; MAX_STACK_ARGS] =
+                std::array::from_fn(|_| Val::Own(Value::Bool(false)));
+            for (slot, a) in buf.iter_mut().zip(args) {
+                *slot = self.ev(a, vars, ctx)?;
+            }
+            f(&mut buf[..args.len()])
+        } else {
+            let mut v = Vec::with_capacity(args.len());
+            for a in args {
+                v.push(self.ev(a, vars, ctx)?);
+            }
+            f(&mut v)
+        }
+    }
+
+    pub(crate) fn ev<'a>(
+        &'a self,
+        node: &'a Node,
+        vars: &Vars<'a>,
+        ctx: Ctx,
+    ) -> Result<Val<'a>, EvalError> {
+        match node {
+            Node::Const(v) => Ok(Val::Ref(v)),
+            Node::Field { alias, idx, name } => match vars.slot(*alias, *idx) {
+                Some(v) => Ok(Val::Ref(v)),
+                None => Err(EvalError::VariableNotSupplied {
+                    name: self
+                        .refs
+                        .get(*name as usize)
+                        .map_or_else(|| "?".into(), |r| r.to_string().into()),
+                }),
+            },
+            Node::Binary { op, x, y } => {
+                let a = self.ev(x, vars, ctx)?;
+                let b = self.ev(y, vars, ctx)?;
+                binary(*op, &a, &b, ctx.rounding).map(Val::Own)
+            }
+            Node::Chain { first, rest } => self.chain(first, rest, vars, ctx),
+            Node::Unary { op, x } => {
+                if !matches!(op, UnaryOp::Not | UnaryOp::Neg) {
+                    return Err(EvalError::UnknownUnaryOp { op: *op });
+                }
+                let v = self.ev(x, vars, ctx)?;
+                unary(*op, &v).map(Val::Own)
+            }
+            Node::Call { func, args } => {
+                self.with_args(args, vars, ctx, |a| funcs::call(*func, a, ctx))
+            }
+            Node::Regex { re, args } => self.with_args(args, vars, ctx, |a| funcs::re_match(re, a)),
+            Node::Agg { func, args, .. } => self.with_args(args, vars, ctx, |_| {
+                Err(match ctx.agg {
+                    None => EvalError::AggNotEnabled { func: *func },
+                    // The root aggregate is evaluated by the accumulator, so this is another one.
+                    Some(root) => EvalError::MoreThanOneAgg {
+                        extra: root,
+                        first: *func,
+                    },
+                })
+            }),
+            Node::Fail(e) => Err(e.clone()),
+            Node::FailAfter { err, args } => self.with_args(args, vars, ctx, |_| Err(err.clone())),
+        }
+    }
+
+    fn chain<'a>(
+        &'a self,
+        first: &'a Node,
+        rest: &'a [(BinaryOp, Node)],
+        vars: &Vars<'a>,
+        ctx: Ctx,
+    ) -> Result<Val<'a>, EvalError> {
+        let mut acc = self.ev(first, vars, ctx)?;
+        let mut buf: Option<String> = None;
+        for (op, n) in rest {
+            let v = self.ev(n, vars, ctx)?;
+            if let Some(s) = buf.as_mut() {
+                match (&*v, op) {
+                    (Value::Str(t), BinaryOp::Add) => {
+                        s.push_str(t);
+                        continue;
+                    }
+                    _ => {
+                        let left = Value::Str(Arc::from(s.as_str()));
+                        return binary(*op, &left, &v, ctx.rounding).map(Val::Own);
+                    }
+                }
+            }
+            if let (Value::Str(a), Value::Str(b), BinaryOp::Add) = (&*acc, &*v, op) {
+                let mut s = take_buf();
+                s.push_str(a);
+                s.push_str(b);
+                buf = Some(s);
+                continue;
+            }
+            acc = Val::Own(binary(*op, &acc, &v, ctx.rounding)?);
+        }
+        Ok(match buf {
+            Some(s) => {
+                let v = Value::Str(Arc::from(s.as_str()));
+                put_buf(s);
+                Val::Own(v)
+            }
+            None => acc,
+        })
+    }
+}
+
+/// A number operand after Go int → int64 normalisation.
+#[derive(Clone, Copy)]
+enum Num {
+    I(i64),
+    F(f64),
+    D(Decimal),
+}
+
+#[inline]
+fn num(v: &Value) -> Option<Num> {
+    match v {
+        Value::Int(i) | Value::GoInt(i) => Some(Num::I(*i)),
+        Value::Float(f) => Some(Num::F(*f)),
+        Value::Decimal(d) => Some(Num::D(*d)),
+        _ => None,
+    }
+}
+
+/// Both operands in their common type: float > decimal > int64 (spec §5.5).
+enum Pair {
+    I(i64, i64),
+    F(f64, f64),
+    D(Decimal, Decimal),
+}
+
+#[inline]
+fn promote(a: Num, b: Num) -> Pair {
+    fn f(n: Num) -> f64 {
+        match n {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+            Num::D(d) => to_f64(&d),
+        }
+    }
+    fn d(n: Num) -> Decimal {
+        match n {
+            Num::I(i) => Decimal::from(i),
+            Num::D(d) => d,
+            // Not reached: floats win over decimals.
+            Num::F(_) => Decimal::ZERO,
+        }
+    }
+    match (a, b) {
+        (Num::I(x), Num::I(y)) => Pair::I(x, y),
+        (Num::F(_), _) | (_, Num::F(_)) => Pair::F(f(a), f(b)),
+        _ => Pair::D(d(a), d(b)),
+    }
+}
+
+/// Applies a binary operator to evaluated operands.
+#[inline]
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: &Value,
+    b: &Value,
+    rounding: Rounding,
+) -> Result<Value, EvalError> {
+    use BinaryOp as B;
+    match op {
+        B::Add | B::Sub | B::Mul | B::Quo | B::Rem => arith(op, a, b, rounding),
+        B::Eql | B::Neq | B::Lss | B::Leq | B::Gtr | B::Geq => compare(op, a, b).map(Value::Bool),
+        B::LAnd | B::LOr => match (a, b) {
+            (Value::Bool(x), Value::Bool(y)) => {
+                Ok(Value::Bool(if op == B::LAnd { *x && *y } else { *x || *y }))
+            }
+            _ => Err(EvalError::Logic {
+                op,
+                left: describe(a),
+                right: describe(b),
+            }),
+        },
+        B::And | B::Or | B::Xor | B::Shl | B::Shr | B::AndNot => {
+            Err(EvalError::UnknownBinaryOp { op })
+        }
+    }
+}
+
+#[inline]
+fn int_op(op: BinaryOp, x: i64, y: i64) -> Result<Value, EvalError> {
+    // Go int64 semantics: wrap-around, truncating division, MinInt64 / -1 == MinInt64.
+    Ok(Value::Int(match op {
+        BinaryOp::Add => x.wrapping_add(y),
+        BinaryOp::Sub => x.wrapping_sub(y),
+        BinaryOp::Mul => x.wrapping_mul(y),
+        BinaryOp::Quo => {
+            if y == 0 {
+                return Err(EvalError::IntegerDivideByZero);
+            }
+            x.wrapping_div(y)
+        }
+        _ => {
+            if y == 0 {
+                return Err(EvalError::IntegerDivideByZero);
+            }
+            x.wrapping_rem(y)
+        }
+    }))
+}
+
+/// Decimal `/`: 16 fraction digits, half away from zero (shopspring `Div`).
+pub(crate) fn dec_div(x: Decimal, y: Decimal) -> Result<Decimal, EvalError> {
+    if y.is_zero() {
+        return Err(EvalError::DecimalDivisionByZero);
+    }
+    x.checked_div(y)
+        .map(|q| round_half_away(q, 16))
+        .ok_or(EvalError::DecimalOverflow { op: "/" })
+}
+
+fn arith(op: BinaryOp, a: &Value, b: &Value, rounding: Rounding) -> Result<Value, EvalError> {
+    let incompatible = || EvalError::Arith {
+        op,
+        left: describe(a),
+        right: describe(b),
+    };
+    if let Value::Str(x) = a {
+        return match (op, b) {
+            (BinaryOp::Add, Value::Str(y)) => Ok(build_str(|s| {
+                s.push_str(x);
+                s.push_str(y);
+            })),
+            _ => Err(incompatible()),
+        };
+    }
+    let (Some(x), Some(y)) = (num(a), num(b)) else {
+        return Err(incompatible());
+    };
+    match promote(x, y) {
+        Pair::I(x, y) => int_op(op, x, y),
+        Pair::F(x, y) => Ok(Value::Float(match op {
+            BinaryOp::Add => x + y,
+            BinaryOp::Sub => x - y,
+            BinaryOp::Mul => x * y,
+            BinaryOp::Quo => x / y,
+            _ => {
+                return Err(EvalError::ArithNotSupported { op, ty: "float64" });
+            }
+        })),
+        Pair::D(x, y) => {
+            let r = match op {
+                BinaryOp::Add => x
+                    .checked_add(y)
+                    .ok_or(EvalError::DecimalOverflow { op: "+" })?,
+                BinaryOp::Sub => x
+                    .checked_sub(y)
+                    .ok_or(EvalError::DecimalOverflow { op: "-" })?,
+                BinaryOp::Mul => x
+                    .checked_mul(y)
+                    .ok_or(EvalError::DecimalOverflow { op: "*" })?,
+                BinaryOp::Quo => dec_div(x, y)?,
+                _ => {
+                    return Err(EvalError::ArithNotSupported {
+                        op,
+                        ty: "decimal.Decimal",
+                    });
+                }
+            };
+            Ok(Value::Decimal(match rounding {
+                Rounding::None => r,
+                Rounding::To2 => round2(r),
+            }))
+        }
+    }
+}
+
+#[inline]
+fn ordering_result(op: BinaryOp, o: Option<Ordering>) -> bool {
+    // `None` only for NaN: every comparison but `!=` is false, as in Go.
+    match (op, o) {
+        (BinaryOp::Neq, None) => true,
+        (_, None) => false,
+        (BinaryOp::Eql, Some(o)) => o == Ordering::Equal,
+        (BinaryOp::Neq, Some(o)) => o != Ordering::Equal,
+        (BinaryOp::Lss, Some(o)) => o == Ordering::Less,
+        (BinaryOp::Leq, Some(o)) => o != Ordering::Greater,
+        (BinaryOp::Gtr, Some(o)) => o == Ordering::Greater,
+        (_, Some(o)) => o != Ordering::Less,
+    }
+}
+
+/// Quirk (spec §5.5): strings compare after stripping surrounding `"` from both sides, then
+/// replacing `\"` by `\` on the left and by `"` on the right.
+fn quirk_string_cmp(a: &str, b: &str) -> Ordering {
+    let a = a.trim_matches('"');
+    let b = b.trim_matches('"');
+    if !a.contains("\\\"") && !b.contains("\\\"") {
+        return a.as_bytes().cmp(b.as_bytes());
+    }
+    let a = a.replace("\\\"", "\\");
+    let b = b.replace("\\\"", "\"");
+    a.as_bytes().cmp(b.as_bytes())
+}
+
+/// A comparison, dispatched on the left operand's type (spec §5.5).
+#[inline]
+pub(crate) fn compare(op: BinaryOp, a: &Value, b: &Value) -> Result<bool, EvalError> {
+    let invalid_right = || EvalError::CompInvalidRight {
+        op,
+        left: describe(a),
+        right: describe(b),
+    };
+    match a {
+        Value::Int(x) | Value::GoInt(x) => {
+            if let Value::Int(y) | Value::GoInt(y) = b {
+                return Ok(ordering_result(op, Some(x.cmp(y))));
+            }
+        }
+        Value::Str(x) => {
+            return match b {
+                Value::Str(y) => Ok(ordering_result(op, Some(quirk_string_cmp(x, y)))),
+                _ => Err(invalid_right()),
+            };
+        }
+        Value::Bool(x) => {
+            return match b {
+                Value::Bool(y) => match op {
+                    BinaryOp::Eql => Ok(x == y),
+                    BinaryOp::Neq => Ok(x != y),
+                    _ => Err(EvalError::CompNotSupported { op, ty: "bool" }),
+                },
+                _ => Err(invalid_right()),
+            };
+        }
+        Value::Time(x) => {
+            return match b {
+                Value::Time(y) => Ok(ordering_result(
+                    op,
+                    Some((x.secs, x.nanos).cmp(&(y.secs, y.nanos))),
+                )),
+                _ => Err(invalid_right()),
+            };
+        }
+        Value::Month(_) | Value::Location(_) => {
+            return Err(EvalError::CompNotSupported {
+                op,
+                ty: a.go_type_name(),
+            });
+        }
+        Value::Float(_) | Value::Decimal(_) => {}
+    }
+    let (Some(x), Some(y)) = (num(a), num(b)) else {
+        return Err(EvalError::CompIncompatible {
+            op,
+            left: describe(a),
+            right: describe(b),
+        });
+    };
+    Ok(match promote(x, y) {
+        Pair::I(x, y) => ordering_result(op, Some(x.cmp(&y))),
+        Pair::F(x, y) => ordering_result(op, x.partial_cmp(&y)),
+        Pair::D(x, y) => ordering_result(op, Some(x.cmp(&y))),
+    })
+}
+
+/// `!x` and `-x` (spec §5.5); a Go int becomes int64, a negated decimal is not rounded.
+fn unary(op: UnaryOp, v: &Value) -> Result<Value, EvalError> {
+    match (op, v) {
+        (UnaryOp::Not, Value::Bool(b)) => Ok(Value::Bool(!b)),
+        (UnaryOp::Neg, Value::Int(i) | Value::GoInt(i)) => Ok(Value::Int(i.wrapping_neg())),
+        (UnaryOp::Neg, Value::Float(f)) => Ok(Value::Float(-f)),
+        (UnaryOp::Neg, Value::Decimal(d)) => Ok(Value::Decimal(-*d)),
+        _ => Err(EvalError::UnaryArg {
+            op,
+            arg: describe(v),
+        }),
+    }
+}
