@@ -11,5 +11,6 @@ pub mod expr;
 pub mod gofmt;
 pub mod gotime;
 pub mod key;
+pub mod plan;
 pub mod row;
 pub mod value;

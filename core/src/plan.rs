@@ -498,13 +498,19 @@ impl Plan {
 }
 
 fn opt_expr(e: &Option<PlanExpr>) -> String {
-    e.as_ref().map_or_else(|| "-".to_string(), |e| e.ast.to_string())
+    e.as_ref()
+        .map_or_else(|| "-".to_string(), |e| e.ast.to_string())
 }
 
 impl fmt::Display for Plan {
     /// A stable, human-readable rendering for golden tests and `planner validate --show-plan`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "plan: {} nodes, {} tables", self.nodes.len(), self.tables.len())?;
+        writeln!(
+            f,
+            "plan: {} nodes, {} tables",
+            self.nodes.len(),
+            self.tables.len()
+        )?;
         for (name, t) in &self.tables {
             write!(f, "table {name} (by {}):", t.created_by)?;
             for fl in &t.fields {

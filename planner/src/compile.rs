@@ -10,14 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use plexus_core::expr::{self, AggPolicy, Ast, Scope};
+use plexus_core::expr::{self, AggPolicy, Alias, Ast, Scope};
 use plexus_core::key::{self, IndexDef, IndexKind};
 use plexus_core::plan::{
     CsvReaderSettings, DependencyCmd, DependencyPolicy, DependencyRule, Field, FileColumn,
     FileReader, FileReaderFormat, FileWriter, FileWriterFormat, JoinType, Lookup, NodeType,
-    ParquetCodec, Plan, PlanExpr, PlanNode, Processor, PyCalc, PyField, Reader, ReaderColumn,
-    RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter, TagAndDenormalize, Top,
-    Writer, WriterField,
+    ParquetCodec, Plan, PlanExpr, PlanNode, Processor, PyCalc, Reader, ReaderColumn, RerunPolicy,
+    StartPolicy, TableReader, TableSchema, TableWriter, TagAndDenormalize, Top, Writer,
+    WriterField,
 };
 use plexus_core::value::Type;
 
@@ -117,10 +117,7 @@ fn writes_table(t: NodeType) -> bool {
 }
 
 fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn fields_of(fields: &[Field]) -> impl Fn(&str) -> Option<Type> + '_ {
@@ -143,10 +140,10 @@ fn nrs_fields() -> Vec<Field> {
     .collect()
 }
 
-fn scope(aliases: &[(&str, &[Field])], wfmodel: bool) -> Scope {
+fn scope(aliases: &[(Alias, &[Field])], wfmodel: bool) -> Scope {
     let mut s = Scope::new();
     for (alias, fields) in aliases {
-        s = s.with_alias(alias, fields.iter().map(|f| (f.name.clone(), f.ty)).collect());
+        s = s.with_alias(*alias, fields.iter().map(|f| (f.name.clone(), f.ty)));
     }
     if wfmodel {
         s = s.with_wfmodel();
@@ -308,11 +305,17 @@ impl Compiler<'_> {
                     );
                 }
                 if let Some(t) = tables.get(iname) {
-                    let msg = format!("index name {iname:?} is also the name of the table created by {}", t.node);
+                    let msg = format!(
+                        "index name {iname:?} is also the name of the table created by {}",
+                        t.node
+                    );
                     self.err(&subject, &path, msg);
                 }
                 if let Some(prev) = indexes.get(iname) {
-                    let msg = format!("index {iname:?} is defined by both {} and {name}", prev.node);
+                    let msg = format!(
+                        "index {iname:?} is defined by both {} and {name}",
+                        prev.node
+                    );
                     self.err(&subject, &path, msg);
                     continue;
                 }
@@ -374,7 +377,7 @@ impl Compiler<'_> {
                 }
             };
             let mut rules = Vec::new();
-            let sc = scope(&[("nrs", &nrs)], true);
+            let sc = scope(&[(Alias::Nrs, &nrs)], true);
             for (i, r) in p.rules.iter().enumerate() {
                 let cmd = match r.cmd.as_str() {
                     "go" => Some(DependencyCmd::Go),
@@ -389,14 +392,11 @@ impl Compiler<'_> {
                         None
                     }
                 };
-                let e = self.typed_expr(
+                let e = self.rule_expr(
                     &subject,
                     &format!("rules[{i}].expression"),
                     &r.expression,
                     &sc,
-                    Type::Bool,
-                    AggPolicy::Forbidden,
-                    true,
                 );
                 if let (Some(cmd), Some(expr)) = (cmd, e) {
                     rules.push(DependencyRule { cmd, expr });
@@ -437,6 +437,30 @@ impl Compiler<'_> {
         }
         let ast = self.parsed(subject, path, src, scope)?;
         if let Err(e) = expr::check(&ast, scope, expected, agg) {
+            self.err(subject, path, format!("{src:?}: {e}"));
+            return None;
+        }
+        Some(PlanExpr {
+            src: src.to_string(),
+            ast,
+        })
+    }
+
+    /// A dependency rule: parsed, field references checked, and evaluated once with zero values
+    /// as Capillaries does at load (spec §3.12); it must return bool.
+    fn rule_expr(
+        &mut self,
+        subject: &Subject,
+        path: &str,
+        src: &str,
+        scope: &Scope,
+    ) -> Option<PlanExpr> {
+        if src.trim().is_empty() {
+            self.err(subject, path, "expression is empty");
+            return None;
+        }
+        let ast = self.parsed(subject, path, src, scope)?;
+        if let Err(e) = expr::check_zero(&ast, scope, Type::Bool) {
             self.err(subject, path, format!("{src:?}: {e}"));
             return None;
         }
@@ -524,8 +548,7 @@ impl Compiler<'_> {
             self.err(&subject, "r", "reader section is missing");
             return None;
         };
-        let (reader, reader_fields, batches, mut depends_on) = if node_type == NodeType::FileTable
-        {
+        let (reader, reader_fields, batches, mut depends_on) = if node_type == NodeType::FileTable {
             let (fr, fields) = self.file_reader(&subject, r)?;
             let n = fr.urls.len() as u32;
             (Reader::File(fr), fields, n, BTreeSet::new())
@@ -690,7 +713,11 @@ impl Compiler<'_> {
             ok = false;
         }
         if r.columns.is_empty() {
-            self.err(subject, "r.columns", "a file reader needs at least one column");
+            self.err(
+                subject,
+                "r.columns",
+                "a file reader needs at least one column",
+            );
             return None;
         }
         // File type detection (spec §3.6).
@@ -727,7 +754,10 @@ impl Compiler<'_> {
                 self.err(
                     subject,
                     "r.csv.hdr_line_idx",
-                    format!("must be -1 (no header) or a record index, got {}", r.csv.hdr_line_idx),
+                    format!(
+                        "must be -1 (no header) or a record index, got {}",
+                        r.csv.hdr_line_idx
+                    ),
                 );
                 ok = false;
             }
@@ -895,7 +925,10 @@ impl Compiler<'_> {
         let mut sizes = [0u32; 2];
         for (i, (field, v)) in [
             ("l.idx_read_batch_size", l.idx_read_batch_size),
-            ("l.right_lookup_read_batch_size", l.right_lookup_read_batch_size),
+            (
+                "l.right_lookup_read_batch_size",
+                l.right_lookup_read_batch_size,
+            ),
         ]
         .into_iter()
         .enumerate()
@@ -915,7 +948,10 @@ impl Compiler<'_> {
             self.err(
                 subject,
                 "l.index_name",
-                format!("cannot find index {:?} in any node's w.indexes", l.index_name),
+                format!(
+                    "cannot find index {:?} in any node's w.indexes",
+                    l.index_name
+                ),
             );
             return None;
         };
@@ -976,7 +1012,7 @@ impl Compiler<'_> {
         let filter = if l.filter.trim().is_empty() {
             None
         } else {
-            let sc = scope(&[("l", &table.fields)], false);
+            let sc = scope(&[(Alias::L, &table.fields)], false);
             let e = self.typed_expr(
                 subject,
                 "l.filter",
@@ -1028,7 +1064,11 @@ impl Compiler<'_> {
                     .cloned()
                     .unwrap_or_default();
                 if p.python_code_urls.is_empty() {
-                    self.err(subject, "p.python_code_urls", "py_calc needs at least one Python file");
+                    self.err(
+                        subject,
+                        "p.python_code_urls",
+                        "py_calc needs at least one Python file",
+                    );
                 }
                 match pycalc::check(p, &code, reader_fields) {
                     Ok(fields) => {
@@ -1068,7 +1108,11 @@ impl Compiler<'_> {
                     return None;
                 }
                 let criteria_src = if url {
-                    self.loaded.tag_criteria.get(name).cloned().unwrap_or_default()
+                    self.loaded
+                        .tag_criteria
+                        .get(name)
+                        .cloned()
+                        .unwrap_or_default()
                 } else {
                     p.tag_criteria.clone()
                 };
@@ -1084,7 +1128,7 @@ impl Compiler<'_> {
                     self.err(subject, "p.tag_field_name", "tag field name is empty");
                     return None;
                 }
-                let sc = scope(&[("r", reader_fields)], false);
+                let sc = scope(&[(Alias::R, reader_fields)], false);
                 let mut criteria = Vec::new();
                 let mut ok = true;
                 for (tag, src) in &criteria_src {
@@ -1149,15 +1193,19 @@ impl Compiler<'_> {
             return None;
         };
         if w.fields.is_empty() {
-            self.err(subject, "w.fields", "a table writer needs at least one field");
+            self.err(
+                subject,
+                "w.fields",
+                "a table writer needs at least one field",
+            );
             return None;
         }
-        let mut aliases: Vec<(&str, &[Field])> = vec![("r", reader_fields)];
+        let mut aliases: Vec<(Alias, &[Field])> = vec![(Alias::R, reader_fields)];
         if let Some(l) = lookup_fields {
-            aliases.push(("l", l));
+            aliases.push((Alias::L, l));
         }
         if let Some(p) = p_fields {
-            aliases.push(("p", p));
+            aliases.push((Alias::P, p));
         }
         let sc = scope(&aliases, false);
         let agg = if grouped {
@@ -1185,7 +1233,7 @@ impl Compiler<'_> {
         let having = if w.having.trim().is_empty() || node_type == NodeType::DistinctTable {
             None
         } else {
-            let sc = scope(&[("w", &table.fields)], false);
+            let sc = scope(&[(Alias::W, &table.fields)], false);
             let e = self.typed_expr(
                 subject,
                 "w.having",
@@ -1226,11 +1274,19 @@ impl Compiler<'_> {
     ) -> Option<FileWriter> {
         let mut ok = true;
         if w.url_template.trim().is_empty() {
-            self.err(subject, "w.url_template", "a file writer needs url_template");
+            self.err(
+                subject,
+                "w.url_template",
+                "a file writer needs url_template",
+            );
             ok = false;
         }
         let Some(first) = w.columns.first() else {
-            self.err(subject, "w.columns", "a file writer needs at least one column");
+            self.err(
+                subject,
+                "w.columns",
+                "a file writer needs at least one column",
+            );
             return None;
         };
         let format = if !first.parquet.column_name.is_empty() {
@@ -1242,7 +1298,9 @@ impl Compiler<'_> {
                     self.err(
                         subject,
                         "w.parquet.codec",
-                        format!("unknown Parquet codec {other:?}, expected gzip, snappy or uncompressed"),
+                        format!(
+                            "unknown Parquet codec {other:?}, expected gzip, snappy or uncompressed"
+                        ),
                     );
                     None
                 }
@@ -1267,7 +1325,7 @@ impl Compiler<'_> {
             return None;
         };
         let parquet = matches!(format, FileWriterFormat::Parquet { .. });
-        let sc = scope(&[("r", reader_fields)], false);
+        let sc = scope(&[(Alias::R, reader_fields)], false);
         let mut columns = Vec::new();
         let mut col_fields = Vec::new();
         let mut names = BTreeSet::new();
@@ -1339,7 +1397,7 @@ impl Compiler<'_> {
         let having = if w.having.trim().is_empty() {
             None
         } else {
-            let sc = scope(&[("w", &col_fields)], false);
+            let sc = scope(&[(Alias::W, &col_fields)], false);
             let e = self.typed_expr(
                 subject,
                 "w.having",
@@ -1403,11 +1461,16 @@ impl Compiler<'_> {
         for (iname, idx) in indexes {
             let distinct_unique = script.nodes.get(&idx.node).is_some_and(|n| {
                 n.node_type == NodeType::DistinctTable.name()
-                    && idx.def.as_ref().is_some_and(|d| d.kind == IndexKind::Unique)
+                    && idx
+                        .def
+                        .as_ref()
+                        .is_some_and(|d| d.kind == IndexKind::Unique)
             });
             // Quirk (spec §3.8, #6): an index whose name contains to_check_uniq is a uniqueness
             // assertion and needs no reader.
-            if !used.contains(iname.as_str()) && !distinct_unique && !iname.contains("to_check_uniq")
+            if !used.contains(iname.as_str())
+                && !distinct_unique
+                && !iname.contains("to_check_uniq")
             {
                 self.err(
                     &Subject::Node(idx.node.clone()),

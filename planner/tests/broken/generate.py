@@ -59,7 +59,7 @@ def cyc(s):
     N(s)["a"] = {"type": "table_table", "r": {"table": "b_t"}, "w": {"name": "a_t", "fields": {"x": {"expression": "r.x", "type": "int"}}}}
     N(s)["b"] = {"type": "table_table", "r": {"table": "a_t"}, "w": {"name": "b_t", "fields": {"x": {"expression": "r.x", "type": "int"}}}}
 case("cycle", cyc, "dependency cycle", "a -> b -> a")
-case("expr_syntax", setp(["nodes","totals","w","fields","id","expression"], "strings.ReplaceAll(r.id, \"a\", \"b\""), "node totals: w.fields.id.expression:", "expected ')'")
+case("expr_syntax", setp(["nodes","totals","w","fields","id","expression"], "strings.ReplaceAll(r.id, \"a\", \"b\""), "node totals: w.fields.id.expression:", "1:34: missing ','")
 case("type_mismatch", setp(["nodes","read_items","w","fields","price","expression"], "r.col_qty"), "node read_items: w.fields.price.expression:", "decimal2", "int")
 case("int_into_float", setp(["nodes","read_items","w","fields","qty","type"], "float"), "node read_items: w.fields.qty.expression:", "float")
 case("unknown_function", setp(["nodes","read_items","w","fields","id","expression"], "strings.ToLower(r.col_id)"), "node read_items: w.fields.id.expression:", "strings.ToLower")

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 
 /// The read-only `shared/conformance` directory: `$PLEXUS_SHARED_DIR/conformance`, or the first
 /// `shared/conformance` found walking up from this crate (CI puts `shared/` beside the clone).
-pub fn conformance_dir() -> Result<PathBuf> {
+pub(crate) fn conformance_dir() -> Result<PathBuf> {
     if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
         return Ok(PathBuf::from(dir).join("conformance"));
     }
@@ -26,12 +26,12 @@ pub fn conformance_dir() -> Result<PathBuf> {
 }
 
 /// The planner crate directory.
-pub fn crate_dir() -> PathBuf {
+pub(crate) fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The workspace root.
-pub fn workspace_dir() -> PathBuf {
+pub(crate) fn workspace_dir() -> PathBuf {
     crate_dir()
         .parent()
         .map(Path::to_path_buf)
@@ -39,16 +39,12 @@ pub fn workspace_dir() -> PathBuf {
 }
 
 /// `path` as a URL string.
-pub fn url(path: &Path) -> String {
+pub(crate) fn url(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
 /// Writes a JSON params file into `dir`: the conformance params `from` with some values replaced.
-pub fn params_with(
-    dir: &Path,
-    from: &Path,
-    overrides: &[(&str, &str)],
-) -> Result<PathBuf> {
+pub(crate) fn params_with(dir: &Path, from: &Path, overrides: &[(&str, &str)]) -> Result<PathBuf> {
     let text = std::fs::read_to_string(from)?;
     let mut v: serde_json::Value = if from.extension().is_some_and(|e| e == "yaml") {
         yaml_serde::from_str(&text)?
@@ -57,7 +53,10 @@ pub fn params_with(
     };
     if let Some(obj) = v.as_object_mut() {
         for (k, val) in overrides {
-            obj.insert((*k).to_string(), serde_json::Value::String((*val).to_string()));
+            obj.insert(
+                (*k).to_string(),
+                serde_json::Value::String((*val).to_string()),
+            );
         }
     }
     let name = from
