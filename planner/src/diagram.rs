@@ -36,27 +36,27 @@ pub fn to_dot(plan: &Plan) -> String {
         let _ = writeln!(out, "  \"{}\" [label=\"{label}\"{extra}];", esc(&n.name));
     }
     for n in &plan.nodes {
-        if let Reader::Table(r) = &n.reader {
-            if let Some(t) = plan.tables.get(&r.table) {
-                let _ = writeln!(
-                    out,
-                    "  \"{}\" -> \"{}\" [label=\"{}\"];",
-                    esc(&t.created_by),
-                    esc(&n.name),
-                    esc(&r.table)
-                );
-            }
+        if let Reader::Table(r) = &n.reader
+            && let Some(t) = plan.tables.get(&r.table)
+        {
+            let _ = writeln!(
+                out,
+                "  \"{}\" -> \"{}\" [label=\"{}\"];",
+                esc(&t.created_by),
+                esc(&n.name),
+                esc(&r.table)
+            );
         }
-        if let Some(l) = &n.lookup {
-            if let Some(t) = plan.tables.get(&l.table) {
-                let _ = writeln!(
-                    out,
-                    "  \"{}\" -> \"{}\" [label=\"{}\", style=dashed];",
-                    esc(&t.created_by),
-                    esc(&n.name),
-                    esc(&l.index_name)
-                );
-            }
+        if let Some(l) = &n.lookup
+            && let Some(t) = plan.tables.get(&l.table)
+        {
+            let _ = writeln!(
+                out,
+                "  \"{}\" -> \"{}\" [label=\"{}\", style=dashed];",
+                esc(&t.created_by),
+                esc(&n.name),
+                esc(&l.index_name)
+            );
         }
     }
     out.push_str("}\n");
