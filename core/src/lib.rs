@@ -13,4 +13,5 @@ pub mod gotime;
 pub mod key;
 pub mod plan;
 pub mod row;
+pub mod task;
 pub mod value;
