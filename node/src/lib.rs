@@ -1,0 +1,3 @@
+//! plexus-node: the node process library (executors, storage, the py_calc Python worker pool).
+
+pub mod pycalc;
