@@ -59,7 +59,11 @@ fn conformance_program() -> Result<PyProgram> {
         vec![
             calc("order_id", Type::String, "r.order_id"),
             calc("order_item_id", Type::Int, "r.order_item_id"),
-            calc("taxed_value", Type::Decimal2, "increase_by_ten_percent(r.value)"),
+            calc(
+                "taxed_value",
+                Type::Decimal2,
+                "increase_by_ten_percent(r.value)",
+            ),
             calc(
                 "taxed_value_divided_by_nine_float",
                 Type::Float,
@@ -253,13 +257,13 @@ fn literal_quirks_reach_python() -> Result<()> {
     assert_eq!(
         strs,
         [
-            "0.0",        // %f: 0.000000
-            "3.141593",   // %f: 6 decimals
-            "it's",       // ' escaped as \'
-            "a\tb",       // the backslash started a Python escape
-            "12",         // canonical decimal text, an int literal
-            "int",        // ... so Python sees an int
-            "-0.5",       // negative decimal
+            "0.0",      // %f: 0.000000
+            "3.141593", // %f: 6 decimals
+            "it's",     // ' escaped as \'
+            "a\tb",     // the backslash started a Python escape
+            "12",       // canonical decimal text, an int literal
+            "int",      // ... so Python sees an int
+            "-0.5",     // negative decimal
             "'2020-01-30T20:43:11.000+00:00'",
             "2020-01-30T22:43:11.123+02:00",
             "-42",
@@ -276,7 +280,9 @@ fn bool_reader_fails_the_row_with_name_error() -> Result<()> {
         vec![reader("i", Type::Int), reader("flag", Type::Bool)],
     );
     let out = single(&pool, &program, vec![Value::Int(1), Value::Bool(true)])?;
-    let Err(f) = out else { bail!("bool row must fail") };
+    let Err(f) = out else {
+        bail!("bool row must fail")
+    };
     assert_eq!(f.message, "NameError: name 'TRUE' is not defined");
     assert_eq!(
         f.site,
@@ -315,7 +321,11 @@ fn alias_replacement_is_textual_and_p_values_are_raw() -> Result<()> {
     let pool = pool("python3", 1);
     let program = probe(
         vec![
-            calc("greeting", Type::String, r#"concat(r.name, "Dr. No, p.s.")"#),
+            calc(
+                "greeting",
+                Type::String,
+                r#"concat(r.name, "Dr. No, p.s.")"#,
+            ),
             calc("half", Type::Int, "half(r.i)"),
             calc("doubled", Type::Float, "double(p.half)"),
         ],
@@ -348,7 +358,9 @@ fn python_exception_fails_only_its_row() -> Result<()> {
     let out = pool.run_chunk(&program, &rows)?;
     assert_eq!(ok_row(&out[0])?, [Value::Int(2), Value::Float(0.5)]);
     assert_eq!(ok_row(&out[2])?, [Value::Int(4), Value::Float(0.25)]);
-    let Err(f) = &out[1] else { bail!("row 1 must fail") };
+    let Err(f) = &out[1] else {
+        bail!("row 1 must fail")
+    };
     assert_eq!(f.row, 1);
     assert_eq!(f.message, "ZeroDivisionError: division by zero");
     assert_eq!(
@@ -393,7 +405,9 @@ def obj(x):
             vec![reader("i", Type::Int)],
         );
         let out = single(&pool, &program, vec![Value::Int(1)])?;
-        let Err(f) = out else { bail!("{func} must fail its row") };
+        let Err(f) = out else {
+            bail!("{func} must fail its row")
+        };
         if func == "obj" {
             assert_eq!(f.site, FailureSite::Serialize);
             assert!(f.message.starts_with("TypeError:"), "{}", f.message);
@@ -453,7 +467,10 @@ fn dead_worker_fails_the_chunk_and_is_replaced() -> Result<()> {
         other => bail!("expected a dead worker, got {other:?}"),
     }
     let second = pid_of(single(&pool, &program, vec![Value::Int(0)])?)?;
-    assert_ne!(first, second, "a fresh worker must have replaced the killed one");
+    assert_ne!(
+        first, second,
+        "a fresh worker must have replaced the killed one"
+    );
     match pool.run_chunk(&program, &[vec![Value::Int(2)]]) {
         Err(e @ PyCalcError::WorkerDied { .. }) => {
             assert!(e.to_string().contains("exit status: 3"), "{e}");
@@ -524,7 +541,10 @@ fn missing_interpreter_is_a_clear_error() {
     let err = pool.run_chunk(&program, &[vec![Value::Int(1)]]);
     match err {
         Err(e @ PyCalcError::InterpreterNotFound { .. }) => {
-            assert_eq!(e.to_string(), "python interpreter not found: /nonexistent/python3");
+            assert_eq!(
+                e.to_string(),
+                "python interpreter not found: /nonexistent/python3"
+            );
         }
         other => panic!("expected interpreter not found, got {other:?}"),
     }
