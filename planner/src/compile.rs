@@ -117,7 +117,10 @@ fn writes_table(t: NodeType) -> bool {
 }
 
 fn is_valid_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn fields_of(fields: &[Field]) -> impl Fn(&str) -> Option<Type> + '_ {
@@ -143,10 +146,7 @@ fn nrs_fields() -> Vec<Field> {
 fn scope(aliases: &[(&str, &[Field])], wfmodel: bool) -> Scope {
     let mut s = Scope::new();
     for (alias, fields) in aliases {
-        s = s.with_alias(
-            alias,
-            fields.iter().map(|f| (f.name.clone(), f.ty)).collect(),
-        );
+        s = s.with_alias(alias, fields.iter().map(|f| (f.name.clone(), f.ty)).collect());
     }
     if wfmodel {
         s = s.with_wfmodel();
@@ -308,17 +308,11 @@ impl Compiler<'_> {
                     );
                 }
                 if let Some(t) = tables.get(iname) {
-                    let msg = format!(
-                        "index name {iname:?} is also the name of the table created by {}",
-                        t.node
-                    );
+                    let msg = format!("index name {iname:?} is also the name of the table created by {}", t.node);
                     self.err(&subject, &path, msg);
                 }
                 if let Some(prev) = indexes.get(iname) {
-                    let msg = format!(
-                        "index {iname:?} is defined by both {} and {name}",
-                        prev.node
-                    );
+                    let msg = format!("index {iname:?} is defined by both {} and {name}", prev.node);
                     self.err(&subject, &path, msg);
                     continue;
                 }
@@ -530,7 +524,8 @@ impl Compiler<'_> {
             self.err(&subject, "r", "reader section is missing");
             return None;
         };
-        let (reader, reader_fields, batches, mut depends_on) = if node_type == NodeType::FileTable {
+        let (reader, reader_fields, batches, mut depends_on) = if node_type == NodeType::FileTable
+        {
             let (fr, fields) = self.file_reader(&subject, r)?;
             let n = fr.urls.len() as u32;
             (Reader::File(fr), fields, n, BTreeSet::new())
@@ -695,11 +690,7 @@ impl Compiler<'_> {
             ok = false;
         }
         if r.columns.is_empty() {
-            self.err(
-                subject,
-                "r.columns",
-                "a file reader needs at least one column",
-            );
+            self.err(subject, "r.columns", "a file reader needs at least one column");
             return None;
         }
         // File type detection (spec §3.6).
@@ -736,10 +727,7 @@ impl Compiler<'_> {
                 self.err(
                     subject,
                     "r.csv.hdr_line_idx",
-                    format!(
-                        "must be -1 (no header) or a record index, got {}",
-                        r.csv.hdr_line_idx
-                    ),
+                    format!("must be -1 (no header) or a record index, got {}", r.csv.hdr_line_idx),
                 );
                 ok = false;
             }
@@ -907,10 +895,7 @@ impl Compiler<'_> {
         let mut sizes = [0u32; 2];
         for (i, (field, v)) in [
             ("l.idx_read_batch_size", l.idx_read_batch_size),
-            (
-                "l.right_lookup_read_batch_size",
-                l.right_lookup_read_batch_size,
-            ),
+            ("l.right_lookup_read_batch_size", l.right_lookup_read_batch_size),
         ]
         .into_iter()
         .enumerate()
@@ -930,10 +915,7 @@ impl Compiler<'_> {
             self.err(
                 subject,
                 "l.index_name",
-                format!(
-                    "cannot find index {:?} in any node's w.indexes",
-                    l.index_name
-                ),
+                format!("cannot find index {:?} in any node's w.indexes", l.index_name),
             );
             return None;
         };
@@ -1046,11 +1028,7 @@ impl Compiler<'_> {
                     .cloned()
                     .unwrap_or_default();
                 if p.python_code_urls.is_empty() {
-                    self.err(
-                        subject,
-                        "p.python_code_urls",
-                        "py_calc needs at least one Python file",
-                    );
+                    self.err(subject, "p.python_code_urls", "py_calc needs at least one Python file");
                 }
                 match pycalc::check(p, &code, reader_fields) {
                     Ok(fields) => {
@@ -1090,11 +1068,7 @@ impl Compiler<'_> {
                     return None;
                 }
                 let criteria_src = if url {
-                    self.loaded
-                        .tag_criteria
-                        .get(name)
-                        .cloned()
-                        .unwrap_or_default()
+                    self.loaded.tag_criteria.get(name).cloned().unwrap_or_default()
                 } else {
                     p.tag_criteria.clone()
                 };
@@ -1175,11 +1149,7 @@ impl Compiler<'_> {
             return None;
         };
         if w.fields.is_empty() {
-            self.err(
-                subject,
-                "w.fields",
-                "a table writer needs at least one field",
-            );
+            self.err(subject, "w.fields", "a table writer needs at least one field");
             return None;
         }
         let mut aliases: Vec<(&str, &[Field])> = vec![("r", reader_fields)];
@@ -1256,19 +1226,11 @@ impl Compiler<'_> {
     ) -> Option<FileWriter> {
         let mut ok = true;
         if w.url_template.trim().is_empty() {
-            self.err(
-                subject,
-                "w.url_template",
-                "a file writer needs url_template",
-            );
+            self.err(subject, "w.url_template", "a file writer needs url_template");
             ok = false;
         }
         let Some(first) = w.columns.first() else {
-            self.err(
-                subject,
-                "w.columns",
-                "a file writer needs at least one column",
-            );
+            self.err(subject, "w.columns", "a file writer needs at least one column");
             return None;
         };
         let format = if !first.parquet.column_name.is_empty() {
@@ -1280,9 +1242,7 @@ impl Compiler<'_> {
                     self.err(
                         subject,
                         "w.parquet.codec",
-                        format!(
-                            "unknown Parquet codec {other:?}, expected gzip, snappy or uncompressed"
-                        ),
+                        format!("unknown Parquet codec {other:?}, expected gzip, snappy or uncompressed"),
                     );
                     None
                 }
@@ -1443,16 +1403,11 @@ impl Compiler<'_> {
         for (iname, idx) in indexes {
             let distinct_unique = script.nodes.get(&idx.node).is_some_and(|n| {
                 n.node_type == NodeType::DistinctTable.name()
-                    && idx
-                        .def
-                        .as_ref()
-                        .is_some_and(|d| d.kind == IndexKind::Unique)
+                    && idx.def.as_ref().is_some_and(|d| d.kind == IndexKind::Unique)
             });
             // Quirk (spec §3.8, #6): an index whose name contains to_check_uniq is a uniqueness
             // assertion and needs no reader.
-            if !used.contains(iname.as_str())
-                && !distinct_unique
-                && !iname.contains("to_check_uniq")
+            if !used.contains(iname.as_str()) && !distinct_unique && !iname.contains("to_check_uniq")
             {
                 self.err(
                     &Subject::Node(idx.node.clone()),

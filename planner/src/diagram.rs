@@ -19,12 +19,7 @@ pub fn to_dot(plan: &Plan) -> String {
             Writer::File(w) => format!("file {}", w.url_template),
         };
         let manual = n.start_policy == StartPolicy::Manual;
-        let mut label = format!(
-            "{}\\n{}\\n{}",
-            esc(&n.name),
-            n.node_type.name(),
-            esc(&target)
-        );
+        let mut label = format!("{}\\n{}\\n{}", esc(&n.name), n.node_type.name(), esc(&target));
         if manual {
             label.push_str("\\n(manual)");
         }

@@ -26,10 +26,8 @@ pub type PathError = (String, String);
 /// and parentheses, so defaults (`=`), annotations, `*args` and multi-line lists are not seen.
 pub fn python_defs(code: &str) -> BTreeMap<String, usize> {
     // The pattern is a constant, so building it cannot fail at run time.
-    let re = Regex::new(
-        r#"^def[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(([A-Za-z0-9_,.'" \t()]*)\)[ \t]*:"#,
-    )
-    .ok();
+    let re = Regex::new(r#"^def[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(([A-Za-z0-9_,.'" \t()]*)\)[ \t]*:"#)
+        .ok();
     let mut defs = BTreeMap::new();
     let Some(re) = re else { return defs };
     for line in code.lines() {
@@ -158,10 +156,7 @@ pub fn check(
                     .collect();
                 errs.push((
                     "p.calculated_fields".into(),
-                    format!(
-                        "calculated fields depend on each other in a cycle: {}",
-                        left.join(", ")
-                    ),
+                    format!("calculated fields depend on each other in a cycle: {}", left.join(", ")),
                 ));
                 return Err(errs);
             }
@@ -221,11 +216,7 @@ mod tests {
         let defs = python_defs(code);
         assert_eq!(defs.get("a"), Some(&2));
         assert_eq!(defs.get("b"), Some(&0));
-        assert_eq!(
-            defs.get("inner"),
-            None,
-            "methods/indented defs are never found"
-        );
+        assert_eq!(defs.get("inner"), None, "methods/indented defs are never found");
         assert_eq!(defs.get("c"), None, "defaults hide a definition (quirk)");
         assert_eq!(defs.get("d"), None, "annotations hide a definition (quirk)");
     }

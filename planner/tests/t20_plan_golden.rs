@@ -30,9 +30,7 @@ fn golden(case: &str, plan: &Plan) -> Result<()> {
     ] {
         text = text.replace(&url(&dir), name);
     }
-    let path = crate_dir()
-        .join("tests/golden")
-        .join(format!("{case}.plan"));
+    let path = crate_dir().join("tests/golden").join(format!("{case}.plan"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &text)?;
         return Ok(());
@@ -70,10 +68,7 @@ fn lookup_quick_and_big() -> Result<()> {
         "script_params_quick_s3_multi.yaml",
     ] {
         let plan = plan(&cfg.join("script_quick.yaml"), &cfg.join(p))?;
-        golden(
-            &format!("lookup_quick__{}", p.trim_end_matches(".yaml")),
-            &plan,
-        )?;
+        golden(&format!("lookup_quick__{}", p.trim_end_matches(".yaml")), &plan)?;
     }
     for p in [
         "script_params_big_fs_one.json",
@@ -82,10 +77,7 @@ fn lookup_quick_and_big() -> Result<()> {
         "script_params_big_s3_multi.json",
     ] {
         let plan = plan(&cfg.join("script_big.json"), &cfg.join(p))?;
-        golden(
-            &format!("lookup_big__{}", p.trim_end_matches(".json")),
-            &plan,
-        )?;
+        golden(&format!("lookup_big__{}", p.trim_end_matches(".json")), &plan)?;
     }
     Ok(())
 }
@@ -104,10 +96,7 @@ fn py_calc_json_and_yaml() -> Result<()> {
     }
     golden("py_calc", &plans[0])?;
     for other in &plans[1..] {
-        assert_eq!(
-            other, &plans[0],
-            "JSON and YAML forms compile to the same plan"
-        );
+        assert_eq!(other, &plans[0], "JSON and YAML forms compile to the same plan");
     }
     Ok(())
 }
@@ -135,11 +124,7 @@ fn roastery_example() -> Result<()> {
     let params = params_with(
         tmp.path(),
         &dir.join("params.json"),
-        &[
-            ("dir_py", &url(&dir)),
-            ("dir_in", "examples/roastery/data"),
-            ("dir_out", "examples/roastery/out"),
-        ],
+        &[("dir_py", &url(&dir)), ("dir_in", "examples/roastery/data"), ("dir_out", "examples/roastery/out")],
     )?;
     let plan = plan(&dir.join("script.json"), &params)?;
     golden("roastery", &plan)?;

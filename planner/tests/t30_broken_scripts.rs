@@ -13,16 +13,11 @@ fn expectations() -> Result<BTreeMap<String, Vec<String>>> {
     let dir = crate_dir().join("tests/broken");
     let text = std::fs::read_to_string(dir.join("EXPECTED"))?;
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
         let (file, want) = line
             .split_once('\t')
             .with_context(|| format!("EXPECTED line without a tab: {line:?}"))?;
-        out.entry(file.to_string())
-            .or_default()
-            .push(want.to_string());
+        out.entry(file.to_string()).or_default().push(want.to_string());
     }
     Ok(out)
 }
@@ -49,10 +44,7 @@ fn every_broken_script_is_rejected_with_its_message() -> Result<()> {
             .output()?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(1) {
-            failures.push(format!(
-                "{f}: exit {:?}, stderr:\n{stderr}",
-                out.status.code()
-            ));
+            failures.push(format!("{f}: exit {:?}, stderr:\n{stderr}", out.status.code()));
             continue;
         }
         for w in wants {
@@ -73,9 +65,6 @@ fn all_errors_of_a_script_are_reported_at_once() -> Result<()> {
         Err(e) => e,
     };
     let lines = err.lines();
-    ensure!(
-        lines.len() >= 3,
-        "expected three separate errors, got {lines:?}"
-    );
+    ensure!(lines.len() >= 3, "expected three separate errors, got {lines:?}");
     Ok(())
 }

@@ -53,15 +53,8 @@ fn validate_conformance_lookup_with_show_plan() -> Result<()> {
         "--show-plan",
     ])?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(
-        stdout.contains("manual nodes: order_date_value_grouped_inner"),
-        "{stdout}"
-    );
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(stdout.contains("manual nodes: order_date_value_grouped_inner"), "{stdout}");
     ensure!(stdout.contains("node read_orders [file_table]"), "{stdout}");
     Ok(())
 }
@@ -84,31 +77,17 @@ fn diagram_renders_with_graphviz() -> Result<()> {
         "--output",
         &url(&dot_file),
     ])?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dot = std::fs::read_to_string(&dot_file)?;
     ensure!(dot.starts_with("digraph"), "{dot}");
-    ensure!(
-        dot.contains("\"read_products\" -> \"tag_products\""),
-        "{dot}"
-    );
-    ensure!(
-        dot.contains("(manual)"),
-        "tag_totals is manual in the multi params: {dot}"
-    );
+    ensure!(dot.contains("\"read_products\" -> \"tag_products\""), "{dot}");
+    ensure!(dot.contains("(manual)"), "tag_totals is manual in the multi params: {dot}");
     let svg = Command::new("dot")
         .arg("-Tsvg")
         .arg(&dot_file)
         .output()
         .context("graphviz `dot` not found: run the tests through `bash .ci/test`")?;
-    ensure!(
-        svg.status.success(),
-        "dot failed: {}",
-        String::from_utf8_lossy(&svg.stderr)
-    );
+    ensure!(svg.status.success(), "dot failed: {}", String::from_utf8_lossy(&svg.stderr));
     let svg = String::from_utf8_lossy(&svg.stdout);
     ensure!(svg.contains("<svg") && svg.contains("tag_totals"), "no svg");
     Ok(())
@@ -123,9 +102,7 @@ fn diagram_to_stdout_and_failure_on_broken_script() -> Result<()> {
         "examples/roastery/params.json",
     ])?;
     ensure!(out.status.success());
-    ensure!(
-        String::from_utf8_lossy(&out.stdout).contains("\"order_lines\" -> \"file_order_lines\"")
-    );
+    ensure!(String::from_utf8_lossy(&out.stdout).contains("\"order_lines\" -> \"file_order_lines\""));
     let broken = crate_dir().join("tests/broken/05_cycle.json");
     let out = planner(&["diagram", &url(&broken)])?;
     ensure!(out.status.code() == Some(1));
@@ -137,17 +114,11 @@ fn diagram_to_stdout_and_failure_on_broken_script() -> Result<()> {
 fn help_documents_every_command() -> Result<()> {
     let out = planner(&["--help"])?;
     let text = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        text.contains("validate") && text.contains("diagram"),
-        "{text}"
-    );
+    ensure!(text.contains("validate") && text.contains("diagram"), "{text}");
     for cmd in ["validate", "diagram"] {
         let out = planner(&[cmd, "--help"])?;
         let text = String::from_utf8_lossy(&out.stdout);
-        ensure!(
-            out.status.success() && text.contains("--params"),
-            "{cmd}: {text}"
-        );
+        ensure!(out.status.success() && text.contains("--params"), "{cmd}: {text}");
     }
     let out = planner(&["validate", "--help"])?;
     ensure!(String::from_utf8_lossy(&out.stdout).contains("--show-plan"));

@@ -44,7 +44,11 @@ pub fn url(path: &Path) -> String {
 }
 
 /// Writes a JSON params file into `dir`: the conformance params `from` with some values replaced.
-pub fn params_with(dir: &Path, from: &Path, overrides: &[(&str, &str)]) -> Result<PathBuf> {
+pub fn params_with(
+    dir: &Path,
+    from: &Path,
+    overrides: &[(&str, &str)],
+) -> Result<PathBuf> {
     let text = std::fs::read_to_string(from)?;
     let mut v: serde_json::Value = if from.extension().is_some_and(|e| e == "yaml") {
         yaml_serde::from_str(&text)?
@@ -53,10 +57,7 @@ pub fn params_with(dir: &Path, from: &Path, overrides: &[(&str, &str)]) -> Resul
     };
     if let Some(obj) = v.as_object_mut() {
         for (k, val) in overrides {
-            obj.insert(
-                (*k).to_string(),
-                serde_json::Value::String((*val).to_string()),
-            );
+            obj.insert((*k).to_string(), serde_json::Value::String((*val).to_string()));
         }
     }
     let name = from
