@@ -1,10 +1,10 @@
 //! plexus-node: the peer daemon library.
 //!
-//! It will hold everything a Plexus peer runs: the storage backends, the processors
-//! (executors), the scheduler and work stealing, the QUIC transport and telemetry (see
-//! DESIGN.md). Only [`store`] exists yet: the [`store::Store`] trait with its embedded fjall
-//! backend and the backend-independent conformance suite.
+//! It holds everything a Plexus peer runs: the storage backends ([`store`]), the py_calc
+//! Python worker pool ([`pycalc`]) and, as they arrive, the processors, the scheduler and work
+//! stealing, the QUIC transport and telemetry (see DESIGN.md).
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod pycalc;
 pub mod store;
