@@ -1063,6 +1063,44 @@ impl Ledger {
         Ok(out)
     }
 
+    /// Claimed batches of active or stopped runs whose claim is older than their node's
+    /// `max_batch_processing_time` at `now_ms` (spec §9.7): candidates for
+    /// [`Command::ReleaseBatch`]. The caller supplies the time; the ledger never reads a clock.
+    pub fn stale_claims(&self, now_ms: i64) -> Vec<(BatchTask, Claim)> {
+        let mut out = Vec::new();
+        for (ks_name, ks) in &self.keyspaces {
+            for run in ks.runs.values() {
+                let Some(plan) = self.plans.get(&run.plan_hash) else {
+                    continue;
+                };
+                for name in &run.processed {
+                    let (Some(nr), Some(pn)) = (run.nodes.get(name), plan.node(name)) else {
+                        continue;
+                    };
+                    for (i, b) in nr.batches.iter().enumerate() {
+                        let Some(c) = &b.claim else { continue };
+                        let deadline = c.ts_ms.saturating_add(pn.max_batch_processing_time_ms);
+                        if b.status == NodeBatchStatus::Start && now_ms >= deadline {
+                            out.push((
+                                BatchTask {
+                                    keyspace: ks_name.clone(),
+                                    run_id: run.run_id,
+                                    node: name.clone(),
+                                    batch_idx: i as u32,
+                                    batches_total: nr.batches_total(),
+                                    reader_run: c.reader_run,
+                                    lookup_run: c.lookup_run,
+                                },
+                                c.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Status of every node of the run's plan, in plan order (the status diagram); nodes the
     /// run does not process are `none`.
     pub fn node_statuses(

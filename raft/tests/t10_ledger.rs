@@ -512,6 +512,23 @@ fn release_of_a_rerun_node_returns_it() {
 }
 
 #[test]
+fn stale_claims_follow_max_batch_processing_time() {
+    let mut h = Harness::new();
+    let plan = h.submit(PlanBuilder::new().file("a", "ta", 2).build());
+    let run = h.start("ks", plan, &["a"]);
+    h.claim("ks", run, "a", 0);
+    let claimed_at = h.ts;
+    h.claim("ks", run, "a", 1);
+    h.done("ks", run, "a", 1);
+    // The builder's nodes allow 60 s per batch.
+    assert!(h.ledger.stale_claims(claimed_at + 59_999).is_empty());
+    let stale = h.ledger.stale_claims(claimed_at + 60_000);
+    assert_eq!(stale.len(), 1);
+    assert_eq!((stale[0].0.node.as_str(), stale[0].0.batch_idx), ("a", 0));
+    assert_eq!(stale[0].1.worker, "peer1");
+}
+
+#[test]
 fn stop_run_marks_unclaimed_batches_and_blocks_later_runs() {
     let mut h = Harness::new();
     let plan = h.submit(lookup_plan(StartPolicy::Manual));
