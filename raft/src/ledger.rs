@@ -1,0 +1,1513 @@
+//! The run/batch ledger: plans, keyspaces, runs, node and batch statuses and their histories,
+//! changed only by [`Command`]s (spec §9).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use plexus_core::plan::{DependencyCmd, Plan, PlanNode, Reader, RerunPolicy};
+use plexus_core::task::BatchTask;
+use serde::{Deserialize, Serialize};
+
+use crate::affected::affected_nodes;
+use crate::command::{Command, Event, PlanHash};
+use crate::error::LedgerError;
+use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan, token_range};
+use crate::policy::{CompiledPolicy, NodeRunEvent};
+use crate::status::{NodeBatchStatus, RunStatus};
+
+/// The replicated state: every submitted plan and every keyspace's runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    plans: BTreeMap<PlanHash, Plan>,
+    keyspaces: BTreeMap<String, Keyspace>,
+    /// Compiled dependency policies; derived from `plans`, so not part of the state.
+    #[serde(skip)]
+    policies: PolicyCache,
+}
+
+/// Compiled policies by (plan, policy name). Equality ignores it: it is a pure function of the
+/// plans and only saves recompiling rules on every readiness check.
+#[derive(Clone, Default)]
+struct PolicyCache(BTreeMap<(PlanHash, String), CompiledPolicy>);
+
+impl PartialEq for PolicyCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for PolicyCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PolicyCache({} policies)", self.0.len())
+    }
+}
+
+/// The runs of one keyspace (`wf_run_counter`, `wf_run_properties` and the histories).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Keyspace {
+    /// The last allocated run id (0 before the first run).
+    pub last_run: u32,
+    /// Runs by id.
+    pub runs: BTreeMap<u32, Run>,
+    /// Next history row sequence number.
+    next_seq: u64,
+}
+
+/// One run and the state of the nodes it processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// The run id.
+    pub run_id: u32,
+    /// The plan the run executes.
+    pub plan_hash: PlanHash,
+    /// Start nodes as given (deduplicated, plan order).
+    pub start_nodes: Vec<String>,
+    /// Affected nodes (spec §9.2), plan order; what dependency checks of any run look at.
+    pub affected_nodes: Vec<String>,
+    /// Whether only the start nodes are processed (`exec_node`).
+    pub only_start_nodes: bool,
+    /// Free text.
+    pub description: String,
+    /// Nodes whose batches this run processes, plan (topological) order.
+    pub processed: Vec<String>,
+    /// State of each processed node.
+    pub nodes: BTreeMap<String, NodeRun>,
+    /// `wf_run_history` rows of this run.
+    pub history: Vec<RunHistoryRow>,
+}
+
+impl Run {
+    /// Run status: stop if a stop row exists, else complete, else start, else none (§9.6).
+    pub fn status(&self) -> RunStatus {
+        let has = |s| self.history.iter().any(|r| r.status == s);
+        if has(RunStatus::Stop) {
+            RunStatus::Stop
+        } else if has(RunStatus::Complete) {
+            RunStatus::Complete
+        } else if has(RunStatus::Start) {
+            RunStatus::Start
+        } else {
+            RunStatus::None
+        }
+    }
+
+    /// Status of `node` in this run; `none` when the run does not process it.
+    pub fn node_status(&self, node: &str) -> NodeBatchStatus {
+        self.nodes
+            .get(node)
+            .map_or(NodeBatchStatus::None, |n| n.status)
+    }
+}
+
+/// One script node in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRun {
+    /// Derived from the batches: none, start (a batch started), or final once all are final.
+    pub status: NodeBatchStatus,
+    /// Whether batches are file URLs (tokens = batch index) rather than table ranges.
+    pub file_reader: bool,
+    /// One entry per batch.
+    pub batches: Vec<BatchState>,
+    /// `wf_node_history` rows.
+    pub history: Vec<NodeHistoryRow>,
+}
+
+/// One batch of one node in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchState {
+    /// none (in the pool), start (claimed), or final.
+    pub status: NodeBatchStatus,
+    /// The current or last claim.
+    pub claim: Option<Claim>,
+    /// How many times the batch was claimed.
+    pub attempts: u32,
+    /// `wf_batch_history` rows.
+    pub history: Vec<BatchHistoryRow>,
+}
+
+/// Who runs a batch and which runs' tables it reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The worker.
+    pub worker: String,
+    /// When it claimed the batch.
+    pub ts_ms: i64,
+    /// Run whose reader table is read.
+    pub reader_run: Option<u32>,
+    /// Run whose lookup table is read.
+    pub lookup_run: Option<u32>,
+}
+
+/// The dependency check of a node in a run (spec §9.4 step 4, §9.6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// The node may run, reading these runs' tables.
+    Go {
+        /// Run of the reader table (`None` for file readers).
+        reader_run: Option<u32>,
+        /// Run of the lookup table (`None` without a lookup).
+        lookup_run: Option<u32>,
+    },
+    /// Not yet.
+    Wait,
+    /// Never: the batches fail.
+    Nogo {
+        /// Why, recorded as the batch comment.
+        reason: String,
+    },
+}
+
+/// Batch result details recorded in the history.
+#[derive(Default)]
+struct Outcome {
+    rows_in: Option<u64>,
+    rows_out: Option<u64>,
+    elapsed_ms: Option<u64>,
+    error: Option<String>,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Encodes the whole state with bincode (snapshot format).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, LedgerError> {
+        bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(|e| {
+            LedgerError::Snapshot {
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// Decodes a snapshot made by [`Ledger::to_bytes`] and recompiles its policies.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, LedgerError> {
+        let (mut l, _): (Self, _) =
+            bincode::serde::decode_from_slice(bytes, bincode::config::standard()).map_err(|e| {
+                LedgerError::Snapshot {
+                    reason: e.to_string(),
+                }
+            })?;
+        let hashes: Vec<PlanHash> = l.plans.keys().copied().collect();
+        for h in hashes {
+            l.cache_policies(h);
+        }
+        Ok(l)
+    }
+
+    /// A submitted plan.
+    pub fn plan(&self, plan_hash: &PlanHash) -> Option<&Plan> {
+        self.plans.get(plan_hash)
+    }
+
+    /// Hashes of all submitted plans, sorted.
+    pub fn plan_hashes(&self) -> Vec<PlanHash> {
+        self.plans.keys().copied().collect()
+    }
+
+    /// Names of all keyspaces, sorted.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        self.keyspaces.keys().cloned().collect()
+    }
+
+    /// A keyspace.
+    pub fn keyspace(&self, keyspace: &str) -> Result<&Keyspace, LedgerError> {
+        self.keyspaces
+            .get(keyspace)
+            .ok_or_else(|| LedgerError::UnknownKeyspace {
+                keyspace: keyspace.to_owned(),
+            })
+    }
+
+    /// A run.
+    pub fn run(&self, keyspace: &str, run_id: u32) -> Result<&Run, LedgerError> {
+        self.keyspace(keyspace)?
+            .runs
+            .get(&run_id)
+            .ok_or_else(|| LedgerError::UnknownRun {
+                keyspace: keyspace.to_owned(),
+                run_id,
+            })
+    }
+
+    /// The status of a run.
+    pub fn run_status(&self, keyspace: &str, run_id: u32) -> Result<RunStatus, LedgerError> {
+        Ok(self.run(keyspace, run_id)?.status())
+    }
+
+    /// Applies one command. On error nothing changed; on success the events describe what did.
+    pub fn apply(&mut self, cmd: Command) -> Result<Vec<Event>, LedgerError> {
+        let mut ev = Vec::new();
+        match cmd {
+            Command::SubmitPlan { plan } => self.submit_plan(plan, &mut ev)?,
+            Command::StartRun {
+                keyspace,
+                plan_hash,
+                start_nodes,
+                description,
+                only_start_nodes,
+                ts_ms,
+            } => {
+                self.start_run(
+                    &keyspace,
+                    plan_hash,
+                    &start_nodes,
+                    description,
+                    only_start_nodes,
+                    ts_ms,
+                    &mut ev,
+                )?;
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+            Command::ClaimBatch {
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                worker,
+                ts_ms,
+            } => {
+                self.claim(&keyspace, run_id, &node, batch_idx, worker, ts_ms, &mut ev)?;
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+            Command::BatchDone {
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                rows_in,
+                rows_out,
+                elapsed_ms,
+                ts_ms,
+            } => {
+                self.claimed(&keyspace, run_id, &node, batch_idx)?;
+                let ks = self.ks_mut(&keyspace)?;
+                let comment = format!(
+                    "{rows_in} rows in, {rows_out} rows out, elapsed {}.{:03}s",
+                    elapsed_ms / 1000,
+                    elapsed_ms % 1000
+                );
+                let outcome = Outcome {
+                    rows_in: Some(rows_in),
+                    rows_out: Some(rows_out),
+                    elapsed_ms: Some(elapsed_ms),
+                    error: None,
+                };
+                ks.finish_batch(
+                    &keyspace,
+                    run_id,
+                    &node,
+                    batch_idx,
+                    NodeBatchStatus::Success,
+                    comment,
+                    outcome,
+                    ts_ms,
+                    &mut ev,
+                );
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+            Command::BatchFailed {
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                error,
+                retryable,
+                ts_ms,
+            } => {
+                self.claimed(&keyspace, run_id, &node, batch_idx)?;
+                if retryable {
+                    let comment = format!("retryable failure: {error}");
+                    self.return_to_pool(
+                        &keyspace, run_id, &node, batch_idx, comment, error, ts_ms, &mut ev,
+                    )?;
+                } else {
+                    let outcome = Outcome {
+                        error: Some(error.clone()),
+                        ..Outcome::default()
+                    };
+                    self.ks_mut(&keyspace)?.finish_batch(
+                        &keyspace,
+                        run_id,
+                        &node,
+                        batch_idx,
+                        NodeBatchStatus::Fail,
+                        error,
+                        outcome,
+                        ts_ms,
+                        &mut ev,
+                    );
+                }
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+            Command::ReleaseBatch {
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                reason,
+                ts_ms,
+            } => {
+                self.claimed(&keyspace, run_id, &node, batch_idx)?;
+                let comment = format!("lease lost: {reason}");
+                self.return_to_pool(
+                    &keyspace, run_id, &node, batch_idx, comment, reason, ts_ms, &mut ev,
+                )?;
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+            Command::StopRun {
+                keyspace,
+                run_id,
+                comment,
+                ts_ms,
+            } => {
+                self.stop_run(&keyspace, run_id, comment, ts_ms, &mut ev)?;
+                self.settle(&keyspace, ts_ms, &mut ev);
+            }
+        }
+        Ok(ev)
+    }
+
+    fn ks_mut(&mut self, keyspace: &str) -> Result<&mut Keyspace, LedgerError> {
+        self.keyspaces
+            .get_mut(keyspace)
+            .ok_or_else(|| LedgerError::UnknownKeyspace {
+                keyspace: keyspace.to_owned(),
+            })
+    }
+
+    fn cache_policies(&mut self, plan_hash: PlanHash) {
+        let Some(plan) = self.plans.get(&plan_hash) else {
+            return;
+        };
+        for (name, p) in &plan.policies {
+            // Plans are validated on submission, so compilation succeeds; a failure would only
+            // mean recompiling (and failing the same way) on every readiness check.
+            if let Ok(c) = CompiledPolicy::compile(p) {
+                self.policies.0.insert((plan_hash, name.clone()), c);
+            }
+        }
+    }
+
+    fn submit_plan(&mut self, plan: Plan, ev: &mut Vec<Event>) -> Result<(), LedgerError> {
+        let hash = plan
+            .content_hash()
+            .map_err(|e| LedgerError::PlanEncode {
+                reason: e.to_string(),
+            })
+            .map(PlanHash)?;
+        if self.plans.contains_key(&hash) {
+            ev.push(Event::PlanSubmitted {
+                plan_hash: hash,
+                already_known: true,
+            });
+            return Ok(());
+        }
+        validate_plan(&plan)?;
+        self.plans.insert(hash, plan);
+        self.cache_policies(hash);
+        ev.push(Event::PlanSubmitted {
+            plan_hash: hash,
+            already_known: false,
+        });
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_run(
+        &mut self,
+        keyspace: &str,
+        plan_hash: PlanHash,
+        start_nodes: &[String],
+        description: String,
+        only_start_nodes: bool,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), LedgerError> {
+        if keyspace.is_empty() {
+            return Err(LedgerError::InvalidKeyspace {
+                keyspace: keyspace.to_owned(),
+                reason: "empty",
+            });
+        }
+        if keyspace.starts_with("system") {
+            return Err(LedgerError::InvalidKeyspace {
+                keyspace: keyspace.to_owned(),
+                reason: "must not start with \"system\"",
+            });
+        }
+        let plan = self
+            .plans
+            .get(&plan_hash)
+            .ok_or(LedgerError::UnknownPlan { plan_hash })?;
+        if start_nodes.is_empty() {
+            return Err(LedgerError::NoStartNodes);
+        }
+        let missing: Vec<String> = start_nodes
+            .iter()
+            .filter(|s| plan.node(s).is_none())
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(LedgerError::UnknownStartNodes { missing });
+        }
+        let last_run = self.keyspaces.get(keyspace).map_or(0, |k| k.last_run);
+        let run_id = last_run
+            .checked_add(1)
+            .ok_or_else(|| LedgerError::RunIdsExhausted {
+                keyspace: keyspace.to_owned(),
+            })?;
+
+        // Validation done; from here on nothing fails.
+        let start_set: BTreeSet<&str> = start_nodes.iter().map(String::as_str).collect();
+        let start: Vec<String> = plan
+            .nodes
+            .iter()
+            .filter(|n| start_set.contains(n.name.as_str()))
+            .map(|n| n.name.clone())
+            .collect();
+        let affected = affected_nodes(plan, &start);
+        let processed = if only_start_nodes {
+            start.clone()
+        } else {
+            affected.clone()
+        };
+        let mut nodes = BTreeMap::new();
+        for name in &processed {
+            if let Some(n) = plan.node(name) {
+                nodes.insert(name.clone(), NodeRun::new(n));
+            }
+        }
+        let comment = if only_start_nodes {
+            "exec_node"
+        } else {
+            "api.StartRun"
+        };
+        let ks = self.keyspaces.entry(keyspace.to_owned()).or_default();
+        ks.last_run = run_id;
+        let seq = ks.seq();
+        ks.runs.insert(
+            run_id,
+            Run {
+                run_id,
+                plan_hash,
+                start_nodes: start,
+                affected_nodes: affected,
+                only_start_nodes,
+                description,
+                processed: processed.clone(),
+                nodes,
+                history: vec![RunHistoryRow {
+                    ts_ms,
+                    seq,
+                    run_id,
+                    status: RunStatus::Start,
+                    comment: comment.to_owned(),
+                }],
+            },
+        );
+        ev.push(Event::RunStarted {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            nodes: processed.clone(),
+        });
+        // Nodes without batches are final at once.
+        for name in &processed {
+            ks.refresh_node(keyspace, run_id, name, 0, ts_ms, ev);
+        }
+        ks.refresh_run(keyspace, run_id, ts_ms, ev);
+        Ok(())
+    }
+
+    /// Finds a batch, checking every id along the way.
+    fn batch(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        batch_idx: u32,
+    ) -> Result<(&Run, &NodeRun, &BatchState), LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        let nr = run
+            .nodes
+            .get(node)
+            .ok_or_else(|| LedgerError::UnknownNode {
+                run_id,
+                node: node.to_owned(),
+            })?;
+        let b = nr
+            .batches
+            .get(batch_idx as usize)
+            .ok_or_else(|| LedgerError::UnknownBatch {
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+                batches_total: nr.batches_total(),
+            })?;
+        Ok((run, nr, b))
+    }
+
+    /// Checks that a batch exists and is claimed (status start).
+    fn claimed(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        batch_idx: u32,
+    ) -> Result<(), LedgerError> {
+        let (_, _, b) = self.batch(keyspace, run_id, node, batch_idx)?;
+        if b.status != NodeBatchStatus::Start {
+            return Err(LedgerError::BatchNotClaimed {
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+                status: b.status,
+            });
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        batch_idx: u32,
+        worker: String,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), LedgerError> {
+        let (run, nr, b) = self.batch(keyspace, run_id, node, batch_idx)?;
+        let status = run.status();
+        if status != RunStatus::Start {
+            return Err(LedgerError::RunNotActive { run_id, status });
+        }
+        if b.status != NodeBatchStatus::None {
+            return Err(LedgerError::BatchNotClaimable {
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+                status: b.status,
+            });
+        }
+        let batches_total = nr.batches_total();
+        let (reader_run, lookup_run) = match self.readiness(keyspace, run_id, node)? {
+            Readiness::Go {
+                reader_run,
+                lookup_run,
+            } => (reader_run, lookup_run),
+            Readiness::Wait => {
+                return Err(LedgerError::NotReady {
+                    run_id,
+                    node: node.to_owned(),
+                    reason: "dependencies say wait".to_owned(),
+                });
+            }
+            Readiness::Nogo { reason } => {
+                return Err(LedgerError::NotReady {
+                    run_id,
+                    node: node.to_owned(),
+                    reason,
+                });
+            }
+        };
+        let ks = self.ks_mut(keyspace)?;
+        let seq_b = ks.seq();
+        let seq_n = ks.seq();
+        let Some(nr) = ks.runs.get_mut(&run_id).and_then(|r| r.nodes.get_mut(node)) else {
+            return Ok(());
+        };
+        let (first_token, last_token) = nr.tokens(batch_idx);
+        let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
+            return Ok(());
+        };
+        b.status = NodeBatchStatus::Start;
+        b.attempts += 1;
+        b.claim = Some(Claim {
+            worker: worker.clone(),
+            ts_ms,
+            reader_run,
+            lookup_run,
+        });
+        b.history.push(BatchHistoryRow {
+            ts_ms,
+            seq: seq_b,
+            run_id,
+            node: node.to_owned(),
+            batch_idx,
+            batches_total,
+            status: NodeBatchStatus::Start,
+            first_token,
+            last_token,
+            instance: worker.clone(),
+            rows_in: None,
+            rows_out: None,
+            elapsed_ms: None,
+            error: None,
+            comment: String::new(),
+        });
+        // Capillaries writes a node `start` row for every batch it starts (the row key holds
+        // the batch index); history queries keep only the earliest.
+        nr.history.push(NodeHistoryRow {
+            ts_ms,
+            seq: seq_n,
+            run_id,
+            node: node.to_owned(),
+            written_by_batch_idx: batch_idx,
+            status: NodeBatchStatus::Start,
+            comment: format!("marked started by batch {batch_idx} / {batches_total}"),
+        });
+        ev.push(Event::BatchClaimed {
+            task: BatchTask {
+                keyspace: keyspace.to_owned(),
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+                batches_total,
+                reader_run,
+                lookup_run,
+            },
+            worker,
+        });
+        if nr.status == NodeBatchStatus::None {
+            nr.status = NodeBatchStatus::Start;
+            ev.push(Event::NodeStarted {
+                keyspace: keyspace.to_owned(),
+                run_id,
+                node: node.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A claimed batch did not finish (retryable failure, lost lease): back to the pool, or
+    /// final when the run was stopped or the node may not be re-run.
+    #[allow(clippy::too_many_arguments)]
+    fn return_to_pool(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        batch_idx: u32,
+        comment: String,
+        error: String,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        let rerun = self
+            .plans
+            .get(&run.plan_hash)
+            .and_then(|p| p.node(node))
+            .map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
+        let stopped = run.status() == RunStatus::Stop;
+        let ks = self.ks_mut(keyspace)?;
+        let outcome = Outcome {
+            error: Some(error),
+            ..Outcome::default()
+        };
+        if stopped {
+            // Spec §9.8: every later message of a stopped run marks its batch stopreceived.
+            ks.finish_batch(
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                NodeBatchStatus::StopReceived,
+                format!("run was stopped; {comment}"),
+                outcome,
+                ts_ms,
+                ev,
+            );
+        } else if rerun == RerunPolicy::Fail {
+            // Quirk (spec §9.7, §14 #41): Capillaries drops the redelivered message of a
+            // started batch under `rerun_policy: fail`, so the run never completes; we fail it.
+            ks.finish_batch(
+                keyspace,
+                run_id,
+                node,
+                batch_idx,
+                NodeBatchStatus::Fail,
+                format!("rerun_policy is fail and the batch was started before; {comment}"),
+                outcome,
+                ts_ms,
+                ev,
+            );
+        } else {
+            let seq = ks.seq();
+            if let Some(nr) = ks.runs.get_mut(&run_id).and_then(|r| r.nodes.get_mut(node)) {
+                let (first_token, last_token) = nr.tokens(batch_idx);
+                let batches_total = nr.batches_total();
+                if let Some(b) = nr.batches.get_mut(batch_idx as usize) {
+                    let instance = b.claim.as_ref().map(|c| c.worker.clone());
+                    b.status = NodeBatchStatus::None;
+                    b.claim = None;
+                    b.history.push(BatchHistoryRow {
+                        ts_ms,
+                        seq,
+                        run_id,
+                        node: node.to_owned(),
+                        batch_idx,
+                        batches_total,
+                        status: NodeBatchStatus::None,
+                        first_token,
+                        last_token,
+                        instance: instance.unwrap_or_default(),
+                        rows_in: None,
+                        rows_out: None,
+                        elapsed_ms: None,
+                        error: outcome.error,
+                        comment: format!("returned to the pool: {comment}"),
+                    });
+                }
+            }
+            ev.push(Event::BatchReturned {
+                keyspace: keyspace.to_owned(),
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+            });
+        }
+        Ok(())
+    }
+
+    fn stop_run(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        comment: String,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), LedgerError> {
+        if self.run(keyspace, run_id)?.status() == RunStatus::Stop {
+            return Err(LedgerError::RunAlreadyStopped { run_id });
+        }
+        let ks = self.ks_mut(keyspace)?;
+        let seq = ks.seq();
+        let Some(run) = ks.runs.get_mut(&run_id) else {
+            return Ok(());
+        };
+        run.history.push(RunHistoryRow {
+            ts_ms,
+            seq,
+            run_id,
+            status: RunStatus::Stop,
+            comment,
+        });
+        ev.push(Event::RunStopped {
+            keyspace: keyspace.to_owned(),
+            run_id,
+        });
+        // Unclaimed batches will never be claimed: mark them stopreceived now, as Capillaries
+        // does when their messages arrive. Claimed batches finish normally.
+        let pending: Vec<(String, u32)> = run
+            .processed
+            .iter()
+            .filter_map(|n| run.nodes.get(n).map(|nr| (n, nr)))
+            .flat_map(|(n, nr)| {
+                nr.batches
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.status == NodeBatchStatus::None)
+                    .map(move |(i, _)| (n.clone(), i as u32))
+            })
+            .collect();
+        for (node, idx) in pending {
+            ks.finish_batch(
+                keyspace,
+                run_id,
+                &node,
+                idx,
+                NodeBatchStatus::StopReceived,
+                "run was stopped".to_owned(),
+                Outcome::default(),
+                ts_ms,
+                ev,
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails the unclaimed batches of every node whose dependency check says `nogo`, until
+    /// nothing changes: a failure can complete a run and so turn other checks into `nogo`.
+    fn settle(&mut self, keyspace: &str, ts_ms: i64, ev: &mut Vec<Event>) {
+        loop {
+            let Some(ks) = self.keyspaces.get(keyspace) else {
+                return;
+            };
+            let mut nogo: Vec<(u32, String, String)> = Vec::new();
+            for run in ks.runs.values() {
+                if run.status() != RunStatus::Start {
+                    continue;
+                }
+                for name in &run.processed {
+                    let pending = run.nodes.get(name).is_some_and(|nr| {
+                        nr.batches.iter().any(|b| b.status == NodeBatchStatus::None)
+                    });
+                    if !pending {
+                        continue;
+                    }
+                    if let Ok(Readiness::Nogo { reason }) =
+                        self.readiness(keyspace, run.run_id, name)
+                    {
+                        nogo.push((run.run_id, name.clone(), reason));
+                    }
+                }
+            }
+            if nogo.is_empty() {
+                return;
+            }
+            let Some(ks) = self.keyspaces.get_mut(keyspace) else {
+                return;
+            };
+            for (run_id, node, reason) in nogo {
+                let idxs: Vec<u32> = ks
+                    .runs
+                    .get(&run_id)
+                    .and_then(|r| r.nodes.get(&node))
+                    .map(|nr| {
+                        nr.batches
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, b)| b.status == NodeBatchStatus::None)
+                            .map(|(i, _)| i as u32)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for idx in idxs {
+                    ks.finish_batch(
+                        keyspace,
+                        run_id,
+                        &node,
+                        idx,
+                        NodeBatchStatus::Fail,
+                        format!("nogo: {reason}"),
+                        Outcome::default(),
+                        ts_ms,
+                        ev,
+                    );
+                }
+            }
+        }
+    }
+
+    /// The dependency check of `node` in a run (spec §9.6), as of the current state.
+    pub fn readiness(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+    ) -> Result<Readiness, LedgerError> {
+        let ks = self.keyspace(keyspace)?;
+        let run = self.run(keyspace, run_id)?;
+        let plan = self
+            .plans
+            .get(&run.plan_hash)
+            .ok_or(LedgerError::UnknownPlan {
+                plan_hash: run.plan_hash,
+            })?;
+        let pn = plan.node(node).ok_or_else(|| LedgerError::UnknownNode {
+            run_id,
+            node: node.to_owned(),
+        })?;
+        let (reader_dep, lookup_dep) = match dependencies(plan, pn) {
+            // A node without a table reader (file_table) is always go.
+            None => {
+                return Ok(Readiness::Go {
+                    reader_run: None,
+                    lookup_run: None,
+                });
+            }
+            Some(d) => d,
+        };
+        let policy_name = pn
+            .dependency_policy
+            .clone()
+            .unwrap_or_else(|| plan.default_policy.clone());
+        let owned;
+        let policy = match self.policies.0.get(&(run.plan_hash, policy_name.clone())) {
+            Some(p) => p,
+            None => {
+                let src =
+                    plan.policies
+                        .get(&policy_name)
+                        .ok_or_else(|| LedgerError::InvalidPlan {
+                            reason: format!(
+                                "node {node:?}: unknown dependency policy {policy_name:?}"
+                            ),
+                        })?;
+                owned = CompiledPolicy::compile(src).map_err(|e| LedgerError::InvalidPlan {
+                    reason: format!("dependency policy {policy_name:?}: {e}"),
+                })?;
+                &owned
+            }
+        };
+
+        let decide = |dep: &str| -> Result<(DependencyCmd, u32), String> {
+            let events: Vec<NodeRunEvent> = ks
+                .runs
+                .values()
+                .filter(|r| r.affected_nodes.iter().any(|a| a == dep))
+                .map(|r| NodeRunEvent {
+                    run_id: r.run_id,
+                    run_is_current: r.run_id == run_id,
+                    run_status: r.status(),
+                    node_status: r.node_status(dep),
+                })
+                .collect();
+            if events.is_empty() {
+                // Quirk (spec §9.4 step 4, §14 #42): Capillaries drops the message without a
+                // status and the run never completes; we fail the batch instead.
+                return Err(format!(
+                    "dependency node {dep:?} was never part of any run in keyspace {keyspace:?}"
+                ));
+            }
+            match policy.decide(&events) {
+                Ok(Some(m)) => Ok((m.cmd, m.run_id)),
+                Ok(None) => Ok((DependencyCmd::Wait, 0)),
+                Err(e) => Err(format!("dependency policy {policy_name:?}: {e}")),
+            }
+        };
+
+        let mut verdicts = vec![(reader_dep, decide(reader_dep))];
+        if let Some(l) = lookup_dep {
+            verdicts.push((l, decide(l)));
+        }
+        // Combine: any nogo → nogo, else any wait → wait, else go.
+        let mut wait = false;
+        for (dep, v) in &verdicts {
+            match v {
+                Err(reason) => {
+                    return Ok(Readiness::Nogo {
+                        reason: reason.clone(),
+                    });
+                }
+                Ok((DependencyCmd::Nogo, r)) => {
+                    return Ok(Readiness::Nogo {
+                        reason: format!("dependency {dep:?} in run {r}"),
+                    });
+                }
+                Ok((DependencyCmd::Wait, _)) => wait = true,
+                Ok((DependencyCmd::Go, _)) => {}
+            }
+        }
+        if wait {
+            return Ok(Readiness::Wait);
+        }
+        let run_of = |i: usize| {
+            verdicts
+                .get(i)
+                .and_then(|(_, v)| v.as_ref().ok())
+                .map(|v| v.1)
+        };
+        Ok(Readiness::Go {
+            reader_run: run_of(0),
+            lookup_run: lookup_dep.and_then(|_| run_of(1)),
+        })
+    }
+
+    /// Every claimable batch of every active run: keyspace, run id, node (plan order), batch.
+    pub fn ready_tasks(&self) -> Vec<BatchTask> {
+        let mut out = Vec::new();
+        for (name, ks) in &self.keyspaces {
+            for run_id in ks.runs.keys() {
+                if let Ok(t) = self.ready_tasks_for(name, *run_id) {
+                    out.extend(t);
+                }
+            }
+        }
+        out
+    }
+
+    /// The claimable batches of one run, in node (plan) order then batch order.
+    pub fn ready_tasks_for(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+    ) -> Result<Vec<BatchTask>, LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        let mut out = Vec::new();
+        if run.status() != RunStatus::Start {
+            return Ok(out);
+        }
+        for name in &run.processed {
+            let Some(nr) = run.nodes.get(name) else {
+                continue;
+            };
+            if !nr.batches.iter().any(|b| b.status == NodeBatchStatus::None) {
+                continue;
+            }
+            let Readiness::Go {
+                reader_run,
+                lookup_run,
+            } = self.readiness(keyspace, run_id, name)?
+            else {
+                continue;
+            };
+            for (i, b) in nr.batches.iter().enumerate() {
+                if b.status == NodeBatchStatus::None {
+                    out.push(BatchTask {
+                        keyspace: keyspace.to_owned(),
+                        run_id,
+                        node: name.clone(),
+                        batch_idx: i as u32,
+                        batches_total: nr.batches_total(),
+                        reader_run,
+                        lookup_run,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Claimed batches of active or stopped runs whose claim is older than their node's
+    /// `max_batch_processing_time` at `now_ms` (spec §9.7): candidates for
+    /// [`Command::ReleaseBatch`]. The caller supplies the time; the ledger never reads a clock.
+    pub fn stale_claims(&self, now_ms: i64) -> Vec<(BatchTask, Claim)> {
+        let mut out = Vec::new();
+        for (ks_name, ks) in &self.keyspaces {
+            for run in ks.runs.values() {
+                let Some(plan) = self.plans.get(&run.plan_hash) else {
+                    continue;
+                };
+                for name in &run.processed {
+                    let (Some(nr), Some(pn)) = (run.nodes.get(name), plan.node(name)) else {
+                        continue;
+                    };
+                    for (i, b) in nr.batches.iter().enumerate() {
+                        let Some(c) = &b.claim else { continue };
+                        let deadline = c.ts_ms.saturating_add(pn.max_batch_processing_time_ms);
+                        if b.status == NodeBatchStatus::Start && now_ms >= deadline {
+                            out.push((
+                                BatchTask {
+                                    keyspace: ks_name.clone(),
+                                    run_id: run.run_id,
+                                    node: name.clone(),
+                                    batch_idx: i as u32,
+                                    batches_total: nr.batches_total(),
+                                    reader_run: c.reader_run,
+                                    lookup_run: c.lookup_run,
+                                },
+                                c.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Status of every node of the run's plan, in plan order (the status diagram); nodes the
+    /// run does not process are `none`.
+    pub fn node_statuses(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+    ) -> Result<Vec<(String, NodeBatchStatus)>, LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        let plan = self
+            .plans
+            .get(&run.plan_hash)
+            .ok_or(LedgerError::UnknownPlan {
+                plan_hash: run.plan_hash,
+            })?;
+        Ok(plan
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), run.node_status(&n.name)))
+            .collect())
+    }
+
+    /// All run history rows of the keyspace, sorted by time (`planner history runs`).
+    pub fn run_history(&self, keyspace: &str) -> Result<Vec<RunHistoryRow>, LedgerError> {
+        let ks = self.keyspace(keyspace)?;
+        let mut rows: Vec<RunHistoryRow> = ks
+            .runs
+            .values()
+            .flat_map(|r| r.history.iter().cloned())
+            .collect();
+        rows.sort_by_key(|r| (r.ts_ms, r.seq));
+        Ok(rows)
+    }
+
+    /// Node history (`planner history nodes`, spec §9.9): per (run, node) the earliest start
+    /// and the latest final row, sorted by time, run id, batch index. Empty filters match all.
+    pub fn node_history(
+        &self,
+        keyspace: &str,
+        run_ids: &[u32],
+        nodes: &[&str],
+    ) -> Result<Vec<NodeHistoryRow>, LedgerError> {
+        let ks = self.keyspace(keyspace)?;
+        let mut rows = Vec::new();
+        for run in ks.runs.values() {
+            if !run_ids.is_empty() && !run_ids.contains(&run.run_id) {
+                continue;
+            }
+            for (name, nr) in &run.nodes {
+                if !nodes.is_empty() && !nodes.contains(&name.as_str()) {
+                    continue;
+                }
+                let key = |r: &&NodeHistoryRow| (r.ts_ms, r.seq);
+                let start = nr
+                    .history
+                    .iter()
+                    .filter(|r| r.status == NodeBatchStatus::Start)
+                    .min_by_key(key);
+                let fin = nr
+                    .history
+                    .iter()
+                    .filter(|r| r.status.is_final())
+                    .max_by_key(key);
+                rows.extend(start.into_iter().chain(fin).cloned());
+            }
+        }
+        rows.sort_by_key(|r| (r.ts_ms, r.run_id, r.written_by_batch_idx, r.seq));
+        Ok(rows)
+    }
+
+    /// All batch history rows of (run, node), sorted by time (`planner history batches`).
+    pub fn batch_history(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+    ) -> Result<Vec<BatchHistoryRow>, LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        let nr = run
+            .nodes
+            .get(node)
+            .ok_or_else(|| LedgerError::UnknownNode {
+                run_id,
+                node: node.to_owned(),
+            })?;
+        let mut rows: Vec<BatchHistoryRow> = nr
+            .batches
+            .iter()
+            .flat_map(|b| b.history.iter().cloned())
+            .collect();
+        rows.sort_by_key(|r| (r.ts_ms, r.seq));
+        Ok(rows)
+    }
+
+    /// Start/complete/stop times of every run of the keyspace, by run id (spec §9.9).
+    pub fn run_lifespans(&self, keyspace: &str) -> Result<Vec<RunLifespan>, LedgerError> {
+        let ks = self.keyspace(keyspace)?;
+        Ok(ks
+            .runs
+            .values()
+            .map(|r| {
+                let find = |s| {
+                    r.history
+                        .iter()
+                        .filter(|h| h.status == s)
+                        .max_by_key(|h| (h.ts_ms, h.seq))
+                        .map(|h| (h.ts_ms, h.comment.clone()))
+                };
+                RunLifespan {
+                    run_id: r.run_id,
+                    started: find(RunStatus::Start),
+                    completed: find(RunStatus::Complete),
+                    stopped: find(RunStatus::Stop),
+                    final_status: r.status(),
+                }
+            })
+            .collect())
+    }
+}
+
+/// The creators of the reader table and of the lookup table; `None` for file readers.
+fn dependencies<'a>(plan: &'a Plan, node: &PlanNode) -> Option<(&'a str, Option<&'a str>)> {
+    let Reader::Table(t) = &node.reader else {
+        return None;
+    };
+    let creator = |table: &str| plan.tables.get(table).map(|s| s.created_by.as_str());
+    // Plans are validated on submission, so both tables exist.
+    let reader = creator(&t.table)?;
+    let lookup = node.lookup.as_ref().and_then(|l| creator(&l.table));
+    Some((reader, lookup))
+}
+
+/// Checks what the ledger relies on; the planner guarantees it, hand-made plans may not.
+fn validate_plan(plan: &Plan) -> Result<(), LedgerError> {
+    let bad = |reason: String| Err(LedgerError::InvalidPlan { reason });
+    let mut seen = BTreeSet::new();
+    for n in &plan.nodes {
+        for d in &n.depends_on {
+            if !seen.contains(d.as_str()) {
+                return bad(format!(
+                    "node {:?} depends on {d:?}, which is not an earlier node",
+                    n.name
+                ));
+            }
+        }
+        if !seen.insert(n.name.as_str()) {
+            return bad(format!("duplicate node {:?}", n.name));
+        }
+        let expected = match &n.reader {
+            Reader::File(f) => f.urls.len(),
+            Reader::Table(t) => {
+                match plan.tables.get(&t.table) {
+                    Some(s) if plan.node(&s.created_by).is_some() => {}
+                    _ => {
+                        return bad(format!(
+                            "node {:?} reads table {:?}, which no node creates",
+                            n.name, t.table
+                        ));
+                    }
+                }
+                t.expected_batches_total as usize
+            }
+        };
+        if n.batches as usize != expected {
+            return bad(format!(
+                "node {:?} has {} batches, its reader implies {expected}",
+                n.name, n.batches
+            ));
+        }
+        if let Some(l) = &n.lookup
+            && !plan.tables.contains_key(&l.table)
+        {
+            return bad(format!(
+                "node {:?} looks up in table {:?}, which no node creates",
+                n.name, l.table
+            ));
+        }
+        if let Some(p) = &n.dependency_policy
+            && !plan.policies.contains_key(p)
+        {
+            return bad(format!(
+                "node {:?} uses unknown dependency policy {p:?}",
+                n.name
+            ));
+        }
+    }
+    if !plan.policies.contains_key(&plan.default_policy)
+        && plan
+            .nodes
+            .iter()
+            .any(|n| matches!(n.reader, Reader::Table(_)) && n.dependency_policy.is_none())
+    {
+        return bad(format!(
+            "default dependency policy {:?} is missing",
+            plan.default_policy
+        ));
+    }
+    for (name, p) in &plan.policies {
+        if let Err(e) = CompiledPolicy::compile(p) {
+            return bad(format!("dependency policy {name:?}: {e}"));
+        }
+    }
+    Ok(())
+}
+
+impl NodeRun {
+    fn new(n: &PlanNode) -> Self {
+        let empty = BatchState {
+            status: NodeBatchStatus::None,
+            claim: None,
+            attempts: 0,
+            history: Vec::new(),
+        };
+        Self {
+            status: NodeBatchStatus::None,
+            file_reader: matches!(n.reader, Reader::File(_)),
+            batches: vec![empty; n.batches as usize],
+            history: Vec::new(),
+        }
+    }
+
+    /// Number of batches.
+    pub fn batches_total(&self) -> u32 {
+        u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
+    }
+
+    /// First and last token of a batch as Capillaries records them (spec §8).
+    fn tokens(&self, batch_idx: u32) -> (i64, i64) {
+        if self.file_reader {
+            (i64::from(batch_idx), i64::from(batch_idx))
+        } else {
+            token_range(batch_idx, self.batches_total())
+        }
+    }
+}
+
+/// Takes the next history sequence number.
+fn bump(next_seq: &mut u64) -> u64 {
+    let s = *next_seq;
+    *next_seq += 1;
+    s
+}
+
+impl Keyspace {
+    fn seq(&mut self) -> u64 {
+        bump(&mut self.next_seq)
+    }
+
+    /// Sets a final batch status, records it, and refreshes the node and run statuses.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_batch(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        batch_idx: u32,
+        status: NodeBatchStatus,
+        comment: String,
+        outcome: Outcome,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) {
+        let Some(nr) = self
+            .runs
+            .get_mut(&run_id)
+            .and_then(|r| r.nodes.get_mut(node))
+        else {
+            return;
+        };
+        let (first_token, last_token) = nr.tokens(batch_idx);
+        let batches_total = nr.batches_total();
+        let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
+            return;
+        };
+        b.status = status;
+        b.history.push(BatchHistoryRow {
+            ts_ms,
+            seq: bump(&mut self.next_seq),
+            run_id,
+            node: node.to_owned(),
+            batch_idx,
+            batches_total,
+            status,
+            first_token,
+            last_token,
+            instance: b
+                .claim
+                .as_ref()
+                .map(|c| c.worker.clone())
+                .unwrap_or_default(),
+            rows_in: outcome.rows_in,
+            rows_out: outcome.rows_out,
+            elapsed_ms: outcome.elapsed_ms,
+            error: outcome.error,
+            comment,
+        });
+        ev.push(Event::BatchFinished {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            node: node.to_owned(),
+            batch_idx,
+            status,
+        });
+        self.refresh_node(keyspace, run_id, node, batch_idx, ts_ms, ev);
+        self.refresh_run(keyspace, run_id, ts_ms, ev);
+    }
+
+    /// Spec §9.4 step 8, node part: once every batch is final the node becomes fail if any
+    /// batch failed, else stopreceived if any was stopped, else success.
+    fn refresh_node(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+        by_batch: u32,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) {
+        let Some(nr) = self
+            .runs
+            .get_mut(&run_id)
+            .and_then(|r| r.nodes.get_mut(node))
+        else {
+            return;
+        };
+        if nr.status.is_final() || !nr.batches.iter().all(|b| b.status.is_final()) {
+            return;
+        }
+        let any = |s| nr.batches.iter().any(|b| b.status == s);
+        let total = nr.batches_total();
+        let (status, comment) = if any(NodeBatchStatus::Fail) {
+            (
+                NodeBatchStatus::Fail,
+                format!("marked completed by batch {by_batch} / {total} with some failed batches"),
+            )
+        } else if any(NodeBatchStatus::StopReceived) {
+            (
+                NodeBatchStatus::StopReceived,
+                format!("marked completed by batch {by_batch} / {total}: run was stopped"),
+            )
+        } else {
+            (
+                NodeBatchStatus::Success,
+                format!("marked completed by batch {by_batch} / {total} - all batches ok"),
+            )
+        };
+        nr.status = status;
+        nr.history.push(NodeHistoryRow {
+            ts_ms,
+            seq: bump(&mut self.next_seq),
+            run_id,
+            node: node.to_owned(),
+            written_by_batch_idx: by_batch,
+            status,
+            comment,
+        });
+        ev.push(Event::NodeFinished {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            node: node.to_owned(),
+            status,
+        });
+    }
+
+    /// Spec §9.4 step 8, run part: when all processed nodes are final the combined status is
+    /// the highest of them; success or fail completes the run. Quirk (spec §14 #43): a run
+    /// with failed nodes still becomes complete.
+    fn refresh_run(&mut self, keyspace: &str, run_id: u32, ts_ms: i64, ev: &mut Vec<Event>) {
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        if run.history.iter().any(|h| h.status == RunStatus::Complete) {
+            return;
+        }
+        let statuses: Vec<(&String, NodeBatchStatus)> = run
+            .processed
+            .iter()
+            .map(|n| (n, run.node_status(n)))
+            .collect();
+        if !statuses.iter().all(|(_, s)| s.is_final()) {
+            return;
+        }
+        let combined = statuses
+            .iter()
+            .map(|(_, s)| *s)
+            .max()
+            .unwrap_or(NodeBatchStatus::Success);
+        if !matches!(combined, NodeBatchStatus::Success | NodeBatchStatus::Fail) {
+            return;
+        }
+        let comment = format!(
+            "{{{}}}",
+            statuses
+                .iter()
+                .map(|(n, s)| format!("\"{n}\":\"{s}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        run.history.push(RunHistoryRow {
+            ts_ms,
+            seq: bump(&mut self.next_seq),
+            run_id,
+            status: RunStatus::Complete,
+            comment,
+        });
+        ev.push(Event::RunCompleted {
+            keyspace: keyspace.to_owned(),
+            run_id,
+        });
+    }
+}

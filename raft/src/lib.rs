@@ -1,0 +1,31 @@
+//! plexus-raft: the replicated cluster state machine.
+//!
+//! Today it holds the run/batch ledger only — plans, keyspaces, runs, script-node and batch
+//! statuses with their histories (Capillaries spec §9) — as a deterministic state machine:
+//! [`Ledger::apply`] takes a [`Command`] and returns the [`Event`]s describing what changed.
+//! Raft (log store, replication, membership) will wrap it later; every peer then applies the
+//! same commands in the same order and reaches byte-identical state.
+//!
+//! This crate must never do I/O, read the clock, draw random numbers or spawn threads: time
+//! enters only as the `ts_ms` field of a command, and every map is ordered (`BTreeMap`) so
+//! iteration, and therefore every decision, is the same on every peer.
+#![warn(missing_docs)]
+
+pub mod affected;
+pub mod command;
+pub mod error;
+pub mod history;
+pub mod ledger;
+pub mod policy;
+pub mod status;
+
+#[cfg(test)]
+mod test_plans;
+
+pub use affected::affected_nodes;
+pub use command::{Command, EXEC_NODE_DESCRIPTION, Event, PlanHash};
+pub use error::LedgerError;
+pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
+pub use ledger::{BatchState, Claim, Keyspace, Ledger, NodeRun, Readiness, Run};
+pub use policy::{CompiledPolicy, NodeRunEvent, PolicyError, PolicyMatch};
+pub use status::{NodeBatchStatus, RunStatus};
