@@ -1,0 +1,3 @@
+//! plexus-node: the Plexus peer daemon library (file formats, storage, processors, transport).
+
+pub mod files;
