@@ -8,6 +8,7 @@ use plexus_core::cell::read_cell;
 use plexus_core::plan::{CsvReaderSettings, ReaderColumn};
 use plexus_core::value::Value;
 
+use super::fastcell::Fast;
 use super::gocsv::{GoCsvReader, Record};
 use super::{FileError, RowSource, row_slot};
 
@@ -20,6 +21,8 @@ pub(crate) struct CsvSource {
     rdr: GoCsvReader<BufReader<File>>,
     settings: CsvReaderSettings,
     columns: Vec<ReaderColumn>,
+    /// Fast conversion path per column.
+    fast: Vec<Fast>,
     /// Resolved field index per reader column (from `col_idx` or the header record).
     idx: Vec<usize>,
     /// Whether `idx` is known (always in index mode, after the header record in header mode).
@@ -63,6 +66,7 @@ impl CsvSource {
             rdr: GoCsvReader::new(BufReader::with_capacity(READ_BUF, file), sep),
             settings: settings.clone(),
             columns: columns.to_vec(),
+            fast: columns.iter().map(Fast::of).collect(),
             idx,
             resolved,
             record_idx: 0,
@@ -134,6 +138,10 @@ impl CsvSource {
                 source_col: self.source_col(c),
                 text: String::from_utf8_lossy(bytes).into_owned(),
             })?;
+            if let Some(v) = self.fast[c].read(text) {
+                row.push(v);
+                continue;
+            }
             let v = read_cell(text, col.ty, &col.csv_format, &col.default_value).map_err(|e| {
                 FileError::Cell {
                     path: self.path.clone(),

@@ -15,6 +15,7 @@
 mod csv_sink;
 mod csv_source;
 mod error;
+mod fastcell;
 mod gocsv;
 mod parquet_sink;
 mod parquet_source;
