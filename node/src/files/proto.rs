@@ -548,4 +548,60 @@ mod tests {
         );
         assert_eq!(column_name("é_1"), "col___1");
     }
+
+    fn script_of(text: &[u8], hdr: i64, first: i64) -> Result<Json, FileError> {
+        let dir = tempfile::tempdir().map_err(|source| FileError::Read {
+            path: "tempdir".to_owned(),
+            source,
+        })?;
+        let path = dir.path().join("My File.csv");
+        std::fs::write(&path, text).map_err(|source| FileError::Read {
+            path: "tempdir".to_owned(),
+            source,
+        })?;
+        proto_script_csv(&path, hdr, first, ",", &ProtoDirs::default())
+    }
+
+    #[test]
+    fn headerless_csv_and_last_row_format() -> Result<(), FileError> {
+        let s = script_of(
+            b"1,2018-01-02 03:04:05,x\n2.50,2018-01-02T03:04:05.123,true\n",
+            -1,
+            0,
+        )?;
+        let read = &s["nodes"]["read_file"];
+        assert_eq!(read["w"]["name"], "My_File_csv");
+        assert_eq!(
+            read["r"]["urls"][0],
+            "/tmp/capi_in/proto_file_reader_creator_quicktest/My File.csv"
+        );
+        let c = &read["r"]["columns"];
+        // int then decimal2 → decimal2, format of the last row.
+        assert_eq!(
+            c["col_000"],
+            json!({"col_type": "decimal2", "csv": {"col_idx": 0, "col_format": "%f"}})
+        );
+        // Two datetime layouts: still datetime, layout of the last row (quirk §14 #47).
+        assert_eq!(c["col_001"]["col_type"], "datetime");
+        assert_eq!(c["col_001"]["csv"]["col_format"], "2006-01-02T15:04:05.000");
+        // string then bool → string, no format.
+        assert_eq!(
+            c["col_002"],
+            json!({"col_type": "string", "csv": {"col_idx": 2}})
+        );
+        assert_eq!(read["w"]["fields"]["col_002"]["expression"], "r.col_002");
+        let w0 = &s["nodes"]["write_file"]["w"]["columns"][0];
+        assert_eq!(w0["expression"], "r.col_000");
+        assert_eq!(w0["csv"], json!({"header": "col_000", "format": "%s"}));
+        Ok(())
+    }
+
+    #[test]
+    fn proto_errors() {
+        let err = |r: Result<Json, FileError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        let e = err(script_of(b"a,b\n1,\n", 0, 1));
+        assert!(e.contains("My File.csv") && e.contains("\"b\""), "{e}");
+        let e = err(script_of(b"a\n1\n", 0, 0));
+        assert!(e.contains("must be greater than"), "{e}");
+    }
 }
