@@ -3,11 +3,32 @@
 use std::fmt::Write as _;
 
 use plexus_core::plan::{Plan, Reader, StartPolicy, Writer};
+use plexus_raft::NodeBatchStatus;
 
 /// Renders the DAG as a DOT digraph: one box per script node labelled with its name, type and
 /// the table or file it writes; edges carry the table read (lookups dashed); manual nodes are
 /// drawn with a bold double border and marked "(manual)".
 pub fn to_dot(plan: &Plan) -> String {
+    render(plan, None)
+}
+
+/// The same graph with every node filled by its status in one run (Capillaries'
+/// get_run_status_diagram): green success, red fail, yellow start, grey stopped, white none.
+pub fn to_dot_with_status(plan: &Plan, statuses: &[(String, NodeBatchStatus)]) -> String {
+    render(plan, Some(statuses))
+}
+
+fn status_color(s: NodeBatchStatus) -> &'static str {
+    match s {
+        NodeBatchStatus::Success => "#b7e4b0",
+        NodeBatchStatus::Fail => "#f4a6a6",
+        NodeBatchStatus::Start => "#fff1a8",
+        NodeBatchStatus::StopReceived => "#cccccc",
+        NodeBatchStatus::None => "#ffffff",
+    }
+}
+
+fn render(plan: &Plan, statuses: Option<&[(String, NodeBatchStatus)]>) -> String {
     let mut out = String::new();
     out.push_str("digraph plexus {\n");
     out.push_str("  rankdir=TB;\n");
@@ -28,11 +49,18 @@ pub fn to_dot(plan: &Plan) -> String {
         if manual {
             label.push_str("\\n(manual)");
         }
-        let extra = if manual {
-            ", peripheries=2, penwidth=2, fillcolor=\"#fff4d6\""
-        } else {
-            ""
-        };
+        let mut extra = String::new();
+        if manual {
+            extra.push_str(", peripheries=2, penwidth=2, fillcolor=\"#fff4d6\"");
+        }
+        if let Some(st) = statuses {
+            let status = st
+                .iter()
+                .find(|(n2, _)| n2 == &n.name)
+                .map_or(NodeBatchStatus::None, |(_, s)| *s);
+            label.push_str(&format!("\\n[{}]", status.name()));
+            let _ = write!(extra, ", fillcolor=\"{}\"", status_color(status));
+        }
         let _ = writeln!(out, "  \"{}\" [label=\"{label}\"{extra}];", esc(&n.name));
     }
     for n in &plan.nodes {

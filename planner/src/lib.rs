@@ -8,7 +8,9 @@
 pub mod compile;
 pub mod diagram;
 pub mod load;
+pub mod progress;
 pub mod pycalc;
+pub mod run;
 pub mod script;
 pub mod source;
 pub mod template;

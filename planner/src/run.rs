@@ -1,0 +1,197 @@
+//! `planner run` and friends: open the embedded store, run a plan with the in-process engine,
+//! and read histories back.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use plexus_core::plan::{Plan, Reader};
+use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
+use plexus_node::exec::ExecContext;
+use plexus_node::files::proto::{self, ProtoDirs};
+use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::store::{EmbeddedStore, Store};
+use plexus_raft::NodeBatchStatus;
+use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
+
+/// Everything `planner run` / `planner exec-node` need besides the plan.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    /// Script URL (for the default keyspace name and the run description).
+    pub script: String,
+    /// Params URL.
+    pub params: Option<String>,
+    /// Keyspace; default derived from the script file name.
+    pub keyspace: Option<String>,
+    /// Embedded store directory.
+    pub data_dir: PathBuf,
+    /// Executor threads; default: available cores.
+    pub threads: Option<usize>,
+    /// Python interpreter for py_calc.
+    pub python: Option<PathBuf>,
+    /// Extra interpreter arguments.
+    pub python_args: Vec<String>,
+    /// Start nodes; empty means every file-reading node.
+    pub start_nodes: Vec<String>,
+    /// Process only the start node (exec-node).
+    pub exec_node: bool,
+}
+
+/// The keyspace a script runs in when none is given: its file stem, made a valid name.
+pub fn default_keyspace(script: &str) -> String {
+    let stem = Path::new(script)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut ks: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if ks.is_empty() || ks.to_ascii_lowercase().starts_with("system") {
+        ks.insert_str(0, "plexus_");
+    }
+    ks
+}
+
+fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    let store = EmbeddedStore::open(data_dir)
+        .with_context(|| format!("cannot open the embedded store in {}", data_dir.display()))?;
+    Ok(Arc::new(store))
+}
+
+fn python_config(s: &RunSettings, workers: usize) -> PyPoolConfig {
+    // Capillaries' environment variables are honoured when no flag is given.
+    let interpreter = s
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("CAPI_PYCALC_INTERPRETER_PATH").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let args = if s.python_args.is_empty() {
+        std::env::var("CAPI_PYCALC_INTERPRETER_PARAMS")
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        s.python_args.clone()
+    };
+    let mut cfg = PyPoolConfig::new(interpreter, workers);
+    cfg.args = args;
+    cfg
+}
+
+/// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
+pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
+    let threads = s.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(2)
+    });
+    let store = open_store(&s.data_dir)?;
+    let mut ctx = ExecContext::new(store);
+    if plan.nodes.iter().any(|n| {
+        matches!(
+            n.processor,
+            Some(plexus_core::plan::Processor::PyCalc(_))
+        )
+    }) {
+        ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, threads))));
+    }
+    let start_nodes = if s.start_nodes.is_empty() {
+        plan.nodes
+            .iter()
+            .filter(|n| matches!(n.reader, Reader::File(_)))
+            .map(|n| n.name.clone())
+            .collect()
+    } else {
+        s.start_nodes.clone()
+    };
+    let keyspace = s
+        .keyspace
+        .clone()
+        .unwrap_or_else(|| default_keyspace(&s.script));
+    let description = match &s.params {
+        Some(p) => format!("planner run {} --params {p}", s.script),
+        None => format!("planner run {}", s.script),
+    };
+    let engine = Engine::new(ctx, threads);
+    let req = RunRequest {
+        keyspace,
+        start_nodes,
+        description,
+        only_start_nodes: s.exec_node,
+    };
+    Ok(engine.run(plan, &req, observer)?)
+}
+
+fn engine_for(data_dir: &Path) -> Result<Engine> {
+    Ok(Engine::new(ExecContext::new(open_store(data_dir)?), 1))
+}
+
+/// `planner history runs`.
+pub fn run_history(data_dir: &Path, keyspace: &str) -> Result<String> {
+    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+    Ok(run_history_csv(&ledger.run_history(keyspace)?, 0))
+}
+
+/// `planner history nodes`.
+pub fn node_history(data_dir: &Path, keyspace: &str, run_ids: &[u32]) -> Result<String> {
+    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+    Ok(node_history_csv(
+        &ledger.node_history(keyspace, run_ids, &[])?,
+        0,
+    ))
+}
+
+/// `planner history batches`.
+pub fn batch_history(data_dir: &Path, keyspace: &str, run_id: u32, node: &str) -> Result<String> {
+    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+    Ok(batch_history_csv(
+        &ledger.batch_history(keyspace, run_id, node)?,
+        0,
+    ))
+}
+
+/// Node statuses of one run, for the status diagram.
+pub fn node_statuses(
+    data_dir: &Path,
+    keyspace: &str,
+    run_id: u32,
+) -> Result<Vec<(String, NodeBatchStatus)>> {
+    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+    Ok(ledger.node_statuses(keyspace, run_id)?)
+}
+
+/// `planner drop-keyspace`.
+pub fn drop_keyspace(data_dir: &Path, keyspace: &str) -> Result<()> {
+    open_store(data_dir)?.drop_keyspace(keyspace)?;
+    Ok(())
+}
+
+/// `planner proto-file-reader-creator`: the generated script as pretty JSON.
+pub fn proto_script(
+    file: &Path,
+    file_type: &str,
+    hdr_line_idx: i64,
+    first_line_idx: i64,
+    separator: &str,
+    in_dir: &str,
+    out_dir: &str,
+) -> Result<String> {
+    let dirs = ProtoDirs {
+        in_dir: in_dir.to_string(),
+        out_dir: out_dir.to_string(),
+    };
+    let script = match file_type {
+        "csv" => proto::proto_script_csv(file, hdr_line_idx, first_line_idx, separator, &dirs)?,
+        "parquet" => proto::proto_script_parquet(file, &dirs)?,
+        other => anyhow::bail!("unknown --file-type {other:?}, expected csv or parquet"),
+    };
+    Ok(serde_json::to_string_pretty(&script)?)
+}
