@@ -1,0 +1,10 @@
+//! plexus-node: the peer daemon library.
+//!
+//! It will hold everything a Plexus peer runs: the storage backends, the processors
+//! (executors), the scheduler and work stealing, the QUIC transport and telemetry (see
+//! DESIGN.md). Only [`store`] exists yet: the [`store::Store`] trait with its embedded fjall
+//! backend and the backend-independent conformance suite.
+//!
+//! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
+
+pub mod store;

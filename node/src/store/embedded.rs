@@ -1,0 +1,849 @@
+//! The embedded backend: one fjall database per data directory (the default, one machine).
+//!
+//! Layout: every table is its own fjall keyspace (its own LSM tree), named
+//! `<keyspace>#<kind>#<table>_<run>` with kind `d` (data), `u` (unique index) or `n`
+//! (non-unique index); `<keyspace>#m` holds the workflow records and marks that the keyspace
+//! exists. Separate trees keep each table's keys dense for range scans, make dropping a
+//! table or keyspace a cheap tree deletion instead of a range delete, and let one write batch
+//! span a data table and its indexes atomically. `#` cannot occur in validated names, so the
+//! mapping is unambiguous.
+//!
+//! - data: `rowid` → row bytes
+//! - unique index: `key` → `rowid`
+//! - non-unique index: `key ‖ rowid` → empty
+//! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
+//!
+//! Rowids are encoded big-endian with the sign bit flipped, so byte order is numeric order and
+//! a batch's rowid range is one contiguous key range.
+//!
+//! A write call becomes one fjall write batch (fjall is fastest with batch-shaped writes).
+//! Unique-index checks and claims run under a per-index mutex held until the batch is
+//! committed, so two executor threads cannot both claim a key.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+
+use super::{
+    Duplicate, IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError,
+    TableRef, TableSpec, WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
+};
+
+/// Block cache size: lookups and get_rows are point reads over recently written tables.
+const CACHE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Meta key prefix of caller records (the run counter lives under `COUNTER_KEY`).
+const META_USER_PREFIX: u8 = 1;
+/// Meta key of the run counter; its first byte differs from `META_USER_PREFIX`, so prefix
+/// scans of caller records never see it.
+const COUNTER_KEY: &[u8] = b"\x00run_counter";
+
+/// What a fjall keyspace holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    Unique,
+    NonUnique,
+}
+
+impl Kind {
+    const ALL: [Self; 3] = [Self::Data, Self::Unique, Self::NonUnique];
+
+    fn tag(self) -> char {
+        match self {
+            Self::Data => 'd',
+            Self::Unique => 'u',
+            Self::NonUnique => 'n',
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Data => "data table",
+            Self::Unique => "unique index",
+            Self::NonUnique => "non-unique index",
+        }
+    }
+
+    fn of_index(kind: IndexKind) -> Self {
+        match kind {
+            IndexKind::Unique => Self::Unique,
+            IndexKind::NonUnique => Self::NonUnique,
+        }
+    }
+}
+
+fn meta_name(keyspace: &str) -> String {
+    format!("{keyspace}#m")
+}
+
+fn table_name(keyspace: &str, kind: Kind, table: &TableRef) -> String {
+    format!("{keyspace}#{}#{table}", kind.tag())
+}
+
+/// Rowid as 8 bytes whose byte order is the numeric order.
+fn encode_rowid(rowid: Rowid) -> [u8; 8] {
+    (rowid.cast_unsigned() ^ (1 << 63)).to_be_bytes()
+}
+
+fn decode_rowid(bytes: &[u8]) -> Option<Rowid> {
+    let arr: [u8; 8] = bytes.try_into().ok()?;
+    Some((u64::from_be_bytes(arr) ^ (1 << 63)).cast_signed())
+}
+
+fn fjall_err(op: &'static str, err: fjall::Error) -> StoreError {
+    match err {
+        fjall::Error::Io(source) | fjall::Error::Storage(fjall::LsmError::Io(source)) => {
+            StoreError::Io { op, source }
+        }
+        other => StoreError::Backend {
+            op,
+            detail: format!("{other:?}"),
+        },
+    }
+}
+
+fn corrupt(keyspace: &str, table: &TableRef, detail: &str) -> StoreError {
+    StoreError::Corrupt {
+        keyspace: keyspace.to_owned(),
+        table: table.storage_name(),
+        detail: detail.to_owned(),
+    }
+}
+
+fn invalid(detail: String) -> StoreError {
+    StoreError::InvalidArgument { detail }
+}
+
+/// The embedded [`Store`] on fjall; share it as `Arc<EmbeddedStore>` between threads.
+pub struct EmbeddedStore {
+    db: Database,
+    /// Open handles by fjall keyspace name; fjall's own lookup takes a write lock, this does not.
+    handles: RwLock<HashMap<String, Keyspace>>,
+    /// Serialises creating and dropping keyspaces and tables.
+    ddl: Mutex<()>,
+    /// One mutex per unique index (and per run counter), by fjall keyspace name.
+    key_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store in `dir`; one process at a time may open a directory.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let db = Database::builder(dir)
+            .cache_size(CACHE_BYTES)
+            .open()
+            .map_err(|e| fjall_err("open", e))?;
+        let mut handles = HashMap::new();
+        for name in db.list_keyspace_names() {
+            let name: &str = &name;
+            // Only our own names; anything else in the directory is not ours to touch.
+            if !name.contains('#') {
+                continue;
+            }
+            let handle = db
+                .keyspace(name, KeyspaceCreateOptions::default)
+                .map_err(|e| fjall_err("open", e))?;
+            handles.insert(name.to_owned(), handle);
+        }
+        Ok(Self {
+            db,
+            handles: RwLock::new(handles),
+            ddl: Mutex::new(()),
+            key_locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn handle(&self, name: &str) -> Option<Keyspace> {
+        // A poisoned map of handles is still a valid map.
+        let map = self.handles.read().unwrap_or_else(PoisonError::into_inner);
+        map.get(name).cloned()
+    }
+
+    fn has(&self, name: &str) -> bool {
+        let map = self.handles.read().unwrap_or_else(PoisonError::into_inner);
+        map.contains_key(name)
+    }
+
+    fn keyspace_exists(&self, keyspace: &str) -> bool {
+        self.has(&meta_name(keyspace))
+    }
+
+    fn meta(&self, keyspace: &str) -> Result<Keyspace, StoreError> {
+        validate_keyspace_name(keyspace)?;
+        self.handle(&meta_name(keyspace))
+            .ok_or_else(|| StoreError::NoSuchKeyspace {
+                keyspace: keyspace.to_owned(),
+            })
+    }
+
+    /// The handle of an existing table of the given kind.
+    fn table(&self, keyspace: &str, kind: Kind, table: &TableRef) -> Result<Keyspace, StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&table.name)?;
+        if let Some(h) = self.handle(&table_name(keyspace, kind, table)) {
+            return Ok(h);
+        }
+        if !self.keyspace_exists(keyspace) {
+            return Err(StoreError::NoSuchKeyspace {
+                keyspace: keyspace.to_owned(),
+            });
+        }
+        Err(StoreError::NoSuchTable {
+            keyspace: keyspace.to_owned(),
+            table: table.storage_name(),
+        })
+    }
+
+    fn create(&self, name: String, op: &'static str) -> Result<(), StoreError> {
+        if self.has(&name) {
+            return Ok(());
+        }
+        let handle = self
+            .db
+            .keyspace(&name, KeyspaceCreateOptions::default)
+            .map_err(|e| fjall_err(op, e))?;
+        let mut map = self.handles.write().unwrap_or_else(PoisonError::into_inner);
+        map.insert(name, handle);
+        Ok(())
+    }
+
+    /// Deletes the named fjall keyspaces that exist (caller holds the ddl lock).
+    fn delete(&self, names: &[String], op: &'static str) -> Result<(), StoreError> {
+        for name in names {
+            let handle = {
+                let mut map = self.handles.write().unwrap_or_else(PoisonError::into_inner);
+                map.remove(name)
+            };
+            if let Some(handle) = handle {
+                self.db
+                    .delete_keyspace(handle)
+                    .map_err(|e| fjall_err(op, e))?;
+            }
+            let mut locks = self
+                .key_locks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            locks.remove(name);
+        }
+        Ok(())
+    }
+
+    fn key_lock(&self, name: &str) -> Arc<Mutex<()>> {
+        let mut locks = self
+            .key_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(locks.entry(name.to_owned()).or_default())
+    }
+
+    /// The kind of an existing table called `table`, if any.
+    fn existing_kind(&self, keyspace: &str, table: &TableRef) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|&k| self.has(&table_name(keyspace, k, table)))
+    }
+}
+
+/// Positions of `items` sorted by `key`, stable (equal keys keep input order), so that reads
+/// sweep the tree in key order.
+fn sorted_positions<T, K: Ord + ?Sized>(items: &[T], key: impl Fn(&T) -> &K) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| key(&items[a]).cmp(key(&items[b])));
+    order
+}
+
+impl Store for EmbeddedStore {
+    fn backend_name(&self) -> &'static str {
+        "embedded"
+    }
+
+    fn create_keyspace(&self, keyspace: &str) -> Result<(), StoreError> {
+        validate_keyspace_name(keyspace)?;
+        let _ddl = self.ddl.lock().unwrap_or_else(PoisonError::into_inner);
+        self.create(meta_name(keyspace), "create_keyspace")
+    }
+
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), StoreError> {
+        validate_keyspace_name(keyspace)?;
+        let _ddl = self.ddl.lock().unwrap_or_else(PoisonError::into_inner);
+        let prefix = format!("{keyspace}#");
+        let mut names: Vec<String> = {
+            let map = self.handles.read().unwrap_or_else(PoisonError::into_inner);
+            map.keys()
+                .filter(|n| n.starts_with(&prefix))
+                .cloned()
+                .collect()
+        };
+        // The meta tree marks the keyspace as existing: delete it last, so a crash midway
+        // leaves a keyspace that can still be dropped.
+        let meta = meta_name(keyspace);
+        names.retain(|n| *n != meta);
+        names.push(meta);
+        self.delete(&names, "drop_keyspace")?;
+        self.sync()
+    }
+
+    fn list_keyspaces(&self) -> Result<Vec<String>, StoreError> {
+        let map = self.handles.read().unwrap_or_else(PoisonError::into_inner);
+        let mut names: Vec<String> = map
+            .keys()
+            .filter_map(|n| n.strip_suffix("#m"))
+            .filter(|n| !n.contains('#'))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_table(&self, keyspace: &str, spec: &TableSpec) -> Result<(), StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&spec.data.name)?;
+        for index in &spec.indexes {
+            validate_table_name(&index.table.name)?;
+        }
+        let _ddl = self.ddl.lock().unwrap_or_else(PoisonError::into_inner);
+        if !self.keyspace_exists(keyspace) {
+            return Err(StoreError::NoSuchKeyspace {
+                keyspace: keyspace.to_owned(),
+            });
+        }
+        let wanted = std::iter::once((Kind::Data, &spec.data)).chain(
+            spec.indexes
+                .iter()
+                .map(|i| (Kind::of_index(i.kind), &i.table)),
+        );
+        // Check every name before creating anything, so a conflict leaves nothing half made.
+        let mut seen: Vec<(&TableRef, Kind)> = Vec::new();
+        for (kind, table) in wanted.clone() {
+            let existing = self
+                .existing_kind(keyspace, table)
+                .or_else(|| seen.iter().find(|(t, _)| *t == table).map(|(_, k)| *k));
+            if let Some(existing) = existing.filter(|&e| e != kind) {
+                return Err(StoreError::TableKindConflict {
+                    keyspace: keyspace.to_owned(),
+                    table: table.storage_name(),
+                    existing: existing.describe(),
+                });
+            }
+            seen.push((table, kind));
+        }
+        for (kind, table) in wanted {
+            self.create(table_name(keyspace, kind, table), "create_table")?;
+        }
+        Ok(())
+    }
+
+    fn drop_table(&self, keyspace: &str, table: &TableRef) -> Result<(), StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&table.name)?;
+        let _ddl = self.ddl.lock().unwrap_or_else(PoisonError::into_inner);
+        let names: Vec<String> = Kind::ALL
+            .into_iter()
+            .map(|k| table_name(keyspace, k, table))
+            .collect();
+        self.delete(&names, "drop_table")
+    }
+
+    fn table_exists(&self, keyspace: &str, table: &TableRef) -> Result<bool, StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&table.name)?;
+        Ok(self.existing_kind(keyspace, table).is_some())
+    }
+
+    fn count_rows(&self, keyspace: &str, table: &TableRef) -> Result<u64, StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&table.name)?;
+        let kind = self.existing_kind(keyspace, table).unwrap_or(Kind::Data);
+        let handle = self.table(keyspace, kind, table)?;
+        let n = handle.len().map_err(|e| fjall_err("count_rows", e))?;
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    fn write_rows(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        rows: &[RowWrite],
+        mode: WriteMode,
+    ) -> Result<WriteReport, StoreError> {
+        if let Some((i, row)) = rows
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.keys.len() != spec.indexes.len())
+        {
+            return Err(invalid(format!(
+                "row {i} (rowid {}) has {} keys, table {} has {} indexes",
+                row.rowid,
+                row.keys.len(),
+                spec.data,
+                spec.indexes.len()
+            )));
+        }
+        let data = self.table(keyspace, Kind::Data, &spec.data)?;
+        let mut indexes = Vec::with_capacity(spec.indexes.len());
+        for index in &spec.indexes {
+            indexes.push(self.table(keyspace, Kind::of_index(index.kind), &index.table)?);
+        }
+        let unique: Vec<usize> = (0..spec.indexes.len())
+            .filter(|&i| spec.indexes[i].kind == IndexKind::Unique)
+            .collect();
+        if mode == WriteMode::Distinct && unique.len() != 1 {
+            return Err(invalid(format!(
+                "distinct write to {} needs exactly one unique index, found {}",
+                spec.data,
+                unique.len()
+            )));
+        }
+        if rows.is_empty() {
+            return Ok(WriteReport::default());
+        }
+
+        // Lock every unique index in name order (no lock-order deadlocks between writers).
+        let mut lock_names: Vec<String> = unique
+            .iter()
+            .map(|&u| table_name(keyspace, Kind::Unique, &spec.indexes[u].table))
+            .collect();
+        lock_names.sort();
+        lock_names.dedup();
+        let locks: Vec<Arc<Mutex<()>>> = lock_names.iter().map(|n| self.key_lock(n)).collect();
+        let _guards: Vec<_> = locks
+            .iter()
+            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+
+        let mut keep = vec![true; rows.len()];
+        let mut duplicates = Vec::new();
+        // (index position, row position) of unique entries this call claims.
+        let mut claims: Vec<(usize, usize)> = Vec::new();
+        for &u in &unique {
+            let table = &spec.indexes[u].table;
+            let order = sorted_positions(rows, |r| r.keys[u].as_slice());
+            let mut at = 0;
+            while at < order.len() {
+                let key = &rows[order[at]].keys[u];
+                let mut end = at;
+                while end < order.len() && rows[order[end]].keys[u] == *key {
+                    end += 1;
+                }
+                let mut holder = match indexes[u]
+                    .get(key)
+                    .map_err(|e| fjall_err("write_rows", e))?
+                {
+                    Some(v) => Some(decode_rowid(&v).ok_or_else(|| {
+                        corrupt(keyspace, table, "unique index value is not a rowid")
+                    })?),
+                    None => None,
+                };
+                for &r in &order[at..end] {
+                    let rowid = rows[r].rowid;
+                    match holder {
+                        None => {
+                            holder = Some(rowid);
+                            claims.push((u, r));
+                        }
+                        // The row's own earlier write (a rerun of the batch): not a duplicate.
+                        Some(h) if h == rowid => {}
+                        Some(h) => {
+                            duplicates.push(Duplicate {
+                                row: r,
+                                index: u,
+                                key: key.clone(),
+                                existing_rowid: h,
+                            });
+                            if mode == WriteMode::Distinct {
+                                keep[r] = false;
+                            }
+                        }
+                    }
+                }
+                at = end;
+            }
+        }
+        duplicates.sort_by_key(|d| (d.row, d.index));
+
+        let per_row = 1 + spec.indexes.len();
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), rows.len() * per_row);
+        let mut rows_written = 0;
+        let mut entry = Vec::new();
+        for (r, row) in rows.iter().enumerate() {
+            if !keep[r] {
+                continue;
+            }
+            let rowid = encode_rowid(row.rowid);
+            batch.insert(&data, &rowid[..], row.row.as_slice());
+            rows_written += 1;
+            for (i, index) in spec.indexes.iter().enumerate() {
+                if index.kind == IndexKind::NonUnique {
+                    entry.clear();
+                    entry.extend_from_slice(&row.keys[i]);
+                    entry.extend_from_slice(&rowid);
+                    batch.insert(&indexes[i], entry.as_slice(), &b""[..]);
+                }
+            }
+        }
+        for (u, r) in claims {
+            batch.insert(
+                &indexes[u],
+                rows[r].keys[u].as_slice(),
+                &encode_rowid(rows[r].rowid)[..],
+            );
+        }
+        batch.commit().map_err(|e| fjall_err("write_rows", e))?;
+        Ok(WriteReport {
+            rows_written,
+            duplicates,
+        })
+    }
+
+    fn get_rows(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        rowids: &[Rowid],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let data = self.table(keyspace, Kind::Data, table)?;
+        let mut out = vec![None; rowids.len()];
+        let mut order: Vec<usize> = (0..rowids.len()).collect();
+        order.sort_by_key(|&i| rowids[i]);
+        let mut prev: Option<(Rowid, usize)> = None;
+        for i in order {
+            if let Some((id, p)) = prev
+                && id == rowids[i]
+            {
+                out[i] = out[p].clone();
+                continue;
+            }
+            let value = data
+                .get(encode_rowid(rowids[i]))
+                .map_err(|e| fjall_err("get_rows", e))?;
+            out[i] = value.map(|v| v.to_vec());
+            prev = Some((rowids[i], i));
+        }
+        Ok(out)
+    }
+
+    fn lookup_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Rowid>>, StoreError> {
+        let tree = self.table(keyspace, Kind::Unique, index)?;
+        let mut out = vec![None; keys.len()];
+        let order = sorted_positions(keys, Vec::as_slice);
+        let mut prev: Option<usize> = None;
+        for i in order {
+            if let Some(p) = prev
+                && keys[p] == keys[i]
+            {
+                out[i] = out[p];
+                continue;
+            }
+            if let Some(v) = tree
+                .get(&keys[i])
+                .map_err(|e| fjall_err("lookup_unique", e))?
+            {
+                out[i] = Some(decode_rowid(&v).ok_or_else(|| {
+                    corrupt(keyspace, index, "unique index value is not a rowid")
+                })?);
+            }
+            prev = Some(i);
+        }
+        Ok(out)
+    }
+
+    fn lookup_non_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Rowid>>, StoreError> {
+        let tree = self.table(keyspace, Kind::NonUnique, index)?;
+        let mut out = vec![Vec::new(); keys.len()];
+        let order = sorted_positions(keys, Vec::as_slice);
+        let mut prev: Option<usize> = None;
+        for i in order {
+            if let Some(p) = prev
+                && keys[p] == keys[i]
+            {
+                out[i] = out[p].clone();
+                continue;
+            }
+            let key = &keys[i];
+            let mut rowids = Vec::new();
+            for guard in tree.prefix(key) {
+                let entry = guard.key().map_err(|e| fjall_err("lookup_non_unique", e))?;
+                // A longer key that merely starts with `key` is another key, not ours.
+                if entry.len() != key.len() + 8 {
+                    continue;
+                }
+                let rowid = decode_rowid(&entry[key.len()..])
+                    .ok_or_else(|| corrupt(keyspace, index, "non-unique entry without rowid"))?;
+                rowids.push(rowid);
+            }
+            out[i] = rowids;
+            prev = Some(i);
+        }
+        Ok(out)
+    }
+
+    fn scan_batch(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        batch_idx: u32,
+        batches_total: u32,
+        page_size: usize,
+        resume_after: Option<Rowid>,
+    ) -> Result<ScanPage, StoreError> {
+        let range = RowidRange::for_batch(batch_idx, batches_total)?;
+        if page_size == 0 {
+            return Err(invalid("scan page size must be at least 1".to_owned()));
+        }
+        let data = self.table(keyspace, Kind::Data, table)?;
+        let first = match resume_after {
+            None => range.first,
+            Some(after) if after < range.first => range.first,
+            Some(after) if after >= range.last => return Ok(ScanPage::default()),
+            Some(after) => after + 1,
+        };
+        let mut rows = Vec::with_capacity(page_size.min(4096));
+        let mut more = false;
+        let bounds = encode_rowid(first)..=encode_rowid(range.last);
+        for guard in data.range(bounds) {
+            if rows.len() == page_size {
+                more = true;
+                break;
+            }
+            let (k, v) = guard.into_inner().map_err(|e| fjall_err("scan_batch", e))?;
+            let rowid = decode_rowid(&k)
+                .ok_or_else(|| corrupt(keyspace, table, "data key is not a rowid"))?;
+            rows.push((rowid, v.to_vec()));
+        }
+        let resume_after = if more { rows.last().map(|r| r.0) } else { None };
+        Ok(ScanPage { rows, resume_after })
+    }
+
+    fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let meta = self.meta(keyspace)?;
+        let mut k = Vec::with_capacity(key.len() + 1);
+        k.push(META_USER_PREFIX);
+        k.extend_from_slice(key);
+        meta.insert(k, value).map_err(|e| fjall_err("put_meta", e))
+    }
+
+    fn get_meta(&self, keyspace: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let meta = self.meta(keyspace)?;
+        let mut k = Vec::with_capacity(key.len() + 1);
+        k.push(META_USER_PREFIX);
+        k.extend_from_slice(key);
+        let v = meta.get(k).map_err(|e| fjall_err("get_meta", e))?;
+        Ok(v.map(|v| v.to_vec()))
+    }
+
+    fn scan_meta_prefix(
+        &self,
+        keyspace: &str,
+        prefix: &[u8],
+    ) -> Result<Vec<MetaRecord>, StoreError> {
+        let meta = self.meta(keyspace)?;
+        let mut p = Vec::with_capacity(prefix.len() + 1);
+        p.push(META_USER_PREFIX);
+        p.extend_from_slice(prefix);
+        let mut out = Vec::new();
+        for guard in meta.prefix(p) {
+            let (k, v) = guard
+                .into_inner()
+                .map_err(|e| fjall_err("scan_meta_prefix", e))?;
+            out.push((k.get(1..).unwrap_or_default().to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn next_run_id(&self, keyspace: &str) -> Result<u32, StoreError> {
+        let meta = self.meta(keyspace)?;
+        let lock = self.key_lock(&meta_name(keyspace));
+        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = match meta
+            .get(COUNTER_KEY)
+            .map_err(|e| fjall_err("next_run_id", e))?
+        {
+            None => 0,
+            Some(v) => {
+                let arr: [u8; 4] = v[..].try_into().map_err(|_| StoreError::Corrupt {
+                    keyspace: keyspace.to_owned(),
+                    table: "run counter".to_owned(),
+                    detail: format!("{} bytes instead of 4", v.len()),
+                })?;
+                u32::from_be_bytes(arr)
+            }
+        };
+        let next = last.checked_add(1).ok_or_else(|| StoreError::Corrupt {
+            keyspace: keyspace.to_owned(),
+            table: "run counter".to_owned(),
+            detail: "run ids exhausted".to_owned(),
+        })?;
+        meta.insert(COUNTER_KEY, next.to_be_bytes())
+            .map_err(|e| fjall_err("next_run_id", e))?;
+        // A run id must never be handed out twice, even after a power loss: sync (rare call).
+        self.sync()?;
+        Ok(next)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| fjall_err("sync", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Deref;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::suite::{Rng, full_scan, row, spec};
+
+    /// An embedded store in a temporary directory that lives as long as the store.
+    struct TempStore {
+        store: EmbeddedStore,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Deref for TempStore {
+        type Target = EmbeddedStore;
+        fn deref(&self) -> &EmbeddedStore {
+            &self.store
+        }
+    }
+
+    fn temp_store() -> TempStore {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path()).expect("open");
+        TempStore { store, _dir: dir }
+    }
+
+    crate::store_suite_tests!(temp_store);
+
+    #[test]
+    fn suite_runs_on_one_shared_store() {
+        let store = temp_store();
+        crate::store::suite::run_all(&*store);
+        // Cases clean up after themselves.
+        assert_eq!(store.list_keyspaces().expect("list"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn rowid_encoding_orders_numerically() {
+        let ids = [i64::MIN, i64::MIN + 1, -2, -1, 0, 1, i64::MAX - 1, i64::MAX];
+        for pair in ids.windows(2) {
+            assert!(encode_rowid(pair[0]) < encode_rowid(pair[1]), "{pair:?}");
+        }
+        for id in ids {
+            assert_eq!(decode_rowid(&encode_rowid(id)), Some(id));
+        }
+        assert_eq!(decode_rowid(b"short"), None);
+    }
+
+    #[test]
+    fn data_survives_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ks = "persist";
+        let s = spec(
+            "orders",
+            1,
+            &[
+                ("idx_orders_id", IndexKind::Unique),
+                ("idx_orders_cust", IndexKind::NonUnique),
+            ],
+        );
+        let mut rng = Rng::new(9);
+        let rows: Vec<RowWrite> = (0..2000u32)
+            .map(|i| {
+                let id = format!("id{i}");
+                let cust = format!("c{}", i % 7);
+                row(
+                    rng.rowid(),
+                    &rng.bytes(30),
+                    &[id.as_bytes(), cust.as_bytes()],
+                )
+            })
+            .collect();
+        let before = {
+            let store = EmbeddedStore::open(dir.path()).expect("open");
+            store.create_keyspace(ks).expect("create");
+            store.create_keyspace("persist_dropped").expect("create");
+            store.create_table(ks, &s).expect("create");
+            store
+                .write_rows(ks, &s, &rows, WriteMode::Insert)
+                .expect("write");
+            store.put_meta(ks, b"run/1", b"start").expect("put");
+            assert_eq!(store.next_run_id(ks).expect("next"), 1);
+            store.drop_keyspace("persist_dropped").expect("drop");
+            full_scan(&store, ks, &s.data, 500)
+        };
+        let store = EmbeddedStore::open(dir.path()).expect("reopen");
+        assert_eq!(store.list_keyspaces().expect("list"), vec![ks.to_owned()]);
+        assert_eq!(full_scan(&store, ks, &s.data, 500), before);
+        assert_eq!(before.len(), rows.len());
+        assert_eq!(
+            store.get_meta(ks, b"run/1").expect("get"),
+            Some(b"start".to_vec())
+        );
+        assert_eq!(store.next_run_id(ks).expect("next"), 2);
+        let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("id{i}").into_bytes()).collect();
+        let holders = store
+            .lookup_unique(ks, &s.indexes[0].table, &keys)
+            .expect("lookup");
+        let want: Vec<Option<Rowid>> = rows.iter().map(|r| Some(r.rowid)).collect();
+        assert_eq!(holders, want);
+        // Duplicate detection still sees the keys written before the reopen.
+        let report = store
+            .write_rows(ks, &s, &[row(5, b"x", &[b"id0", b"c0"])], WriteMode::Insert)
+            .expect("write");
+        assert_eq!(report.duplicates.len(), 1);
+    }
+
+    #[test]
+    fn shared_between_threads_as_arc() {
+        let store: Arc<TempStore> = Arc::new(temp_store());
+        let ks = "arc";
+        store.create_keyspace(ks).expect("create");
+        let s = spec("t", 1, &[("u", IndexKind::Unique)]);
+        store.create_table(ks, &s).expect("create");
+        let handles: Vec<_> = (0..4i64)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let dyn_store: &dyn Store = &**store;
+                    for b in 0..5i64 {
+                        let rows: Vec<RowWrite> = (0..100i64)
+                            .map(|i| {
+                                let n = (t * 5 + b) * 100 + i;
+                                row(n, &n.to_le_bytes(), &[&n.to_be_bytes()])
+                            })
+                            .collect();
+                        let report = dyn_store
+                            .write_rows(ks, &s, &rows, WriteMode::Insert)
+                            .expect("write");
+                        assert!(report.duplicates.is_empty());
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("thread");
+        }
+        assert_eq!(store.count_rows(ks, &s.data).expect("count"), 2000);
+    }
+}

@@ -1,0 +1,449 @@
+//! Storage: the [`Store`] trait every backend implements and the types its calls speak.
+//!
+//! A store holds keyspaces (Capillaries §9.1). A keyspace holds, per run, data tables
+//! `<table>_<run %05d>` (rowid → encoded row, see [`plexus_core::row::encode_row`]) and index
+//! tables `<index>_<run %05d>` (unique: key → rowid; non-unique: key ‖ rowid), plus generic
+//! workflow records ("meta") and the run counter.
+//!
+//! The trait is synchronous and batch-shaped on purpose: every call carries many rows or keys,
+//! so a CQL backend can fan a call out into concurrent statements internally and block on the
+//! result, and the embedded backend can turn it into one write batch or one sorted sweep of
+//! reads. Backends never decode rows.
+//!
+//! Writes are idempotent (DESIGN.md "Writes are idempotent"): a rowid is a hash of (run,
+//! script node, batch, sequence in batch), so writing a rowid again overwrites it, and a
+//! unique-index entry that already holds the writer's own rowid is not a duplicate.
+
+use std::fmt;
+
+pub use plexus_core::key::IndexKind;
+
+pub mod embedded;
+#[cfg(any(test, feature = "test-suite"))]
+pub mod suite;
+
+pub use embedded::EmbeddedStore;
+
+/// The identity of a data row within its table: a hash chosen by the writer, any `i64`.
+pub type Rowid = i64;
+
+/// A workflow record: key and value.
+pub type MetaRecord = (Vec<u8>, Vec<u8>);
+
+/// Longest keyspace name accepted (Cassandra's limit for keyspace names).
+pub const MAX_KEYSPACE_NAME_LEN: usize = 48;
+
+/// Longest table or index name accepted, without the `_<run>` suffix.
+pub const MAX_TABLE_NAME_LEN: usize = 160;
+
+/// A data or index table of one run, stored as `<name>_<run id %05d>` (spec §9.1).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableRef {
+    /// The table name from the script (`orders`) or index name (`idx_orders_order_id`).
+    pub name: String,
+    /// The run whose copy of the table this is.
+    pub run_id: u32,
+}
+
+impl TableRef {
+    /// Refers to table or index `name` of run `run_id`.
+    pub fn new(name: impl Into<String>, run_id: u32) -> Self {
+        Self {
+            name: name.into(),
+            run_id,
+        }
+    }
+
+    /// The physical table name, e.g. `orders_00001` (runs above 99999 just get more digits).
+    pub fn storage_name(&self) -> String {
+        format!("{}_{:05}", self.name, self.run_id)
+    }
+}
+
+impl fmt::Display for TableRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_{:05}", self.name, self.run_id)
+    }
+}
+
+/// One index of a data table: its table and whether keys are unique.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexSpec {
+    /// The index table (`<index name>_<run>`).
+    pub table: TableRef,
+    /// Unique (key → one rowid) or non-unique (key → many rowids).
+    pub kind: IndexKind,
+}
+
+/// A data table with all its indexes, as created and written together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableSpec {
+    /// The data table (`<table>_<run>`).
+    pub data: TableRef,
+    /// The indexes; [`RowWrite::keys`] has one key per index, in this order.
+    pub indexes: Vec<IndexSpec>,
+}
+
+/// One row to write: its rowid, its encoded bytes and its key for every index of the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowWrite {
+    /// The row's rowid (a deterministic hash, so rewriting a batch overwrites the same rows).
+    pub rowid: Rowid,
+    /// The row as produced by [`plexus_core::row::encode_row`]; the store does not decode it.
+    pub row: Vec<u8>,
+    /// One key per [`TableSpec::indexes`] entry, built with [`plexus_core::key::build_key`].
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// How [`Store::write_rows`] treats unique-index keys already held by another rowid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Every row and index entry is written, except that a unique-index entry held by another
+    /// rowid keeps its holder; such rows are reported as duplicates (spec §6.3: the processor
+    /// fails the batch at the end, the rows stay written).
+    Insert,
+    /// distinct_table (spec §7.5): the table must have exactly one unique index; its entry is
+    /// claimed first and the row (with its non-unique entries) is written only if the key was
+    /// new or already held by the same rowid. Skipped rows are reported as duplicates.
+    Distinct,
+}
+
+/// A row whose unique key was already held by a different rowid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    /// Position of the row in the `rows` slice given to [`Store::write_rows`].
+    pub row: usize,
+    /// Position of the unique index in [`TableSpec::indexes`].
+    pub index: usize,
+    /// The duplicate key.
+    pub key: Vec<u8>,
+    /// The rowid that holds the key (written earlier, or by an earlier row of the same call).
+    pub existing_rowid: Rowid,
+}
+
+/// The outcome of one [`Store::write_rows`] call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Data rows written (all rows in [`WriteMode::Insert`], the kept ones in `Distinct`).
+    pub rows_written: usize,
+    /// Rows that hit a unique key held by another rowid, in row order.
+    pub duplicates: Vec<Duplicate>,
+}
+
+impl WriteReport {
+    /// The first duplicate as a [`StoreError::DuplicateKey`], for processors that fail on it.
+    pub fn first_duplicate_error(&self, keyspace: &str, spec: &TableSpec) -> Option<StoreError> {
+        let dup = self.duplicates.first()?;
+        let index = spec
+            .indexes
+            .get(dup.index)
+            .map_or_else(|| format!("#{}", dup.index), |i| i.table.storage_name());
+        Some(StoreError::DuplicateKey {
+            keyspace: keyspace.to_owned(),
+            index,
+            key: dup.key.clone(),
+            existing_rowid: dup.existing_rowid,
+        })
+    }
+}
+
+/// The inclusive rowid (or, for CQL, token) range of table-reader batch `i` of `N` (spec §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowidRange {
+    /// First rowid of the range.
+    pub first: Rowid,
+    /// Last rowid of the range (inclusive).
+    pub last: Rowid,
+}
+
+impl RowidRange {
+    /// Capillaries' split: `step = MaxInt64/N − MinInt64/N` (truncating), batch `i` starts at
+    /// `MinInt64 + i·step` and ends one before the next start; the last ends at `MaxInt64`.
+    ///
+    /// Rowids must spread over the whole `i64` space (a hash, negative values included);
+    /// rowids that are all non-negative leave the lower half of the batches empty.
+    pub fn for_batch(batch_idx: u32, batches_total: u32) -> Result<Self, StoreError> {
+        if batches_total == 0 || batch_idx >= batches_total {
+            return Err(StoreError::InvalidArgument {
+                detail: format!("batch {batch_idx} of {batches_total} does not exist"),
+            });
+        }
+        // i128 because the step for N = 1 (and the products) overflow i64.
+        let n = i128::from(batches_total);
+        let step = i128::from(i64::MAX) / n - i128::from(i64::MIN) / n;
+        let start = |i: i128| i128::from(i64::MIN) + i * step;
+        let i = i128::from(batch_idx);
+        let first = start(i);
+        let last = if batch_idx + 1 == batches_total {
+            i128::from(i64::MAX)
+        } else {
+            start(i + 1) - 1
+        };
+        // Both bounds lie in [MinInt64, MaxInt64] by construction; the fallback is unreachable.
+        let clamp = |v: i128| i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+        Ok(Self {
+            first: clamp(first),
+            last: clamp(last),
+        })
+    }
+
+    /// True if `rowid` lies in the range.
+    pub fn contains(&self, rowid: Rowid) -> bool {
+        (self.first..=self.last).contains(&rowid)
+    }
+}
+
+/// One page of a table-reader batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Rows in ascending rowid order (embedded) or token order (CQL).
+    pub rows: Vec<(Rowid, Vec<u8>)>,
+    /// Pass as `resume_after` to get the next page; `None` when the batch is exhausted.
+    pub resume_after: Option<Rowid>,
+}
+
+/// A failed store operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The keyspace name is empty, too long, not `[A-Za-z0-9_]`, or starts with `system`.
+    #[error("invalid keyspace name {name:?}: {reason}")]
+    InvalidKeyspaceName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The table or index name is empty, too long or not `[A-Za-z0-9_]`.
+    #[error("invalid table name {name:?}: {reason}")]
+    InvalidTableName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The keyspace has not been created.
+    #[error("keyspace {keyspace} does not exist")]
+    NoSuchKeyspace {
+        /// The missing keyspace.
+        keyspace: String,
+    },
+    /// The table (or index) has not been created in this keyspace, or is of another kind.
+    #[error("table {table} does not exist in keyspace {keyspace}")]
+    NoSuchTable {
+        /// The keyspace searched.
+        keyspace: String,
+        /// The physical table name (`name_00001`).
+        table: String,
+    },
+    /// A table name is already used by a table of another kind (data, unique, non-unique).
+    #[error("table {table} in keyspace {keyspace} already exists as a {existing}")]
+    TableKindConflict {
+        /// The keyspace.
+        keyspace: String,
+        /// The physical table name.
+        table: String,
+        /// What the existing table is.
+        existing: &'static str,
+    },
+    /// The request itself is malformed (key count mismatch, bad batch numbers, page size 0).
+    #[error("invalid store request: {detail}")]
+    InvalidArgument {
+        /// What is wrong.
+        detail: String,
+    },
+    /// A unique index already holds the key for a different rowid (spec §6.3).
+    #[error("cannot write duplicate index key {key:?} to {keyspace}.{index}: held by rowid {existing_rowid}", key = String::from_utf8_lossy(key))]
+    DuplicateKey {
+        /// The keyspace.
+        keyspace: String,
+        /// The physical index table name.
+        index: String,
+        /// The duplicate key.
+        key: Vec<u8>,
+        /// The rowid holding it.
+        existing_rowid: Rowid,
+    },
+    /// Stored bytes do not have the shape the store wrote (e.g. an index value that is not a
+    /// rowid).
+    #[error("corrupt data in {keyspace}.{table}: {detail}")]
+    Corrupt {
+        /// The keyspace.
+        keyspace: String,
+        /// The physical table name.
+        table: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An I/O error: transient conditions (disk full, interrupted) may pass on retry.
+    #[error("store I/O error during {op}: {source}")]
+    Io {
+        /// The store operation.
+        op: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The backend did not answer in time (CQL read/write timeouts, unavailable replicas).
+    #[error("store timeout during {op}: {detail}")]
+    Timeout {
+        /// The store operation.
+        op: &'static str,
+        /// Backend details.
+        detail: String,
+    },
+    /// Any other backend failure (e.g. a poisoned embedded database); not retryable.
+    #[error("store backend failure during {op}: {detail}")]
+    Backend {
+        /// The store operation.
+        op: &'static str,
+        /// Backend details.
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// True if repeating the same call may succeed: I/O errors and timeouts. Invalid names,
+    /// missing tables, duplicates and corruption are not retryable.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Io { .. } | Self::Timeout { .. })
+    }
+}
+
+/// Checks a keyspace name: `[A-Za-z0-9_]{1,48}`, not starting with `system` (any case).
+pub fn validate_keyspace_name(name: &str) -> Result<(), StoreError> {
+    let reason = if name.is_empty() {
+        Some("empty")
+    } else if name.len() > MAX_KEYSPACE_NAME_LEN {
+        Some("longer than 48 characters")
+    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Some("only ASCII letters, digits and _ are allowed")
+    } else if name.to_ascii_lowercase().starts_with("system") {
+        // Cassandra reserves these, and keyspace names are case-insensitive there.
+        Some("names starting with system are reserved")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(StoreError::InvalidKeyspaceName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a table or index name (without run suffix): `[A-Za-z0-9_]{1,160}`.
+pub fn validate_table_name(name: &str) -> Result<(), StoreError> {
+    let reason = if name.is_empty() {
+        Some("empty")
+    } else if name.len() > MAX_TABLE_NAME_LEN {
+        Some("longer than 160 characters")
+    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Some("only ASCII letters, digits and _ are allowed")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(StoreError::InvalidTableName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A storage backend: the embedded fjall store or (later) Cassandra/ScyllaDB.
+///
+/// Shared as `Arc<dyn Store>` by all executor threads of a peer. Every call is blocking and
+/// handles many rows or keys; results come back in the order of the inputs.
+pub trait Store: Send + Sync {
+    /// Short backend name for logs (`embedded`, `cql`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Creates the keyspace if it does not exist (idempotent).
+    fn create_keyspace(&self, keyspace: &str) -> Result<(), StoreError>;
+
+    /// Drops the keyspace with all its tables and meta records; no error if absent.
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), StoreError>;
+
+    /// Names of all keyspaces, sorted.
+    fn list_keyspaces(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Creates the data table and its index tables if they do not exist (idempotent).
+    fn create_table(&self, keyspace: &str, spec: &TableSpec) -> Result<(), StoreError>;
+
+    /// Drops one data or index table; no error if absent.
+    fn drop_table(&self, keyspace: &str, table: &TableRef) -> Result<(), StoreError>;
+
+    /// True if a data or index table with this name exists.
+    fn table_exists(&self, keyspace: &str, table: &TableRef) -> Result<bool, StoreError>;
+
+    /// Number of rows (data table) or entries (index table); a full scan, for tests and tools.
+    fn count_rows(&self, keyspace: &str, table: &TableRef) -> Result<u64, StoreError>;
+
+    /// Writes rows with their index entries (see [`WriteMode`]); duplicates are reported in
+    /// the [`WriteReport`], not as an error. Every row needs one key per index of `spec`.
+    fn write_rows(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        rows: &[RowWrite],
+        mode: WriteMode,
+    ) -> Result<WriteReport, StoreError>;
+
+    /// The rows with these rowids, `None` for missing ones (orphaned index entries).
+    fn get_rows(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        rowids: &[Rowid],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// The rowid holding each key in a unique index, `None` if the key is absent.
+    fn lookup_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Rowid>>, StoreError>;
+
+    /// All rowids of each key in a non-unique index, ascending.
+    fn lookup_non_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Rowid>>, StoreError>;
+
+    /// One page (at most `page_size` rows) of table-reader batch `batch_idx` of
+    /// `batches_total` (rowids in [`RowidRange::for_batch`]), after `resume_after` if given.
+    fn scan_batch(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        batch_idx: u32,
+        batches_total: u32,
+        page_size: usize,
+        resume_after: Option<Rowid>,
+    ) -> Result<ScanPage, StoreError>;
+
+    /// Stores a workflow record (overwrites).
+    fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
+
+    /// Reads a workflow record.
+    fn get_meta(&self, keyspace: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// All workflow records whose key starts with `prefix`, in key order.
+    fn scan_meta_prefix(
+        &self,
+        keyspace: &str,
+        prefix: &[u8],
+    ) -> Result<Vec<MetaRecord>, StoreError>;
+
+    /// Atomically allocates the next run id of the keyspace: 1, 2, 3, …
+    fn next_run_id(&self, keyspace: &str) -> Result<u32, StoreError>;
+
+    /// Makes every completed write durable on disk (the embedded store otherwise only hands
+    /// writes to the OS); a no-op where writes are durable on return.
+    fn sync(&self) -> Result<(), StoreError>;
+}
