@@ -2,9 +2,11 @@
 //!
 //! It will hold everything a Plexus peer runs: the storage backends, the processors
 //! (executors), the scheduler and work stealing, the QUIC transport and telemetry (see
-//! DESIGN.md). Only [`store`] exists yet: the [`store::Store`] trait with its embedded fjall
-//! backend and the backend-independent conformance suite.
+//! DESIGN.md). So far: [`store`] (the [`store::Store`] trait with its embedded fjall backend
+//! and the backend-independent conformance suite) and [`pycalc`] (the py_calc Python worker
+//! pool).
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod pycalc;
 pub mod store;

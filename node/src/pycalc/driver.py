@@ -1,0 +1,136 @@
+# Plexus py_calc worker driver (embedded in the plexus-node binary, run as `python -c`).
+#
+# Must run unchanged on CPython >= 3.9 and PyPy 3.9: no `match`, no `X | Y` annotations.
+#
+# Protocol: frames of a 4-byte big-endian length followed by UTF-8 JSON, requests on the
+# original stdin, replies on the original stdout. Both descriptors are duplicated away at start
+# and fd 0/1 are replaced (by /dev/null and stderr) so that user code that reads stdin or prints
+# (even with os.write(1, ...)) cannot corrupt the protocol.
+import builtins
+import json
+import os
+import sys
+import traceback
+
+_IN = os.fdopen(os.dup(0), "rb", 0)
+_OUT = os.fdopen(os.dup(1), "wb", 0)
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+# Namespaces of loaded user code by content hash; a few nodes per pipeline, so a small cap.
+_CACHE = {}
+_CACHE_ORDER = []
+_CACHE_CAP = 32
+# Per-row outcomes of the chunk being executed, filled by the two helpers below.
+_ROWS = []
+
+
+def _read_exact(n):
+    parts = []
+    left = n
+    while left > 0:
+        part = _IN.read(left)
+        if not part:
+            return None
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _read_frame():
+    head = _read_exact(4)
+    if head is None:
+        return None
+    body = _read_exact(int.from_bytes(head, "big"))
+    if body is None:
+        return None
+    return json.loads(body.decode("utf-8"))
+
+
+def _send(obj):
+    body = json.dumps(obj).encode("utf-8")
+    _OUT.write(len(body).to_bytes(4, "big") + body)
+    _OUT.flush()
+
+
+def _clean(text):
+    # Lone surrogates (from user strings) would make the reply undecodable on the Rust side.
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _row_ok(idx, fields):
+    # json.dumps with its defaults, as Capillaries prints it: NaN stays `NaN` and fails the row
+    # when the Rust side decodes it; an unserialisable value raises here, inside the row's try.
+    _ROWS.append([idx, json.dumps(fields)])
+
+
+def _row_fail(idx):
+    tb = sys.exc_info()[2]
+    lineno = tb.tb_lineno if tb is not None else 0
+    last = ""
+    for line in traceback.format_exc().split("\n"):
+        if line.strip():
+            last = line.strip()
+    _ROWS.append([idx, lineno, _clean(last)])
+
+
+def _load(code):
+    # `__main__` because Capillaries runs the code as the main program (`python -`).
+    ns = {"__name__": "__main__", "__builtins__": builtins}
+    # The generated Capillaries program imports these before the user code runs.
+    ns["json"] = json
+    ns["traceback"] = traceback
+    ns["__plexus_row_ok"] = _row_ok
+    ns["__plexus_row_fail"] = _row_fail
+    exec(compile(code, "<python_code>", "exec"), ns)
+    return ns
+
+
+def _run(req):
+    key = req["hash"]
+    ns = _CACHE.get(key)
+    if ns is None:
+        code = req.get("code")
+        if code is None:
+            return {"status": "need_code"}
+        try:
+            ns = _load(code)
+        except BaseException:
+            return {"status": "load_error", "message": _clean(traceback.format_exc())}
+        _CACHE[key] = ns
+        _CACHE_ORDER.append(key)
+        if len(_CACHE_ORDER) > _CACHE_CAP:
+            _CACHE.pop(_CACHE_ORDER.pop(0), None)
+    try:
+        prog = compile(req["program"], "<py_calc>", "exec")
+    except BaseException:
+        et, ev = sys.exc_info()[:2]
+        msg = "".join(traceback.format_exception_only(et, ev))
+        return {"status": "syntax_error", "message": _clean(msg)}
+    del _ROWS[:]
+    try:
+        exec(prog, ns)
+    except BaseException:
+        # Every row sits in its own try/except, so only a broken helper can get here.
+        return {"status": "exec_error", "message": _clean(traceback.format_exc())}
+    rows = list(_ROWS)
+    del _ROWS[:]
+    return {"status": "ok", "rows": rows}
+
+
+def _main():
+    impl = sys.implementation.name
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    _send({"status": "hello", "implementation": impl, "version": version})
+    while True:
+        req = _read_frame()
+        if req is None:
+            return
+        _send(_run(req))
+        sys.stderr.flush()
+
+
+_main()

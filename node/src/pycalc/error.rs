@@ -1,0 +1,112 @@
+//! Errors of a py_calc chunk as a whole (row failures are [`super::RowFailure`]s instead).
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Why a whole chunk could not be computed; every row of it is then unprocessed.
+#[derive(Debug, Error)]
+pub enum PyCalcError {
+    /// The interpreter binary does not exist (Capillaries: "interpreter binary not found").
+    #[error("python interpreter not found: {}", path.display())]
+    InterpreterNotFound {
+        /// The configured interpreter path.
+        path: PathBuf,
+    },
+    /// The interpreter exists but could not be started.
+    #[error("cannot start python interpreter {}: {source}", path.display())]
+    Spawn {
+        /// The configured interpreter path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The interpreter started but the driver never said hello (not a Python 3, bad params).
+    #[error("python worker {} did not start ({status}){}", path.display(), stderr_suffix(stderr))]
+    Start {
+        /// The configured interpreter path.
+        path: PathBuf,
+        /// The exit status, or what happened instead.
+        status: String,
+        /// The end of the worker's stderr.
+        stderr: String,
+    },
+    /// The node's Python code raised or had a syntax error while being loaded.
+    #[error("python code failed to load: {message}")]
+    Load {
+        /// The Python traceback.
+        message: String,
+    },
+    /// The generated chunk program is not valid Python (e.g. a newline in a string value, spec
+    /// §7.7 quirk), so the whole batch fails, as in Capillaries.
+    #[error("python syntax error in py_calc program: {message}")]
+    Syntax {
+        /// Python's message (`SyntaxError: …` with the offending line).
+        message: String,
+    },
+    /// The chunk program raised outside the per-row `try:` (user code broke the driver helpers).
+    #[error("python py_calc program failed: {message}")]
+    Exec {
+        /// The Python traceback.
+        message: String,
+    },
+    /// The worker process ended while computing the chunk (killed, crashed, `os._exit`).
+    #[error(
+        "python worker died while computing a chunk ({status}){}",
+        stderr_suffix(stderr)
+    )]
+    WorkerDied {
+        /// The exit status (`signal: 9 (SIGKILL)`, `exit status: 3`).
+        status: String,
+        /// The end of the worker's stderr.
+        stderr: String,
+    },
+    /// The chunk took longer than the configured timeout; the worker was killed.
+    #[error("python worker timed out after {timeout:?} computing a chunk")]
+    Timeout {
+        /// The configured per-chunk timeout.
+        timeout: Duration,
+    },
+    /// A row does not have one value per reader field.
+    #[error("row {row} has {got} values but the py_calc node reads {expected} fields")]
+    RowWidth {
+        /// Index of the row within the chunk.
+        row: usize,
+        /// Values in the row.
+        got: usize,
+        /// Reader fields of the program.
+        expected: usize,
+    },
+    /// A reader value has no Python literal (Go's "unexpected field type").
+    #[error("row {row}: unexpected field type {go_type} of r.{field}")]
+    UnsupportedValue {
+        /// Index of the row within the chunk.
+        row: usize,
+        /// The reader field.
+        field: String,
+        /// The Go type name of the value.
+        go_type: &'static str,
+    },
+    /// The worker's reply did not follow the protocol; the worker was replaced.
+    #[error("python worker protocol error: {0}")]
+    Protocol(String),
+}
+
+impl PyCalcError {
+    /// True when the failure says nothing about the data or code, so that computing the same
+    /// chunk again (on a fresh worker) may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Spawn { .. } | Self::Protocol(_))
+    }
+}
+
+/// ` stderr: …` when there is stderr to show.
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {}", stderr.trim())
+    }
+}

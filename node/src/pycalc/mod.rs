@@ -1,0 +1,315 @@
+//! py_calc: Python formulas computed by a pool of long-lived Python worker processes (spec §7.7).
+//!
+//! Never one interpreter per batch: each worker runs the embedded `driver.py`, loads a node's
+//! code once (cached by its blake3 hash, executed in a fresh namespace) and then executes one
+//! generated program per chunk of rows in that namespace. The program text is generated in
+//! Rust exactly as Capillaries generates it, so user code sees the same literals (§14 #38, #39).
+//!
+//! Failure granularity, as in Capillaries: a Python exception fails only its row
+//! ([`RowFailure`]); a syntax error, a worker death or a timeout fails the chunk
+//! ([`PyCalcError`]). A dead or timed-out worker is replaced on the next call.
+
+mod error;
+mod program;
+mod worker;
+
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use plexus_core::value::Value;
+
+pub use error::PyCalcError;
+pub use program::{
+    CalcField, FailureSite, PY_DATETIME_LAYOUT, PyProgram, ReaderField, RowFailure, RowOutcome,
+    substitute_aliases, write_literal,
+};
+pub use worker::InterpreterInfo;
+
+use worker::{Reply, RowReply, RunRequest, Worker};
+
+/// How the pool starts its workers (Capillaries `custom_processors.py_calc`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyPoolConfig {
+    /// The interpreter (`python_interpreter_path`), looked up in `PATH` when not a path.
+    pub interpreter: PathBuf,
+    /// Parameters before `-c <driver>` (`python_interpreter_params`; a lone `-` is ignored).
+    pub args: Vec<String>,
+    /// Number of worker processes, one per executor slot; at least 1.
+    pub workers: usize,
+    /// Limit for one chunk, after which the worker is killed (spec §14 #40: Capillaries
+    /// effectively has none, so this is generous).
+    pub chunk_timeout: Duration,
+    /// Limit for a new worker to report ready.
+    pub start_timeout: Duration,
+}
+
+impl PyPoolConfig {
+    /// A config with the given interpreter and worker count and the default timeouts.
+    pub fn new(interpreter: impl Into<PathBuf>, workers: usize) -> Self {
+        Self {
+            interpreter: interpreter.into(),
+            workers,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for PyPoolConfig {
+    fn default() -> Self {
+        Self {
+            interpreter: PathBuf::from("python3"),
+            args: Vec::new(),
+            workers: 1,
+            chunk_timeout: Duration::from_secs(300),
+            start_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Idle workers and how many exist (idle, checked out or starting).
+struct PoolState {
+    idle: Vec<Worker>,
+    live: usize,
+}
+
+/// A pool of Python worker processes shared by the executor threads (`Arc<PyPool>`).
+///
+/// Workers start on first use. A call checks one out, blocking while all are busy; the pool
+/// lock is held only to take and give back workers, never across a worker's I/O.
+pub struct PyPool {
+    config: PyPoolConfig,
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+impl std::fmt::Debug for PyPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyPool")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PyPool {
+    /// A pool with the given config; no process starts until the first call.
+    pub fn new(mut config: PyPoolConfig) -> Self {
+        config.workers = config.workers.max(1);
+        Self {
+            config,
+            state: Mutex::new(PoolState {
+                idle: Vec::new(),
+                live: 0,
+            }),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// The pool's config.
+    pub fn config(&self) -> &PyPoolConfig {
+        &self.config
+    }
+
+    /// Starts (or reuses) a worker and reports its interpreter: a startup check that the
+    /// configured interpreter works.
+    pub fn interpreter_info(&self) -> Result<InterpreterInfo, PyCalcError> {
+        let lease = self.checkout()?;
+        lease
+            .worker
+            .as_ref()
+            .map(|w| w.info.clone())
+            .ok_or_else(|| PyCalcError::Protocol("checked-out lease without worker".into()))
+    }
+
+    /// Computes the p-fields of `rows` (aligned with [`PyProgram::reader_fields`]): one outcome
+    /// per row, in order, or an error for the whole chunk.
+    pub fn run_chunk(
+        &self,
+        program: &PyProgram,
+        rows: &[Vec<Value>],
+    ) -> Result<Vec<RowOutcome>, PyCalcError> {
+        let expected = program.reader_fields().len();
+        if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != expected) {
+            return Err(PyCalcError::RowWidth {
+                row,
+                got: r.len(),
+                expected,
+            });
+        }
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Generated before checking out a worker so that workers are busy only with Python.
+        let chunk = program
+            .chunk_text(rows)
+            .map_err(|e| PyCalcError::UnsupportedValue {
+                row: e.row,
+                field: e.field,
+                go_type: e.go_type,
+            })?;
+
+        let mut lease = self.checkout()?;
+        let reply = lease.call(program, &chunk.text, self.config.chunk_timeout)?;
+        let rows_reply = match reply {
+            Reply::Ok { rows } => rows,
+            Reply::LoadError { message } => return Err(PyCalcError::Load { message }),
+            Reply::SyntaxError { message } => return Err(PyCalcError::Syntax { message }),
+            Reply::ExecError { message } => return Err(PyCalcError::Exec { message }),
+            other => {
+                lease.discard();
+                return Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")));
+            }
+        };
+        drop(lease);
+
+        let mut outcomes: Vec<Option<RowOutcome>> = (0..rows.len()).map(|_| None).collect();
+        for r in rows_reply {
+            let (idx, outcome) = match r {
+                RowReply::Ok(i, json) => (
+                    i,
+                    program
+                        .convert_results(&json)
+                        .map_err(|(site, message)| failure(i, site, message, rows)),
+                ),
+                RowReply::Fail(i, lineno, message) => {
+                    let site = chunk
+                        .row_lines
+                        .get(i)
+                        .map_or(FailureSite::Unknown, |&l| program.failure_site(l, lineno));
+                    (i, Err(failure(i, site, message, rows)))
+                }
+            };
+            match outcomes.get_mut(idx) {
+                Some(slot @ None) => *slot = Some(outcome),
+                _ => {
+                    return Err(PyCalcError::Protocol(format!(
+                        "row {idx} reported twice or out of range"
+                    )));
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| o.ok_or_else(|| PyCalcError::Protocol(format!("no outcome for row {i}"))))
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes an idle worker, or starts one if fewer than `workers` exist, or waits.
+    fn checkout(&self) -> Result<Lease<'_>, PyCalcError> {
+        let mut state = self.lock();
+        loop {
+            if let Some(worker) = state.idle.pop() {
+                drop(state);
+                let mut lease = Lease {
+                    pool: self,
+                    worker: Some(worker),
+                };
+                // An idle worker can die (OOM killer, a user thread calling os._exit): its slot
+                // is reused for a fresh one rather than failing a chunk it never saw.
+                if lease.worker.as_mut().is_some_and(Worker::has_exited) {
+                    lease.worker = None;
+                    lease.worker = Some(Worker::spawn(&self.config)?);
+                }
+                return Ok(lease);
+            }
+            if state.live < self.config.workers {
+                state.live += 1;
+                drop(state);
+                // The slot is counted already; a failed start gives it back when the empty
+                // lease drops.
+                let mut lease = Lease {
+                    pool: self,
+                    worker: None,
+                };
+                lease.worker = Some(Worker::spawn(&self.config)?);
+                return Ok(lease);
+            }
+            state = self
+                .freed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Builds a row failure carrying the row's values.
+fn failure(row: usize, site: FailureSite, message: String, rows: &[Vec<Value>]) -> RowFailure {
+    RowFailure {
+        row,
+        site,
+        message,
+        values: rows.get(row).cloned().unwrap_or_default(),
+    }
+}
+
+/// A checked-out worker slot. Dropping it returns the worker to the pool, or, when the worker
+/// is gone (`None`), frees the slot so that a fresh worker can start.
+struct Lease<'a> {
+    pool: &'a PyPool,
+    worker: Option<Worker>,
+}
+
+impl Lease<'_> {
+    /// Kills the worker; its slot is freed when the lease drops.
+    fn discard(&mut self) {
+        self.worker = None;
+    }
+
+    /// Runs one chunk program, sending the code only if the worker lacks it. Any transport
+    /// error discards the worker.
+    fn call(
+        &mut self,
+        program: &PyProgram,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<Reply, PyCalcError> {
+        let Some(worker) = self.worker.as_mut() else {
+            return Err(PyCalcError::Protocol("lease without worker".into()));
+        };
+        let hash = program.code_hash();
+        let mut send_code = !worker.loaded.contains(hash);
+        loop {
+            let request = RunRequest {
+                op: "run",
+                hash,
+                code: send_code.then(|| program.code()),
+                program: text,
+            };
+            let reply = match worker.call(&request, timeout) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.discard();
+                    return Err(e);
+                }
+            };
+            match reply {
+                Reply::NeedCode if !send_code => {
+                    worker.loaded.remove(hash);
+                    send_code = true;
+                }
+                Reply::LoadError { .. } => return Ok(reply),
+                reply => {
+                    worker.loaded.insert(hash.to_owned());
+                    return Ok(reply);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut state = self.pool.lock();
+        match self.worker.take() {
+            Some(worker) => state.idle.push(worker),
+            None => state.live = state.live.saturating_sub(1),
+        }
+        drop(state);
+        self.pool.freed.notify_one();
+    }
+}

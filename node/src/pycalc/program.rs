@@ -1,0 +1,504 @@
+//! The Python program text of a py_calc chunk and the conversion of its results (spec §7.7).
+//!
+//! Pure: no processes here. The text is generated the way Capillaries generates it, so every
+//! literal quirk of §7.7 (float `%f`, naive string quoting, `TRUE`/`FALSE`, datetime as a
+//! string, textual `r.`/`p.` replacement) is what the user code observes.
+
+use std::fmt;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use plexus_core::decimal;
+use plexus_core::gofmt;
+use plexus_core::gotime;
+use plexus_core::value::{Type, Value};
+
+/// The layout of datetime values handed to and returned by Python.
+pub const PY_DATETIME_LAYOUT: &str = "2006-01-02T15:04:05.000-07:00";
+
+/// A calculated field (`p.<name>`) of a py_calc node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalcField {
+    /// The p-field name, without the `p.` prefix.
+    pub name: String,
+    /// The declared result type.
+    pub ty: Type,
+    /// The Python expression exactly as written in the script (`r.`/`p.` not yet replaced).
+    pub expression: String,
+}
+
+/// A reader field (`r.<name>`) the py_calc node reads; all of them are handed to Python.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReaderField {
+    /// The field name, without the `r.` prefix.
+    pub name: String,
+    /// The column type.
+    pub ty: Type,
+}
+
+/// Where in a row's computation a row failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailureSite {
+    /// Assigning the literal of reader field `r.<name>` raised (e.g. the `TRUE` NameError quirk).
+    Reader {
+        /// The reader field name.
+        name: String,
+    },
+    /// Computing p-field `p.<name>` raised.
+    Calc {
+        /// The p-field name.
+        name: String,
+        /// Its expression as written in the script.
+        expression: String,
+    },
+    /// Serialising the row's results to JSON raised (e.g. a value JSON cannot represent).
+    Serialize,
+    /// Python produced a result the declared type does not accept, or invalid JSON.
+    Convert {
+        /// The p-field name; empty when the row's JSON as a whole was invalid.
+        name: String,
+    },
+    /// The failing line could not be attributed (a Python frame outside the row's statements).
+    Unknown,
+}
+
+impl fmt::Display for FailureSite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Reader { name } => write!(f, "r.{name}"),
+            Self::Calc { name, expression } => write!(f, "p.{name} = {expression}"),
+            Self::Serialize => f.write_str("result serialisation"),
+            Self::Convert { name } if name.is_empty() => f.write_str("result decoding"),
+            Self::Convert { name } => write!(f, "result p.{name}"),
+            Self::Unknown => f.write_str("unknown statement"),
+        }
+    }
+}
+
+/// One row of a chunk that failed; the other rows of the chunk are unaffected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowFailure {
+    /// Index of the row within the chunk.
+    pub row: usize,
+    /// The statement that failed.
+    pub site: FailureSite,
+    /// The last non-empty line of the Python traceback (`ZeroDivisionError: division by zero`),
+    /// or the result-conversion problem.
+    pub message: String,
+    /// The row's reader values, so that the caller can name the row by its key fields.
+    pub values: Vec<Value>,
+}
+
+impl RowFailure {
+    /// The per-row message Capillaries puts in the batch error: `3:cannot calculate data points;…;`.
+    pub fn capillaries_message(&self) -> String {
+        format!(
+            "{}:cannot calculate data points;{};",
+            self.row, self.message
+        )
+    }
+}
+
+impl fmt::Display for RowFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "row {} ({}): {}", self.row, self.site, self.message)
+    }
+}
+
+/// The outcome of one row: the p-field values in [`PyProgram::calc_fields`] order, or a failure.
+pub type RowOutcome = Result<Vec<Value>, RowFailure>;
+
+/// A reader value that has no Python literal (Go's "unexpected field type").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UnsupportedValue {
+    pub(crate) row: usize,
+    pub(crate) field: String,
+    pub(crate) go_type: &'static str,
+}
+
+/// What a chunk was turned into: the program text and where each row's block starts.
+#[derive(Debug)]
+pub(crate) struct ChunkText {
+    /// The Python program.
+    pub(crate) text: String,
+    /// 1-based line number of each row's `try:` line.
+    pub(crate) row_lines: Vec<u32>,
+}
+
+/// Everything about a py_calc node that is fixed across its chunks: the code and the fields.
+#[derive(Debug)]
+pub struct PyProgram {
+    code: Arc<str>,
+    code_hash: String,
+    readers: Vec<ReaderField>,
+    fields: Vec<CalcField>,
+    /// `  p_x = <expression with r./p. replaced>\n` per p-field, in computation order.
+    calc_lines: String,
+    /// `{"a":p_a,"b":p_b}`: the dict of the row's results.
+    result_dict: String,
+    /// Line offset from the `try:` line of each statement: readers, p-fields, the result line.
+    stmt_offsets: Vec<u32>,
+}
+
+impl PyProgram {
+    /// Builds the program of a node from its `python_code_urls` sources (each followed by a
+    /// newline, as Capillaries concatenates them), its p-fields in computation order and the
+    /// reader fields it reads, in the order the rows hold them.
+    pub fn new<S: AsRef<str>>(
+        sources: &[S],
+        fields: Vec<CalcField>,
+        readers: Vec<ReaderField>,
+    ) -> Self {
+        let mut code = String::new();
+        for s in sources {
+            code.push_str(s.as_ref());
+            code.push('\n');
+        }
+        let code_hash = blake3::hash(code.as_bytes()).to_hex().to_string();
+
+        let mut stmt_offsets = Vec::with_capacity(readers.len() + fields.len() + 1);
+        let mut offset = 1u32;
+        for _ in &readers {
+            stmt_offsets.push(offset);
+            offset += 1;
+        }
+        let mut calc_lines = String::new();
+        for f in &fields {
+            stmt_offsets.push(offset);
+            let expr = substitute_aliases(&f.expression);
+            offset += 1 + count_newlines(&expr);
+            let _ = writeln!(calc_lines, "  p_{} = {}", f.name, expr);
+        }
+        stmt_offsets.push(offset);
+
+        let mut result_dict = String::from("{");
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                result_dict.push(',');
+            }
+            // A JSON string literal is a valid Python string literal.
+            let key = serde_json::Value::String(f.name.clone()).to_string();
+            let _ = write!(result_dict, "{key}:p_{}", f.name);
+        }
+        result_dict.push('}');
+
+        Self {
+            code: Arc::from(code),
+            code_hash,
+            readers,
+            fields,
+            calc_lines,
+            result_dict,
+            stmt_offsets,
+        }
+    }
+
+    /// The concatenated user code.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The blake3 hex digest of [`Self::code`]; workers cache loaded code under it.
+    pub fn code_hash(&self) -> &str {
+        &self.code_hash
+    }
+
+    /// The p-fields in computation order.
+    pub fn calc_fields(&self) -> &[CalcField] {
+        &self.fields
+    }
+
+    /// The reader fields, in row order.
+    pub fn reader_fields(&self) -> &[ReaderField] {
+        &self.readers
+    }
+
+    /// Generates the chunk program: per row a `try:` block assigning every reader literal,
+    /// computing every p-field and recording the result dict, and an `except:` recording the
+    /// traceback. Rows must have one value per reader field (checked by the caller).
+    pub(crate) fn chunk_text(&self, rows: &[Vec<Value>]) -> Result<ChunkText, UnsupportedValue> {
+        let mut text = String::with_capacity(rows.len() * (self.calc_lines.len() + 64));
+        let mut row_lines = Vec::with_capacity(rows.len());
+        let mut line = 1u32;
+        for (i, row) in rows.iter().enumerate() {
+            row_lines.push(line);
+            let start = text.len();
+            text.push_str("try:\n");
+            for (field, value) in self.readers.iter().zip(row) {
+                let _ = write!(text, "  r_{} = ", field.name);
+                write_literal(&mut text, value).map_err(|go_type| UnsupportedValue {
+                    row: i,
+                    field: field.name.clone(),
+                    go_type,
+                })?;
+                text.push('\n');
+            }
+            text.push_str(&self.calc_lines);
+            let _ = write!(
+                text,
+                "  __plexus_row_ok({i}, {})\nexcept:\n  __plexus_row_fail({i})\n",
+                self.result_dict
+            );
+            // Counted rather than assumed: a literal may carry a raw newline (then the program
+            // is a syntax error anyway, but the numbering must stay right for the message).
+            line += count_newlines(&text[start..]);
+        }
+        Ok(ChunkText { text, row_lines })
+    }
+
+    /// Attributes a failing Python line (1-based, in the chunk program) of a row whose `try:`
+    /// is on `row_line` to the statement it belongs to.
+    pub(crate) fn failure_site(&self, row_line: u32, lineno: u32) -> FailureSite {
+        let Some(rel) = lineno.checked_sub(row_line) else {
+            return FailureSite::Unknown;
+        };
+        if rel == 0 {
+            return FailureSite::Unknown;
+        }
+        let idx = self.stmt_offsets.partition_point(|&o| o <= rel);
+        let Some(idx) = idx.checked_sub(1) else {
+            return FailureSite::Unknown;
+        };
+        if let Some(r) = self.readers.get(idx) {
+            return FailureSite::Reader {
+                name: r.name.clone(),
+            };
+        }
+        match self.fields.get(idx - self.readers.len()) {
+            Some(f) => FailureSite::Calc {
+                name: f.name.clone(),
+                expression: f.expression.clone(),
+            },
+            None => FailureSite::Serialize,
+        }
+    }
+
+    /// Decodes the JSON object Python printed for a row into the declared p-field types.
+    pub(crate) fn convert_results(&self, json: &str) -> Result<Vec<Value>, (FailureSite, String)> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| {
+                (
+                    FailureSite::Convert {
+                        name: String::new(),
+                    },
+                    format!("cannot decode python results {json}: {e}"),
+                )
+            })?;
+        self.fields
+            .iter()
+            .map(|f| {
+                let site = || FailureSite::Convert {
+                    name: f.name.clone(),
+                };
+                let v = map
+                    .get(&f.name)
+                    .ok_or_else(|| (site(), format!("no result for p.{}", f.name)))?;
+                convert_value(v, f.ty).map_err(|m| (site(), format!("p.{}: {m}", f.name)))
+            })
+            .collect()
+    }
+}
+
+/// Converts one JSON result to the declared type (spec §7.7 result-conversion table).
+fn convert_value(v: &serde_json::Value, ty: Type) -> Result<Value, String> {
+    use serde_json::Value as J;
+    let wrong = || format!("cannot convert python value {v} to {ty}");
+    match (ty, v) {
+        (Type::String, J::String(s)) => Ok(Value::str(s)),
+        (Type::Bool, J::Bool(b)) => Ok(Value::Bool(*b)),
+        (Type::Int, J::Number(n)) => Ok(Value::Int(go_float_to_int(json_f64(n)?))),
+        (Type::Float, J::Number(n)) => Ok(Value::Float(json_f64(n)?)),
+        (Type::Decimal2, J::Number(n)) => decimal::from_f64(json_f64(n)?)
+            .map(|d| Value::Decimal(decimal::round2(d)))
+            .map_err(|e| e.to_string()),
+        (Type::DateTime, J::String(s)) => gotime::parse(PY_DATETIME_LAYOUT, s)
+            .map(Value::Time)
+            .map_err(|e| e.to_string()),
+        _ => Err(wrong()),
+    }
+}
+
+/// A JSON number as Go's decoder into `any` sees it: always a float64.
+fn json_f64(n: &serde_json::Number) -> Result<f64, String> {
+    match n.as_f64() {
+        Some(f) if f.is_finite() => Ok(f),
+        _ => Err(format!("number {n} is out of range of float64")),
+    }
+}
+
+/// Go's `int64(f)` on amd64: truncation toward zero, and the "integer indefinite" value
+/// (`math.MinInt64`) when `f` is out of range, where Rust's `as` would saturate.
+fn go_float_to_int(f: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if (-LIMIT..LIMIT).contains(&f) {
+        f as i64
+    } else {
+        i64::MIN
+    }
+}
+
+/// Replaces every `r.` by `r_` and `p.` by `p_`, wherever they occur (spec §14 #39 quirk:
+/// also inside string literals and at the end of other identifiers).
+pub fn substitute_aliases(expression: &str) -> String {
+    expression.replace("r.", "r_").replace("p.", "p_")
+}
+
+/// Appends the Python literal Capillaries assigns for a reader value (spec §7.7 table);
+/// `Err` carries the Go type name of a value that has none.
+pub fn write_literal(out: &mut String, value: &Value) -> Result<(), &'static str> {
+    match value {
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        // Quirk (spec §14 #38): `%f`, so only 6 decimals reach Python.
+        Value::Float(f) => gofmt::sprintf_into(out, "%f", &[Value::Float(*f)]),
+        // Quirk (spec §14 #38): only `'` is escaped; backslashes start Python escapes.
+        Value::Str(s) => {
+            out.push('\'');
+            for c in s.chars() {
+                if c == '\'' {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push('\'');
+        }
+        // Quirk (spec §14 #38): not Python; the row fails with a NameError.
+        Value::Bool(b) => out.push_str(if *b { "TRUE" } else { "FALSE" }),
+        Value::Decimal(d) => decimal::canonical_into(out, d),
+        Value::Time(t) => {
+            out.push('"');
+            gotime::format_into(out, t, PY_DATETIME_LAYOUT);
+            out.push('"');
+        }
+        other => return Err(other.go_type_name()),
+    }
+    Ok(())
+}
+
+/// Number of `\n` in `s`, as a line count.
+fn count_newlines(s: &str) -> u32 {
+    u32::try_from(s.bytes().filter(|&b| b == b'\n').count()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plexus_core::value::Time;
+    use rust_decimal::Decimal;
+
+    fn lit(v: Value) -> String {
+        let mut s = String::new();
+        write_literal(&mut s, &v).map(|()| s).unwrap_or_default()
+    }
+
+    #[test]
+    fn literals_follow_capillaries() {
+        assert_eq!(lit(Value::Int(-42)), "-42");
+        assert_eq!(lit(Value::Float(0.0000001)), "0.000000");
+        assert_eq!(lit(Value::Float(12.5)), "12.500000");
+        assert_eq!(lit(Value::str("it's")), r"'it\'s'");
+        assert_eq!(lit(Value::str(r"a\nb")), r"'a\nb'");
+        assert_eq!(lit(Value::Bool(true)), "TRUE");
+        assert_eq!(lit(Value::Bool(false)), "FALSE");
+        assert_eq!(lit(Value::Decimal(Decimal::new(1200, 2))), "12");
+        assert_eq!(lit(Value::Decimal(Decimal::new(-50, 2))), "-0.5");
+        assert_eq!(lit(Value::Decimal(Decimal::new(10178, 2))), "101.78");
+        let t = Time::from_unix_millis(1_580_417_001_000);
+        assert_eq!(lit(Value::Time(t)), "\"2020-01-30T20:43:21.000+00:00\"");
+        let mut s = String::new();
+        assert_eq!(write_literal(&mut s, &Value::GoInt(1)), Err("int"));
+    }
+
+    #[test]
+    fn alias_substitution_is_textual() {
+        assert_eq!(
+            substitute_aliases(r#"f(r.x, "Dr. No", p.y)"#),
+            r#"f(r_x, "Dr_ No", p_y)"#
+        );
+        assert_eq!(substitute_aliases("top.x"), "top_x");
+    }
+
+    fn program() -> PyProgram {
+        PyProgram::new(
+            &["def f(x):\n    return x"],
+            vec![
+                CalcField {
+                    name: "a".into(),
+                    ty: Type::Int,
+                    expression: "f(r.x)".into(),
+                },
+                CalcField {
+                    name: "b".into(),
+                    ty: Type::Float,
+                    expression: "f(\n  p.a)".into(),
+                },
+            ],
+            vec![
+                ReaderField {
+                    name: "x".into(),
+                    ty: Type::Int,
+                },
+                ReaderField {
+                    name: "s".into(),
+                    ty: Type::String,
+                },
+            ],
+        )
+    }
+
+    #[test]
+    fn chunk_text_shape_and_sites() {
+        let p = program();
+        assert_eq!(p.code(), "def f(x):\n    return x\n");
+        let rows = vec![
+            vec![Value::Int(1), Value::str("a")],
+            vec![Value::Int(2), Value::str("b")],
+        ];
+        let chunk = p
+            .chunk_text(&rows)
+            .map_err(|e| e.field)
+            .unwrap_or_else(|f| panic!("{f}"));
+        let expected = "try:\n  r_x = 1\n  r_s = 'a'\n  p_a = f(r_x)\n  p_b = f(\n  p_a)\n  \
+                        __plexus_row_ok(0, {\"a\":p_a,\"b\":p_b})\nexcept:\n  __plexus_row_fail(0)\n";
+        assert!(chunk.text.starts_with(expected), "{}", chunk.text);
+        assert_eq!(chunk.row_lines, vec![1, 10]);
+        let site = |l| p.failure_site(10, l);
+        assert_eq!(site(11), FailureSite::Reader { name: "x".into() });
+        assert_eq!(site(12), FailureSite::Reader { name: "s".into() });
+        assert!(matches!(site(13), FailureSite::Calc { name, .. } if name == "a"));
+        assert!(matches!(site(14), FailureSite::Calc { name, .. } if name == "b"));
+        assert!(matches!(site(15), FailureSite::Calc { name, .. } if name == "b"));
+        assert_eq!(site(16), FailureSite::Serialize);
+        assert_eq!(site(10), FailureSite::Unknown);
+        assert_eq!(site(3), FailureSite::Unknown);
+    }
+
+    #[test]
+    fn result_conversion() {
+        let p = program();
+        let ok = p.convert_results(r#"{"a": -7.9, "b": 2}"#);
+        assert_eq!(ok, Ok(vec![Value::Int(-7), Value::Float(2.0)]));
+        assert!(p.convert_results(r#"{"a": 1}"#).is_err());
+        assert!(p.convert_results(r#"{"a": NaN, "b": 1}"#).is_err());
+        assert!(p.convert_results(r#"{"a": "1", "b": 1}"#).is_err());
+        assert_eq!(go_float_to_int(1e30), i64::MIN);
+        let d = convert_value(&serde_json::json!(12.438888888888888), Type::Decimal2);
+        assert_eq!(d, Ok(Value::Decimal(Decimal::new(1244, 2))));
+        let d = convert_value(&serde_json::json!(0.125), Type::Decimal2);
+        assert_eq!(d, Ok(Value::Decimal(Decimal::new(13, 2))));
+        let t = convert_value(
+            &serde_json::json!("2020-02-03T23:59:59.999+00:00"),
+            Type::DateTime,
+        );
+        assert_eq!(
+            t,
+            Ok(Value::Time(Time::from_unix_millis(1_580_774_399_999)))
+        );
+        let z = convert_value(
+            &serde_json::json!("2020-02-03T23:59:59.999Z"),
+            Type::DateTime,
+        );
+        assert!(z.is_err());
+    }
+}
