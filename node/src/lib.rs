@@ -8,5 +8,6 @@
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod exec;
 pub mod pycalc;
 pub mod store;
