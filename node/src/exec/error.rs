@@ -24,8 +24,8 @@ pub enum ExecError {
         node: String,
         /// Batch index.
         batch: u32,
-        /// What went wrong.
-        kind: BatchErrorKind,
+        /// What went wrong (boxed: errors stay off the hot path's stack).
+        kind: Box<BatchErrorKind>,
     },
 }
 
@@ -44,7 +44,7 @@ impl ExecError {
     pub fn kind(&self) -> Option<&BatchErrorKind> {
         match self {
             Self::Compile { .. } => None,
-            Self::Batch { kind, .. } => Some(kind),
+            Self::Batch { kind, .. } => Some(kind.as_ref()),
         }
     }
 }

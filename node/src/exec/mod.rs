@@ -108,7 +108,7 @@ pub fn execute(
     let fail = |kind| ExecError::Batch {
         node: task.node.clone(),
         batch: task.batch_idx,
-        kind,
+        kind: Box::new(kind),
     };
     if compiled.name != task.node {
         return Err(fail(BatchErrorKind::Internal(format!(
@@ -193,6 +193,9 @@ impl BatchRun<'_> {
     }
 }
 
+/// One page of stored rows: (rowid, encoded row).
+pub(crate) type Page = Vec<(Rowid, Vec<u8>)>;
+
 /// Pages of a table-reader batch in rowid order.
 pub(crate) struct Scan<'a> {
     b: &'a BatchRun<'a>,
@@ -221,7 +224,7 @@ impl<'a> Scan<'a> {
     pub(crate) fn next_page(
         &mut self,
         stats: &mut BatchStats,
-    ) -> Result<Option<Vec<(Rowid, Vec<u8>)>>, BatchErrorKind> {
+    ) -> Result<Option<Page>, BatchErrorKind> {
         if self.done {
             return Ok(None);
         }
