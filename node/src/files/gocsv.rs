@@ -1,0 +1,283 @@
+//! A record reader with the exact semantics of Go `encoding/csv` with `LazyQuotes = true`
+//! (spec §3.6), which Capillaries uses for every CSV input.
+//!
+//! Why not the `csv` crate: csv-core differs from Go on inputs the spec lists. A lone quote
+//! inside a quoted field (`"abc"def",x`) gives `abcdef"` there and `abc"def` in Go; `"ab" ,c`
+//! ends the field there while Go keeps reading (the quote is literal and the field continues,
+//! across lines if needed); a lone `\r` terminates a record there and is data in Go. The
+//! reader below is a transcription of Go's `readRecord`/`readLine`, with a zero-copy fast path
+//! for lines without any quote.
+
+use std::io::{self, BufRead};
+
+use memchr::{memchr, memchr_iter};
+
+/// One record: the field bytes live in `buf`, field `i` is `buf[spans[i].0..spans[i].1]`.
+#[derive(Debug, Default)]
+pub(crate) struct Record {
+    /// Field bytes (with separators in the fast path, without in the quoted path).
+    buf: Vec<u8>,
+    /// `(start, end)` of every field in `buf`.
+    spans: Vec<(usize, usize)>,
+    /// 1-based physical line on which the record starts.
+    pub(crate) line: u64,
+}
+
+impl Record {
+    /// Number of fields.
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The bytes of field `i`, `None` past the end of the record.
+    pub(crate) fn field(&self, i: usize) -> Option<&[u8]> {
+        self.spans.get(i).map(|&(s, e)| &self.buf[s..e])
+    }
+
+    /// Iterates over the fields.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = &[u8]> {
+        self.spans.iter().map(|&(s, e)| &self.buf[s..e])
+    }
+}
+
+/// Go `lengthNL`: 1 if the slice ends with `\n`, else 0.
+fn length_nl(b: &[u8]) -> usize {
+    usize::from(b.last() == Some(&b'\n'))
+}
+
+/// Reads records from a buffered byte stream with Go `encoding/csv` LazyQuotes semantics.
+pub(crate) struct GoCsvReader<R> {
+    rdr: R,
+    sep: u8,
+    /// The current physical line, `\r\n` normalised to `\n`.
+    line: Vec<u8>,
+    /// Physical lines read so far (Go `numLine`).
+    num_line: u64,
+}
+
+impl<R: BufRead> GoCsvReader<R> {
+    /// A reader splitting fields on `sep`, which must be ASCII and not `\r`, `\n` or `"`.
+    pub(crate) fn new(rdr: R, sep: u8) -> Self {
+        Self {
+            rdr,
+            sep,
+            line: Vec::with_capacity(256),
+            num_line: 0,
+        }
+    }
+
+    /// Go `readLine`: the next physical line into `self.line`; `false` at end of input.
+    fn read_line(&mut self) -> io::Result<bool> {
+        self.line.clear();
+        let n = self.rdr.read_until(b'\n', &mut self.line)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        // Go drops a trailing `\r` right before EOF, "for backwards compatibility".
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        self.num_line += 1;
+        let len = self.line.len();
+        if len >= 2 && self.line[len - 2] == b'\r' && self.line[len - 1] == b'\n' {
+            self.line[len - 2] = b'\n';
+            self.line.pop();
+        }
+        Ok(true)
+    }
+
+    /// Go `readRecord`: reads the next non-empty record into `rec`; `false` at end of input.
+    pub(crate) fn read_record(&mut self, rec: &mut Record) -> io::Result<bool> {
+        // Empty lines are skipped and never counted as records.
+        loop {
+            if !self.read_line()? {
+                return Ok(false);
+            }
+            if self.line.len() != length_nl(&self.line) {
+                break;
+            }
+        }
+        rec.line = self.num_line;
+        rec.spans.clear();
+        if memchr(b'"', &self.line).is_none() {
+            // Fast path: no quote anywhere, so fields are the separator-delimited slices.
+            let content = self.line.len() - length_nl(&self.line);
+            self.line.truncate(content);
+            std::mem::swap(&mut self.line, &mut rec.buf);
+            let mut start = 0;
+            for i in memchr_iter(self.sep, &rec.buf) {
+                rec.spans.push((start, i));
+                start = i + 1;
+            }
+            rec.spans.push((start, rec.buf.len()));
+            return Ok(true);
+        }
+        rec.buf.clear();
+        self.parse_quoted_record(rec)?;
+        Ok(true)
+    }
+
+    /// The general case of Go `readRecord`, field by field, copying into `rec.buf`.
+    fn parse_quoted_record(&mut self, rec: &mut Record) -> io::Result<()> {
+        let sep = self.sep;
+        let mut pos = 0;
+        'field: loop {
+            let field_start = rec.buf.len();
+            let line = &self.line[pos..];
+            if line.first() != Some(&b'"') {
+                // Unquoted field: with LazyQuotes a `"` inside it is literal.
+                if let Some(i) = memchr(sep, line) {
+                    rec.buf.extend_from_slice(&line[..i]);
+                    rec.spans.push((field_start, rec.buf.len()));
+                    pos += i + 1;
+                    continue 'field;
+                }
+                rec.buf
+                    .extend_from_slice(&line[..line.len() - length_nl(line)]);
+                rec.spans.push((field_start, rec.buf.len()));
+                return Ok(());
+            }
+            // Quoted field.
+            pos += 1;
+            loop {
+                let line = &self.line[pos..];
+                if let Some(i) = memchr(b'"', line) {
+                    rec.buf.extend_from_slice(&line[..i]);
+                    pos += i + 1;
+                    let rest = &self.line[pos..];
+                    match rest.first() {
+                        Some(&b'"') => {
+                            // `""`: one literal quote.
+                            rec.buf.push(b'"');
+                            pos += 1;
+                        }
+                        Some(&c) if c == sep => {
+                            pos += 1;
+                            rec.spans.push((field_start, rec.buf.len()));
+                            continue 'field;
+                        }
+                        _ if length_nl(rest) == rest.len() => {
+                            rec.spans.push((field_start, rec.buf.len()));
+                            return Ok(());
+                        }
+                        _ => {
+                            // Quirk (spec §3.6): LazyQuotes keeps a bare quote inside a quoted
+                            // field literally and the field goes on.
+                            rec.buf.push(b'"');
+                        }
+                    }
+                } else if !line.is_empty() {
+                    // End of line inside quotes: the field continues on the next line.
+                    rec.buf.extend_from_slice(line);
+                    pos = 0;
+                    if !self.read_line()? {
+                        self.line.clear();
+                    }
+                } else {
+                    // EOF inside quotes: LazyQuotes ends the field here.
+                    rec.spans.push((field_start, rec.buf.len()));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &[u8], sep: u8) -> Vec<(u64, Vec<String>)> {
+        let mut r = GoCsvReader::new(input, sep);
+        let mut rec = Record::default();
+        let mut out = Vec::new();
+        while r.read_record(&mut rec).unwrap_or(false) {
+            out.push((
+                rec.line,
+                rec.fields()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect(),
+            ));
+        }
+        out
+    }
+
+    fn fields(input: &[u8]) -> Vec<Vec<String>> {
+        parse(input, b',').into_iter().map(|(_, f)| f).collect()
+    }
+
+    fn v(rows: &[&[&str]]) -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| r.iter().map(|s| (*s).to_owned()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn plain_and_trailing_separator() {
+        assert_eq!(fields(b"a,b,c\n"), v(&[&["a", "b", "c"]]));
+        assert_eq!(fields(b"a,b,\n"), v(&[&["a", "b", ""]]));
+        assert_eq!(fields(b",\n"), v(&[&["", ""]]));
+        assert_eq!(fields(b" a , b\n"), v(&[&[" a ", " b"]]));
+    }
+
+    #[test]
+    fn empty_lines_are_skipped_but_counted_as_physical_lines() {
+        let got = parse(b"a,b\n\n\r\n\nc,d", b',');
+        assert_eq!(got[0], (1, vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!(got[1], (5, vec!["c".to_owned(), "d".to_owned()]));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn crlf_and_lone_cr() {
+        assert_eq!(
+            fields(b"a,b\r\nc\rd,e\r\n"),
+            v(&[&["a", "b"], &["c\rd", "e"]])
+        );
+        // A `\r` right before EOF is dropped.
+        assert_eq!(fields(b"a,b\r"), v(&[&["a", "b"]]));
+    }
+
+    #[test]
+    fn quoted_fields() {
+        assert_eq!(fields(b"\"a,b\",c\n"), v(&[&["a,b", "c"]]));
+        assert_eq!(fields(b"\"a\"\"b\",c\n"), v(&[&["a\"b", "c"]]));
+        assert_eq!(fields(b"\"\",c\n"), v(&[&["", "c"]]));
+        assert_eq!(fields(b"x,\"y\"\r\n"), v(&[&["x", "y"]]));
+    }
+
+    #[test]
+    fn quoted_field_spanning_lines_keeps_its_start_line() {
+        let got = parse(b"h1,h2\n\"a\r\nb\",c\nd,e\n", b',');
+        assert_eq!(got[1], (2, vec!["a\nb".to_owned(), "c".to_owned()]));
+        assert_eq!(got[2], (4, vec!["d".to_owned(), "e".to_owned()]));
+    }
+
+    #[test]
+    fn lazy_quotes() {
+        // A bare quote in an unquoted field is literal.
+        assert_eq!(fields(b"x,ab\"c,d\n"), v(&[&["x", "ab\"c", "d"]]));
+        assert_eq!(fields(b"ab\"\n"), v(&[&["ab\""]]));
+        // A quote inside a quoted field not followed by separator/EOL is kept, field goes on.
+        assert_eq!(fields(b"a,\"abc\"def\",x\n"), v(&[&["a", "abc\"def", "x"]]));
+        // ... even across lines until EOF.
+        assert_eq!(fields(b"\"ab\" ,c\nd,e\n"), v(&[&["ab\" ,c\nd,e\n"]]));
+        // Unterminated quoted field at EOF ends there.
+        assert_eq!(fields(b"\"abc\n"), v(&[&["abc\n"]]));
+        assert_eq!(fields(b"\"abc"), v(&[&["abc"]]));
+    }
+
+    #[test]
+    fn bom_is_kept_and_tabs_separate() {
+        let got = parse(b"\xEF\xBB\xBFid\tname\n1\t\"x\ty\"\n", b'\t');
+        assert_eq!(got[0].1[0].as_bytes(), b"\xEF\xBB\xBFid");
+        assert_eq!(got[1].1, vec!["1".to_owned(), "x\ty".to_owned()]);
+    }
+
+    #[test]
+    fn no_trailing_newline() {
+        assert_eq!(fields(b"a,b\nc,d"), v(&[&["a", "b"], &["c", "d"]]));
+        assert_eq!(fields(b""), Vec::<Vec<String>>::new());
+        assert_eq!(fields(b"\n\n"), Vec::<Vec<String>>::new());
+    }
+}

@@ -1,0 +1,160 @@
+//! File formats: CSV and Parquet row sources for `file_table` readers (spec §3.6, §4.3, §4.5),
+//! row sinks for `table_file` writers (§3.9, §4.4, §4.6), the `top` buffer (§7.6) and the
+//! `proto_file_reader_creator` script generator (§10).
+//!
+//! Layout:
+//! * [`open_source`] → [`RowSource`]: one per reader URL (= one batch), rows aligned with
+//!   `FileReader::columns`;
+//! * [`create_sink`] → [`RowSink`]: one per output file, rows aligned with `FileWriter::columns`;
+//! * [`TopBuffer`]: the bounded "smallest `limit` keys" buffer of `top`;
+//! * [`proto_script_csv`] / [`proto_script_parquet`]: the generated two-node script.
+//!
+//! Only local paths (and `file://`) are supported; remote schemes fail with
+//! [`FileError::UnsupportedUrl`].
+
+mod csv_sink;
+mod csv_source;
+mod error;
+mod gocsv;
+mod parquet_sink;
+mod parquet_source;
+mod proto;
+mod top;
+
+use std::path::{Path, PathBuf};
+
+use plexus_core::plan::{FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
+use plexus_core::value::Value;
+
+pub use error::FileError;
+pub use proto::{ProtoDirs, proto_script_csv, proto_script_parquet};
+pub use top::{DEFAULT_TOP_LIMIT, TopBuffer};
+
+/// A stream of rows read from one input file; each row is aligned with `FileReader::columns`.
+pub trait RowSource: Send {
+    /// Replaces the rows of `out` with up to `max` next rows (reusing the row vectors already
+    /// in `out`) and returns how many there are; 0 means the file is exhausted.
+    fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError>;
+}
+
+/// A destination for the rows of one output file; each row is aligned with
+/// `FileWriter::columns`.
+pub trait RowSink: Send {
+    /// Appends one row; the values must have the column types.
+    fn write_row(&mut self, values: &[Value]) -> Result<(), FileError>;
+
+    /// Flushes and closes the file; a sink dropped without `finish` may leave a partial file.
+    fn finish(self: Box<Self>) -> Result<(), FileError>;
+}
+
+/// Maps a reader URL or writer path to a local path, rejecting remote schemes.
+pub fn local_path(url: &str) -> Result<PathBuf, FileError> {
+    if let Some(rest) = url.strip_prefix("file://") {
+        return Ok(PathBuf::from(rest));
+    }
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    for scheme in ["http://", "https://", "s3://", "sftp://"] {
+        if lower.starts_with(scheme) {
+            return Err(FileError::UnsupportedUrl {
+                url: url.to_owned(),
+                scheme: scheme.trim_end_matches("://").to_owned(),
+            });
+        }
+    }
+    Ok(PathBuf::from(url))
+}
+
+/// Opens the rows of one reader URL (one batch), CSV or Parquet as the reader says.
+pub fn open_source(reader: &FileReader, url: &str) -> Result<Box<dyn RowSource>, FileError> {
+    let path = local_path(url)?;
+    match &reader.format {
+        FileReaderFormat::Csv(settings) => Ok(Box::new(csv_source::CsvSource::open(
+            &path,
+            settings,
+            &reader.columns,
+        )?)),
+        FileReaderFormat::Parquet => Ok(Box::new(parquet_source::ParquetSource::open(
+            &path,
+            &reader.columns,
+        )?)),
+    }
+}
+
+/// Creates (truncating) the output file at `path` and writes its header when it has one.
+pub fn create_sink(writer: &FileWriter, path: &Path) -> Result<Box<dyn RowSink>, FileError> {
+    match &writer.format {
+        FileWriterFormat::Csv { separator } => Ok(Box::new(csv_sink::CsvSink::create(
+            path,
+            separator,
+            &writer.columns,
+        )?)),
+        FileWriterFormat::Parquet { codec } => Ok(Box::new(parquet_sink::ParquetSink::create(
+            path,
+            *codec,
+            &writer.columns,
+        )?)),
+    }
+}
+
+/// Replaces `{batch_idx}` and `{run_id}` (also spelled `{batch_idx|string}` and
+/// `{run_id|string}`, as the loader normalises them) with the `%05d` rendering of the numbers.
+pub fn resolve_url_template(template: &str, batch_idx: u32, run_id: u32) -> String {
+    let batch = format!("{batch_idx:05}");
+    let run = format!("{run_id:05}");
+    template
+        .replace("{batch_idx|string}", &batch)
+        .replace("{batch_idx}", &batch)
+        .replace("{run_id|string}", &run)
+        .replace("{run_id}", &run)
+}
+
+/// The cleared row vector number `row` of `out` (pushed if `out` is that short), so that chunk
+/// after chunk the row vectors keep their capacity.
+fn row_slot(out: &mut Vec<Vec<Value>>, row: usize) -> &mut Vec<Value> {
+    if row == out.len() {
+        out.push(Vec::new());
+    }
+    let r = &mut out[row];
+    r.clear();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_templates() {
+        assert_eq!(
+            resolve_url_template("/o/x_{batch_idx}.csv", 1, 7),
+            "/o/x_00001.csv"
+        );
+        assert_eq!(
+            resolve_url_template("/o/{run_id|string}_{batch_idx|string}", 12, 3),
+            "/o/00003_00012"
+        );
+        assert_eq!(resolve_url_template("/o/x", 123_456, 0), "/o/x");
+    }
+
+    #[test]
+    fn local_paths_and_remote_schemes() {
+        assert_eq!(
+            local_path("file:///tmp/a.csv").ok(),
+            Some(PathBuf::from("/tmp/a.csv"))
+        );
+        assert_eq!(
+            local_path("/tmp/a.csv").ok(),
+            Some(PathBuf::from("/tmp/a.csv"))
+        );
+        for url in ["https://h/x.csv", "HTTP://h/x", "s3://b/k", "sftp://u@h/p"] {
+            let err = local_path(url)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains(url) && err.contains("not supported yet"),
+                "{err}"
+            );
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! Parquet row source (spec §3.6, §4.5), on the column-level API of the `parquet` crate: typed
+//! column readers decode straight into plain vectors, no Arrow arrays in between.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use parquet::basic::{ConvertedType, LogicalType, TimeUnit, Type as PhysicalType};
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::{ByteArray, DataType, FixedLenByteArray, Int96};
+use parquet::file::reader::FileReader as _;
+use parquet::file::serialized_reader::SerializedFileReader;
+use parquet::schema::types::{ColumnDescriptor, SchemaDescriptor};
+use plexus_core::plan::ReaderColumn;
+use plexus_core::value::{Time, Type, Value};
+use rust_decimal::Decimal;
+
+use super::{FileError, RowSource, row_slot};
+
+/// How the values of a Parquet column become Capillaries values (spec §4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// BYTE_ARRAY STRING/UTF8.
+    Str,
+    /// INT32/INT64 without annotation or with an integer annotation.
+    Int,
+    /// FLOAT/DOUBLE.
+    Float,
+    /// BOOLEAN.
+    Bool,
+    /// INT32/INT64/FIXED_LEN_BYTE_ARRAY DECIMAL with this scale.
+    Decimal(i32),
+    /// INT64 TIMESTAMP in milliseconds.
+    TsMillis,
+    /// INT64 TIMESTAMP in microseconds.
+    TsMicros,
+    /// Legacy INT96 timestamp.
+    Int96,
+    /// INT32 DATE.
+    Date,
+}
+
+impl Kind {
+    /// The Capillaries type of the values.
+    pub(crate) fn ty(self) -> Type {
+        match self {
+            Self::Str => Type::String,
+            Self::Int => Type::Int,
+            Self::Float => Type::Float,
+            Self::Bool => Type::Bool,
+            Self::Decimal(_) => Type::Decimal2,
+            Self::TsMillis | Self::TsMicros | Self::Int96 | Self::Date => Type::DateTime,
+        }
+    }
+}
+
+/// Maps a leaf column to its [`Kind`], or describes why it is not supported.
+pub(crate) fn column_kind(descr: &ColumnDescriptor) -> Result<Kind, String> {
+    let physical = descr.physical_type();
+    let converted = descr.converted_type();
+    let logical = descr.logical_type_ref();
+    let detail = || format!("physical {physical}, logical {logical:?}, converted {converted}");
+    if descr.max_rep_level() > 0 || descr.path().parts().len() != 1 {
+        return Err(format!("nested or repeated column, {}", detail()));
+    }
+    let is_decimal =
+        matches!(logical, Some(LogicalType::Decimal(_))) || converted == ConvertedType::DECIMAL;
+    let (scale, precision) = match logical {
+        Some(LogicalType::Decimal(d)) => (d.scale, d.precision),
+        _ => (descr.type_scale(), descr.type_precision()),
+    };
+    match physical {
+        PhysicalType::BYTE_ARRAY
+            if matches!(logical, Some(LogicalType::String)) || converted == ConvertedType::UTF8 =>
+        {
+            return Ok(Kind::Str);
+        }
+        PhysicalType::INT32 | PhysicalType::INT64
+            if is_decimal && (-19..=19).contains(&scale) && (0..=17).contains(&precision) =>
+        {
+            return Ok(Kind::Decimal(scale));
+        }
+        PhysicalType::FIXED_LEN_BYTE_ARRAY
+            if is_decimal && (-19..=19).contains(&scale) && (0..=38).contains(&precision) =>
+        {
+            return Ok(Kind::Decimal(scale));
+        }
+        _ => {}
+    }
+    let ts_unit = match (converted, logical) {
+        // The converted type decides the unit when both are present (spec §4.5).
+        (ConvertedType::TIMESTAMP_MILLIS, _) => Some(TimeUnit::MILLIS),
+        (ConvertedType::TIMESTAMP_MICROS, _) => Some(TimeUnit::MICROS),
+        (_, Some(LogicalType::Timestamp(t))) => Some(t.unit),
+        _ => None,
+    };
+    match (physical, ts_unit) {
+        (PhysicalType::INT64, Some(TimeUnit::MILLIS)) => return Ok(Kind::TsMillis),
+        (PhysicalType::INT64, Some(TimeUnit::MICROS)) => return Ok(Kind::TsMicros),
+        // Quirk (spec §4.5): nanosecond timestamps are not supported.
+        (_, Some(_)) => return Err(format!("nanosecond timestamps, {}", detail())),
+        _ => {}
+    }
+    let plain_int = match logical {
+        None => matches!(
+            converted,
+            ConvertedType::NONE
+                | ConvertedType::INT_8
+                | ConvertedType::INT_16
+                | ConvertedType::INT_32
+                | ConvertedType::INT_64
+                | ConvertedType::UINT_8
+                | ConvertedType::UINT_16
+                | ConvertedType::UINT_32
+                | ConvertedType::UINT_64
+        ),
+        Some(LogicalType::Integer(_)) => true,
+        Some(_) => false,
+    };
+    let no_annotation = logical.is_none() && converted == ConvertedType::NONE;
+    let is_date = matches!(logical, Some(LogicalType::Date)) || converted == ConvertedType::DATE;
+    match physical {
+        PhysicalType::INT96 => Ok(Kind::Int96),
+        PhysicalType::INT32 if is_date => Ok(Kind::Date),
+        PhysicalType::INT32 | PhysicalType::INT64 if plain_int => Ok(Kind::Int),
+        PhysicalType::FLOAT | PhysicalType::DOUBLE if no_annotation => Ok(Kind::Float),
+        PhysicalType::BOOLEAN if no_annotation => Ok(Kind::Bool),
+        _ => Err(detail()),
+    }
+}
+
+/// Finds the top-level leaf column called `name`.
+pub(crate) fn find_column(schema: &SchemaDescriptor, name: &str) -> Option<usize> {
+    schema
+        .columns()
+        .iter()
+        .position(|c| c.path().parts().first().is_some_and(|p| p == name))
+}
+
+/// A typed column reader with its value buffer.
+enum Typed {
+    Bool(ColumnReaderImpl<parquet::data_type::BoolType>, Vec<bool>),
+    I32(ColumnReaderImpl<parquet::data_type::Int32Type>, Vec<i32>),
+    I64(ColumnReaderImpl<parquet::data_type::Int64Type>, Vec<i64>),
+    I96(ColumnReaderImpl<parquet::data_type::Int96Type>, Vec<Int96>),
+    F32(ColumnReaderImpl<parquet::data_type::FloatType>, Vec<f32>),
+    F64(ColumnReaderImpl<parquet::data_type::DoubleType>, Vec<f64>),
+    Bytes(
+        ColumnReaderImpl<parquet::data_type::ByteArrayType>,
+        Vec<ByteArray>,
+    ),
+    Fixed(
+        ColumnReaderImpl<parquet::data_type::FixedLenByteArrayType>,
+        Vec<FixedLenByteArray>,
+    ),
+}
+
+impl Typed {
+    fn new(r: ColumnReader) -> Self {
+        match r {
+            ColumnReader::BoolColumnReader(r) => Self::Bool(r, Vec::new()),
+            ColumnReader::Int32ColumnReader(r) => Self::I32(r, Vec::new()),
+            ColumnReader::Int64ColumnReader(r) => Self::I64(r, Vec::new()),
+            ColumnReader::Int96ColumnReader(r) => Self::I96(r, Vec::new()),
+            ColumnReader::FloatColumnReader(r) => Self::F32(r, Vec::new()),
+            ColumnReader::DoubleColumnReader(r) => Self::F64(r, Vec::new()),
+            ColumnReader::ByteArrayColumnReader(r) => Self::Bytes(r, Vec::new()),
+            ColumnReader::FixedLenByteArrayColumnReader(r) => Self::Fixed(r, Vec::new()),
+        }
+    }
+
+    /// Reads exactly `n` records (levels into `defs`, non-null values into the buffer).
+    fn read(&mut self, n: usize, defs: &mut Vec<i16>) -> parquet::errors::Result<usize> {
+        fn go<T: DataType>(
+            r: &mut ColumnReaderImpl<T>,
+            vals: &mut Vec<T::T>,
+            n: usize,
+            defs: &mut Vec<i16>,
+        ) -> parquet::errors::Result<usize> {
+            vals.clear();
+            let mut got = 0;
+            while got < n {
+                let (records, _, _) = r.read_records(n - got, Some(defs), None, vals)?;
+                if records == 0 {
+                    break;
+                }
+                got += records;
+            }
+            Ok(got)
+        }
+        defs.clear();
+        match self {
+            Self::Bool(r, v) => go(r, v, n, defs),
+            Self::I32(r, v) => go(r, v, n, defs),
+            Self::I64(r, v) => go(r, v, n, defs),
+            Self::I96(r, v) => go(r, v, n, defs),
+            Self::F32(r, v) => go(r, v, n, defs),
+            Self::F64(r, v) => go(r, v, n, defs),
+            Self::Bytes(r, v) => go(r, v, n, defs),
+            Self::Fixed(r, v) => go(r, v, n, defs),
+        }
+    }
+
+    /// Converts the `i`-th non-null value of the buffer.
+    fn value(&self, i: usize, kind: Kind) -> Result<Value, String> {
+        let missing = || "fewer values than definition levels".to_owned();
+        match (self, kind) {
+            (Self::Bool(_, v), _) => v.get(i).map(|b| Value::Bool(*b)).ok_or_else(missing),
+            (Self::I32(_, v), _) => {
+                let x = i64::from(*v.get(i).ok_or_else(missing)?);
+                int_value(x, kind)
+            }
+            (Self::I64(_, v), _) => int_value(*v.get(i).ok_or_else(missing)?, kind),
+            (Self::I96(_, v), _) => {
+                let d = v.get(i).ok_or_else(missing)?.data();
+                let nanos_of_day = (i64::from(d[1]) << 32) | i64::from(d[0]);
+                let day = i64::from(d[2] as i32);
+                let secs = (day - 2_440_588) * 86_400 + nanos_of_day.div_euclid(1_000_000_000);
+                Ok(Value::Time(Time {
+                    secs,
+                    nanos: nanos_of_day.rem_euclid(1_000_000_000) as u32,
+                    zone: None,
+                }))
+            }
+            (Self::F32(_, v), _) => Ok(Value::Float(f64::from(*v.get(i).ok_or_else(missing)?))),
+            (Self::F64(_, v), _) => Ok(Value::Float(*v.get(i).ok_or_else(missing)?)),
+            (Self::Bytes(_, v), _) => {
+                let b = v.get(i).ok_or_else(missing)?.data();
+                std::str::from_utf8(b).map(Value::str).map_err(|_| {
+                    format!(
+                        "string is not valid UTF-8: {:?}",
+                        String::from_utf8_lossy(b)
+                    )
+                })
+            }
+            (Self::Fixed(_, v), Kind::Decimal(scale)) => {
+                let b = v.get(i).ok_or_else(missing)?.data();
+                decimal_value(twos_complement(b)?, scale)
+            }
+            (Self::Fixed(_, _), _) => Err("fixed-length byte array is not a decimal".to_owned()),
+        }
+    }
+}
+
+fn int_value(x: i64, kind: Kind) -> Result<Value, String> {
+    match kind {
+        Kind::Decimal(scale) => decimal_value(i128::from(x), scale),
+        Kind::TsMillis => Ok(Value::Time(Time::from_unix_millis(x))),
+        Kind::TsMicros => Ok(Value::Time(Time {
+            secs: x.div_euclid(1_000_000),
+            nanos: (x.rem_euclid(1_000_000) as u32) * 1000,
+            zone: None,
+        })),
+        Kind::Date => Ok(Value::Time(Time {
+            secs: x * 86_400,
+            nanos: 0,
+            zone: None,
+        })),
+        _ => Ok(Value::Int(x)),
+    }
+}
+
+/// Big-endian two's complement of any length.
+///
+/// Quirk (spec §4.5, §14 #9) fixed: Capillaries sign-extends short arrays from bit 0x10 and keeps
+/// only the last 8 bytes of long ones; this is the correct decoding.
+fn twos_complement(b: &[u8]) -> Result<i128, String> {
+    let negative = b.first().is_some_and(|x| x & 0x80 != 0);
+    let fill = if negative { 0xFF } else { 0 };
+    let skip = b.len().saturating_sub(16);
+    if b[..skip].iter().any(|&x| x != fill) {
+        return Err(format!("decimal of {} bytes out of range", b.len()));
+    }
+    let mut v: i128 = if negative { -1 } else { 0 };
+    for &x in &b[skip..] {
+        v = (v << 8) | i128::from(x);
+    }
+    Ok(v)
+}
+
+/// `unscaled × 10^-scale`, not rounded (spec §4.5).
+fn decimal_value(unscaled: i128, scale: i32) -> Result<Value, String> {
+    let out_of_range = || format!("decimal {unscaled}e{} out of range", -scale);
+    let d = if scale >= 0 {
+        Decimal::try_from_i128_with_scale(unscaled, scale.unsigned_abs())
+    } else {
+        let m = unscaled
+            .checked_mul(10i128.pow(scale.unsigned_abs()))
+            .ok_or_else(out_of_range)?;
+        Decimal::try_from_i128_with_scale(m, 0)
+    };
+    d.map(Value::Decimal).map_err(|_| out_of_range())
+}
+
+/// One requested column.
+struct Column {
+    /// Parquet column name.
+    name: String,
+    leaf: usize,
+    kind: Kind,
+    max_def: i16,
+    reader: Option<Typed>,
+    defs: Vec<i16>,
+}
+
+/// Reads the requested columns of one Parquet file, row group by row group.
+pub(crate) struct ParquetSource {
+    path: String,
+    file: Arc<SerializedFileReader<File>>,
+    columns: Vec<Column>,
+    next_group: usize,
+    /// Rows left in the current row group.
+    left: usize,
+    /// Rows returned so far (for error messages).
+    row: u64,
+}
+
+impl ParquetSource {
+    /// Opens `path` and maps the requested columns.
+    ///
+    /// Quirk (spec §3.6, §14 #59) relaxed: only the requested columns are mapped, so a column of
+    /// an unsupported type that the reader does not ask for does not fail the batch.
+    pub(crate) fn open(path: &Path, columns: &[ReaderColumn]) -> Result<Self, FileError> {
+        let display = path.display().to_string();
+        let f = File::open(path).map_err(|source| FileError::Read {
+            path: display.clone(),
+            source,
+        })?;
+        let file = SerializedFileReader::new(f).map_err(|e| FileError::parquet(&display, e))?;
+        let schema = file.metadata().file_metadata().schema_descr();
+        let mut cols = Vec::with_capacity(columns.len());
+        for rc in columns {
+            let Some(leaf) = find_column(schema, &rc.parquet_column) else {
+                return Err(FileError::ParquetMissingColumn {
+                    path: display,
+                    column: rc.parquet_column.clone(),
+                    field: rc.name.clone(),
+                });
+            };
+            let descr = schema.column(leaf);
+            let kind = column_kind(&descr).map_err(|detail| FileError::ParquetUnsupported {
+                path: display.clone(),
+                column: rc.parquet_column.clone(),
+                detail,
+            })?;
+            cols.push(Column {
+                name: rc.parquet_column.clone(),
+                leaf,
+                kind,
+                max_def: descr.max_def_level(),
+                reader: None,
+                defs: Vec::new(),
+            });
+        }
+        Ok(Self {
+            path: display,
+            file: Arc::new(file),
+            columns: cols,
+            next_group: 0,
+            left: 0,
+            row: 0,
+        })
+    }
+
+    /// Opens the column readers of the next non-empty row group; `false` when none is left.
+    fn next_group(&mut self) -> Result<bool, FileError> {
+        while self.left == 0 {
+            if self.next_group >= self.file.num_row_groups() {
+                return Ok(false);
+            }
+            let rg = self
+                .file
+                .get_row_group(self.next_group)
+                .map_err(|e| FileError::parquet(&self.path, e))?;
+            self.left = usize::try_from(rg.metadata().num_rows()).unwrap_or(0);
+            for c in &mut self.columns {
+                let r = rg
+                    .get_column_reader(c.leaf)
+                    .map_err(|e| FileError::parquet(&self.path, e))?;
+                c.reader = Some(Typed::new(r));
+            }
+            self.next_group += 1;
+        }
+        Ok(true)
+    }
+}
+
+impl RowSource for ParquetSource {
+    fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
+        if max == 0 || !self.next_group()? {
+            out.clear();
+            return Ok(0);
+        }
+        let n = max.min(self.left);
+        for r in 0..n {
+            row_slot(out, r);
+        }
+        out.truncate(n);
+        for c in &mut self.columns {
+            let Some(reader) = c.reader.as_mut() else {
+                continue;
+            };
+            let got = reader
+                .read(n, &mut c.defs)
+                .map_err(|e| FileError::parquet(&self.path, e))?;
+            if got != n {
+                return Err(FileError::ParquetValue {
+                    path: self.path.clone(),
+                    row: self.row + got as u64,
+                    column: c.name.clone(),
+                    reason: format!("column chunk ends after {got} of {n} rows"),
+                });
+            }
+            let mut vi = 0;
+            for (r, row) in out.iter_mut().enumerate() {
+                let present = c.max_def == 0 || c.defs.get(r) == Some(&c.max_def);
+                if present {
+                    let v = reader
+                        .value(vi, c.kind)
+                        .map_err(|reason| FileError::ParquetValue {
+                            path: self.path.clone(),
+                            row: self.row + r as u64,
+                            column: c.name.clone(),
+                            reason,
+                        })?;
+                    vi += 1;
+                    row.push(v);
+                } else {
+                    // Quirk (spec §3.6, §14 #8): nulls become the zero value; col_default_value
+                    // is ignored for Parquet.
+                    row.push(c.kind.ty().zero());
+                }
+            }
+        }
+        self.left -= n;
+        self.row += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn twos_complement_is_correct() {
+        assert_eq!(twos_complement(&[0x00, 0x73, 0xB7]), Ok(29623));
+        // Capillaries would read this positive value as negative (bit 0x10 quirk).
+        assert_eq!(twos_complement(&[0x10, 0x00, 0x00]), Ok(0x10_0000));
+        assert_eq!(twos_complement(&[0xFF, 0xFF, 0xFE]), Ok(-2));
+        assert_eq!(twos_complement(&[0x80]), Ok(-128));
+        assert_eq!(twos_complement(&[]), Ok(0));
+        let mut long = vec![0xFF; 20];
+        long[19] = 0xF0;
+        assert_eq!(twos_complement(&long), Ok(-16));
+        long[0] = 0x7F;
+        assert!(twos_complement(&long).is_err());
+    }
+
+    #[test]
+    fn decimal_scaling() {
+        assert_eq!(
+            decimal_value(29623, 2),
+            Ok(Value::Decimal(Decimal::new(29623, 2)))
+        );
+        assert_eq!(
+            decimal_value(-5, 3),
+            Ok(Value::Decimal(Decimal::new(-5, 3)))
+        );
+        assert_eq!(
+            decimal_value(12, -2),
+            Ok(Value::Decimal(Decimal::new(1200, 0)))
+        );
+    }
+}
