@@ -144,8 +144,6 @@ pub(crate) struct FileOut {
     pub(crate) writer: FileWriter,
     pub(crate) columns: Vec<(String, Type, Compiled)>,
     pub(crate) having: Option<Compiled>,
-    /// The order definition, positions of its components in the column row, and the limit.
-    pub(crate) top: Option<(IndexDef, Vec<usize>, usize)>,
 }
 
 fn fields_of(fields: &[Field]) -> Vec<(String, Type)> {
@@ -357,17 +355,12 @@ pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> 
                     ))
                 })
                 .collect::<Result<Vec<_>, ExecError>>()?;
-            let names: Vec<String> = w.columns.iter().map(|c| c.name.clone()).collect();
             let w_scope =
                 Scope::new().with_alias(Alias::W, w.columns.iter().map(|c| (c.name.clone(), c.ty)));
-            let top = match &w.top {
-                Some(t) => Some((
-                    t.order.clone(),
-                    positions(node, "top.order", &t.order, &names)?,
-                    usize::try_from(t.limit).unwrap_or(usize::MAX),
-                )),
-                None => None,
-            };
+            // Fail when preparing, not per batch, if top.order names no column.
+            if let Some(t) = &w.top {
+                crate::files::TopBuffer::new(t, &w.columns).map_err(|e| err(e.to_string()))?;
+            }
             Output::File(FileOut {
                 writer: w.clone(),
                 columns,
@@ -376,7 +369,6 @@ pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> 
                     .as_ref()
                     .map(|h| cexpr("having", h, &w_scope))
                     .transpose()?,
-                top,
             })
         }
     };

@@ -59,6 +59,13 @@ pub enum RowLoc {
         /// The line (or record) number.
         line: u64,
     },
+    /// A data row of an input file (the files layer reports lines only for its own errors).
+    FileRow {
+        /// The file URL or path.
+        url: String,
+        /// 1-based position among the file's data rows.
+        row: u64,
+    },
     /// A row of a source table.
     Table {
         /// The physical table name (`orders_00001`).
@@ -77,6 +84,7 @@ impl fmt::Display for RowLoc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::File { url, line } => write!(f, "{url} line {line}"),
+            Self::FileRow { url, row } => write!(f, "{url} data row {row}"),
             Self::Table { table, rowid } => write!(f, "{table} rowid {rowid}"),
             Self::Row { index } => write!(f, "row {index}"),
         }
