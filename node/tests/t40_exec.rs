@@ -9,9 +9,10 @@ use plexus_core::expr::parse;
 use plexus_core::gofmt::format_value;
 use plexus_core::key::{IndexDef, parse_index_def, parse_order_expr};
 use plexus_core::plan::{
-    Field, FileColumn, FileWriter, FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanExpr,
-    PlanNode, Processor, PyCalc, PyField, Reader, RerunPolicy, StartPolicy, TableReader,
-    TableSchema, TableWriter, TagAndDenormalize, Top, Writer, WriterField,
+    CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
+    FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanExpr, PlanNode, Processor, PyCalc,
+    PyField, Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter,
+    TagAndDenormalize, Top, Writer, WriterField,
 };
 use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
@@ -1097,5 +1098,159 @@ fn py_calc_without_pool_fails() -> Result<()> {
         .err()
         .ok_or_else(|| anyhow!("must fail"))?;
     assert!(matches!(err.kind(), Some(BatchErrorKind::NoPythonPool)));
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// file_table
+// ------------------------------------------------------------------------------------------
+
+fn csv_node(name: &str, urls: &[String]) -> PlanNode {
+    let col = |name: &str, ty: Type, hdr: &str, format: &str, default: &str| ReaderColumn {
+        name: name.into(),
+        ty,
+        default_value: default.into(),
+        csv_idx: 0,
+        csv_header: hdr.into(),
+        csv_format: format.into(),
+        parquet_column: String::new(),
+    };
+    let mut n = node(
+        name,
+        NodeType::FileTable,
+        Reader::File(FileReader {
+            urls: urls.to_vec(),
+            format: FileReaderFormat::Csv(CsvReaderSettings {
+                hdr_line_idx: 0,
+                first_data_line_idx: 1,
+                separator: b',',
+                by_header: true,
+            }),
+            // Sorted by name, as the planner orders them.
+            columns: vec![
+                col("id", Type::Int, "order_id", "", ""),
+                col("price", Type::Decimal2, "price", "%f", ""),
+                col("qty", Type::Int, "qty", "%d", "7"),
+                col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
+            ],
+        }),
+        Writer::Table(table_writer(
+            name,
+            &[
+                ("id", Type::Int, "r.id", None),
+                ("qty", Type::Int, "r.qty", None),
+                ("ts", Type::DateTime, "r.ts", None),
+                ("total", Type::Decimal2, "decimal2(r.qty) * r.price", None),
+            ],
+            None,
+            &[],
+        )),
+    );
+    n.batches = urls.len() as u32;
+    n
+}
+
+fn write_file(dir: &std::path::Path, name: &str, text: &str) -> Result<String> {
+    let p = dir.join(name);
+    std::fs::write(&p, text)?;
+    Ok(p.display().to_string())
+}
+
+const CSV_HEADER: &str = "order_id,qty,price,ts\n";
+
+#[test]
+fn file_table_reads_csv_batches() -> Result<()> {
+    let env = env()?;
+    let dir = tempfile::tempdir()?;
+    let a = write_file(
+        dir.path(),
+        "a.csv",
+        &format!("{CSV_HEADER}1,5,1.255,2020-01-02 03:04:05\n2,,2.5,2020-01-03 00:00:00\n"),
+    )?;
+    let b = write_file(
+        dir.path(),
+        "b.csv",
+        &format!("{CSV_HEADER}3,1,0.1,2021-06-07 08:09:10\n"),
+    )?;
+    let mut plan = base_plan();
+    add(&mut plan, csv_node("read_csv", &[a, b]));
+    assert_eq!(run_node(&env, &plan, "read_csv", 1)?, 3);
+    // Fields: id, qty, total, ts. 1.255 read with %f rounds to 1.26 (shortest float text,
+    // half away from zero); 5 × 1.26 = 6.3; an empty qty takes col_default_value 7.
+    assert_eq!(
+        rows(&env, &plan, "read_csv", 1)?,
+        sorted(&[
+            "1|5|6.3|2020-01-02 03:04:05 +0000 UTC",
+            "2|7|17.5|2020-01-03 00:00:00 +0000 UTC",
+            "3|1|0.1|2021-06-07 08:09:10 +0000 UTC",
+        ])
+    );
+    Ok(())
+}
+
+#[test]
+fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cases = [
+        (
+            "fields.csv",
+            "1,5,1.0,2020-01-02 03:04:05\n2,5\n",
+            "line 3",
+            "wrong number of fields",
+        ),
+        (
+            "int.csv",
+            "1,5,1.0,2020-01-02 03:04:05\nabc,5,1.0,2020-01-02 03:04:05\n",
+            "line 3",
+            "column id",
+        ),
+        (
+            "float.csv",
+            "1,5,x1.0,2020-01-02 03:04:05\n",
+            "line 2",
+            "column price",
+        ),
+        (
+            "qty.csv",
+            "1,q,1.0,2020-01-02 03:04:05\n",
+            "line 2",
+            "column qty",
+        ),
+        (
+            "time.csv",
+            "1,5,1.0,2020-13-02 03:04:05\n",
+            "line 2",
+            "column ts",
+        ),
+    ];
+    for (file, body, line, what) in cases {
+        let env = env()?;
+        let url = write_file(dir.path(), file, &format!("{CSV_HEADER}{body}"))?;
+        let mut plan = base_plan();
+        add(&mut plan, csv_node("read_csv", std::slice::from_ref(&url)));
+        let err = run_node(&env, &plan, "read_csv", 1)
+            .err()
+            .with_context(|| format!("{file} must fail"))?;
+        let msg = err.to_string();
+        assert!(msg.starts_with("node read_csv batch 0: "), "{msg}");
+        assert!(msg.contains(&url), "{file}: {msg}");
+        assert!(msg.contains(line), "{file}: {msg}");
+        assert!(msg.contains(what), "{file}: {msg}");
+        assert!(!err.is_retryable(), "{file}");
+    }
+    // A missing file.
+    let env = env()?;
+    let missing = dir.path().join("missing.csv").display().to_string();
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        csv_node("read_csv", std::slice::from_ref(&missing)),
+    );
+    let err = run_node(&env, &plan, "read_csv", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(msg.starts_with("node read_csv batch 0: "), "{msg}");
+    assert!(msg.contains(&missing), "{msg}");
     Ok(())
 }
