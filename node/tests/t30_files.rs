@@ -1,0 +1,1098 @@
+//! File formats layer against the conformance inputs (read-only) and hand-made edge cases.
+//!
+//! The conformance directory is `$PLEXUS_SHARED_DIR/conformance`, or the first
+//! `shared/conformance` found walking up from this crate.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use plexus_core::expr::parse;
+use plexus_core::key::parse_order_expr;
+use plexus_core::plan::{
+    CsvReaderSettings, FileColumn, FileReader, FileReaderFormat, FileWriter, FileWriterFormat,
+    ParquetCodec, Plan, PlanExpr, Reader, ReaderColumn, Top, Writer,
+};
+use plexus_core::value::{Time, Type, Value};
+use plexus_node::files::{
+    FileError, ProtoDirs, RowSource, TopBuffer, create_sink, open_source, proto_script_csv,
+    proto_script_parquet,
+};
+use rust_decimal::Decimal;
+use serde_json::Value as Json;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn conformance() -> Result<PathBuf> {
+    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
+        return Ok(PathBuf::from(dir).join("conformance"));
+    }
+    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
+    while let Some(d) = dir {
+        let c = d.join("shared").join("conformance");
+        if c.is_dir() {
+            return Ok(c);
+        }
+        dir = d.parent();
+    }
+    bail!(
+        "no shared/conformance directory above {}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn build_plan(script: &Path, params: Option<&Path>) -> Result<Plan> {
+    let script = script.to_str().context("script path")?;
+    let params = params
+        .map(|p| p.to_str().context("params path"))
+        .transpose()?;
+    planner::build_plan(script, params).map_err(|e| anyhow!("{}", e.lines().join("\n")))
+}
+
+fn file_reader<'a>(plan: &'a Plan, node: &str) -> Result<&'a FileReader> {
+    match &plan.node(node).context(node.to_owned())?.reader {
+        Reader::File(r) => Ok(r),
+        Reader::Table(_) => bail!("{node} is not a file reader"),
+    }
+}
+
+fn file_writer<'a>(plan: &'a Plan, node: &str) -> Result<&'a FileWriter> {
+    match &plan.node(node).context(node.to_owned())?.writer {
+        Writer::File(w) => Ok(w),
+        Writer::Table(_) => bail!("{node} is not a file writer"),
+    }
+}
+
+fn read_all(reader: &FileReader, url: &str) -> Result<Vec<Vec<Value>>, FileError> {
+    let mut src = open_source(reader, url)?;
+    read_rest(src.as_mut())
+}
+
+fn read_rest(src: &mut dyn RowSource) -> Result<Vec<Vec<Value>>, FileError> {
+    let mut all = Vec::new();
+    let mut chunk = Vec::new();
+    while src.next_chunk(&mut chunk, 100)? > 0 {
+        all.extend(chunk.iter().cloned());
+    }
+    Ok(all)
+}
+
+fn col(name: &str, ty: Type, idx: i64, hdr: &str, format: &str) -> ReaderColumn {
+    ReaderColumn {
+        name: name.to_owned(),
+        ty,
+        default_value: String::new(),
+        csv_idx: idx,
+        csv_header: hdr.to_owned(),
+        csv_format: format.to_owned(),
+        parquet_column: String::new(),
+    }
+}
+
+fn csv_reader(
+    hdr: i64,
+    first: i64,
+    sep: u8,
+    by_header: bool,
+    cols: Vec<ReaderColumn>,
+) -> FileReader {
+    FileReader {
+        urls: Vec::new(),
+        format: FileReaderFormat::Csv(CsvReaderSettings {
+            hdr_line_idx: hdr,
+            first_data_line_idx: first,
+            separator: sep,
+            by_header,
+        }),
+        columns: cols,
+    }
+}
+
+/// String columns `c0..c{n-1}` by index, no header.
+fn strings_by_index(n: i64) -> FileReader {
+    let cols = (0..n)
+        .map(|i| col(&format!("c{i}"), Type::String, i, "", ""))
+        .collect();
+    csv_reader(-1, 0, b',', false, cols)
+}
+
+fn write_temp(dir: &Path, name: &str, bytes: &[u8]) -> Result<String> {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes)?;
+    Ok(p.to_str().context("utf-8 temp path")?.to_owned())
+}
+
+fn strs(rows: &[Vec<Value>]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| match v {
+                    Value::Str(s) => s.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn err_text<T>(r: Result<T, FileError>) -> String {
+    match r {
+        Ok(_) => "<no error>".to_owned(),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn expr(src: &str) -> Result<PlanExpr> {
+    Ok(PlanExpr {
+        src: src.to_owned(),
+        ast: parse(src).map_err(|e| anyhow!("{e}"))?,
+    })
+}
+
+fn out_col(name: &str, ty: Type, header: &str, format: &str) -> Result<FileColumn> {
+    Ok(FileColumn {
+        name: name.to_owned(),
+        ty,
+        expr: expr(&format!("r.{name}"))?,
+        header: header.to_owned(),
+        format: format.to_owned(),
+        parquet_column: name.to_owned(),
+    })
+}
+
+/// Lines with a trailing `\r` stripped: the conformance `diff -b` rule.
+fn diff_b_lines(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_owned())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV reader: Go encoding/csv LazyQuotes semantics and error reporting
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn csv_lazy_quotes_empty_lines_and_crlf() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input =
+        b"a,\"abc\"def\",x\r\n\r\n\nq,\"multi\r\nline\",\"\"\"quoted\"\"\"\nu,ab\"c,\"e,f\"\n";
+    let url = write_temp(dir.path(), "lazy.csv", input)?;
+    let rows = read_all(&strings_by_index(3), &url)?;
+    assert_eq!(
+        strs(&rows),
+        vec![
+            vec!["a", "abc\"def", "x"],
+            vec!["q", "multi\nline", "\"quoted\""],
+            vec!["u", "ab\"c", "e,f"],
+        ]
+    );
+    // A bare quote after the closing quote keeps the field open up to EOF (Go LazyQuotes).
+    let url = write_temp(dir.path(), "open.csv", b"x\n\"ab\" ,c\nd,e\n")?;
+    let rows = read_all(&strings_by_index(1), &url)?;
+    assert_eq!(strs(&rows), vec![vec!["x"], vec!["ab\" ,c\nd,e\n"]]);
+    Ok(())
+}
+
+#[test]
+fn csv_wrong_number_of_fields_names_file_and_line() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "count.csv", b"a,b\n\nc,d\ne\n")?;
+    let err = err_text(read_all(&strings_by_index(2), &url));
+    assert!(
+        err.contains("count.csv") && err.contains("record on line 4"),
+        "{err}"
+    );
+    assert!(err.contains("wrong number of fields"), "{err}");
+    // The header counts too: a data line with more fields than the header fails.
+    let url = write_temp(dir.path(), "hdr.csv", b"id,name\n1,x,extra\n")?;
+    let r = csv_reader(0, 1, b',', true, vec![col("id", Type::String, 0, "id", "")]);
+    let err = err_text(read_all(&r, &url));
+    assert!(
+        err.contains("record on line 2: wrong number of fields (expected 2, got 3)"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn csv_header_resolution() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "h.csv", b"skip,me\nprice,name\n1.50,x\n2,y\n")?;
+    let cols = vec![
+        col("n", Type::String, 0, "name", ""),
+        col("p", Type::Decimal2, 0, "price", ""),
+    ];
+    let rows = read_all(&csv_reader(1, 2, b',', true, cols), &url)?;
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::str("x"), Value::Decimal(Decimal::new(150, 2))],
+            vec![Value::str("y"), Value::Decimal(Decimal::new(2, 0))],
+        ]
+    );
+    // Exact, case-sensitive match; every missing header is listed.
+    let cols = vec![
+        col("n", Type::String, 0, "Name", ""),
+        col("p", Type::String, 0, "price", ""),
+        col("q", Type::String, 0, "qty", ""),
+    ];
+    let err = err_text(read_all(&csv_reader(1, 2, b',', true, cols), &url));
+    assert!(
+        err.contains("h.csv")
+            && err.contains("cannot resolve all 3 source file column indexes")
+            && err.contains("\"Name\", \"qty\""),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn csv_bom_is_not_removed() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "bom.csv", b"\xEF\xBB\xBFid,v\n1,2\n")?;
+    let by_name = csv_reader(0, 1, b',', true, vec![col("id", Type::Int, 0, "id", "")]);
+    let err = err_text(read_all(&by_name, &url));
+    assert!(
+        err.contains("cannot resolve all 1") && err.contains("\"id\""),
+        "{err}"
+    );
+    let rows = read_all(&strings_by_index(2), &url)?;
+    assert_eq!(rows[0][0], Value::str("\u{feff}id"));
+    Ok(())
+}
+
+#[test]
+fn csv_invalid_utf8_fails_with_location() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "latin1.csv", b"id,name\n1,caf\xE9\n")?;
+    let r = csv_reader(
+        0,
+        1,
+        b',',
+        true,
+        vec![col("nm", Type::String, 0, "name", "")],
+    );
+    let err = err_text(read_all(&r, &url));
+    assert!(
+        err.contains("latin1.csv")
+            && err.contains("line 2")
+            && err.contains("column nm")
+            && err.contains("\"name\"")
+            && err.contains("not valid UTF-8")
+            && err.contains("caf\u{FFFD}"),
+        "{err}"
+    );
+    // A column the reader does not use may hold anything, as in Capillaries.
+    let r = csv_reader(0, 1, b',', true, vec![col("id", Type::Int, 0, "id", "")]);
+    assert_eq!(read_all(&r, &url)?, vec![vec![Value::Int(1)]]);
+    Ok(())
+}
+
+#[test]
+fn csv_errors_name_file_line_column_and_cell() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "bad.csv", b"a,b\n1,2\n\n3,x4\n")?;
+    let cols = vec![
+        col("first", Type::Int, 0, "", ""),
+        col("second", Type::Int, 1, "", "%d"),
+    ];
+    let err = err_text(read_all(&csv_reader(-1, 1, b',', false, cols), &url));
+    assert!(
+        err.contains("bad.csv")
+            && err.contains("line 4 (record 2)")
+            && err.contains("column second (index 1)")
+            && err.contains("cell \"x4\""),
+        "{err}"
+    );
+    // col_idx beyond the record: an error, not a crash.
+    let cols = vec![col("far", Type::String, 5, "", "")];
+    let err = err_text(read_all(&csv_reader(-1, 1, b',', false, cols), &url));
+    assert!(
+        err.contains("bad.csv")
+            && err.contains("line 2")
+            && err.contains("column far (index 5) is beyond the 2 fields"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn csv_index_mode_reads_header_as_data_when_first_data_line_is_zero() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "t.csv", b"h\nv\n")?;
+    let rows = read_all(
+        &csv_reader(0, 0, b',', false, vec![col("c", Type::String, 0, "", "")]),
+        &url,
+    )?;
+    assert_eq!(strs(&rows), vec![vec!["h"], vec!["v"]]);
+    Ok(())
+}
+
+#[test]
+fn remote_urls_are_not_supported_yet() {
+    let r = strings_by_index(1);
+    for url in [
+        "https://example.invalid/x.csv",
+        "s3://bucket/x.csv",
+        "sftp://h/x.csv",
+    ] {
+        let err = err_text(read_all(&r, url));
+        assert!(
+            err.contains(url) && err.contains("not supported yet"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn chunks_reuse_rows_and_end_with_zero() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = write_temp(dir.path(), "c.csv", b"1\n2\n3\n4\n5")?;
+    let r = csv_reader(-1, 0, b',', false, vec![col("c", Type::Int, 0, "", "")]);
+    let mut src = open_source(&r, &url)?;
+    let mut out = Vec::new();
+    assert_eq!(src.next_chunk(&mut out, 2)?, 2);
+    assert_eq!(out, vec![vec![Value::Int(1)], vec![Value::Int(2)]]);
+    assert_eq!(src.next_chunk(&mut out, 2)?, 2);
+    assert_eq!(src.next_chunk(&mut out, 2)?, 1);
+    assert_eq!(out, vec![vec![Value::Int(5)]]);
+    assert_eq!(src.next_chunk(&mut out, 2)?, 0);
+    assert!(out.is_empty());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV reader on the conformance inputs, through the real scripts
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn lookup_inputs_read_completely() -> Result<()> {
+    let conf = conformance()?;
+    let dir = tempfile::tempdir()?;
+    let params = dir.path().join("params.yaml");
+    let src = std::fs::read_to_string(conf.join("lookup/cfg/script_params_quick_fs_one.yaml"))?;
+    let in_dir = conf.join("lookup/in");
+    std::fs::write(
+        &params,
+        src.replace(
+            "/tmp/capi_in/lookup_quicktest",
+            in_dir.to_str().context("path")?,
+        ),
+    )?;
+    let plan = build_plan(&conf.join("lookup/cfg/script_quick.yaml"), Some(&params))?;
+
+    let orders = file_reader(&plan, "read_orders")?;
+    let rows = read_all(orders, &orders.urls[0])?;
+    assert_eq!(rows.len(), 1409);
+    let names: Vec<&str> = orders.columns.iter().map(|c| c.name.as_str()).collect();
+    let ts = names
+        .iter()
+        .position(|n| *n == "col_order_purchase_timestamp")
+        .context("ts")?;
+    let id = names
+        .iter()
+        .position(|n| *n == "col_order_id")
+        .context("id")?;
+    assert_eq!(rows[0][id], Value::str("19c6b8d993de74001dc321279b6b5e49"));
+    assert_eq!(
+        rows[0][ts],
+        Value::Time(
+            plexus_core::gotime::parse("2006-01-02 15:04:05", "2018-05-03 05:07:55")
+                .map_err(|e| anyhow!("{e}"))?
+        )
+    );
+
+    let items = file_reader(&plan, "read_order_items")?;
+    let rows = read_all(items, &items.urls[0])?;
+    assert_eq!(rows.len(), 1390);
+    let names: Vec<&str> = items.columns.iter().map(|c| c.name.as_str()).collect();
+    let get = |row: &Vec<Value>, n: &str| -> Result<Value> {
+        let i = names.iter().position(|x| *x == n).context(n.to_owned())?;
+        Ok(row[i].clone())
+    };
+    // `00002` with %d, `28.5` with %f rounded to cents.
+    assert_eq!(get(&rows[0], "col_order_item_id")?, Value::Int(2));
+    assert_eq!(
+        get(&rows[1], "col_freight_value")?,
+        Value::Decimal(Decimal::new(2850, 2))
+    );
+    assert_eq!(
+        get(&rows[0], "col_price")?,
+        Value::Decimal(Decimal::new(5731, 2))
+    );
+    Ok(())
+}
+
+#[test]
+fn tag_and_denormalize_inputs_read_completely() -> Result<()> {
+    let conf = conformance()?;
+    let dir = tempfile::tempdir()?;
+    let params = dir.path().join("params.json");
+    let base = conf.join("tag_and_denormalize");
+    let p = serde_json::json!({
+        "totals_start_policy": "auto",
+        "url_suffix": "",
+        "dir_cfg": base.join("cfg"),
+        "dir_in": base.join("in"),
+        "dir_out": dir.path(),
+    });
+    std::fs::write(&params, serde_json::to_vec(&p)?)?;
+    let plan = build_plan(&base.join("cfg/script.json"), Some(&params))?;
+
+    // Headerless single column, hdr_line_idx defaulting to 0 in index mode, first data 0.
+    let tags = file_reader(&plan, "read_tags")?;
+    let rows = read_all(tags, &tags.urls[0])?;
+    assert_eq!(
+        strs(&rows),
+        vec![
+            vec!["casualfootwear"],
+            vec!["boys"],
+            vec!["engagement"],
+            vec!["diving"]
+        ]
+    );
+
+    // Tab-separated, lazy quotes in JSON-ish cells, last line without newline.
+    let products = file_reader(&plan, "read_products")?;
+    let rows = read_all(products, &products.urls[0])?;
+    assert_eq!(rows.len(), 11362);
+    let names: Vec<&str> = products.columns.iter().map(|c| c.name.as_str()).collect();
+    let id = names
+        .iter()
+        .position(|n| *n == "col_product_id")
+        .context("id")?;
+    let spec = names
+        .iter()
+        .position(|n| *n == "col_product_specifications")
+        .context("spec")?;
+    assert_eq!(rows[0][id], Value::Int(1));
+    assert_eq!(rows[11361][id], Value::Int(11362));
+    let Value::Str(last) = &rows[11361][spec] else {
+        bail!("spec is not a string")
+    };
+    assert!(last.ends_with("Religious\"}}"), "{last}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parquet reader
+// ---------------------------------------------------------------------------------------------
+
+fn products_csv_reader() -> FileReader {
+    csv_reader(
+        0,
+        1,
+        b'\t',
+        true,
+        vec![
+            col("discontinued", Type::Bool, 0, "discontinued", ""),
+            col("id", Type::String, 0, "id", ""),
+            col("price", Type::Decimal2, 0, "price", "%f"),
+            col(
+                "shipping_date",
+                Type::DateTime,
+                0,
+                "shipping_date",
+                "2006-01-02 15:04:05",
+            ),
+            col("sku", Type::Int, 0, "sku", "%d"),
+            col("weight", Type::Float, 0, "weight", "%f"),
+        ],
+    )
+}
+
+fn products_parquet_reader() -> FileReader {
+    let pq = |name: &str, ty: Type| ReaderColumn {
+        name: name.to_owned(),
+        ty,
+        default_value: String::new(),
+        csv_idx: 0,
+        csv_header: String::new(),
+        csv_format: String::new(),
+        parquet_column: name.to_owned(),
+    };
+    FileReader {
+        urls: Vec::new(),
+        format: FileReaderFormat::Parquet,
+        columns: vec![
+            pq("discontinued", Type::Bool),
+            pq("id", Type::String),
+            pq("price", Type::Decimal2),
+            pq("shipping_date", Type::DateTime),
+            pq("sku", Type::Int),
+            pq("weight", Type::Float),
+        ],
+    }
+}
+
+#[test]
+fn products_parquet_equals_products_csv() -> Result<()> {
+    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let pq = read_all(
+        &products_parquet_reader(),
+        conf.join("products.parquet").to_str().context("p")?,
+    )?;
+    let csv = read_all(
+        &products_csv_reader(),
+        conf.join("products.csv").to_str().context("p")?,
+    )?;
+    assert_eq!(pq.len(), 48);
+    assert_eq!(csv.len(), 48);
+    let types: Vec<Option<Type>> = pq[0].iter().map(Value::column_type).collect();
+    assert_eq!(
+        types,
+        vec![
+            Some(Type::Bool),
+            Some(Type::String),
+            Some(Type::Decimal2),
+            Some(Type::DateTime),
+            Some(Type::Int),
+            Some(Type::Float),
+        ]
+    );
+    // Decimal equality is numeric; datetimes are both UTC instants.
+    assert_eq!(pq, csv);
+    Ok(())
+}
+
+#[test]
+fn parquet_missing_and_unsupported_columns() -> Result<()> {
+    let conf = conformance()?.join("proto_file_reader_creator/in/products.parquet");
+    let mut r = products_parquet_reader();
+    r.columns[1].parquet_column = "no_such".to_owned();
+    let err = err_text(read_all(&r, conf.to_str().context("p")?));
+    assert!(
+        err.contains("products.parquet")
+            && err.contains("\"no_such\"")
+            && err.contains("not found"),
+        "{err}"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writers
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn csv_writer_quirks_byte_exact() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("out.csv");
+    let writer = FileWriter {
+        url_template: String::new(),
+        format: FileWriterFormat::Csv {
+            separator: ",".to_owned(),
+        },
+        columns: vec![
+            out_col("name", Type::String, "name,full", "%s")?,
+            out_col("price", Type::Decimal2, "price", "%10s")?,
+            out_col("qty", Type::Int, "qty", "%05d")?,
+            out_col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05")?,
+            out_col("w", Type::Float, "w", "%.3f")?,
+            out_col("f", Type::Float, "f", "%f")?,
+            out_col("ok", Type::Bool, "ok", "%t")?,
+        ],
+        having: None,
+        top: None,
+    };
+    let mut sink = create_sink(&writer, &path)?;
+    sink.write_row(&[
+        Value::str("x,y"),
+        Value::Decimal(Decimal::new(12, 0)),
+        Value::Int(7),
+        Value::Time(Time::from_unix_millis(1_542_340_805_123)),
+        Value::Float(1.23456),
+        Value::Float(2.5),
+        Value::Bool(true),
+    ])?;
+    sink.write_row(&[
+        Value::str("a\"b"),
+        Value::Decimal(Decimal::new(-5, 1)),
+        Value::Int(-3),
+        Value::Time(Time::ZERO),
+        Value::Float(0.0005),
+        Value::Float(-1.0),
+        Value::Bool(false),
+    ])?;
+    // Wrong type: a clear error, not a `%!d(string=…)` cell.
+    let err = err_text(sink.write_row(&[
+        Value::str("s"),
+        Value::Decimal(Decimal::ONE),
+        Value::str("7"),
+        Value::Time(Time::ZERO),
+        Value::Float(0.0),
+        Value::Float(0.0),
+        Value::Bool(false),
+    ]));
+    assert!(
+        err.contains("out.csv") && err.contains("column qty expects int"),
+        "{err}"
+    );
+    sink.finish()?;
+    let got = std::fs::read(&path)?;
+    let want = "\"name,full\",price,qty,ts,w,f,ok\r\n\
+                \"x,y\",     12.00,00007,2018-11-16 04:00:05,1.235,2.500000,true\n\
+                a\"b,     -0.50,-0003,0001-01-01 00:00:00,0.001,-1.000000,false\n";
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    Ok(())
+}
+
+#[test]
+fn csv_writer_header_only_and_missing_directory() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let writer = FileWriter {
+        url_template: String::new(),
+        format: FileWriterFormat::Csv {
+            separator: "\t".to_owned(),
+        },
+        columns: vec![
+            out_col("a", Type::Int, "a", "%d")?,
+            out_col("b", Type::Int, "b", "%d")?,
+        ],
+        having: None,
+        top: None,
+    };
+    let path = dir.path().join("empty.tsv");
+    create_sink(&writer, &path)?.finish()?;
+    assert_eq!(std::fs::read(&path)?, b"a\tb\r\n");
+    let missing = dir.path().join("no/such/dir/x.csv");
+    let err = err_text(create_sink(&writer, &missing));
+    assert!(
+        err.contains("cannot create output file") && err.contains("no/such/dir/x.csv"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn top_keeps_smallest_keys_in_order_with_stable_ties() -> Result<()> {
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+    ];
+    let order = parse_order_expr("k(desc)", &|f| (f == "k").then_some(Type::Int))
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut top = TopBuffer::new(&Top { order, limit: 3 }, &columns)?;
+    for (k, s) in [(1, "a"), (5, "b"), (3, "c"), (5, "d"), (2, "e"), (5, "f")] {
+        top.push(vec![Value::Int(k), Value::str(s)])?;
+    }
+    assert_eq!(top.len(), 3);
+    assert_eq!(
+        strs(&top.into_sorted()),
+        vec![
+            vec!["Int(5)", "b"],
+            vec!["Int(5)", "d"],
+            vec!["Int(5)", "f"]
+        ]
+    );
+    let bad = parse_order_expr("nope(asc)", &|_| Some(Type::Int)).map_err(|e| anyhow!("{e}"))?;
+    let err = err_text(TopBuffer::new(
+        &Top {
+            order: bad,
+            limit: 1,
+        },
+        &columns,
+    ));
+    assert!(err.contains("nope"), "{err}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// proto_file_reader_creator and the full read → top → write round trips
+// ---------------------------------------------------------------------------------------------
+
+fn proto_dirs(dir: &Path) -> Result<ProtoDirs> {
+    let in_dir = dir.join("in");
+    let out_dir = dir.join("out");
+    std::fs::create_dir_all(&in_dir)?;
+    std::fs::create_dir_all(&out_dir)?;
+    Ok(ProtoDirs {
+        in_dir: in_dir.to_str().context("path")?.to_owned(),
+        out_dir: out_dir.to_str().context("path")?.to_owned(),
+    })
+}
+
+/// Inserts the test's `top` in front of `"url_template"` (as upstream does) and loads the plan.
+fn load_generated(script: &Json, dir: &Path, name: &str) -> Result<Plan> {
+    let text = serde_json::to_string_pretty(script)?;
+    ensure!(text.matches("\"url_template\"").count() == 1);
+    let text = text.replace(
+        "\"url_template\"",
+        "\"top\": {\"order\": \"col_id(asc)\"}, \"url_template\"",
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text)?;
+    build_plan(&path, None)
+}
+
+/// Runs read_file → write_file of a generated plan without a table in between: writer column
+/// `col_x` takes reader column `col_x` (the generated expressions are `r.col_x` → `r.x`).
+fn run_generated(plan: &Plan, input: &Path) -> Result<PathBuf> {
+    let reader = file_reader(plan, "read_file")?;
+    let writer = file_writer(plan, "write_file")?;
+    let map: Vec<usize> = writer
+        .columns
+        .iter()
+        .map(|wc| {
+            reader
+                .columns
+                .iter()
+                .position(|rc| rc.name == wc.name)
+                .context(wc.name.clone())
+        })
+        .collect::<Result<_>>()?;
+    let top = writer.top.as_ref().context("top")?;
+    let mut buf = TopBuffer::new(top, &writer.columns)?;
+    for row in read_all(reader, input.to_str().context("path")?)? {
+        buf.push(map.iter().map(|&i| row[i].clone()).collect())?;
+    }
+    let out = PathBuf::from(plexus_node::files::resolve_url_template(
+        &writer.url_template,
+        0,
+        1,
+    ));
+    let mut sink = create_sink(writer, &out)?;
+    for row in buf.into_sorted() {
+        sink.write_row(&row)?;
+    }
+    sink.finish()?;
+    Ok(out)
+}
+
+#[test]
+fn proto_csv_script_and_round_trip() -> Result<()> {
+    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let dir = tempfile::tempdir()?;
+    let dirs = proto_dirs(dir.path())?;
+    let input = conf.join("products.csv");
+    let script = proto_script_csv(&input, 0, 1, "\t", &dirs)?;
+
+    let read = &script["nodes"]["read_file"];
+    assert_eq!(read["type"], "file_table");
+    assert_eq!(read["start_policy"], "manual");
+    let in_url = format!("{}/products.csv", dirs.in_dir);
+    assert_eq!(read["desc"], format!("Read file {in_url} to table"));
+    assert_eq!(read["r"]["urls"], serde_json::json!([in_url]));
+    assert_eq!(
+        read["r"]["csv"],
+        serde_json::json!({"hdr_line_idx": 0, "first_data_line_idx": 1, "separator": "\t"})
+    );
+    let rc = &read["r"]["columns"];
+    let expect = [
+        ("id", "string", None),
+        ("sku", "int", Some("%d")),
+        ("shipping_date", "datetime", Some("2006-01-02 15:04:05")),
+        ("price", "decimal2", Some("%f")),
+        ("weight", "float", Some("%f")),
+        ("discontinued", "bool", None),
+    ];
+    for (name, ty, fmt) in expect {
+        let c = &rc[format!("col_{name}")];
+        assert_eq!(c["col_type"], ty, "{name}");
+        assert_eq!(c["csv"]["col_hdr"], name);
+        assert_eq!(c["csv"]["col_format"].as_str(), fmt, "{name}");
+        let f = &read["w"]["fields"][name];
+        assert_eq!(f["expression"], format!("r.col_{name}"));
+        assert_eq!(f["type"], ty);
+    }
+    assert_eq!(read["w"]["name"], "products_csv");
+
+    let write = &script["nodes"]["write_file"];
+    assert_eq!(write["type"], "table_file");
+    let out_url = format!("{}/products.csv", dirs.out_dir);
+    assert_eq!(write["desc"], format!("Write from table to file {out_url}"));
+    assert_eq!(write["r"]["table"], "products_csv");
+    assert_eq!(write["w"]["url_template"], out_url);
+    assert_eq!(write["w"]["csv"]["separator"], "\t");
+    let wc: Vec<(String, String, String, String)> = write["w"]["columns"]
+        .as_array()
+        .context("columns")?
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_owned(),
+                c["expression"].as_str().unwrap_or_default().to_owned(),
+                c["csv"]["header"].as_str().unwrap_or_default().to_owned(),
+                c["csv"]["format"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String, String)> = [
+        ("id", "%s"),
+        ("sku", "%d"),
+        ("shipping_date", "2006-01-02 15:04:05"),
+        ("price", "%s"),
+        ("weight", "%.3f"),
+        ("discontinued", "%t"),
+    ]
+    .iter()
+    .map(|(n, f)| {
+        (
+            format!("col_{n}"),
+            format!("r.{n}"),
+            (*n).to_owned(),
+            (*f).to_owned(),
+        )
+    })
+    .collect();
+    assert_eq!(wc, want);
+    let policy = &script["dependency_policies"]["current_active_first_stopped_nogo"];
+    assert_eq!(policy["is_default"], true);
+    assert_eq!(
+        policy["event_priority_order"],
+        "run_is_current(desc), run_id(desc)"
+    );
+    assert_eq!(policy["rules"].as_array().map(Vec::len), Some(10));
+
+    // The generated script loads, and its reader/writer reproduce the input (diff -b rule).
+    let plan = load_generated(&script, dir.path(), "script_csv.json")?;
+    let out = run_generated(&plan, &input)?;
+    let got = std::fs::read(&out)?;
+    assert!(got.starts_with(b"id\tsku\tshipping_date\tprice\tweight\tdiscontinued\r\n"));
+    assert_eq!(diff_b_lines(&got), diff_b_lines(&std::fs::read(&input)?));
+    Ok(())
+}
+
+#[test]
+fn proto_parquet_script_and_round_trip() -> Result<()> {
+    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let dir = tempfile::tempdir()?;
+    let dirs = proto_dirs(dir.path())?;
+    let input = conf.join("products.parquet");
+    let script = proto_script_parquet(&input, &dirs)?;
+
+    let read = &script["nodes"]["read_file"];
+    assert_eq!(read["w"]["name"], "products_parquet");
+    assert!(read["r"].get("csv").is_none());
+    let types = [
+        ("id", "string"),
+        ("sku", "int"),
+        ("shipping_date", "datetime"),
+        ("price", "decimal2"),
+        ("weight", "float"),
+        ("discontinued", "bool"),
+    ];
+    for (name, ty) in types {
+        let c = &read["r"]["columns"][format!("col_{name}")];
+        assert_eq!(
+            c,
+            &serde_json::json!({"col_type": ty, "parquet": {"col_name": name}})
+        );
+    }
+    let w = &script["nodes"]["write_file"]["w"];
+    assert_eq!(w["parquet"]["codec"], "gzip");
+    assert_eq!(
+        w["url_template"],
+        format!("{}/products.parquet", dirs.out_dir)
+    );
+    let names: Vec<&str> = w["columns"]
+        .as_array()
+        .context("columns")?
+        .iter()
+        .filter_map(|c| c["parquet"]["column_name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "id",
+            "sku",
+            "shipping_date",
+            "price",
+            "weight",
+            "discontinued"
+        ]
+    );
+
+    let plan = load_generated(&script, dir.path(), "script_parquet.json")?;
+    let out = run_generated(&plan, &input)?;
+    let back = read_all(&products_parquet_reader(), out.to_str().context("path")?)?;
+    let orig = read_all(&products_parquet_reader(), input.to_str().context("path")?)?;
+    assert_eq!(back.len(), 48);
+    // Stored datetimes are milliseconds (spec §4.7): compare the input at that precision.
+    let orig: Vec<Vec<Value>> = orig
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .map(|v| match v {
+                    Value::Time(t) => Value::Time(t.to_storage()),
+                    other => other,
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(back, orig);
+    Ok(())
+}
+
+#[test]
+fn parquet_writer_types_nulls_and_codecs() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let columns = vec![
+        out_col("s", Type::String, "", "")?,
+        out_col("i", Type::Int, "", "")?,
+        out_col("f", Type::Float, "", "")?,
+        out_col("b", Type::Bool, "", "")?,
+        out_col("d", Type::Decimal2, "", "")?,
+        out_col("t", Type::DateTime, "", "")?,
+    ];
+    let rows = vec![
+        vec![
+            Value::str("héllo"),
+            Value::Int(-7),
+            Value::Float(1.5),
+            Value::Bool(true),
+            Value::Decimal(Decimal::new(-123_456, 2)),
+            Value::Time(Time::from_unix_millis(1_542_340_805_123)),
+        ],
+        vec![
+            Value::str(""),
+            Value::Int(i64::MAX),
+            Value::Float(-0.25),
+            Value::Bool(false),
+            // value×100 truncated toward zero
+            Value::Decimal(Decimal::new(19_999, 3)),
+            Value::Time(Time::ZERO),
+        ],
+    ];
+    for codec in [
+        ParquetCodec::Gzip,
+        ParquetCodec::Snappy,
+        ParquetCodec::Uncompressed,
+    ] {
+        let path = dir.path().join(format!("{codec:?}.parquet"));
+        let writer = FileWriter {
+            url_template: String::new(),
+            format: FileWriterFormat::Parquet { codec },
+            columns: columns.clone(),
+            having: None,
+            top: None,
+        };
+        let mut sink = create_sink(&writer, &path)?;
+        for r in &rows {
+            sink.write_row(r)?;
+        }
+        sink.finish()?;
+        let reader = FileReader {
+            urls: Vec::new(),
+            format: FileReaderFormat::Parquet,
+            columns: columns
+                .iter()
+                .map(|c| ReaderColumn {
+                    name: c.name.clone(),
+                    ty: c.ty,
+                    default_value: String::new(),
+                    csv_idx: 0,
+                    csv_header: String::new(),
+                    csv_format: String::new(),
+                    parquet_column: c.parquet_column.clone(),
+                })
+                .collect(),
+        };
+        let back = read_all(&reader, path.to_str().context("path")?)?;
+        let mut want = rows.clone();
+        want[1][4] = Value::Decimal(Decimal::new(1999, 2));
+        assert_eq!(back, want, "{codec:?}");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput
+// ---------------------------------------------------------------------------------------------
+
+/// CSV parse + cell conversion of 1,000,000 rows shaped like the lookup order items. Run with
+/// `cargo test --release -p plexus-node --test t30_files -- --ignored --nocapture throughput`.
+#[test]
+#[ignore = "measurement; run in release"]
+fn throughput_csv_lookup_items_shape() -> Result<()> {
+    const ROWS: usize = 1_000_000;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("items.csv");
+    let mut text = String::with_capacity(ROWS * 180);
+    text.push_str(
+        "order_id,order_item_id,product_id,seller_id,shipping_limit_date,price,freight_value\n",
+    );
+    for i in 0..ROWS {
+        let _ = writeln!(
+            text,
+            "{:032x},{:05},{:032x},{:032x},2018-{:02}-{:02} {:02}:{:02}:{:02},{}.{:02},{}.{}",
+            i * 7919,
+            i % 7 + 1,
+            i * 104_729,
+            i % 3000,
+            i % 12 + 1,
+            i % 28 + 1,
+            i % 24,
+            i % 60,
+            (i * 7) % 60,
+            i % 900,
+            i % 100,
+            i % 90,
+            i % 10
+        );
+    }
+    std::fs::write(&path, &text)?;
+    let mb = text.len() as f64 / 1e6;
+    drop(text);
+    let cols = vec![
+        col("col_order_id", Type::String, 0, "", ""),
+        col("col_order_item_id", Type::Int, 1, "", "%d"),
+        col("col_product_id", Type::String, 2, "", ""),
+        col("col_seller_id", Type::String, 3, "", ""),
+        col(
+            "col_shipping_limit_date",
+            Type::DateTime,
+            4,
+            "",
+            "2006-01-02 15:04:05",
+        ),
+        col("col_price", Type::Decimal2, 5, "", "%f"),
+        col("col_freight_value", Type::Decimal2, 6, "", "%f"),
+    ];
+    let reader = csv_reader(0, 1, b',', false, cols);
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut src = open_source(&reader, path.to_str().context("path")?)?;
+        let mut chunk = Vec::new();
+        let mut n = 0;
+        loop {
+            let got = src.next_chunk(&mut chunk, 1000)?;
+            if got == 0 {
+                break;
+            }
+            n += got;
+        }
+        ensure!(n == ROWS);
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    println!(
+        "csv parse+convert: {ROWS} rows, {mb:.0} MB in {best:.3} s = {:.2} M rows/s, {:.0} MB/s",
+        ROWS as f64 / best / 1e6,
+        mb / best
+    );
+    // Parse only (strings), to separate parser and conversion costs.
+    let strings = csv_reader(
+        0,
+        1,
+        b',',
+        false,
+        (0..7)
+            .map(|i| col(&format!("c{i}"), Type::String, i, "", ""))
+            .collect(),
+    );
+    let start = Instant::now();
+    let mut src = open_source(&strings, path.to_str().context("path")?)?;
+    let mut chunk = Vec::new();
+    while src.next_chunk(&mut chunk, 1000)? > 0 {}
+    let t = start.elapsed().as_secs_f64();
+    println!(
+        "csv parse (7 string cells): {:.2} M rows/s",
+        ROWS as f64 / t / 1e6
+    );
+    Ok(())
+}
