@@ -67,14 +67,21 @@ def _row_ok(idx, fields):
     _ROWS.append([idx, json.dumps(fields)])
 
 
-def _row_fail(idx):
+def _row_fail(idx, where):
+    # `where` is 1 in the p-field function, 0 in the chunk program; the traceback starts at the
+    # frame that caught the exception, so its line is the failing statement there.
     tb = sys.exc_info()[2]
     lineno = tb.tb_lineno if tb is not None else 0
     last = ""
     for line in traceback.format_exc().split("\n"):
         if line.strip():
             last = line.strip()
-    _ROWS.append([idx, lineno, _clean(last)])
+    _ROWS.append([idx, where, lineno, _clean(last)])
+
+
+def _exception_only():
+    et, ev = sys.exc_info()[:2]
+    return _clean("".join(traceback.format_exception_only(et, ev)))
 
 
 def _load(code):
@@ -104,12 +111,13 @@ def _run(req):
         _CACHE_ORDER.append(key)
         if len(_CACHE_ORDER) > _CACHE_CAP:
             _CACHE.pop(_CACHE_ORDER.pop(0), None)
+    calc_name = req["calc_name"]
     try:
+        if calc_name not in ns:
+            exec(compile(req["calc"], "<py_calc fields>", "exec"), ns)
         prog = compile(req["program"], "<py_calc>", "exec")
     except BaseException:
-        et, ev = sys.exc_info()[:2]
-        msg = "".join(traceback.format_exception_only(et, ev))
-        return {"status": "syntax_error", "message": _clean(msg)}
+        return {"status": "syntax_error", "message": _exception_only()}
     del _ROWS[:]
     try:
         exec(prog, ns)

@@ -171,11 +171,10 @@ impl PyPool {
                         .convert_results(&json)
                         .map_err(|(site, message)| failure(i, site, message, rows)),
                 ),
-                RowReply::Fail(i, lineno, message) => {
-                    let site = chunk
-                        .row_lines
-                        .get(i)
-                        .map_or(FailureSite::Unknown, |&l| program.failure_site(l, lineno));
+                RowReply::Fail(i, in_calc, lineno, message) => {
+                    let site = chunk.row_lines.get(i).map_or(FailureSite::Unknown, |&l| {
+                        program.failure_site(l, in_calc == 1, lineno)
+                    });
                     (i, Err(failure(i, site, message, rows)))
                 }
             };
@@ -278,6 +277,8 @@ impl Lease<'_> {
                 op: "run",
                 hash,
                 code: send_code.then(|| program.code()),
+                calc_name: program.calc_name(),
+                calc: program.calc_source(),
                 program: text,
             };
             let reply = match worker.call(&request, timeout) {

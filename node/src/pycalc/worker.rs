@@ -44,6 +44,8 @@ pub(crate) struct RunRequest<'a> {
     pub(crate) hash: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) code: Option<&'a str>,
+    pub(crate) calc_name: &'a str,
+    pub(crate) calc: &'a str,
     pub(crate) program: &'a str,
 }
 
@@ -71,8 +73,9 @@ pub(crate) enum Reply {
 pub(crate) enum RowReply {
     /// Row index and the JSON text of the result dict.
     Ok(usize, String),
-    /// Row index, failing line of the chunk program, last non-empty traceback line.
-    Fail(usize, u32, String),
+    /// Row index, 1 if the failing line is in the p-field function (else in the chunk
+    /// program), that line, and the last non-empty traceback line.
+    Fail(usize, u8, u32, String),
 }
 
 /// The end of a worker's stderr and whether the pipe reached end of file.
