@@ -1254,3 +1254,68 @@ fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
     assert!(msg.contains(&missing), "{msg}");
     Ok(())
 }
+
+/// Throughput smoke check (release): `cargo test --release -p plexus-node --test t40_exec
+/// perf -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn perf_table_table_and_grouped_lookup() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let n_orders = 200_000i64;
+    let orders: Vec<Vec<Value>> = (0..n_orders)
+        .map(|i| vec![Value::Int(i), s(&format!("status{}", i % 7)), ts(i * 1000)])
+        .collect();
+    let items: Vec<Vec<Value>> = (0..2 * n_orders)
+        .map(|i| {
+            vec![
+                Value::Int(i),
+                Value::Int(i / 2),
+                d(&format!("{}.{:02}", i % 100, i % 97)),
+                s(&format!("product{}", i % 1000)),
+            ]
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    seed(env.store.as_ref(), &plan, "orders", 1, &orders)?;
+    seed(env.store.as_ref(), &plan, "items", 1, &items)?;
+    eprintln!("seed: {:?}", t.elapsed());
+    let mut tt = node(
+        "tt",
+        NodeType::TableTable,
+        table_reader("orders", 1),
+        Writer::Table(table_writer(
+            "tt",
+            &[
+                ("id", Type::Int, "r.order_id * 10", None),
+                ("st", Type::String, "r.status", None),
+                ("when", Type::DateTime, "r.ts", None),
+            ],
+            None,
+            &[("idx_tt_id", "unique(id)")],
+        )),
+    );
+    if let Reader::Table(r) = &mut tt.reader {
+        r.rowset_size = 1000;
+    }
+    add(&mut plan, tt);
+    let mut g = lookup_node("g", JoinType::Left, true, GROUPED);
+    if let Reader::Table(r) = &mut g.reader {
+        r.rowset_size = 1000;
+    }
+    if let Some(l) = &mut g.lookup {
+        l.idx_read_batch_size = 3000;
+        l.right_lookup_read_batch_size = 3000;
+    }
+    add(&mut plan, g);
+    for name in ["tt", "g"] {
+        let t = std::time::Instant::now();
+        if let Some(spec) = table_spec(&plan, name, 1) {
+            env.store.create_table(KS, &spec)?;
+        }
+        let c = compile_node(&plan, name)?;
+        let st = execute(&env.ctx, &plan, &c, &task(name, 1, 0, 1))?;
+        eprintln!("{name}: {:?} total {:?}", st, t.elapsed());
+    }
+    Ok(())
+}

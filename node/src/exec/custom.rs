@@ -33,6 +33,8 @@ pub(crate) fn run_tag(
                 table: scan.table_name.clone(),
                 rowid: *rowid,
             };
+            // Capillaries' tag order is unspecified (map iteration); tag-name order makes
+            // rowids, and so re-runs, deterministic.
             for (tag, criterion) in &t.criteria {
                 let hit = criterion
                     .eval_bool(&Vars::new().with(Alias::R, &r), Rounding::None)
@@ -113,6 +115,9 @@ pub(crate) fn run_py(
                 }
             }
         }
+        // Quirk (spec §7.7): Capillaries writes only the groups of 1000 successful rows before
+        // the first failure of the page; we write every successful row of the page (a
+        // superset) and fail the batch after it, never reading later pages.
         if failed > 0 {
             return Err(BatchErrorKind::PythonRows {
                 failed,

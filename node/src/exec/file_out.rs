@@ -54,6 +54,7 @@ pub(crate) fn run(
             {
                 continue;
             }
+            // Quirk (spec §3.9, §14 #37): top sorts per batch; ties keep arrival (rowid) order.
             match &mut top {
                 Some(buf) => buf
                     .push(row.clone())

@@ -283,6 +283,8 @@ fn grouped_row(
 ) -> Result<(), BatchErrorKind> {
     row.clear();
     for f in &out.fields {
+        // Quirk (spec §5.10): a bare string literal as a grouped non-aggregate field keeps its
+        // quotes in Capillaries; we store the literal's value (no test depends on it).
         let mut last = None;
         let mut acc = f.agg.clone();
         for &ri in matches {

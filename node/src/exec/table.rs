@@ -1,7 +1,10 @@
 //! table_table (spec §7.3) and distinct_table (spec §7.5): every source row through the common
 //! pipeline. distinct_table differs only in its write mode, set at compile time: the store
-//! claims the unique key first and keeps the first row per key, in read order (quirk 36: "any
-//! first" — ours is the first in rowid order, so re-runs keep the same row).
+//! claims the unique key first and keeps the first row per key, in read order.
+//!
+//! Quirk (spec §7.5, §14 #36): Capillaries keeps an arbitrary first row; ours is the first in
+//! rowid order, so re-runs keep the same row. Quirk (§14 #54): no orphan non-unique index rows
+//! are written for dropped duplicates (the store writes a row's entries only if it is kept).
 
 use plexus_core::expr::{Alias, Rounding, Vars};
 
