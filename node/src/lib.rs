@@ -1,12 +1,16 @@
 //! plexus-node: the peer daemon library.
 //!
-//! It holds everything a Plexus peer runs: the storage backends ([`store`]), the file formats
-//! ([`files`]), the py_calc Python worker pool ([`pycalc`]) and, as they arrive, the
-//! processors, the scheduler and work stealing, the QUIC transport and telemetry (see
-//! DESIGN.md).
+//! It holds everything a Plexus peer runs: the storage backends ([`store`]: the
+//! [`store::Store`] trait, its embedded fjall backend and the backend-independent conformance
+//! suite), the file formats ([`files`]: CSV and Parquet sources and sinks), the py_calc Python
+//! worker pool ([`pycalc`]), batch execution ([`exec`]: one batch of one script node) and the
+//! in-process [`engine`] that drives the ledger with executor threads. The scheduler and work
+//! stealing, the QUIC transport and telemetry come next (see DESIGN.md).
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod engine;
+pub mod exec;
 pub mod files;
 pub mod pycalc;
 pub mod store;

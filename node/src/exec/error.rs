@@ -1,0 +1,186 @@
+//! Errors of preparing and executing a batch, classified for the scheduler (STYLE.md "Error
+//! handling": every task failure says whether it is retryable).
+
+use std::fmt;
+
+use crate::pycalc::PyCalcError;
+use crate::store::StoreError;
+
+/// A failed [`super::compile_node`] or [`super::execute`].
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The node cannot be prepared from the plan (never retryable: the plan is wrong).
+    #[error("node {node}: cannot prepare for execution: {detail}")]
+    Compile {
+        /// Script node name.
+        node: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A batch failed.
+    #[error("node {node} batch {batch}: {kind}")]
+    Batch {
+        /// Script node name.
+        node: String,
+        /// Batch index.
+        batch: u32,
+        /// What went wrong (boxed: errors stay off the hot path's stack).
+        kind: Box<BatchErrorKind>,
+    },
+}
+
+impl ExecError {
+    /// True if running the same batch again may succeed: store I/O and timeouts, a lost or
+    /// unstartable Python worker. Bad data, duplicates, Python exceptions and plan errors are
+    /// final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Compile { .. } => false,
+            Self::Batch { kind, .. } => kind.is_retryable(),
+        }
+    }
+
+    /// The batch error kind, `None` for a compile error.
+    pub fn kind(&self) -> Option<&BatchErrorKind> {
+        match self {
+            Self::Compile { .. } => None,
+            Self::Batch { kind, .. } => Some(kind.as_ref()),
+        }
+    }
+}
+
+/// Where in the input a data error happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowLoc {
+    /// A data line of an input file (1-based line number as the files layer reports it).
+    File {
+        /// The file URL or path.
+        url: String,
+        /// The line (or record) number.
+        line: u64,
+    },
+    /// A data row of an input file (the files layer reports lines only for its own errors).
+    FileRow {
+        /// The file URL or path.
+        url: String,
+        /// 1-based position among the file's data rows.
+        row: u64,
+    },
+    /// A row of a source table.
+    Table {
+        /// The physical table name (`orders_00001`).
+        table: String,
+        /// The row's rowid.
+        rowid: i64,
+    },
+    /// A row of the batch without a better address (position in read order).
+    Row {
+        /// Zero-based position among the rows read by the batch.
+        index: u64,
+    },
+}
+
+impl fmt::Display for RowLoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File { url, line } => write!(f, "{url} line {line}"),
+            Self::FileRow { url, row } => write!(f, "{url} data row {row}"),
+            Self::Table { table, rowid } => write!(f, "{table} rowid {rowid}"),
+            Self::Row { index } => write!(f, "row {index}"),
+        }
+    }
+}
+
+/// What went wrong in a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchErrorKind {
+    /// A store call failed.
+    #[error("store {op} failed: {source}")]
+    Store {
+        /// The store operation.
+        op: &'static str,
+        /// The store error.
+        #[source]
+        source: StoreError,
+    },
+    /// The input file could not be opened or read, or one of its cells could not be parsed;
+    /// the message names the file, line, column and value.
+    #[error("{detail}")]
+    Input {
+        /// The files layer's message.
+        detail: String,
+        /// Whether the files layer calls it transient (network or I/O hiccup).
+        retryable: bool,
+    },
+    /// A field, column, filter, having or criterion could not be computed for one row, or its
+    /// result has the wrong type.
+    #[error("{loc}: {what} {name}: {detail}")]
+    Field {
+        /// The row.
+        loc: RowLoc,
+        /// `field`, `column`, `having`, `filter`, `criterion`, `index`, `default_value`.
+        what: &'static str,
+        /// The field, column, index or tag name.
+        name: String,
+        /// The evaluation or type error.
+        detail: String,
+    },
+    /// Rows hit unique-index keys held by other rows; every other row was written (spec §6.3).
+    #[error("{count} rows with duplicate unique keys, first: {}", .messages.join("; "))]
+    Duplicates {
+        /// Number of duplicate rows.
+        count: u64,
+        /// Up to five `cannot write duplicate index key …` messages.
+        messages: Vec<String>,
+    },
+    /// The output file could not be created or written.
+    #[error("{detail}")]
+    Output {
+        /// The files layer's message, naming the path.
+        detail: String,
+        /// Whether the files layer calls it transient.
+        retryable: bool,
+    },
+    /// The node is a py_calc node but the executor has no Python pool.
+    #[error("py_calc needs a python worker pool, and this executor has none")]
+    NoPythonPool,
+    /// A py_calc chunk as a whole failed (syntax error, worker lost, timeout).
+    #[error("py_calc: {0}")]
+    Python(#[source] PyCalcError),
+    /// py_calc rows raised in Python or returned unusable results; successful rows of the
+    /// same page were written.
+    #[error("py_calc failed for {failed} of {total} rows: {}", .messages.join("; "))]
+    PythonRows {
+        /// Rows that failed in the page.
+        failed: usize,
+        /// Rows in the page.
+        total: usize,
+        /// Up to five row messages with the row's reader values.
+        messages: Vec<String>,
+    },
+    /// An internal inconsistency (a stored row that does not decode, a bad file row width).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl BatchErrorKind {
+    /// See [`ExecError::is_retryable`].
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Store { source, .. } => source.is_retryable(),
+            Self::Input { retryable, .. } | Self::Output { retryable, .. } => *retryable,
+            // A worker that died or could not be spawned says nothing about the data; a
+            // timeout or a Python error would happen again.
+            Self::Python(e) => e.is_retryable() || matches!(e, PyCalcError::WorkerDied { .. }),
+            Self::Field { .. }
+            | Self::Duplicates { .. }
+            | Self::NoPythonPool
+            | Self::PythonRows { .. }
+            | Self::Internal(_) => false,
+        }
+    }
+
+    pub(crate) fn store(op: &'static str) -> impl FnOnce(StoreError) -> Self {
+        move |source| Self::Store { op, source }
+    }
+}

@@ -1,0 +1,269 @@
+//! Executing one batch of one script node against the store (spec §7, DESIGN.md "The data
+//! path of one run", step 5).
+//!
+//! [`compile_node`] prepares a node once per plan (scopes, compiled expressions, index
+//! positions, defaults, the py_calc program); [`execute`] runs one [`BatchTask`] of it:
+//! read a file or a page of the source table, optionally look up, tag or call Python, and
+//! write rows through the common pipeline ([`write`]) or into the batch's output file.
+//!
+//! Hot path rules: rows stream page by page (`rowset_size`), every buffer (decoded rows, key
+//! bytes, encoded rows) is reused, expressions are never recompiled, lookups and writes are
+//! batch-shaped store calls.
+
+mod compile;
+mod custom;
+mod error;
+mod file_in;
+mod file_out;
+mod lookup;
+mod table;
+mod write;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use plexus_core::plan::Plan;
+use plexus_core::task::BatchTask;
+
+pub use compile::{CompiledNode, compile_node, table_spec};
+pub use error::{BatchErrorKind, ExecError, RowLoc};
+
+use crate::pycalc::PyPool;
+use crate::store::{Rowid, Store, TableRef};
+use compile::{Input, Output, Stage};
+
+/// Rows per [`Store::write_rows`] call unless configured otherwise.
+pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
+
+/// What an executor needs besides the plan: the store and, for py_calc, the Python pool.
+#[derive(Clone)]
+pub struct ExecContext {
+    /// The store all tables live in.
+    pub store: Arc<dyn Store>,
+    /// The Python worker pool; `None` fails py_calc batches.
+    pub py: Option<Arc<PyPool>>,
+    /// Rows handed to one [`Store::write_rows`] call.
+    pub write_batch_rows: usize,
+}
+
+impl std::fmt::Debug for ExecContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecContext")
+            .field("store", &self.store.backend_name())
+            .field("py", &self.py.is_some())
+            .field("write_batch_rows", &self.write_batch_rows)
+            .finish()
+    }
+}
+
+impl ExecContext {
+    /// A context over `store` without Python.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            py: None,
+            write_batch_rows: DEFAULT_WRITE_BATCH_ROWS,
+        }
+    }
+
+    /// The same context with a Python pool for py_calc nodes.
+    pub fn with_py(mut self, py: Arc<PyPool>) -> Self {
+        self.py = Some(py);
+        self
+    }
+}
+
+/// What a successful batch did, for `BatchDone` and tracing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Rows read from the input file or source table.
+    pub rows_in: u64,
+    /// Rows written to the table (kept rows for distinct) or the output file.
+    pub rows_out: u64,
+    /// distinct_table rows dropped because their unique key was already taken.
+    pub duplicates_skipped: u64,
+    /// Time reading and decoding input.
+    pub read: Duration,
+    /// Time in index lookups and right-row fetches.
+    pub lookup: Duration,
+    /// Time waiting for Python.
+    pub python: Duration,
+    /// Time encoding, keying and writing rows (or rendering and writing file rows).
+    pub write: Duration,
+    /// Wall time of the whole batch.
+    pub total: Duration,
+}
+
+/// Executes `task` (a batch of `compiled`, which must have been built from `plan` for
+/// `task.node`): reads, transforms and writes its rows. The tables it writes must exist
+/// ([`table_spec`]); rows written before a failure stay written, and running the batch again
+/// rewrites the same rowids.
+pub fn execute(
+    ctx: &ExecContext,
+    plan: &Plan,
+    compiled: &CompiledNode,
+    task: &BatchTask,
+) -> Result<BatchStats, ExecError> {
+    let start = Instant::now();
+    let fail = |kind| ExecError::Batch {
+        node: task.node.clone(),
+        batch: task.batch_idx,
+        kind: Box::new(kind),
+    };
+    if compiled.name != task.node {
+        return Err(fail(BatchErrorKind::Internal(format!(
+            "task is for node {} but the compiled node is {}",
+            task.node, compiled.name
+        ))));
+    }
+    let mut stats = BatchStats::default();
+    let result = match &compiled.output {
+        Output::Table(out) => {
+            let spec = table_spec(plan, &compiled.name, task.run_id).ok_or_else(|| {
+                fail(BatchErrorKind::Internal(
+                    "node has no table writer in the plan".into(),
+                ))
+            })?;
+            let b = BatchRun { ctx, task };
+            let mut w = write::RowWriter::new(
+                ctx.store.as_ref(),
+                &task.keyspace,
+                spec,
+                out,
+                plexus_core::task::rowid_seed(task.run_id, &task.node, task.batch_idx),
+                ctx.write_batch_rows,
+            );
+            let r = match (&compiled.input, &compiled.stage) {
+                (Input::File(reader), Stage::Plain) => {
+                    file_in::run(&b, reader, out, &mut w, &mut stats)
+                }
+                (Input::Table(input), Stage::Plain) => {
+                    table::run(&b, input, out, &mut w, &mut stats)
+                }
+                (Input::Table(input), Stage::Lookup(l)) => {
+                    lookup::run(&b, input, l, out, &mut w, &mut stats)
+                }
+                (Input::Table(input), Stage::Tag(t)) => {
+                    custom::run_tag(&b, input, t, out, &mut w, &mut stats)
+                }
+                (Input::Table(input), Stage::Py(p)) => {
+                    custom::run_py(&b, input, p, out, &mut w, &mut stats)
+                }
+                (Input::File(_), _) => Err(BatchErrorKind::Internal(
+                    "a file reader cannot have a lookup or processor".into(),
+                )),
+            };
+            // Rows computed before an error are still written, as Capillaries' asynchronous
+            // writes are (spec §7.1); the first error wins.
+            let finished = w.finish();
+            stats.rows_out = w.rows_written;
+            stats.duplicates_skipped = w.duplicates_skipped;
+            stats.write += w.write_time;
+            r.and(finished)
+        }
+        Output::File(out) => match (&compiled.input, &compiled.stage) {
+            (Input::Table(input), Stage::Plain) => {
+                let b = BatchRun { ctx, task };
+                file_out::run(&b, input, out, &mut stats)
+            }
+            _ => Err(BatchErrorKind::Internal(
+                "a file writer needs a plain table reader".into(),
+            )),
+        },
+    };
+    stats.total = start.elapsed();
+    result.map(|()| stats).map_err(fail)
+}
+
+/// The batch being executed.
+pub(crate) struct BatchRun<'a> {
+    pub(crate) ctx: &'a ExecContext,
+    pub(crate) task: &'a BatchTask,
+}
+
+impl BatchRun<'_> {
+    /// The reader table of the batch, in the run chosen by the dependency check.
+    pub(crate) fn reader_table(&self, name: &str) -> TableRef {
+        TableRef::new(name, self.task.reader_run.unwrap_or(self.task.run_id))
+    }
+
+    /// The lookup table or index, in the run chosen by the dependency check.
+    pub(crate) fn lookup_table(&self, name: &str) -> TableRef {
+        TableRef::new(name, self.task.lookup_run.unwrap_or(self.task.run_id))
+    }
+}
+
+/// One page of stored rows: (rowid, encoded row).
+pub(crate) type Page = Vec<(Rowid, Vec<u8>)>;
+
+/// Pages of a table-reader batch in rowid order.
+pub(crate) struct Scan<'a> {
+    b: &'a BatchRun<'a>,
+    pub(crate) table: TableRef,
+    /// `table`'s storage name, for error locations.
+    pub(crate) table_name: String,
+    page: usize,
+    resume: Option<Rowid>,
+    done: bool,
+}
+
+impl<'a> Scan<'a> {
+    pub(crate) fn new(b: &'a BatchRun<'a>, table: &str, page: usize) -> Self {
+        let table = b.reader_table(table);
+        Self {
+            b,
+            table_name: table.storage_name(),
+            table,
+            page: page.max(1),
+            resume: None,
+            done: false,
+        }
+    }
+
+    /// The next page, `None` when the batch is exhausted.
+    pub(crate) fn next_page(
+        &mut self,
+        stats: &mut BatchStats,
+    ) -> Result<Option<Page>, BatchErrorKind> {
+        if self.done {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let page = self
+            .b
+            .ctx
+            .store
+            .scan_batch(
+                &self.b.task.keyspace,
+                &self.table,
+                self.b.task.batch_idx,
+                self.b.task.batches_total,
+                self.page,
+                self.resume,
+            )
+            .map_err(BatchErrorKind::store("scan_batch"))?;
+        stats.read += start.elapsed();
+        self.resume = page.resume_after;
+        self.done = page.resume_after.is_none();
+        stats.rows_in += page.rows.len() as u64;
+        if page.rows.is_empty() && self.done {
+            return Ok(None);
+        }
+        Ok(Some(page.rows))
+    }
+}
+
+/// Decodes a stored row of `table` into `out`.
+pub(crate) fn decode(
+    bytes: &[u8],
+    types: &[plexus_core::value::Type],
+    out: &mut Vec<plexus_core::value::Value>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::decode_row_into(bytes, types, out).map_err(|e| {
+        BatchErrorKind::Internal(format!(
+            "{table} rowid {rowid}: stored row does not decode: {e}"
+        ))
+    })
+}

@@ -1,0 +1,283 @@
+//! The common write pipeline of every table-writing node (spec §7.1): compute the fields,
+//! check their types, apply `having`, build the index keys, and hand the rows to the store in
+//! large batches with deterministic rowids.
+
+use std::time::{Duration, Instant};
+
+use plexus_core::expr::{Alias, Rounding, Vars};
+use plexus_core::key::build_key_into;
+use plexus_core::row::encode_row;
+use plexus_core::task::rowid;
+use plexus_core::value::{Type, Value};
+
+use super::compile::{OutField, OutIndex, TableOut};
+use super::error::{BatchErrorKind, RowLoc};
+use crate::store::{RowWrite, Store, StoreError, TableSpec, WriteMode};
+
+/// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
+pub(crate) const MAX_ERROR_MESSAGES: usize = 5;
+
+/// A value standing in for unused slots of the fixed-size key argument array.
+static NO_VALUE: Value = Value::Bool(false);
+
+/// Most indexes have few components; their value references live on the stack.
+const STACK_KEY_COMPONENTS: usize = 8;
+
+/// Appends the key of `def` over `row[pos[i]]` to `out`.
+pub(crate) fn key_into(
+    out: &mut Vec<u8>,
+    def: &plexus_core::key::IndexDef,
+    pos: &[usize],
+    row: &[Value],
+) -> Result<(), String> {
+    let value = |p: usize| {
+        row.get(p)
+            .ok_or_else(|| format!("no value at position {p}"))
+    };
+    if pos.len() <= STACK_KEY_COMPONENTS {
+        let mut refs: [&Value; STACK_KEY_COMPONENTS] = [&NO_VALUE; STACK_KEY_COMPONENTS];
+        for (slot, &p) in refs.iter_mut().zip(pos) {
+            *slot = value(p)?;
+        }
+        build_key_into(out, def, &refs[..pos.len()]).map_err(|e| e.to_string())
+    } else {
+        let refs = pos
+            .iter()
+            .map(|&p| value(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        build_key_into(out, def, &refs).map_err(|e| e.to_string())
+    }
+}
+
+/// Checks that `v` has exactly the declared column type (no implicit conversion, spec §3.8).
+pub(crate) fn check_type(v: &Value, ty: Type) -> Result<(), String> {
+    if v.column_type() == Some(ty) {
+        Ok(())
+    } else {
+        Err(format!(
+            "expression returned {} ({}), expected {ty}",
+            plexus_core::gofmt::format_value(v),
+            v.go_type_name()
+        ))
+    }
+}
+
+/// A field error at `loc`.
+pub(crate) fn field_err(
+    loc: &dyn Fn() -> RowLoc,
+    what: &'static str,
+    name: &str,
+    detail: impl ToString,
+) -> BatchErrorKind {
+    BatchErrorKind::Field {
+        loc: loc(),
+        what,
+        name: name.to_owned(),
+        detail: detail.to_string(),
+    }
+}
+
+impl TableOut {
+    /// Computes every field for `vars` into `w` (cleared first) with `rounding`, checking
+    /// each result's type.
+    pub(crate) fn compute(
+        &self,
+        vars: &Vars<'_>,
+        rounding: Rounding,
+        w: &mut Vec<Value>,
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        w.clear();
+        for f in &self.fields {
+            w.push(eval_field(f, vars, rounding, loc)?);
+        }
+        Ok(())
+    }
+
+    /// Evaluates `having` on the computed row (no intermediate rounding, spec §5.6).
+    pub(crate) fn having(
+        &self,
+        w: &[Value],
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<bool, BatchErrorKind> {
+        match &self.having {
+            None => Ok(true),
+            Some(h) => h
+                .eval_bool(&Vars::new().with(Alias::W, w), Rounding::None)
+                .map_err(|e| field_err(loc, "having", h.text(), e)),
+        }
+    }
+}
+
+/// Evaluates one writer field and checks its type.
+pub(crate) fn eval_field(
+    f: &OutField,
+    vars: &Vars<'_>,
+    rounding: Rounding,
+    loc: &dyn Fn() -> RowLoc,
+) -> Result<Value, BatchErrorKind> {
+    let v = f
+        .expr
+        .eval(vars, rounding)
+        .map_err(|e| field_err(loc, "field", &f.name, e))?;
+    check_type(&v, f.ty).map_err(|e| field_err(loc, "field", &f.name, e))?;
+    Ok(v)
+}
+
+/// The per-batch writer of one table: buffers encoded rows with their keys and writes them
+/// with one [`Store::write_rows`] call per `flush_rows` rows, reusing every buffer.
+pub(crate) struct RowWriter<'a> {
+    store: &'a dyn Store,
+    keyspace: &'a str,
+    spec: TableSpec,
+    out: &'a TableOut,
+    seed: u64,
+    /// Sequence number of the next row: its position among the rows the batch writes, in
+    /// deterministic read order, so that re-running the batch rewrites the same rowids.
+    seq: u64,
+    pending: Vec<RowWrite>,
+    used: usize,
+    flush_rows: usize,
+    dup_count: u64,
+    dup_messages: Vec<String>,
+    pub(crate) rows_written: u64,
+    pub(crate) duplicates_skipped: u64,
+    pub(crate) write_time: Duration,
+}
+
+impl<'a> RowWriter<'a> {
+    /// A writer for `out` into `spec` with rowids from `seed`.
+    pub(crate) fn new(
+        store: &'a dyn Store,
+        keyspace: &'a str,
+        spec: TableSpec,
+        out: &'a TableOut,
+        seed: u64,
+        flush_rows: usize,
+    ) -> Self {
+        Self {
+            store,
+            keyspace,
+            spec,
+            out,
+            seed,
+            seq: 0,
+            pending: Vec::new(),
+            used: 0,
+            flush_rows: flush_rows.max(1),
+            dup_count: 0,
+            dup_messages: Vec::new(),
+            rows_written: 0,
+            duplicates_skipped: 0,
+            write_time: Duration::ZERO,
+        }
+    }
+
+    /// Applies `having` to the computed row `w`, builds its keys and queues it.
+    pub(crate) fn push(
+        &mut self,
+        w: &[Value],
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        if !self.out.having(w, loc)? {
+            return Ok(());
+        }
+        let start = Instant::now();
+        if self.used == self.pending.len() {
+            self.pending.push(RowWrite {
+                rowid: 0,
+                row: Vec::new(),
+                keys: vec![Vec::new(); self.out.indexes.len()],
+            });
+        }
+        let slot = &mut self.pending[self.used];
+        slot.rowid = rowid(self.seed, self.seq);
+        slot.row.clear();
+        encode_row(&mut slot.row, &self.out.types, w).map_err(|e| {
+            let name = match &e {
+                plexus_core::row::RowError::TypeMismatch { column, .. }
+                | plexus_core::row::RowError::DecimalOutOfRange { column, .. }
+                | plexus_core::row::RowError::DateTimeOutOfRange { column, .. } => self
+                    .out
+                    .fields
+                    .get(*column)
+                    .map_or_else(String::new, |f| f.name.clone()),
+                _ => String::new(),
+            };
+            field_err(loc, "field", &name, e)
+        })?;
+        for (key, idx) in slot.keys.iter_mut().zip(&self.out.indexes) {
+            key.clear();
+            build_index_key(key, idx, w, loc)?;
+        }
+        self.seq += 1;
+        self.used += 1;
+        self.write_time += start.elapsed();
+        if self.used >= self.flush_rows {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the queued rows.
+    pub(crate) fn flush(&mut self) -> Result<(), BatchErrorKind> {
+        if self.used == 0 {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let rows = &self.pending[..self.used];
+        let report = self
+            .store
+            .write_rows(self.keyspace, &self.spec, rows, self.out.mode)
+            .map_err(BatchErrorKind::store("write_rows"))?;
+        self.rows_written += report.rows_written as u64;
+        match self.out.mode {
+            // distinct_table (spec §7.5): later rows with a known key are dropped silently.
+            WriteMode::Distinct => self.duplicates_skipped += report.duplicates.len() as u64,
+            WriteMode::Insert => {
+                for d in &report.duplicates {
+                    self.dup_count += 1;
+                    if self.dup_messages.len() < MAX_ERROR_MESSAGES {
+                        let index = self
+                            .spec
+                            .indexes
+                            .get(d.index)
+                            .map_or_else(|| format!("#{}", d.index), |i| i.table.storage_name());
+                        let e = StoreError::DuplicateKey {
+                            keyspace: self.keyspace.to_owned(),
+                            index,
+                            key: d.key.clone(),
+                            existing_rowid: d.existing_rowid,
+                        };
+                        self.dup_messages.push(e.to_string());
+                    }
+                }
+            }
+        }
+        self.used = 0;
+        self.write_time += start.elapsed();
+        Ok(())
+    }
+
+    /// Flushes and, as Capillaries does after writing everything else, fails the batch if any
+    /// row hit a unique key held by another row (spec §6.3).
+    pub(crate) fn finish(&mut self) -> Result<(), BatchErrorKind> {
+        self.flush()?;
+        if self.dup_count > 0 {
+            return Err(BatchErrorKind::Duplicates {
+                count: self.dup_count,
+                messages: std::mem::take(&mut self.dup_messages),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn build_index_key(
+    out: &mut Vec<u8>,
+    idx: &OutIndex,
+    w: &[Value],
+    loc: &dyn Fn() -> RowLoc,
+) -> Result<(), BatchErrorKind> {
+    key_into(out, &idx.def, &idx.pos, w).map_err(|e| field_err(loc, "index", &idx.name, e))
+}

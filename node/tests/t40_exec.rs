@@ -1,0 +1,1321 @@
+//! Batch execution of every processor on small hand-made data (spec §7), against the
+//! embedded store in a temporary directory.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow};
+use plexus_core::expr::parse;
+use plexus_core::gofmt::format_value;
+use plexus_core::key::{IndexDef, parse_index_def, parse_order_expr};
+use plexus_core::plan::{
+    CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
+    FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanExpr, PlanNode, Processor, PyCalc,
+    PyField, Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter,
+    TagAndDenormalize, Top, Writer, WriterField,
+};
+use plexus_core::row::{decode_row, encode_row};
+use plexus_core::task::BatchTask;
+use plexus_core::value::{Type, Value};
+use plexus_node::exec::{
+    BatchErrorKind, ExecContext, ExecError, compile_node, execute, table_spec,
+};
+use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::store::{
+    EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
+};
+
+const KS: &str = "ks";
+
+// ------------------------------------------------------------------------------------------
+// Plan building helpers: plans are assembled from plexus_core::plan structs; expressions go
+// through plexus_core::expr::parse (the planner crate cannot be a dependency of node).
+// ------------------------------------------------------------------------------------------
+
+fn e(src: &str) -> PlanExpr {
+    PlanExpr {
+        src: src.to_owned(),
+        ast: parse(src).unwrap_or_else(|err| panic!("test expression {src:?}: {err}")),
+    }
+}
+
+fn fields(list: &[(&str, Type)]) -> Vec<Field> {
+    let mut v: Vec<Field> = list
+        .iter()
+        .map(|(n, t)| Field {
+            name: (*n).to_owned(),
+            ty: *t,
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+fn index(def: &str, f: &[Field]) -> IndexDef {
+    parse_index_def(def, &|name| f.iter().find(|x| x.name == name).map(|x| x.ty))
+        .unwrap_or_else(|err| panic!("test index {def:?}: {err}"))
+}
+
+/// A writer field: (name, type, expression, default_value).
+type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
+
+fn table_writer(
+    name: &str,
+    wf: &[Wf<'_>],
+    having: Option<&str>,
+    idx: &[(&str, &str)],
+) -> TableWriter {
+    let mut fs: Vec<WriterField> = wf
+        .iter()
+        .map(|(n, t, x, d)| WriterField {
+            name: (*n).to_owned(),
+            ty: *t,
+            expr: e(x),
+            default_value: d.map(str::to_owned),
+        })
+        .collect();
+    fs.sort_by(|a, b| a.name.cmp(&b.name));
+    let plain: Vec<Field> = fs
+        .iter()
+        .map(|f| Field {
+            name: f.name.clone(),
+            ty: f.ty,
+        })
+        .collect();
+    TableWriter {
+        name: name.to_owned(),
+        fields: fs,
+        having: having.map(e),
+        indexes: idx
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), index(d, &plain)))
+            .collect(),
+        table_options: String::new(),
+    }
+}
+
+fn node(name: &str, ty: NodeType, reader: Reader, writer: Writer) -> PlanNode {
+    PlanNode {
+        name: name.to_owned(),
+        node_type: ty,
+        desc: String::new(),
+        start_policy: StartPolicy::Auto,
+        rerun_policy: RerunPolicy::Rerun,
+        max_batch_processing_time_ms: 0,
+        dependency_policy: None,
+        depends_on: Vec::new(),
+        batches: 1,
+        reader,
+        lookup: None,
+        processor: None,
+        writer,
+    }
+}
+
+fn table_reader(table: &str, batches: u32) -> Reader {
+    Reader::Table(TableReader {
+        table: table.to_owned(),
+        expected_batches_total: batches,
+        rowset_size: 2, // small pages so that paging is exercised
+    })
+}
+
+/// The source tables every test seeds directly: `orders` and `items`.
+fn orders_fields() -> Vec<Field> {
+    fields(&[
+        ("order_id", Type::Int),
+        ("status", Type::String),
+        ("ts", Type::DateTime),
+    ])
+}
+
+fn items_fields() -> Vec<Field> {
+    fields(&[
+        ("item_id", Type::Int),
+        ("order_id", Type::Int),
+        ("price", Type::Decimal2),
+        ("product", Type::String),
+    ])
+}
+
+fn base_plan() -> Plan {
+    let mut tables = BTreeMap::new();
+    tables.insert(
+        "orders".to_owned(),
+        TableSchema {
+            created_by: "read_orders".into(),
+            fields: orders_fields(),
+            indexes: BTreeMap::new(),
+        },
+    );
+    let itf = items_fields();
+    let mut idx = BTreeMap::new();
+    idx.insert(
+        "idx_items_order_id".to_owned(),
+        index("non_unique(order_id)", &itf),
+    );
+    idx.insert(
+        "idx_items_item_id".to_owned(),
+        index("unique(item_id)", &itf),
+    );
+    tables.insert(
+        "items".to_owned(),
+        TableSchema {
+            created_by: "read_items".into(),
+            fields: itf,
+            indexes: idx,
+        },
+    );
+    Plan {
+        nodes: Vec::new(),
+        tables,
+        policies: BTreeMap::new(),
+        default_policy: String::new(),
+    }
+}
+
+/// Adds `n` to the plan and registers the table it writes.
+fn add(plan: &mut Plan, n: PlanNode) {
+    if let Writer::Table(w) = &n.writer {
+        plan.tables.insert(
+            w.name.clone(),
+            TableSchema {
+                created_by: n.name.clone(),
+                fields: w
+                    .fields
+                    .iter()
+                    .map(|f| Field {
+                        name: f.name.clone(),
+                        ty: f.ty,
+                    })
+                    .collect(),
+                indexes: w.indexes.clone(),
+            },
+        );
+    }
+    plan.nodes.push(n);
+}
+
+// ------------------------------------------------------------------------------------------
+// Store helpers
+// ------------------------------------------------------------------------------------------
+
+struct Env {
+    _dir: tempfile::TempDir,
+    store: Arc<EmbeddedStore>,
+    ctx: ExecContext,
+}
+
+fn env() -> Result<Env> {
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(EmbeddedStore::open(dir.path())?);
+    store.create_keyspace(KS)?;
+    let ctx = ExecContext::new(store.clone());
+    Ok(Env {
+        _dir: dir,
+        store,
+        ctx,
+    })
+}
+
+fn s(v: &str) -> Value {
+    Value::str(v)
+}
+
+fn d(v: &str) -> Value {
+    Value::Decimal(v.parse().unwrap_or_default())
+}
+
+fn ts(ms: i64) -> Value {
+    Value::Time(plexus_core::value::Time::from_unix_millis(ms))
+}
+
+/// Writes `rows` (in schema field order) into `table` of `run` with rowids 1, 2, 3, …
+fn seed(store: &dyn Store, plan: &Plan, table: &str, run: u32, rows: &[Vec<Value>]) -> Result<()> {
+    let schema = &plan.tables[table];
+    let spec = TableSpec {
+        data: TableRef::new(table, run),
+        indexes: schema
+            .indexes
+            .iter()
+            .map(|(n, d)| IndexSpec {
+                table: TableRef::new(n.clone(), run),
+                kind: d.kind,
+            })
+            .collect(),
+    };
+    store.create_table(KS, &spec)?;
+    let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
+    let mut writes = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let mut bytes = Vec::new();
+        encode_row(&mut bytes, &types, r)?;
+        let keys = schema
+            .indexes
+            .values()
+            .map(|def| {
+                let vals: Vec<&Value> = def
+                    .components
+                    .iter()
+                    .map(|c| &r[schema.field(&c.field).map_or(0, |(p, _)| p)])
+                    .collect();
+                plexus_core::key::build_key(def, &vals)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        writes.push(RowWrite {
+            rowid: i as i64 + 1,
+            row: bytes,
+            keys,
+        });
+    }
+    store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+    Ok(())
+}
+
+fn seed_sources(store: &dyn Store, plan: &Plan, run: u32) -> Result<()> {
+    seed(
+        store,
+        plan,
+        "orders",
+        run,
+        &[
+            vec![Value::Int(1), s("a"), ts(1_000)],
+            vec![Value::Int(2), s("b"), ts(2_000)],
+            vec![Value::Int(3), s("c"), ts(3_000)],
+        ],
+    )?;
+    // items fields: item_id, order_id, price, product
+    seed(
+        store,
+        plan,
+        "items",
+        run,
+        &[
+            vec![Value::Int(10), Value::Int(1), d("1.25"), s("p1")],
+            vec![Value::Int(11), Value::Int(1), d("2.50"), s("p2")],
+            vec![Value::Int(12), Value::Int(2), d("3.33"), s("p1")],
+            vec![Value::Int(13), Value::Int(9), d("1.00"), s("px")],
+        ],
+    )
+}
+
+fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
+    BatchTask {
+        keyspace: KS.into(),
+        run_id: run,
+        node: node.into(),
+        batch_idx: batch,
+        batches_total: total,
+        reader_run: Some(run),
+        lookup_run: Some(run),
+    }
+}
+
+/// Creates the node's tables for `run` and executes every batch of it.
+fn run_node(env: &Env, plan: &Plan, name: &str, run: u32) -> Result<u64, ExecError> {
+    if let Some(spec) = table_spec(plan, name, run) {
+        env.store
+            .create_table(KS, &spec)
+            .map_err(|e| ExecError::Compile {
+                node: name.into(),
+                detail: e.to_string(),
+            })?;
+    }
+    let compiled = compile_node(plan, name)?;
+    let total = plan.node(name).map_or(1, |n| n.batches);
+    let mut out = 0;
+    for b in 0..total {
+        out += execute(&env.ctx, plan, &compiled, &task(name, run, b, total))?.rows_out;
+    }
+    Ok(out)
+}
+
+/// All rows of `table` in `run`, each rendered as `a|b|c` in schema order, sorted.
+fn rows(env: &Env, plan: &Plan, table: &str, run: u32) -> Result<Vec<String>> {
+    let types: Vec<Type> = plan.tables[table].fields.iter().map(|f| f.ty).collect();
+    let mut outv = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = env
+            .store
+            .scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
+        for (_, bytes) in &page.rows {
+            let vals = decode_row(bytes, &types)?;
+            outv.push(vals.iter().map(format_value).collect::<Vec<_>>().join("|"));
+        }
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => break,
+        }
+    }
+    outv.sort();
+    Ok(outv)
+}
+
+/// Raw (rowid, bytes) of a table: for idempotency checks.
+fn raw(env: &Env, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
+    let mut outv = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = env
+            .store
+            .scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
+        outv.extend(page.rows);
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => break,
+        }
+    }
+    Ok(outv)
+}
+
+fn sorted(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| (*s).to_owned()).collect();
+    v.sort();
+    v
+}
+
+// ------------------------------------------------------------------------------------------
+// Lookups
+// ------------------------------------------------------------------------------------------
+
+fn lookup_node(name: &str, join: JoinType, group: bool, wf: &[Wf<'_>]) -> PlanNode {
+    let itf = items_fields();
+    let mut n = node(
+        name,
+        NodeType::TableLookupTable,
+        table_reader("orders", 1),
+        Writer::Table(table_writer(name, wf, None, &[])),
+    );
+    n.lookup = Some(Lookup {
+        index_name: "idx_items_order_id".into(),
+        table: "items".into(),
+        index: index("non_unique(order_id)", &itf),
+        join_on: vec!["order_id".into()],
+        join_type: join,
+        group,
+        filter: None,
+        idx_read_batch_size: 2,
+        right_lookup_read_batch_size: 2,
+    });
+    n
+}
+
+const NON_GROUPED: &[Wf<'static>] = &[
+    ("order_id", Type::Int, "r.order_id", None),
+    ("item_id", Type::Int, "l.item_id", Some("999")),
+    ("product", Type::String, "l.product", None),
+    (
+        "value",
+        Type::Decimal2,
+        "l.price * decimal2(1.1)",
+        Some("999.00"),
+    ),
+    ("status", Type::String, "r.status", Some("never")),
+];
+
+#[test]
+fn lookup_non_grouped_inner_and_left() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        lookup_node("ng_inner", JoinType::Inner, false, NON_GROUPED),
+    );
+    add(
+        &mut plan,
+        lookup_node("ng_left", JoinType::Left, false, NON_GROUPED),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+
+    // Fields (sorted): item_id, order_id, product, status, value.
+    // value is rounded to cents after the multiplication (round-to-2 context): 1.25*1.1 =
+    // 1.375 → 1.38, 2.50*1.1 = 2.75, 3.33*1.1 = 3.663 → 3.66.
+    let inner = ["10|1|p1|a|1.38", "11|1|p2|a|2.75", "12|2|p1|b|3.66"];
+    assert_eq!(run_node(&env, &plan, "ng_inner", 1)?, 3);
+    assert_eq!(rows(&env, &plan, "ng_inner", 1)?, sorted(&inner));
+
+    // Order 3 has no items: fields referencing l.* get default_value or zero; r-only fields
+    // are computed (status keeps "c", its default is ignored).
+    let mut left = inner.to_vec();
+    left.push("999|3||c|999");
+    assert_eq!(run_node(&env, &plan, "ng_left", 1)?, 4);
+    assert_eq!(rows(&env, &plan, "ng_left", 1)?, sorted(&left));
+    Ok(())
+}
+
+const GROUPED: &[Wf<'static>] = &[
+    ("order_id", Type::Int, "r.order_id", None),
+    ("status", Type::String, "r.status", None),
+    ("total", Type::Decimal2, "sum(l.price)", None),
+    ("cnt", Type::Int, "count()", None),
+    ("avg_price", Type::Decimal2, "avg(l.price)", Some("-1")),
+    ("min_price", Type::Decimal2, "min(l.price)", None),
+    ("max_product", Type::String, "max(l.product)", Some("none")),
+    ("ids", Type::Int, "sum(l.item_id)", None),
+    (
+        "n_cheap",
+        Type::Int,
+        "count_if(l.price < decimal2(2))",
+        None,
+    ),
+    ("agg", Type::String, "string_agg(l.product, \",\")", None),
+];
+
+#[test]
+fn lookup_grouped_inner_and_left() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        lookup_node("g_inner", JoinType::Inner, true, GROUPED),
+    );
+    add(
+        &mut plan,
+        lookup_node("g_left", JoinType::Left, true, GROUPED),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+
+    // Fields (sorted): agg, avg_price, cnt, ids, max_product, min_price, n_cheap, order_id,
+    // status, total. avg(1.25, 2.50) = 1.875 → 1.88 (half away from zero).
+    let inner = [
+        "p1,p2|1.88|2|21|p2|1.25|1|1|a|3.75",
+        "p1|3.33|1|12|p1|3.33|0|2|b|3.33",
+    ];
+    assert_eq!(run_node(&env, &plan, "g_inner", 1)?, 2);
+    assert_eq!(rows(&env, &plan, "g_inner", 1)?, sorted(&inner));
+
+    // Order 3: aggregate fields get default_value or zero (count() → 0), r-fields computed.
+    let mut left = inner.to_vec();
+    left.push("|-1|0|0|none|0|0|3|c|0");
+    assert_eq!(run_node(&env, &plan, "g_left", 1)?, 3);
+    assert_eq!(rows(&env, &plan, "g_left", 1)?, sorted(&left));
+    Ok(())
+}
+
+#[test]
+fn lookup_filter_and_unique_index() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let itf = items_fields();
+    // Lookup through the unique index of items by item_id, from items themselves, keeping
+    // only right rows with price >= 2.
+    let mut n = node(
+        "self_join",
+        NodeType::TableLookupTable,
+        table_reader("items", 1),
+        Writer::Table(table_writer(
+            "self_join",
+            &[
+                ("item_id", Type::Int, "r.item_id", None),
+                ("price", Type::Decimal2, "l.price", None),
+            ],
+            None,
+            &[],
+        )),
+    );
+    n.lookup = Some(Lookup {
+        index_name: "idx_items_item_id".into(),
+        table: "items".into(),
+        index: index("unique(item_id)", &itf),
+        join_on: vec!["item_id".into()],
+        join_type: JoinType::Inner,
+        group: false,
+        filter: Some(e("l.price >= decimal2(2)")),
+        idx_read_batch_size: 3,
+        right_lookup_read_batch_size: 1,
+    });
+    add(&mut plan, n);
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    run_node(&env, &plan, "self_join", 1)?;
+    assert_eq!(
+        rows(&env, &plan, "self_join", 1)?,
+        sorted(&["11|2.5", "12|3.33"])
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// table_table, distinct_table, tag_and_denormalize
+// ------------------------------------------------------------------------------------------
+
+#[test]
+fn table_table_with_having_and_datetime_round_trip() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        node(
+            "tt",
+            NodeType::TableTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "tt",
+                &[
+                    ("id", Type::Int, "r.order_id * 10", None),
+                    ("when", Type::DateTime, "r.ts", None),
+                    (
+                        "half",
+                        Type::Decimal2,
+                        "decimal2(r.order_id) / decimal2(3)",
+                        None,
+                    ),
+                ],
+                Some("w.id > 10"),
+                &[],
+            )),
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    assert_eq!(run_node(&env, &plan, "tt", 1)?, 2);
+    // Fields: half, id, when. 2/3 = 0.67 and 3/3 = 1 (round-to-2, stored as cents).
+    assert_eq!(
+        rows(&env, &plan, "tt", 1)?,
+        sorted(&[
+            "0.67|20|1970-01-01 00:00:02 +0000 UTC",
+            "1|30|1970-01-01 00:00:03 +0000 UTC"
+        ])
+    );
+    Ok(())
+}
+
+#[test]
+fn distinct_keeps_first_row_per_key() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let mut n = node(
+        "dist",
+        NodeType::DistinctTable,
+        table_reader("items", 1),
+        Writer::Table(table_writer(
+            "dist",
+            &[
+                ("product", Type::String, "r.product", None),
+                ("item_id", Type::Int, "r.item_id", None),
+            ],
+            None,
+            &[("idx_dist_product", "unique(product)")],
+        )),
+    );
+    n.rerun_policy = RerunPolicy::Fail;
+    add(&mut plan, n);
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let compiled = compile_node(&plan, "dist")?;
+    let spec = table_spec(&plan, "dist", 1).context("spec")?;
+    env.store.create_table(KS, &spec)?;
+    let stats = execute(&env.ctx, &plan, &compiled, &task("dist", 1, 0, 1))?;
+    assert_eq!(stats.rows_in, 4);
+    assert_eq!(stats.rows_out, 3);
+    assert_eq!(stats.duplicates_skipped, 1);
+    // p1 appears as items 10 and 12; item 10 comes first in read order and wins.
+    assert_eq!(
+        rows(&env, &plan, "dist", 1)?,
+        sorted(&["10|p1", "11|p2", "13|px"])
+    );
+    // Re-running the batch keeps the same rows (its own rowids hold the keys).
+    let again = execute(&env.ctx, &plan, &compiled, &task("dist", 1, 0, 1))?;
+    assert_eq!(again.rows_out, 3);
+    assert_eq!(
+        rows(&env, &plan, "dist", 1)?,
+        sorted(&["10|p1", "11|p2", "13|px"])
+    );
+    Ok(())
+}
+
+#[test]
+fn tag_and_denormalize_multi_tag() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let mut n = node(
+        "tags",
+        NodeType::TableCustomTfmTable,
+        table_reader("items", 1),
+        Writer::Table(table_writer(
+            "tags",
+            &[
+                ("tag", Type::String, "p.tag", None),
+                ("item_id", Type::Int, "r.item_id", None),
+            ],
+            None,
+            &[],
+        )),
+    );
+    n.processor = Some(Processor::TagAndDenormalize(TagAndDenormalize {
+        tag_field: "tag".into(),
+        criteria: vec![
+            ("cheap".into(), e("r.price < 2")),
+            ("p1".into(), e("re.MatchString(`^p1$`, r.product)")),
+        ],
+    }));
+    add(&mut plan, n);
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    assert_eq!(run_node(&env, &plan, "tags", 1)?, 4);
+    // Item 10 matches both tags; item 11 none; 12 p1; 13 cheap.
+    assert_eq!(
+        rows(&env, &plan, "tags", 1)?,
+        sorted(&["10|cheap", "10|p1", "12|p1", "13|cheap"])
+    );
+    Ok(())
+}
+
+#[test]
+fn tag_criterion_that_is_not_bool_fails_the_batch() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let mut n = node(
+        "badtag",
+        NodeType::TableCustomTfmTable,
+        table_reader("items", 1),
+        Writer::Table(table_writer(
+            "badtag",
+            &[("tag", Type::String, "p.tag", None)],
+            None,
+            &[],
+        )),
+    );
+    n.processor = Some(Processor::TagAndDenormalize(TagAndDenormalize {
+        tag_field: "tag".into(),
+        criteria: vec![("x".into(), e("r.item_id + 1"))],
+    }));
+    add(&mut plan, n);
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "badtag", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("node badtag batch 0: items_00001 rowid 1: criterion x:"),
+        "{msg}"
+    );
+    assert!(!err.is_retryable());
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// table_file
+// ------------------------------------------------------------------------------------------
+
+fn file_node(name: &str, url: &str, batches: u32) -> PlanNode {
+    let cols = [
+        ("id", Type::Int, "r.order_id", "id", "%05d"),
+        ("status", Type::String, "r.status + \",x\"", "st,atus", "%s"),
+        (
+            "amount",
+            Type::Decimal2,
+            "decimal2(r.order_id) * decimal2(1.5)",
+            "amount",
+            "%6s",
+        ),
+    ];
+    let columns: Vec<FileColumn> = cols
+        .iter()
+        .map(|(n, t, x, h, f)| FileColumn {
+            name: (*n).into(),
+            ty: *t,
+            expr: e(x),
+            header: (*h).into(),
+            format: (*f).into(),
+            parquet_column: String::new(),
+        })
+        .collect();
+    let names: Vec<(String, Type)> = cols.iter().map(|c| (c.0.to_owned(), c.1)).collect();
+    let order = parse_order_expr("amount(desc)", &|f| {
+        names.iter().find(|(n, _)| n == f).map(|(_, t)| *t)
+    })
+    .unwrap_or_else(|err| panic!("order: {err}"));
+    let mut n = node(
+        name,
+        NodeType::TableFile,
+        table_reader("orders", batches),
+        Writer::File(FileWriter {
+            url_template: url.to_owned(),
+            format: FileWriterFormat::Csv {
+                separator: ",".into(),
+            },
+            columns,
+            having: Some(e("w.id >= 2")),
+            top: Some(Top { order, limit: 5 }),
+        }),
+    );
+    n.batches = batches;
+    n
+}
+
+#[test]
+fn table_file_csv_with_top_having_and_empty_batch() -> Result<()> {
+    let env = env()?;
+    let out_dir = tempfile::tempdir()?;
+    let url = format!("{}/orders_{{batch_idx}}.csv", out_dir.path().display());
+    let mut plan = base_plan();
+    add(&mut plan, file_node("to_file", &url, 2));
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    assert_eq!(run_node(&env, &plan, "to_file", 1)?, 2);
+    // Rowids 1..3 are non-negative: batch 1 of 2 holds them all, batch 0 is empty but its
+    // file still exists with the header (spec §8).
+    let empty = std::fs::read_to_string(out_dir.path().join("orders_00000.csv"))?;
+    assert_eq!(empty, "id,\"st,atus\",amount\r\n");
+    let full = std::fs::read_to_string(out_dir.path().join("orders_00001.csv"))?;
+    assert_eq!(
+        full,
+        "id,\"st,atus\",amount\r\n00003,\"c,x\",  4.50\n00002,\"b,x\",  3.00\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn table_file_into_missing_directory_fails_clearly() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        file_node("bad_out", "/nonexistent/dir/out_{batch_idx}.csv", 1),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "bad_out", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "node bad_out batch 0: cannot create output file /nonexistent/dir/out_00000.csv"
+        ),
+        "{msg}"
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// Errors, idempotency, isolation of runs
+// ------------------------------------------------------------------------------------------
+
+#[test]
+fn re_execution_is_idempotent() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let mut n = lookup_node("g_left", JoinType::Left, true, GROUPED);
+    if let Writer::Table(w) = &mut n.writer {
+        let f: Vec<Field> = w
+            .fields
+            .iter()
+            .map(|f| Field {
+                name: f.name.clone(),
+                ty: f.ty,
+            })
+            .collect();
+        w.indexes
+            .insert("idx_g_order".into(), index("unique(order_id)", &f));
+        w.indexes
+            .insert("idx_g_status".into(), index("non_unique(status)", &f));
+    }
+    add(&mut plan, n);
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    run_node(&env, &plan, "g_left", 1)?;
+    let first = raw(&env, "g_left", 1)?;
+    let counts = |env: &Env| -> Result<Vec<u64>> {
+        Ok(vec![
+            env.store.count_rows(KS, &TableRef::new("g_left", 1))?,
+            env.store.count_rows(KS, &TableRef::new("idx_g_order", 1))?,
+            env.store
+                .count_rows(KS, &TableRef::new("idx_g_status", 1))?,
+        ])
+    };
+    let c1 = counts(&env)?;
+    run_node(&env, &plan, "g_left", 1)?;
+    assert_eq!(raw(&env, "g_left", 1)?, first);
+    assert_eq!(counts(&env)?, c1);
+    assert_eq!(c1, vec![3, 3, 3]);
+    Ok(())
+}
+
+#[test]
+fn unique_index_duplicates_fail_after_writing_the_rest() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        node(
+            "uniq",
+            NodeType::TableTable,
+            table_reader("items", 1),
+            Writer::Table(table_writer(
+                "uniq",
+                &[
+                    ("order_id", Type::Int, "r.order_id", None),
+                    ("item_id", Type::Int, "r.item_id", None),
+                ],
+                None,
+                &[("idx_uniq_order_id_to_check_uniq", "unique(order_id)")],
+            )),
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "uniq", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("node uniq batch 0: 1 rows with duplicate unique keys"),
+        "{msg}"
+    );
+    assert!(msg.contains("cannot write duplicate index key"), "{msg}");
+    assert!(matches!(
+        err.kind(),
+        Some(BatchErrorKind::Duplicates { count: 1, .. })
+    ));
+    assert!(!err.is_retryable());
+    // Every data row was written (Capillaries has no rollback), one index entry per key.
+    assert_eq!(env.store.count_rows(KS, &TableRef::new("uniq", 1))?, 4);
+    assert_eq!(
+        env.store
+            .count_rows(KS, &TableRef::new("idx_uniq_order_id_to_check_uniq", 1))?,
+        3
+    );
+    Ok(())
+}
+
+#[test]
+fn evaluation_and_type_errors_name_node_row_and_field() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        node(
+            "div",
+            NodeType::TableTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "div",
+                &[("q", Type::Int, "r.order_id / (r.order_id - 2)", None)],
+                None,
+                &[],
+            )),
+        ),
+    );
+    add(
+        &mut plan,
+        node(
+            "wrongtype",
+            NodeType::TableTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "wrongtype",
+                &[("f", Type::Float, "r.order_id", None)],
+                None,
+                &[],
+            )),
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "div", 1).err().context("must fail")?;
+    assert_eq!(
+        err.to_string(),
+        "node div batch 0: orders_00001 rowid 2: field q: integer divide by zero"
+    );
+    // Rows before the failure stay written (spec §7.1).
+    assert_eq!(rows(&env, &plan, "div", 1)?, vec!["-1".to_owned()]);
+    let err = run_node(&env, &plan, "wrongtype", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("node wrongtype batch 0: orders_00001 rowid 1: field f: expression returned 1 (int64), expected float"),
+        "{msg}"
+    );
+    Ok(())
+}
+
+#[test]
+fn failed_batch_leaves_other_runs_intact() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        node(
+            "div",
+            NodeType::TableTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "div",
+                &[("q", Type::Int, "10 / r.order_id", None)],
+                None,
+                &[("idx_div_q", "non_unique(q)")],
+            )),
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    run_node(&env, &plan, "div", 1)?;
+    let before = raw(&env, "div", 1)?;
+    assert_eq!(before.len(), 3);
+    // Run 2 reads a source where order_id 0 makes the expression fail.
+    seed(
+        env.store.as_ref(),
+        &plan,
+        "orders",
+        2,
+        &[
+            vec![Value::Int(5), s("a"), ts(0)],
+            vec![Value::Int(0), s("b"), ts(0)],
+        ],
+    )?;
+    assert!(run_node(&env, &plan, "div", 2).is_err());
+    assert_eq!(raw(&env, "div", 1)?, before);
+    assert_eq!(env.store.count_rows(KS, &TableRef::new("idx_div_q", 1))?, 3);
+    Ok(())
+}
+
+#[test]
+fn compile_node_rejects_unknown_nodes() {
+    let plan = base_plan();
+    let err = compile_node(&plan, "nope").err();
+    assert!(matches!(err, Some(ExecError::Compile { .. })));
+}
+
+// ------------------------------------------------------------------------------------------
+// py_calc
+// ------------------------------------------------------------------------------------------
+
+fn py_node(name: &str, code: &str, calc: &[(&str, Type, &str)], wf: &[Wf<'_>]) -> PlanNode {
+    let mut n = node(
+        name,
+        NodeType::TableCustomTfmTable,
+        table_reader("items", 1),
+        Writer::Table(table_writer(name, wf, None, &[])),
+    );
+    n.processor = Some(Processor::PyCalc(PyCalc {
+        code_urls: vec!["test.py".into()],
+        code: format!("{code}\n"),
+        fields: calc
+            .iter()
+            .map(|(n, t, x)| PyField {
+                name: (*n).into(),
+                ty: *t,
+                expression: (*x).into(),
+            })
+            .collect(),
+    }));
+    n
+}
+
+fn python_env() -> Result<Option<Env>> {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("python3 not found; skipping py_calc test");
+        return Ok(None);
+    }
+    let mut env = env()?;
+    let pool = Arc::new(PyPool::new(PyPoolConfig::new("python3", 1)));
+    env.ctx = env.ctx.clone().with_py(pool);
+    Ok(Some(env))
+}
+
+#[test]
+fn py_calc_computes_fields() -> Result<()> {
+    let Some(env) = python_env()? else {
+        return Ok(());
+    };
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        py_node(
+            "py",
+            "def times_three(x):\n    return x * 3\n\ndef label(p, i):\n    return p + '-' + str(i)",
+            &[
+                ("tripled", Type::Decimal2, "times_three(r.price)"),
+                ("label", Type::String, "label(r.product, r.item_id)"),
+            ],
+            &[
+                ("item_id", Type::Int, "r.item_id", None),
+                ("tripled", Type::Decimal2, "p.tripled", None),
+                ("label", Type::String, "p.label", None),
+            ],
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    assert_eq!(run_node(&env, &plan, "py", 1)?, 4);
+    assert_eq!(
+        rows(&env, &plan, "py", 1)?,
+        sorted(&[
+            "10|p1-10|3.75",
+            "11|p2-11|7.5",
+            "12|p1-12|9.99",
+            "13|px-13|3"
+        ])
+    );
+    Ok(())
+}
+
+#[test]
+fn py_calc_exception_fails_the_batch_naming_rows() -> Result<()> {
+    let Some(env) = python_env()? else {
+        return Ok(());
+    };
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        py_node(
+            "pyerr",
+            "def inv(x):\n    return 1 / (x - 11)",
+            &[("v", Type::Float, "inv(r.item_id)")],
+            &[("v", Type::Float, "p.v", None)],
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "pyerr", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("node pyerr batch 0: py_calc failed for 1 of 2 rows"),
+        "{msg}"
+    );
+    assert!(msg.contains("ZeroDivisionError"), "{msg}");
+    assert!(msg.contains("items_00001 rowid 2"), "{msg}");
+    assert!(msg.contains("r.item_id=11"), "{msg}");
+    assert!(!err.is_retryable());
+    // The successful row of the failing page was written; the next page was never read.
+    assert_eq!(rows(&env, &plan, "pyerr", 1)?, vec!["-1".to_owned()]);
+    Ok(())
+}
+
+#[test]
+fn py_calc_without_pool_fails() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        py_node(
+            "nopool",
+            "def f(x):\n    return x",
+            &[("v", Type::Int, "f(r.item_id)")],
+            &[("v", Type::Int, "p.v", None)],
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let err = run_node(&env, &plan, "nopool", 1)
+        .err()
+        .ok_or_else(|| anyhow!("must fail"))?;
+    assert!(matches!(err.kind(), Some(BatchErrorKind::NoPythonPool)));
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// file_table
+// ------------------------------------------------------------------------------------------
+
+fn csv_node(name: &str, urls: &[String]) -> PlanNode {
+    let col = |name: &str, ty: Type, hdr: &str, format: &str, default: &str| ReaderColumn {
+        name: name.into(),
+        ty,
+        default_value: default.into(),
+        csv_idx: 0,
+        csv_header: hdr.into(),
+        csv_format: format.into(),
+        parquet_column: String::new(),
+    };
+    let mut n = node(
+        name,
+        NodeType::FileTable,
+        Reader::File(FileReader {
+            urls: urls.to_vec(),
+            format: FileReaderFormat::Csv(CsvReaderSettings {
+                hdr_line_idx: 0,
+                first_data_line_idx: 1,
+                separator: b',',
+                by_header: true,
+            }),
+            // Sorted by name, as the planner orders them.
+            columns: vec![
+                col("id", Type::Int, "order_id", "", ""),
+                col("price", Type::Decimal2, "price", "%f", ""),
+                col("qty", Type::Int, "qty", "%d", "7"),
+                col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
+            ],
+        }),
+        Writer::Table(table_writer(
+            name,
+            &[
+                ("id", Type::Int, "r.id", None),
+                ("qty", Type::Int, "r.qty", None),
+                ("ts", Type::DateTime, "r.ts", None),
+                ("total", Type::Decimal2, "decimal2(r.qty) * r.price", None),
+            ],
+            None,
+            &[],
+        )),
+    );
+    n.batches = urls.len() as u32;
+    n
+}
+
+fn write_file(dir: &std::path::Path, name: &str, text: &str) -> Result<String> {
+    let p = dir.join(name);
+    std::fs::write(&p, text)?;
+    Ok(p.display().to_string())
+}
+
+const CSV_HEADER: &str = "order_id,qty,price,ts\n";
+
+#[test]
+fn file_table_reads_csv_batches() -> Result<()> {
+    let env = env()?;
+    let dir = tempfile::tempdir()?;
+    let a = write_file(
+        dir.path(),
+        "a.csv",
+        &format!("{CSV_HEADER}1,5,1.255,2020-01-02 03:04:05\n2,,2.5,2020-01-03 00:00:00\n"),
+    )?;
+    let b = write_file(
+        dir.path(),
+        "b.csv",
+        &format!("{CSV_HEADER}3,1,0.1,2021-06-07 08:09:10\n"),
+    )?;
+    let mut plan = base_plan();
+    add(&mut plan, csv_node("read_csv", &[a, b]));
+    assert_eq!(run_node(&env, &plan, "read_csv", 1)?, 3);
+    // Fields: id, qty, total, ts. 1.255 read with %f rounds to 1.26 (shortest float text,
+    // half away from zero); 5 × 1.26 = 6.3; an empty qty takes col_default_value 7.
+    assert_eq!(
+        rows(&env, &plan, "read_csv", 1)?,
+        sorted(&[
+            "1|5|6.3|2020-01-02 03:04:05 +0000 UTC",
+            "2|7|17.5|2020-01-03 00:00:00 +0000 UTC",
+            "3|1|0.1|2021-06-07 08:09:10 +0000 UTC",
+        ])
+    );
+    Ok(())
+}
+
+#[test]
+fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cases = [
+        (
+            "fields.csv",
+            "1,5,1.0,2020-01-02 03:04:05\n2,5\n",
+            "line 3",
+            "wrong number of fields",
+        ),
+        (
+            "int.csv",
+            "1,5,1.0,2020-01-02 03:04:05\nabc,5,1.0,2020-01-02 03:04:05\n",
+            "line 3",
+            "column id",
+        ),
+        (
+            "float.csv",
+            "1,5,x1.0,2020-01-02 03:04:05\n",
+            "line 2",
+            "column price",
+        ),
+        (
+            "qty.csv",
+            "1,q,1.0,2020-01-02 03:04:05\n",
+            "line 2",
+            "column qty",
+        ),
+        (
+            "time.csv",
+            "1,5,1.0,2020-13-02 03:04:05\n",
+            "line 2",
+            "column ts",
+        ),
+    ];
+    for (file, body, line, what) in cases {
+        let env = env()?;
+        let url = write_file(dir.path(), file, &format!("{CSV_HEADER}{body}"))?;
+        let mut plan = base_plan();
+        add(&mut plan, csv_node("read_csv", std::slice::from_ref(&url)));
+        let err = run_node(&env, &plan, "read_csv", 1)
+            .err()
+            .with_context(|| format!("{file} must fail"))?;
+        let msg = err.to_string();
+        assert!(msg.starts_with("node read_csv batch 0: "), "{msg}");
+        assert!(msg.contains(&url), "{file}: {msg}");
+        assert!(msg.contains(line), "{file}: {msg}");
+        assert!(msg.contains(what), "{file}: {msg}");
+        assert!(!err.is_retryable(), "{file}");
+    }
+    // A missing file.
+    let env = env()?;
+    let missing = dir.path().join("missing.csv").display().to_string();
+    let mut plan = base_plan();
+    add(
+        &mut plan,
+        csv_node("read_csv", std::slice::from_ref(&missing)),
+    );
+    let err = run_node(&env, &plan, "read_csv", 1)
+        .err()
+        .context("must fail")?;
+    let msg = err.to_string();
+    assert!(msg.starts_with("node read_csv batch 0: "), "{msg}");
+    assert!(msg.contains(&missing), "{msg}");
+    Ok(())
+}
+
+/// Throughput smoke check (release): `cargo test --release -p plexus-node --test t40_exec
+/// perf -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn perf_table_table_and_grouped_lookup() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan();
+    let n_orders = 200_000i64;
+    let orders: Vec<Vec<Value>> = (0..n_orders)
+        .map(|i| vec![Value::Int(i), s(&format!("status{}", i % 7)), ts(i * 1000)])
+        .collect();
+    let items: Vec<Vec<Value>> = (0..2 * n_orders)
+        .map(|i| {
+            vec![
+                Value::Int(i),
+                Value::Int(i / 2),
+                d(&format!("{}.{:02}", i % 100, i % 97)),
+                s(&format!("product{}", i % 1000)),
+            ]
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    seed(env.store.as_ref(), &plan, "orders", 1, &orders)?;
+    seed(env.store.as_ref(), &plan, "items", 1, &items)?;
+    eprintln!("seed: {:?}", t.elapsed());
+    let mut tt = node(
+        "tt",
+        NodeType::TableTable,
+        table_reader("orders", 1),
+        Writer::Table(table_writer(
+            "tt",
+            &[
+                ("id", Type::Int, "r.order_id * 10", None),
+                ("st", Type::String, "r.status", None),
+                ("when", Type::DateTime, "r.ts", None),
+            ],
+            None,
+            &[("idx_tt_id", "unique(id)")],
+        )),
+    );
+    if let Reader::Table(r) = &mut tt.reader {
+        r.rowset_size = 1000;
+    }
+    add(&mut plan, tt);
+    let mut g = lookup_node("g", JoinType::Left, true, GROUPED);
+    if let Reader::Table(r) = &mut g.reader {
+        r.rowset_size = 1000;
+    }
+    if let Some(l) = &mut g.lookup {
+        l.idx_read_batch_size = 3000;
+        l.right_lookup_read_batch_size = 3000;
+    }
+    add(&mut plan, g);
+    for name in ["tt", "g"] {
+        let t = std::time::Instant::now();
+        if let Some(spec) = table_spec(&plan, name, 1) {
+            env.store.create_table(KS, &spec)?;
+        }
+        let c = compile_node(&plan, name)?;
+        let st = execute(&env.ctx, &plan, &c, &task(name, 1, 0, 1))?;
+        eprintln!("{name}: {:?} total {:?}", st, t.elapsed());
+    }
+    Ok(())
+}
