@@ -207,7 +207,7 @@ impl Engine {
         let records = self.ctx.store.scan_meta_prefix(keyspace, LOG_PREFIX)?;
         let mut next = 0;
         for rec in records {
-            let cmd = Command::from_bytes(&rec.value).map_err(|e| EngineError::Log {
+            let cmd = Command::from_bytes(&rec.1).map_err(|e| EngineError::Log {
                 keyspace: keyspace.to_string(),
                 detail: e.to_string(),
             })?;

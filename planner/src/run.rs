@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use plexus_core::plan::{Plan, Reader};
 use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
-use plexus_node::files::proto::{self, ProtoDirs};
+use plexus_node::files::{self as proto, ProtoDirs};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{EmbeddedStore, Store};
 use plexus_raft::NodeBatchStatus;

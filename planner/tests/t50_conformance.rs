@@ -1,0 +1,361 @@
+//! Capillaries conformance: the integration tests of ../shared/conformance run through
+//! `planner run` on the embedded store, outputs compared as the conformance README prescribes.
+//! Inputs are copied into a temp dir (shared/ is read-only in CI); outputs are written there.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use common::{conformance_dir, crate_dir, params_with, url};
+
+/// A temp workspace: inputs copied from one conformance test, an output dir, a data dir.
+struct Case {
+    tmp: tempfile::TempDir,
+    conf: PathBuf,
+}
+
+impl Case {
+    fn new(test: &str) -> Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        let conf = conformance_dir()?.join(test);
+        let input = tmp.path().join("in");
+        std::fs::create_dir_all(&input)?;
+        for e in std::fs::read_dir(conf.join("in"))? {
+            let e = e?;
+            std::fs::copy(e.path(), input.join(e.file_name()))?;
+        }
+        std::fs::create_dir_all(tmp.path().join("out"))?;
+        Ok(Self { tmp, conf })
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    fn cfg(&self, name: &str) -> PathBuf {
+        self.conf.join("cfg").join(name)
+    }
+
+    /// `planner run` with the given extra arguments; fails with its output unless it succeeds.
+    fn run(&self, args: &[&str]) -> Result<String> {
+        let data = self.dir("data");
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .arg("run")
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(out.status.success(), "planner run {args:?} failed:\n{text}");
+        Ok(text)
+    }
+}
+
+/// Lines compared like `diff -b`: runs of blanks collapse to one, trailing blanks (incl. the
+/// header's `\r`) are ignored.
+fn diff_b_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn assert_same(got_path: &Path, want_path: &Path) -> Result<()> {
+    let got = std::fs::read_to_string(got_path)
+        .with_context(|| format!("output {} missing", got_path.display()))?;
+    let want = std::fs::read_to_string(want_path)?;
+    compare(&diff_b_lines(&got), &diff_b_lines(&want), got_path)
+}
+
+fn compare(got: &[String], want: &[String], what: &Path) -> Result<()> {
+    if got == want {
+        return Ok(());
+    }
+    let first = got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len().min(want.len()));
+    bail!(
+        "{}: differs from baseline at line {} ({} lines vs {}):\n  got:  {:?}\n  want: {:?}",
+        what.display(),
+        first + 1,
+        got.len(),
+        want.len(),
+        got.get(first),
+        want.get(first)
+    )
+}
+
+const LOOKUP_OUTPUTS: [&str; 4] = [
+    "order_item_date_inner",
+    "order_item_date_left_outer",
+    "order_date_value_grouped_inner",
+    "order_date_value_grouped_left_outer",
+];
+
+fn lookup_params(c: &Case, from: &str) -> Result<PathBuf> {
+    params_with(
+        &c.dir("."),
+        &c.cfg(from),
+        &[("dir_in", &url(&c.dir("in"))), ("dir_out", &url(&c.dir("out")))],
+    )
+}
+
+fn check_lookup_outputs(c: &Case) -> Result<()> {
+    for name in LOOKUP_OUTPUTS {
+        assert_same(
+            &c.dir("out").join(format!("{name}.csv")),
+            &c.conf.join("out").join(format!("{name}_baseline.csv")),
+        )?;
+    }
+    Ok(())
+}
+
+#[test]
+fn lookup_one_run() -> Result<()> {
+    let c = Case::new("lookup")?;
+    let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+    c.run(&[
+        &url(&c.cfg("script_quick.yaml")),
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "lookup_quicktest_one",
+        "--start-nodes",
+        "read_orders,read_order_items",
+    ])?;
+    check_lookup_outputs(&c)
+}
+
+#[test]
+fn lookup_multi_runs() -> Result<()> {
+    let c = Case::new("lookup")?;
+    let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
+    let script = url(&c.cfg("script_quick.yaml"));
+    c.run(&[
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "lookup_quicktest_multi",
+        "--start-nodes",
+        "read_orders,read_order_items",
+    ])?;
+    for name in LOOKUP_OUTPUTS {
+        ensure!(
+            !c.dir("out").join(format!("{name}.csv")).exists(),
+            "run 1 must only run the two readers"
+        );
+    }
+    c.run(&[
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "lookup_quicktest_multi",
+        "--start-nodes",
+        "order_item_date_inner,order_item_date_left_outer,order_date_value_grouped_inner,order_date_value_grouped_left_outer",
+    ])?;
+    check_lookup_outputs(&c)
+}
+
+fn tag_params(c: &Case, from: &str) -> Result<PathBuf> {
+    params_with(
+        &c.dir("."),
+        &c.cfg(from),
+        &[
+            ("dir_in", &url(&c.dir("in"))),
+            ("dir_out", &url(&c.dir("out"))),
+            ("dir_cfg", &url(&c.conf.join("cfg"))),
+        ],
+    )
+}
+
+fn check_tag_outputs(c: &Case) -> Result<()> {
+    assert_same(
+        &c.dir("out").join("tag_totals.tsv"),
+        &c.conf.join("out/tag_totals_baseline.tsv"),
+    )?;
+    // No `top`: sort the whole file, header included, in byte order.
+    let got_path = c.dir("out").join("tagged_products_for_operator_review.csv");
+    let got = std::fs::read_to_string(&got_path)?;
+    let want =
+        std::fs::read_to_string(c.conf.join("out/tagged_products_for_operator_review_baseline.csv"))?;
+    let mut got: Vec<&str> = got.lines().map(|l| l.trim_end_matches('\r')).collect();
+    got.sort_unstable();
+    let got: Vec<String> = diff_b_lines(&got.join("\n"));
+    compare(&got, &diff_b_lines(&want), &got_path)
+}
+
+#[test]
+fn tag_and_denormalize_one_run() -> Result<()> {
+    let c = Case::new("tag_and_denormalize")?;
+    let params = tag_params(&c, "script_params_fs_one.json")?;
+    c.run(&[
+        &url(&c.cfg("script.json")),
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "tag_and_denormalize_quicktest_one",
+        "--start-nodes",
+        "read_tags,read_products",
+    ])?;
+    check_tag_outputs(&c)
+}
+
+#[test]
+fn tag_and_denormalize_multi_runs() -> Result<()> {
+    let c = Case::new("tag_and_denormalize")?;
+    let params = tag_params(&c, "script_params_fs_multi.json")?;
+    let script = url(&c.cfg("script.json"));
+    let ks = "tag_and_denormalize_quicktest_multi";
+    c.run(&[
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        ks,
+        "--start-nodes",
+        "read_tags,read_products",
+    ])?;
+    ensure!(!c.dir("out").join("tag_totals.tsv").exists(), "tag_totals is manual");
+    c.run(&[
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        ks,
+        "--start-nodes",
+        "tag_totals",
+    ])?;
+    check_tag_outputs(&c)
+}
+
+#[test]
+fn py_calc_one_run() -> Result<()> {
+    let c = Case::new("py_calc")?;
+    let params = params_with(
+        &c.dir("."),
+        &c.cfg("script_params.json"),
+        &[
+            ("dir_in", &url(&c.dir("in"))),
+            ("dir_out", &url(&c.dir("out"))),
+            ("dir_py", &url(&crate_dir().join("tests/fixtures/py_calc"))),
+        ],
+    )?;
+    c.run(&[
+        &url(&c.cfg("script.json")),
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "py_calc_quicktest",
+        "--start-nodes",
+        "read_order_items",
+    ])?;
+    for kind in ["go", "py"] {
+        let mut header = None;
+        let mut rows: Vec<String> = Vec::new();
+        for b in ["00000", "00001"] {
+            let p = c.dir("out").join(format!("taxed_order_items_{kind}_{b}.csv"));
+            let text = std::fs::read_to_string(&p)
+                .with_context(|| format!("{} missing", p.display()))?;
+            let mut lines = text.lines();
+            let h = lines.next().unwrap_or_default().to_string();
+            header.get_or_insert(h);
+            rows.extend(lines.map(str::to_string));
+        }
+        rows.sort_unstable();
+        let mut got = vec![header.unwrap_or_default()];
+        got.extend(rows);
+        let want = std::fs::read_to_string(
+            c.conf.join(format!("out/taxed_order_items_{kind}_baseline.csv")),
+        )?;
+        compare(
+            &diff_b_lines(&got.join("\n")),
+            &diff_b_lines(&want),
+            Path::new(&format!("taxed_order_items_{kind}")),
+        )?;
+    }
+    Ok(())
+}
+
+/// proto_file_reader_creator: generate the script, insert `top` as upstream does, run it,
+/// compare the output with the input (spec §13.6, conformance README §5).
+fn proto_round_trip(file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
+    let c = Case::new("proto_file_reader_creator")?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+    cmd.arg("proto-file-reader-creator")
+        .arg("--file")
+        .arg(c.dir("in").join(file))
+        .arg("--file-type")
+        .arg(file_type)
+        .arg("--in-dir")
+        .arg(c.dir("in"))
+        .arg("--out-dir")
+        .arg(c.dir("out"));
+    if file_type == "csv" {
+        cmd.args([
+            "--csv-hdr-line-idx",
+            "0",
+            "--csv-first-line-idx",
+            "1",
+            "--csv-separator",
+            "\t",
+        ]);
+    }
+    let out = cmd.output()?;
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut script: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let w = script
+        .pointer_mut("/nodes/write_file/w")
+        .and_then(|w| w.as_object_mut())
+        .context("generated script has no nodes.write_file.w")?;
+    w.insert("top".into(), serde_json::json!({"order": "col_id(asc)"}));
+    let path = c.dir(&format!("script_{file_type}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&script)?)?;
+    c.run(&[
+        &url(&path),
+        "--keyspace",
+        &format!("proto_file_reader_creator_{file_type}"),
+        "--start-nodes",
+        "read_file",
+    ])?;
+    Ok((c, path))
+}
+
+#[test]
+fn proto_file_reader_creator_csv() -> Result<()> {
+    let (c, _) = proto_round_trip("csv", "products.csv")?;
+    assert_same(&c.dir("out/products.csv"), &c.dir("in/products.csv"))
+}
+
+#[test]
+fn proto_file_reader_creator_parquet() -> Result<()> {
+    let (c, script) = proto_round_trip("parquet", "products.parquet")?;
+    let plan = planner::build_plan(&url(&script), None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Some(plexus_core::plan::Reader::File(reader)) =
+        plan.node("read_file").map(|n| n.reader.clone())
+    else {
+        bail!("read_file is not a file reader");
+    };
+    let read_all = |p: &Path| -> Result<Vec<Vec<plexus_core::value::Value>>> {
+        let mut src = plexus_node::files::open_source(&reader, &url(p))?;
+        let mut rows = Vec::new();
+        let mut chunk = Vec::new();
+        while src.next_chunk(&mut chunk, 1000)? > 0 {
+            rows.append(&mut chunk);
+        }
+        Ok(rows)
+    };
+    let want = read_all(&c.dir("in/products.parquet"))?;
+    let got = read_all(&c.dir("out/products.parquet"))?;
+    ensure!(want.len() == 48, "input has {} rows", want.len());
+    ensure!(got == want, "parquet round trip changed values");
+    Ok(())
+}
