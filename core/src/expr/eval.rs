@@ -206,16 +206,17 @@ impl Compiled {
         for (op, n) in rest {
             let v = self.ev(n, vars, ctx)?;
             if let Some(s) = buf.as_mut() {
-                match (&*v, op) {
-                    (Value::Str(t), BinaryOp::Add) => {
-                        s.push_str(t);
-                        continue;
-                    }
-                    _ => {
-                        let left = Value::Str(Arc::from(s.as_str()));
-                        return binary(*op, &left, &v, ctx.rounding).map(Val::Own);
-                    }
+                if let (Value::Str(t), BinaryOp::Add) = (&*v, op) {
+                    s.push_str(t);
+                    continue;
                 }
+                // The concatenation run ended: materialise it and go on with the operator.
+                let left = Value::Str(Arc::from(s.as_str()));
+                if let Some(s) = buf.take() {
+                    put_buf(s);
+                }
+                acc = Val::Own(binary(*op, &left, &v, ctx.rounding)?);
+                continue;
             }
             if let (Value::Str(a), Value::Str(b), BinaryOp::Add) = (&*acc, &*v, op) {
                 let mut s = take_buf();

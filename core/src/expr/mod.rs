@@ -25,3 +25,6 @@ pub use compile::{Compiled, Rounding, compile};
 pub use error::{EvalError, ExprError};
 pub use parser::{ParseError, parse};
 pub use scope::{Alias, Scope, Vars};
+
+#[cfg(test)]
+mod tests;
