@@ -718,7 +718,7 @@ fn missing_variables() {
 
 #[test]
 fn dependency_policy_rules() {
-    let scope = Scope::dependency_policy();
+    let dep = Scope::dependency_policy();
     let c = compile(
         &parse(
             "e.run_is_current && nrs.run_status == wfmodel.RunComplete"
@@ -726,7 +726,7 @@ fn dependency_policy_rules() {
                 .as_str(),
         )
         .unwrap(),
-        &scope,
+        &dep,
     )
     .unwrap();
     let nrs = vec![int(5), b(true), int(2), int(104)];
@@ -737,11 +737,11 @@ fn dependency_policy_rules() {
             "nrs.node_status == wfmodel.NodeBatchRunStopReceived && nrs.run_id > wfmodel.RunNone",
         )
         .unwrap(),
-        &scope,
+        &dep,
     )
     .unwrap();
     assert_eq!(c.eval_bool(&vars, Rounding::None), Ok(true));
-    let c = compile(&parse("nrs.run_id + 1").unwrap(), &scope).unwrap();
+    let c = compile(&parse("nrs.run_id + 1").unwrap(), &dep).unwrap();
     assert!(
         c.eval_bool(&vars, Rounding::None)
             .unwrap_err()
@@ -749,11 +749,7 @@ fn dependency_policy_rules() {
             .contains("must return bool")
     );
     // Without the wfmodel flag, wfmodel.* is a (prohibited) field.
-    let e = compile(
-        &parse("wfmodel.RunStart == 1").unwrap(),
-        &super::tests::scope(),
-    )
-    .unwrap_err();
+    let e = compile(&parse("wfmodel.RunStart == 1").unwrap(), &scope()).unwrap_err();
     assert_eq!(e.to_string(), "prohibited field wfmodel.RunStart");
     for (name, v) in [
         ("RunNone", 0),
@@ -766,7 +762,7 @@ fn dependency_policy_rules() {
         ("NodeBatchFail", 3),
         ("NodeBatchRunStopReceived", 104),
     ] {
-        let c = compile(&parse(&format!("wfmodel.{name}")).unwrap(), &scope).unwrap();
+        let c = compile(&parse(&format!("wfmodel.{name}")).unwrap(), &dep).unwrap();
         assert_eq!(c.eval(&vars, Rounding::None), Ok(int(v)), "{name}");
     }
 }
