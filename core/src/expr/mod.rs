@@ -27,4 +27,6 @@ pub use parser::{ParseError, parse};
 pub use scope::{Alias, Scope, Vars};
 
 #[cfg(test)]
+mod parser_tests;
+#[cfg(test)]
 mod tests;
