@@ -175,6 +175,8 @@ pub(crate) enum Node {
 pub struct Compiled {
     pub(crate) root: Node,
     pub(crate) refs: Vec<FieldRef>,
+    /// The aggregate when the AST root is a direct aggregate call (`(sum(x))` is not one).
+    root_agg: Option<AggFunc>,
     text: String,
 }
 
@@ -186,10 +188,7 @@ impl Compiled {
 
     /// The root aggregate function, if the expression is one (spec §5.10).
     pub fn root_aggregate(&self) -> Option<AggFunc> {
-        match &self.root {
-            Node::Agg { func, .. } => Some(*func),
-            _ => None,
-        }
+        self.root_agg
     }
 
     /// The canonical text of the source expression.
@@ -212,6 +211,7 @@ pub fn compile(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
     Ok(Compiled {
         root,
         refs: c.refs,
+        root_agg: ast.root_aggregate(),
         text: ast.to_string(),
     })
 }

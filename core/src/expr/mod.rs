@@ -27,6 +27,8 @@ pub use parser::{ParseError, parse};
 pub use scope::{Alias, Scope, Vars};
 
 #[cfg(test)]
+mod check_tests;
+#[cfg(test)]
 mod parser_tests;
 #[cfg(test)]
 mod tests;
