@@ -31,4 +31,6 @@ mod check_tests;
 #[cfg(test)]
 mod parser_tests;
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;

@@ -49,7 +49,7 @@ fn t2020() -> Time {
     gotime::date(2020, 1, 2, 3, 4, 5, 0, None)
 }
 
-fn row() -> Vec<Value> {
+pub(super) fn row() -> Vec<Value> {
     vec![
         Value::Int(7),
         Value::Int(-2),
