@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use super::agg::AggFunc;
 use super::ast::{Ast, BinaryOp, Expr, FieldRef, MONTHS, UnaryOp, WFMODEL};
 use super::error::{EvalError, ExprError};
+use super::fast::Fast;
 use super::regex_go;
 use super::scope::Scope;
 use crate::value::Value;
@@ -162,6 +163,11 @@ pub(crate) enum Node {
         re: Result<Regex, EvalError>,
         args: Box<[Self]>,
     },
+    /// A statically typed int/bool subtree, with the generic tree as fallback.
+    Fast {
+        fast: Fast,
+        generic: Box<Node>,
+    },
     /// An aggregate call; `sep` is the `string_agg` separator when it is a string literal.
     Agg {
         func: AggFunc,
@@ -303,6 +309,19 @@ impl Compiler<'_> {
     }
 
     fn node(&mut self, e: &Expr) -> Result<Node, ExprError> {
+        let generic = self.generic(e)?;
+        if let Expr::Binary { .. } | Expr::Unary { .. } = e {
+            if let Some(fast) = Fast::build(e, self.scope).filter(Fast::is_operator) {
+                return Ok(Node::Fast {
+                    fast,
+                    generic: Box::new(generic),
+                });
+            }
+        }
+        Ok(generic)
+    }
+
+    fn generic(&mut self, e: &Expr) -> Result<Node, ExprError> {
         Ok(match e {
             Expr::Int(t) => match int_literal(t) {
                 Ok(v) => Node::Const(v),

@@ -12,6 +12,7 @@ mod check;
 mod compile;
 mod error;
 mod eval;
+mod fast;
 mod funcs;
 mod lexer;
 mod parser;

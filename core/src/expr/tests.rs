@@ -856,3 +856,44 @@ fn compiled_accessors() {
     let v: Arc<str> = Arc::from("x");
     assert_eq!(Value::Str(v), s("x"));
 }
+
+#[test]
+fn typed_fast_path_falls_back_on_unexpected_values() {
+    let sc = scope();
+    let c = compile(&parse("r.i * 3 + r.j - 7 > 0 && r.b").unwrap(), &sc).unwrap();
+    let mut r = row();
+    let vars = |r: &[Value]| c.eval(&Vars::new().with(Alias::R, r), Rounding::None);
+    assert_eq!(vars(&r), Ok(b(true)));
+    // A row value of another type than declared: the generic evaluator decides.
+    r[0] = Value::Float(0.5);
+    assert_eq!(vars(&r), Ok(b(false)));
+    r[0] = Value::GoInt(7);
+    assert_eq!(vars(&r), Ok(b(true)));
+    r[0] = Value::str("x");
+    assert!(
+        vars(&r)
+            .unwrap_err()
+            .to_string()
+            .contains("incompatible arg types")
+    );
+    r[0] = Value::Int(7);
+    r[7] = Value::Int(1);
+    assert!(
+        vars(&r)
+            .unwrap_err()
+            .to_string()
+            .contains("both args must be bool")
+    );
+    // Missing values.
+    assert_eq!(
+        vars(&[]).unwrap_err().to_string(),
+        "variable not supplied: r.i"
+    );
+    // Wrap-around in the fast path too.
+    let c = compile(&parse("9223372036854775807 + r.i").unwrap(), &sc).unwrap();
+    let r = row();
+    assert_eq!(
+        c.eval(&Vars::new().with(Alias::R, &r), Rounding::None),
+        Ok(int(i64::MIN + 6))
+    );
+}
