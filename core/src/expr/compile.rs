@@ -166,7 +166,7 @@ pub(crate) enum Node {
     /// A statically typed int/bool subtree, with the generic tree as fallback.
     Fast {
         fast: Fast,
-        generic: Box<Node>,
+        generic: Box<Self>,
     },
     /// An aggregate call; `sep` is the `string_agg` separator when it is a string literal.
     Agg {
@@ -310,13 +310,13 @@ impl Compiler<'_> {
 
     fn node(&mut self, e: &Expr) -> Result<Node, ExprError> {
         let generic = self.generic(e)?;
-        if let Expr::Binary { .. } | Expr::Unary { .. } = e {
-            if let Some(fast) = Fast::build(e, self.scope).filter(Fast::is_operator) {
-                return Ok(Node::Fast {
-                    fast,
-                    generic: Box::new(generic),
-                });
-            }
+        if let Expr::Binary { .. } | Expr::Unary { .. } = e
+            && let Some(fast) = Fast::build(e, self.scope).filter(Fast::is_operator)
+        {
+            return Ok(Node::Fast {
+                fast,
+                generic: Box::new(generic),
+            });
         }
         Ok(generic)
     }

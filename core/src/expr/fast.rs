@@ -52,11 +52,10 @@ impl Fast {
     fn ty(&self) -> Ty {
         match self {
             Self::Int(_) | Self::IntField { .. } => Ty::I,
-            Self::IntOp { op, .. }
-                if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) =>
-            {
-                Ty::I
-            }
+            Self::IntOp {
+                op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul,
+                ..
+            } => Ty::I,
             _ => Ty::B,
         }
     }
