@@ -41,7 +41,7 @@ fn row() -> Vec<Value> {
         Value::str("BRL"),
         Value::Int(42),
         dec("1234.5"),
-        Value::Float(2.71828),
+        Value::Float(19.5),
         Value::str("Boys shoes, leather, size 10"),
     ]
 }
