@@ -897,3 +897,14 @@ fn typed_fast_path_falls_back_on_unexpected_values() {
         Ok(int(i64::MIN + 6))
     );
 }
+
+#[test]
+fn compiled_expressions_are_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Compiled>();
+    assert_send_sync::<Accumulator>();
+    assert_send_sync::<Ast>();
+    assert_send_sync::<Scope>();
+    assert_send_sync::<EvalError>();
+    assert_send_sync::<ExprError>();
+}
