@@ -366,10 +366,12 @@ impl Accumulator {
                 true
             }
             (State::Str(acc), Value::Str(s)) => {
-                // Quirk (spec §5.10): an empty accumulator is always replaced.
+                // Quirk (spec §5.10): an empty accumulator is always replaced, and "" is never
+                // the min unless all values are "". Decision: an empty value therefore never
+                // replaces a non-empty min (the spec's stated outcome).
                 if on
                     && (acc.is_empty()
-                        || (is_min && s.as_bytes() < acc.as_bytes())
+                        || (is_min && !s.is_empty() && s.as_bytes() < acc.as_bytes())
                         || (!is_min && s.as_bytes() > acc.as_bytes()))
                 {
                     acc.clear();

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::agg::AggFunc;
 use super::error::ExprError;
 
-/// A parsed expression.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A parsed expression. It serializes as its canonical text and deserializes by parsing it,
+/// which keeps plan files readable and avoids deep recursion on long operator chains.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Ast {
     /// The root node.
     pub root: Expr,
@@ -345,11 +346,23 @@ impl Expr {
         }
     }
 
-    /// Whether printing `self` as the operand of a unary operator could merge with `op` into a
-    /// different token (`- -x` must not become `--x`).
-    fn starts_with_any(&self, chars: &[char]) -> bool {
-        let s = self.to_string();
-        s.chars().next().is_some_and(|c| chars.contains(&c))
+    /// The first character of the canonical text (to keep `- -x` from printing as `--x`),
+    /// found without formatting the whole subtree.
+    fn first_char(&self) -> Option<char> {
+        match self {
+            Self::Int(s) | Self::Float(s) | Self::Imag(s) | Self::Char(s) | Self::Ident(s) => {
+                s.chars().next()
+            }
+            Self::Str { raw, .. } => raw.chars().next(),
+            Self::Selector { x, .. } => x.chars().next(),
+            Self::Call { func, .. } => func.chars().next(),
+            Self::Unsupported { text, .. } => text.chars().next(),
+            Self::BadSelector { x, .. } | Self::BadCall { fun: x, .. } | Self::Binary { x, .. } => {
+                x.first_char()
+            }
+            Self::Unary { op, .. } => op.text().chars().next(),
+            Self::Paren(_) => Some('('),
+        }
     }
 }
 
@@ -420,6 +433,8 @@ impl fmt::Display for Expr {
             }
             Self::Str { raw, .. } => f.write_str(raw),
             Self::Selector { x, sel } => write!(f, "{x}.{sel}"),
+            // `1 .x`, not `1.x` (which would scan as the float `1.`).
+            Self::BadSelector { x, sel } if matches!(**x, Self::Int(_)) => write!(f, "{x} .{sel}"),
             Self::BadSelector { x, sel } => write!(f, "{x}.{sel}"),
             Self::Call { func, args } => {
                 write!(f, "{func}(")?;
@@ -438,7 +453,7 @@ impl fmt::Display for Expr {
                     UnaryOp::Addr => &['&', '^'],
                     _ => &[],
                 };
-                if !clash.is_empty() && x.starts_with_any(clash) {
+                if x.first_char().is_some_and(|c| clash.contains(&c)) {
                     write!(f, "{} {x}", op.text())
                 } else {
                     write!(f, "{}{x}", op.text())
@@ -448,6 +463,19 @@ impl fmt::Display for Expr {
             Self::Paren(x) => write!(f, "({x})"),
             Self::Unsupported { text, .. } => f.write_str(text),
         }
+    }
+}
+
+impl Serialize for Ast {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ast {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parser::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 

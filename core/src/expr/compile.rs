@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use super::agg::AggFunc;
 use super::ast::{Ast, BinaryOp, Expr, FieldRef, MONTHS, UnaryOp, WFMODEL};
 use super::error::{EvalError, ExprError};
+use super::fast::Fast;
 use super::regex_go;
 use super::scope::Scope;
 use crate::value::Value;
@@ -146,8 +147,9 @@ pub(crate) enum Node {
         x: Box<Self>,
         y: Box<Self>,
     },
-    /// A left-deep run of `+`/`-` (`a + b - c + d`), evaluated left to right exactly like the
-    /// nested binary nodes it replaces, but building string concatenations in one buffer.
+    /// The left spine of nested binary nodes (`a * b + c - d` is `a`, then `* b`, `+ c`, `- d`),
+    /// evaluated left to right exactly like the nested nodes it replaces, without recursion and
+    /// building string concatenations in one buffer.
     Chain {
         first: Box<Self>,
         rest: Box<[(BinaryOp, Self)]>,
@@ -160,6 +162,11 @@ pub(crate) enum Node {
     Regex {
         re: Result<Regex, EvalError>,
         args: Box<[Self]>,
+    },
+    /// A statically typed int/bool subtree, with the generic tree as fallback.
+    Fast {
+        fast: Fast,
+        generic: Box<Self>,
     },
     /// An aggregate call; `sep` is the `string_agg` separator when it is a string literal.
     Agg {
@@ -174,6 +181,8 @@ pub(crate) enum Node {
 pub struct Compiled {
     pub(crate) root: Node,
     pub(crate) refs: Vec<FieldRef>,
+    /// The aggregate when the AST root is a direct aggregate call (`(sum(x))` is not one).
+    root_agg: Option<AggFunc>,
     text: String,
 }
 
@@ -185,10 +194,7 @@ impl Compiled {
 
     /// The root aggregate function, if the expression is one (spec §5.10).
     pub fn root_aggregate(&self) -> Option<AggFunc> {
-        match &self.root {
-            Node::Agg { func, .. } => Some(*func),
-            _ => None,
-        }
+        self.root_agg
     }
 
     /// The canonical text of the source expression.
@@ -211,6 +217,7 @@ pub fn compile(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
     Ok(Compiled {
         root,
         refs: c.refs,
+        root_agg: ast.root_aggregate(),
         text: ast.to_string(),
     })
 }
@@ -223,66 +230,10 @@ struct Compiler<'s> {
 /// Go `strconv.ParseFloat` of a float literal the Go scanner accepted, range errors ignored
 /// (spec §5.3): `1e400` is +Inf, `1e-400` is 0, `1_0.5` is 10.5, `0x1p-2` is 0.25.
 pub(crate) fn float_literal(text: &str) -> Option<f64> {
-    let clean: String = text.chars().filter(|&c| c != '_').collect();
-    if let Some(hex) = clean
-        .strip_prefix("0x")
-        .or_else(|| clean.strip_prefix("0X"))
-    {
-        return hex_float(hex);
+    match crate::cell::parse_go_float_full(text) {
+        Ok(f) | Err(crate::cell::GoFloatError::Range(f)) => Some(f),
+        Err(_) => None,
     }
-    clean.parse::<f64>().ok()
-}
-
-/// A hexadecimal float body (after `0x`): hex mantissa with optional `.`, then `p±exp`.
-fn hex_float(s: &str) -> Option<f64> {
-    let (mant, exp) = s.split_once(['p', 'P'])?;
-    let exp: i64 = exp.parse().ok()?;
-    let mut m: u64 = 0;
-    let mut e: i64 = exp;
-    let mut sticky = false;
-    let mut seen_dot = false;
-    let mut any = false;
-    for c in mant.chars() {
-        if c == '.' {
-            seen_dot = true;
-            continue;
-        }
-        let d = u64::from(c.to_digit(16)?);
-        any = true;
-        if m >> 60 == 0 {
-            m = m * 16 + d;
-            if seen_dot {
-                e -= 4;
-            }
-        } else {
-            // Mantissa full: remember lost bits, keep the magnitude.
-            sticky |= d != 0;
-            if !seen_dot {
-                e += 4;
-            }
-        }
-    }
-    if !any {
-        return None;
-    }
-    if sticky {
-        m |= 1;
-    }
-    // `m as f64` rounds to nearest even (the sticky bit makes it exact-enough); scaling by a
-    // power of two is exact except near overflow/underflow.
-    let mut v = m as f64;
-    let mut e = e.clamp(-4000, 4000);
-    while e > 0 {
-        let step = e.min(1000);
-        v *= 2f64.powi(step as i32);
-        e -= step;
-    }
-    while e < 0 {
-        let step = (-e).min(1000);
-        v /= 2f64.powi(step as i32);
-        e += step;
-    }
-    Some(v)
 }
 
 /// The value of an integer literal: base-10 int64, else an exact decimal (spec §5.3).
@@ -358,6 +309,19 @@ impl Compiler<'_> {
     }
 
     fn node(&mut self, e: &Expr) -> Result<Node, ExprError> {
+        let generic = self.generic(e)?;
+        if let Expr::Binary { .. } | Expr::Unary { .. } = e
+            && let Some(fast) = Fast::build(e, self.scope).filter(Fast::is_operator)
+        {
+            return Ok(Node::Fast {
+                fast,
+                generic: Box::new(generic),
+            });
+        }
+        Ok(generic)
+    }
+
+    fn generic(&mut self, e: &Expr) -> Result<Node, ExprError> {
         Ok(match e {
             Expr::Int(t) => match int_literal(t) {
                 Ok(v) => Node::Const(v),
@@ -443,12 +407,7 @@ impl Compiler<'_> {
                 x: Box::new(self.node(x)?),
             },
             Expr::Binary { op, x, y } => {
-                if matches!(op, BinaryOp::Add | BinaryOp::Sub)
-                    && let Expr::Binary {
-                        op: BinaryOp::Add | BinaryOp::Sub,
-                        ..
-                    } = x.as_ref()
-                {
+                if let Expr::Binary { .. } = x.as_ref() {
                     return self.chain(e);
                 }
                 Node::Binary {
@@ -464,16 +423,11 @@ impl Compiler<'_> {
         })
     }
 
-    /// Flattens a left-deep `+`/`-` run into a [`Node::Chain`].
+    /// Flattens the left spine of binary nodes (`a * b + c - d`) into a [`Node::Chain`].
     fn chain(&mut self, e: &Expr) -> Result<Node, ExprError> {
         let mut rest_exprs = Vec::new();
         let mut cur = e;
-        while let Expr::Binary {
-            op: op @ (BinaryOp::Add | BinaryOp::Sub),
-            x,
-            y,
-        } = cur
-        {
+        while let Expr::Binary { op, x, y } = cur {
             rest_exprs.push((*op, y.as_ref()));
             cur = x;
         }

@@ -102,6 +102,20 @@ impl Compiled {
             rounding,
             agg: None,
         };
+        // Root operators produce their value directly (no `Val` wrapping and unwrapping).
+        match &self.root {
+            Node::Fast { fast, .. } => {
+                if let Some(v) = fast.eval(vars) {
+                    return Ok(v);
+                }
+            }
+            Node::Binary { op, x, y } => {
+                let a = self.operand(x, vars, ctx)?;
+                let b = self.operand(y, vars, ctx)?;
+                return apply(*op, &a, &b, rounding);
+            }
+            _ => {}
+        }
         self.ev(&self.root, vars, ctx).map(Val::into_owned)
     }
 
@@ -145,6 +159,37 @@ impl Compiled {
         }
     }
 
+    /// An operand: constants and fields without a call (the common leaves), else [`Self::ev`].
+    #[inline(always)]
+    fn operand<'a>(
+        &'a self,
+        node: &'a Node,
+        vars: &Vars<'a>,
+        ctx: Ctx,
+    ) -> Result<Val<'a>, EvalError> {
+        match node {
+            Node::Const(v) => Ok(Val::Ref(v)),
+            Node::Field { alias, idx, name } => match vars.slot(*alias, *idx) {
+                Some(v) => Ok(Val::Ref(v)),
+                None => Err(self.missing(*name)),
+            },
+            _ => self.ev(node, vars, ctx),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn missing(&self, name: u32) -> EvalError {
+        EvalError::VariableNotSupplied {
+            name: self
+                .refs
+                .get(name as usize)
+                .map_or_else(|| "?".into(), |r| r.to_string().into()),
+        }
+    }
+
+    /// Evaluates a node. Kept small (operators only) so that its stack frame stays small;
+    /// calls go through [`Self::ev_call`].
     pub(crate) fn ev<'a>(
         &'a self,
         node: &'a Node,
@@ -155,26 +200,38 @@ impl Compiled {
             Node::Const(v) => Ok(Val::Ref(v)),
             Node::Field { alias, idx, name } => match vars.slot(*alias, *idx) {
                 Some(v) => Ok(Val::Ref(v)),
-                None => Err(EvalError::VariableNotSupplied {
-                    name: self
-                        .refs
-                        .get(*name as usize)
-                        .map_or_else(|| "?".into(), |r| r.to_string().into()),
-                }),
+                None => Err(self.missing(*name)),
             },
             Node::Binary { op, x, y } => {
-                let a = self.ev(x, vars, ctx)?;
-                let b = self.ev(y, vars, ctx)?;
-                binary(*op, &a, &b, ctx.rounding).map(Val::Own)
+                let a = self.operand(x, vars, ctx)?;
+                let b = self.operand(y, vars, ctx)?;
+                apply(*op, &a, &b, ctx.rounding).map(Val::Own)
             }
             Node::Chain { first, rest } => self.chain(first, rest, vars, ctx),
+            Node::Fast { fast, generic } => match fast.eval(vars) {
+                Some(v) => Ok(Val::Own(v)),
+                None => self.ev(generic, vars, ctx),
+            },
             Node::Unary { op, x } => {
                 if !matches!(op, UnaryOp::Not | UnaryOp::Neg) {
                     return Err(EvalError::UnknownUnaryOp { op: *op });
                 }
-                let v = self.ev(x, vars, ctx)?;
+                let v = self.operand(x, vars, ctx)?;
                 unary(*op, &v).map(Val::Own)
             }
+            _ => self.ev_call(node, vars, ctx),
+        }
+    }
+
+    /// Calls, aggregates and failing nodes.
+    #[inline(never)]
+    fn ev_call<'a>(
+        &'a self,
+        node: &'a Node,
+        vars: &Vars<'a>,
+        ctx: Ctx,
+    ) -> Result<Val<'a>, EvalError> {
+        match node {
             Node::Call { func, args } => {
                 self.with_args(args, vars, ctx, |a| funcs::call(*func, a, ctx))
             }
@@ -191,6 +248,7 @@ impl Compiled {
             }),
             Node::Fail(e) => Err(e.clone()),
             Node::FailAfter { err, args } => self.with_args(args, vars, ctx, |_| Err(err.clone())),
+            other => self.ev(other, vars, ctx),
         }
     }
 
@@ -201,21 +259,22 @@ impl Compiled {
         vars: &Vars<'a>,
         ctx: Ctx,
     ) -> Result<Val<'a>, EvalError> {
-        let mut acc = self.ev(first, vars, ctx)?;
+        let mut acc = self.operand(first, vars, ctx)?;
         let mut buf: Option<String> = None;
         for (op, n) in rest {
-            let v = self.ev(n, vars, ctx)?;
+            let v = self.operand(n, vars, ctx)?;
             if let Some(s) = buf.as_mut() {
-                match (&*v, op) {
-                    (Value::Str(t), BinaryOp::Add) => {
-                        s.push_str(t);
-                        continue;
-                    }
-                    _ => {
-                        let left = Value::Str(Arc::from(s.as_str()));
-                        return binary(*op, &left, &v, ctx.rounding).map(Val::Own);
-                    }
+                if let (Value::Str(t), BinaryOp::Add) = (&*v, op) {
+                    s.push_str(t);
+                    continue;
                 }
+                // The concatenation run ended: materialise it and go on with the operator.
+                let left = Value::Str(Arc::from(s.as_str()));
+                if let Some(s) = buf.take() {
+                    put_buf(s);
+                }
+                acc = Val::Own(binary(*op, &left, &v, ctx.rounding)?);
+                continue;
             }
             if let (Value::Str(a), Value::Str(b), BinaryOp::Add) = (&*acc, &*v, op) {
                 let mut s = take_buf();
@@ -224,7 +283,7 @@ impl Compiled {
                 buf = Some(s);
                 continue;
             }
-            acc = Val::Own(binary(*op, &acc, &v, ctx.rounding)?);
+            acc = Val::Own(apply(*op, &acc, &v, ctx.rounding)?);
         }
         Ok(match buf {
             Some(s) => {
@@ -286,8 +345,55 @@ fn promote(a: Num, b: Num) -> Pair {
     }
 }
 
+/// Applies a binary operator, with the int64 and bool cases inline.
+#[inline(always)]
+fn apply(op: BinaryOp, a: &Value, b: &Value, rounding: Rounding) -> Result<Value, EvalError> {
+    use BinaryOp as B;
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => {
+            let (x, y) = (*x, *y);
+            match op {
+                B::Add => return Ok(Value::Int(x.wrapping_add(y))),
+                B::Sub => return Ok(Value::Int(x.wrapping_sub(y))),
+                B::Mul => return Ok(Value::Int(x.wrapping_mul(y))),
+                B::Eql => return Ok(Value::Bool(x == y)),
+                B::Neq => return Ok(Value::Bool(x != y)),
+                B::Lss => return Ok(Value::Bool(x < y)),
+                B::Leq => return Ok(Value::Bool(x <= y)),
+                B::Gtr => return Ok(Value::Bool(x > y)),
+                B::Geq => return Ok(Value::Bool(x >= y)),
+                _ => {}
+            }
+        }
+        (Value::Bool(x), Value::Bool(y)) => match op {
+            B::LAnd => return Ok(Value::Bool(*x && *y)),
+            B::LOr => return Ok(Value::Bool(*x || *y)),
+            _ => {}
+        },
+        (Value::Decimal(x), Value::Decimal(y)) if matches!(op, B::Add | B::Sub) => {
+            let r = if op == B::Add {
+                x.checked_add(*y)
+            } else {
+                x.checked_sub(*y)
+            };
+            if let Some(r) = r {
+                // Rounding a value with at most 2 fraction digits changes nothing.
+                return Ok(Value::Decimal(
+                    if rounding == Rounding::To2 && r.scale() > 2 {
+                        round2(r)
+                    } else {
+                        r
+                    },
+                ));
+            }
+        }
+        _ => {}
+    }
+    binary(op, a, b, rounding)
+}
+
 /// Applies a binary operator to evaluated operands.
-#[inline]
+#[inline(never)]
 pub(crate) fn binary(
     op: BinaryOp,
     a: &Value,

@@ -12,6 +12,7 @@ mod check;
 mod compile;
 mod error;
 mod eval;
+mod fast;
 mod funcs;
 mod lexer;
 mod parser;
@@ -25,3 +26,12 @@ pub use compile::{Compiled, Rounding, compile};
 pub use error::{EvalError, ExprError};
 pub use parser::{ParseError, parse};
 pub use scope::{Alias, Scope, Vars};
+
+#[cfg(test)]
+mod check_tests;
+#[cfg(test)]
+mod parser_tests;
+#[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
+mod tests;

@@ -13,10 +13,15 @@ use thiserror::Error;
 use super::ast::{Ast, BinaryOp, Expr, UnaryOp, UnsupportedKind};
 use super::lexer::{Lexer, Pos, Tok, Token};
 
-/// Maximum nesting depth. Go allows 100 000; evaluation here is recursive, so the limit is
-/// lower to keep every later tree walk well within a thread's stack. Real expressions nest a
-/// few levels deep.
+/// Maximum of Go's nesting counter (which also counts the operators of a flat `a + b + …`
+/// run). Go allows 100 000; the trees here are walked recursively (display, field references,
+/// drop), so the limit is lower.
 const MAX_NEST: u32 = 1000;
+
+/// Maximum recursion depth of the parser itself (parentheses, unary operators, call
+/// arguments, types), kept small enough for a 2 MiB thread stack even in debug builds. Real
+/// expressions nest a few levels deep. Exceeding it gives Go's nesting error message.
+const MAX_DEPTH: u32 = 200;
 
 /// A Go-style parse error: `1:6: expected ')', found 'EOF'`.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -56,6 +61,7 @@ struct Parser<'s> {
     /// True when the run must not scan further (nesting bail-out).
     bailed: bool,
     nest: u32,
+    depth: u32,
     expr_lev: i32,
     in_rhs: bool,
 }
@@ -115,6 +121,7 @@ impl<'s> Parser<'s> {
             error: None,
             bailed: false,
             nest: 0,
+            depth: 0,
             expr_lev: 0,
             in_rhs: false,
         }
@@ -197,7 +204,7 @@ impl<'s> Parser<'s> {
 
     fn inc_nest(&mut self) -> PResult<()> {
         self.nest += 1;
-        if self.nest > MAX_NEST {
+        if self.nest > MAX_NEST || self.depth > MAX_DEPTH {
             self.bailed = true;
             let pos = self.tok.pos;
             return Err(self.error(pos, "exceeded max nesting depth".to_owned()));
@@ -298,6 +305,7 @@ impl<'s> Parser<'s> {
     }
 
     fn parse_unary(&mut self) -> PResult<Expr> {
+        self.depth += 1;
         self.inc_nest()?;
         let start = self.tok.pos.offset;
         let op = match self.tok.tok {
@@ -334,6 +342,7 @@ impl<'s> Parser<'s> {
             None => self.parse_primary()?,
         };
         self.nest -= 1;
+        self.depth -= 1;
         Ok(x)
     }
 
@@ -484,6 +493,7 @@ impl<'s> Parser<'s> {
     }
 
     fn try_ident_or_type(&mut self) -> PResult<Option<Expr>> {
+        self.depth += 1;
         self.inc_nest()?;
         let start = self.tok.pos.offset;
         let t = match self.tok.tok {
@@ -555,6 +565,7 @@ impl<'s> Parser<'s> {
             _ => None,
         };
         self.nest -= 1;
+        self.depth -= 1;
         Ok(t)
     }
 
