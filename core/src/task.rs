@@ -69,7 +69,10 @@ mod tests {
         let ids: HashSet<i64> = (0..100_000).map(|i| rowid(s, i)).collect();
         assert_eq!(ids.len(), 100_000);
         let negative = ids.iter().filter(|&&r| r < 0).count();
-        assert!((45_000..55_000).contains(&negative), "rowids cover both halves of i64");
+        assert!(
+            (45_000..55_000).contains(&negative),
+            "rowids cover both halves of i64"
+        );
     }
 
     #[test]

@@ -201,7 +201,13 @@ impl Engine {
     /// an empty ledger.
     pub fn load_ledger(&self, keyspace: &str) -> Result<(Ledger, u64), EngineError> {
         let mut ledger = Ledger::new();
-        if !self.ctx.store.list_keyspaces()?.iter().any(|k| k == keyspace) {
+        if !self
+            .ctx
+            .store
+            .list_keyspaces()?
+            .iter()
+            .any(|k| k == keyspace)
+        {
             return Ok((ledger, 0));
         }
         let records = self.ctx.store.scan_meta_prefix(keyspace, LOG_PREFIX)?;
@@ -219,7 +225,12 @@ impl Engine {
 
     /// Applies a command and appends it to the keyspace's log (only commands the ledger
     /// accepted are logged, so a replay never meets an invalid one).
-    fn apply(&self, keyspace: &str, s: &mut Shared, cmd: Command) -> Result<Vec<Event>, EngineError> {
+    fn apply(
+        &self,
+        keyspace: &str,
+        s: &mut Shared,
+        cmd: Command,
+    ) -> Result<Vec<Event>, EngineError> {
         let bytes = cmd.to_bytes().map_err(|e| EngineError::Log {
             keyspace: keyspace.to_string(),
             detail: e.to_string(),
@@ -515,7 +526,6 @@ impl Engine {
             wake.notify_all();
         }
     }
-
 }
 
 fn report_events(events: &[Event], observer: &dyn Observer) {

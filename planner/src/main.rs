@@ -122,10 +122,16 @@ enum Command {
         #[arg(long, default_value = ",")]
         csv_separator: String,
         /// Directory the generated reader reads from.
-        #[arg(long, default_value = "/tmp/capi_in/proto_file_reader_creator_quicktest")]
+        #[arg(
+            long,
+            default_value = "/tmp/capi_in/proto_file_reader_creator_quicktest"
+        )]
         in_dir: String,
         /// Directory the generated writer writes to.
-        #[arg(long, default_value = "/tmp/capi_out/proto_file_reader_creator_quicktest")]
+        #[arg(
+            long,
+            default_value = "/tmp/capi_out/proto_file_reader_creator_quicktest"
+        )]
         out_dir: String,
     },
 }
@@ -291,7 +297,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn run_plan(target: &RunTarget, start_nodes: Vec<String>, exec_node: Option<String>) -> anyhow::Result<ExitCode> {
+fn run_plan(
+    target: &RunTarget,
+    start_nodes: Vec<String>,
+    exec_node: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let plan = match planner::build_plan(&target.script, target.params.as_deref()) {
         Ok(plan) => plan,
         Err(err) => {

@@ -95,12 +95,11 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
     });
     let store = open_store(&s.data_dir)?;
     let mut ctx = ExecContext::new(store);
-    if plan.nodes.iter().any(|n| {
-        matches!(
-            n.processor,
-            Some(plexus_core::plan::Processor::PyCalc(_))
-        )
-    }) {
+    if plan
+        .nodes
+        .iter()
+        .any(|n| matches!(n.processor, Some(plexus_core::plan::Processor::PyCalc(_))))
+    {
         ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, threads))));
     }
     let start_nodes = if s.start_nodes.is_empty() {

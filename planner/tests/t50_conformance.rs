@@ -103,7 +103,10 @@ fn lookup_params(c: &Case, from: &str) -> Result<PathBuf> {
     params_with(
         &c.dir("."),
         &c.cfg(from),
-        &[("dir_in", &url(&c.dir("in"))), ("dir_out", &url(&c.dir("out")))],
+        &[
+            ("dir_in", &url(&c.dir("in"))),
+            ("dir_out", &url(&c.dir("out"))),
+        ],
     )
 }
 
@@ -185,8 +188,10 @@ fn check_tag_outputs(c: &Case) -> Result<()> {
     // No `top`: sort the whole file, header included, in byte order.
     let got_path = c.dir("out").join("tagged_products_for_operator_review.csv");
     let got = std::fs::read_to_string(&got_path)?;
-    let want =
-        std::fs::read_to_string(c.conf.join("out/tagged_products_for_operator_review_baseline.csv"))?;
+    let want = std::fs::read_to_string(
+        c.conf
+            .join("out/tagged_products_for_operator_review_baseline.csv"),
+    )?;
     let mut got: Vec<&str> = got.lines().map(|l| l.trim_end_matches('\r')).collect();
     got.sort_unstable();
     let got: Vec<String> = diff_b_lines(&got.join("\n"));
@@ -224,7 +229,10 @@ fn tag_and_denormalize_multi_runs() -> Result<()> {
         "--start-nodes",
         "read_tags,read_products",
     ])?;
-    ensure!(!c.dir("out").join("tag_totals.tsv").exists(), "tag_totals is manual");
+    ensure!(
+        !c.dir("out").join("tag_totals.tsv").exists(),
+        "tag_totals is manual"
+    );
     c.run(&[
         &script,
         "--params",
@@ -262,9 +270,11 @@ fn py_calc_one_run() -> Result<()> {
         let mut header = None;
         let mut rows: Vec<String> = Vec::new();
         for b in ["00000", "00001"] {
-            let p = c.dir("out").join(format!("taxed_order_items_{kind}_{b}.csv"));
-            let text = std::fs::read_to_string(&p)
-                .with_context(|| format!("{} missing", p.display()))?;
+            let p = c
+                .dir("out")
+                .join(format!("taxed_order_items_{kind}_{b}.csv"));
+            let text =
+                std::fs::read_to_string(&p).with_context(|| format!("{} missing", p.display()))?;
             let mut lines = text.lines();
             let h = lines.next().unwrap_or_default().to_string();
             header.get_or_insert(h);
@@ -274,7 +284,8 @@ fn py_calc_one_run() -> Result<()> {
         let mut got = vec![header.unwrap_or_default()];
         got.extend(rows);
         let want = std::fs::read_to_string(
-            c.conf.join(format!("out/taxed_order_items_{kind}_baseline.csv")),
+            c.conf
+                .join(format!("out/taxed_order_items_{kind}_baseline.csv")),
         )?;
         compare(
             &diff_b_lines(&got.join("\n")),
@@ -310,7 +321,11 @@ fn proto_round_trip(file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
         ]);
     }
     let out = cmd.output()?;
-    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut script: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let w = script
         .pointer_mut("/nodes/write_file/w")
