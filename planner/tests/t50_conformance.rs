@@ -374,3 +374,139 @@ fn proto_file_reader_creator_parquet() -> Result<()> {
     ensure!(got == want, "parquet round trip changed values");
     Ok(())
 }
+
+#[test]
+fn lookup_exec_nodes_one_run_each() -> Result<()> {
+    let c = Case::new("lookup")?;
+    let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+    let script = url(&c.cfg("script_quick.yaml"));
+    let nodes = [
+        "read_orders",
+        "read_order_items",
+        "order_item_date_inner",
+        "order_item_date_left_outer",
+        "order_date_value_grouped_inner",
+        "order_date_value_grouped_left_outer",
+        "file_order_item_date_inner",
+        "file_order_item_date_left_outer",
+        "file_order_date_value_grouped_inner",
+        "file_order_date_value_grouped_left_outer",
+    ];
+    for node in nodes {
+        let data = c.dir("data");
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(["exec-node", &script, "--params", &url(&params)])
+            .args([
+                "--keyspace",
+                "lookup_execnodes",
+                "--node",
+                node,
+                "--data-dir",
+            ])
+            .arg(&data)
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "exec-node {node}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    check_lookup_outputs(&c)?;
+    // One run per exec-node call, all complete (status 2).
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args([
+            "history",
+            "runs",
+            "--keyspace",
+            "lookup_execnodes",
+            "--data-dir",
+        ])
+        .arg(c.dir("data"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(text.starts_with("ts,run_id,status,comment"), "{text}");
+    let completed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split(',').nth(2) == Some("2"))
+        .collect();
+    ensure!(completed.len() == nodes.len(), "{text}");
+    Ok(())
+}
+
+#[test]
+fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
+    let c = Case::new("lookup")?;
+    let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
+    let script = url(&c.cfg("script_quick.yaml"));
+    let ks = "lookup_history";
+    c.run(&[
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        ks,
+        "--start-nodes",
+        "read_orders,read_order_items",
+    ])?;
+    let planner = |args: &[&str]| -> Result<String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(c.dir("data"))
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let runs = planner(&["history", "runs", "--keyspace", ks])?;
+    ensure!(
+        runs.lines().any(|l| l.contains(",1,2,")),
+        "run 1 complete:\n{runs}"
+    );
+    let nodes = planner(&["history", "nodes", "--keyspace", ks, "--run-id", "1"])?;
+    ensure!(
+        nodes
+            .lines()
+            .any(|l| l.contains(",read_orders,") && l.contains(",2,")),
+        "{nodes}"
+    );
+    ensure!(
+        !nodes.contains("order_item_date_inner"),
+        "manual nodes did not run:\n{nodes}"
+    );
+    let batches = planner(&[
+        "history",
+        "batches",
+        "--keyspace",
+        ks,
+        "--run-id",
+        "1",
+        "--node",
+        "read_orders",
+    ])?;
+    ensure!(
+        batches.lines().count() >= 3,
+        "header + start + success:\n{batches}"
+    );
+    let dot = planner(&[
+        "diagram",
+        &script,
+        "--params",
+        &url(&params),
+        "--keyspace",
+        ks,
+        "--run-id",
+        "1",
+    ])?;
+    ensure!(dot.contains("[success]") && dot.contains("[none]"), "{dot}");
+    planner(&["drop-keyspace", ks])?;
+    let runs = planner(&["history", "runs", "--keyspace", ks]);
+    ensure!(
+        runs.as_ref().map_or(true, |r| r.lines().count() <= 1),
+        "history after drop: {runs:?}"
+    );
+    Ok(())
+}
