@@ -96,8 +96,7 @@ impl Fixture {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let last = text
             .lines()
-            .filter(|l| l.split(',').nth(2) == Some(node))
-            .last()
+            .rfind(|l| l.split(',').nth(2) == Some(node))
             .map(|l| l.split(',').nth(4).unwrap_or_default().to_string())
             .unwrap_or_default();
         Ok(last)
