@@ -18,6 +18,57 @@ use crate::value::Type;
 /// different encodings never collide.
 pub const PLAN_FORMAT_VERSION: u32 = 1;
 
+/// Name of the dependency policy every Capillaries test script (and every generated script)
+/// carries (spec §9.6).
+pub const DEFAULT_POLICY_NAME: &str = "current_active_first_stopped_nogo";
+
+/// Its event order.
+pub const DEFAULT_POLICY_ORDER: &str = "run_is_current(desc), run_id(desc)";
+
+/// Its rules (command, expression), verbatim from the Capillaries test scripts.
+pub const DEFAULT_POLICY_RULES: [(&str, &str); 10] = [
+    (
+        "go",
+        "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
+    ),
+    (
+        "wait",
+        "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
+    ),
+    (
+        "wait",
+        "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
+    ),
+    (
+        "nogo",
+        "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchFail",
+    ),
+    (
+        "go",
+        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
+    ),
+    (
+        "wait",
+        "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
+    ),
+    (
+        "wait",
+        "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
+    ),
+    (
+        "go",
+        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchSuccess",
+    ),
+    (
+        "nogo",
+        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchFail",
+    ),
+    (
+        "nogo",
+        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStop",
+    ),
+];
+
 /// A validated, compiled script.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {

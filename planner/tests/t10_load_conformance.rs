@@ -1,34 +1,13 @@
 //! Every script + params combination of the conformance data loads (spec §3, §13).
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use anyhow::{Context as _, Result, bail};
+use std::path::Path;
+
+use common::{conformance_dir, url};
+
+use anyhow::{Context as _, Result};
 use planner::load::{LoadError, LoadedScript, load_script};
-
-/// The read-only `shared/conformance` directory: `$PLEXUS_SHARED_DIR/conformance`, or the first
-/// `shared/conformance` found walking up from this crate (CI puts `shared/` beside the clone).
-fn conformance_dir() -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
-        return Ok(PathBuf::from(dir).join("conformance"));
-    }
-    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
-    while let Some(d) = dir {
-        let candidate = d.join("shared").join("conformance");
-        if candidate.is_dir() {
-            return Ok(candidate);
-        }
-        dir = d.parent();
-    }
-    bail!(
-        "shared/conformance not found above {}; set PLEXUS_SHARED_DIR",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-/// `path` as a URL string.
-fn url(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
 
 /// Loads `script` with `params` from the conformance cfg dir of `test`.
 fn load(test: &str, script: &str, params: &str) -> Result<LoadedScript> {

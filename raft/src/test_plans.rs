@@ -12,52 +12,9 @@ use plexus_core::plan::{
 };
 use plexus_core::value::Type;
 
-/// The default policy's rules, verbatim from conformance/lookup/cfg/script_quick.yaml.
-pub(crate) const DEFAULT_RULES: [(&str, &str); 10] = [
-    (
-        "go",
-        "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
-    ),
-    (
-        "wait",
-        "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
-    ),
-    (
-        "wait",
-        "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
-    ),
-    (
-        "nogo",
-        "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchFail",
-    ),
-    (
-        "go",
-        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
-    ),
-    (
-        "wait",
-        "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
-    ),
-    (
-        "wait",
-        "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
-    ),
-    (
-        "go",
-        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchSuccess",
-    ),
-    (
-        "nogo",
-        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchFail",
-    ),
-    (
-        "nogo",
-        "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStop",
-    ),
-];
+pub(crate) use plexus_core::plan::DEFAULT_POLICY_RULES as DEFAULT_RULES;
 
-/// Name of the default policy in test plans.
-pub(crate) const DEFAULT_POLICY: &str = "current_active_first_stopped_nogo";
+pub(crate) use plexus_core::plan::DEFAULT_POLICY_NAME as DEFAULT_POLICY;
 
 fn nrs_type(f: &str) -> Option<Type> {
     match f {
@@ -91,7 +48,7 @@ pub(crate) fn policy(order: &str, rules: &[(&str, &str)]) -> DependencyPolicy {
 
 /// The default policy `current_active_first_stopped_nogo`.
 pub(crate) fn default_policy() -> DependencyPolicy {
-    policy("run_is_current(desc), run_id(desc)", &DEFAULT_RULES)
+    policy(plexus_core::plan::DEFAULT_POLICY_ORDER, &DEFAULT_RULES)
 }
 
 fn key_index() -> IndexDef {

@@ -438,57 +438,16 @@ fn script(
                 "w": writer,
             },
         },
-        "dependency_policies": { "current_active_first_stopped_nogo": default_policy() },
+        "dependency_policies": { plexus_core::plan::DEFAULT_POLICY_NAME: default_policy() },
     }))
 }
 
 /// The default dependency policy every Capillaries test script carries (spec §9.6).
 fn default_policy() -> Json {
-    const RULES: [(&str, &str); 10] = [
-        (
-            "go",
-            "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
-        ),
-        (
-            "wait",
-            "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
-        ),
-        (
-            "wait",
-            "nrs.run_is_current == true && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
-        ),
-        (
-            "nogo",
-            "nrs.run_is_current == true && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchFail",
-        ),
-        (
-            "go",
-            "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStart && nrs.node_status == wfmodel.NodeBatchSuccess",
-        ),
-        (
-            "wait",
-            "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchNone",
-        ),
-        (
-            "wait",
-            "nrs.run_is_current == false && (nrs.run_status == wfmodel.RunStart || nrs.run_status == wfmodel.RunNone) && nrs.node_status == wfmodel.NodeBatchStart",
-        ),
-        (
-            "go",
-            "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchSuccess",
-        ),
-        (
-            "nogo",
-            "nrs.run_is_current == false && nrs.run_status == wfmodel.RunComplete && nrs.node_status == wfmodel.NodeBatchFail",
-        ),
-        (
-            "nogo",
-            "nrs.run_is_current == false && nrs.run_status == wfmodel.RunStop",
-        ),
-    ];
+    const RULES: [(&str, &str); 10] = plexus_core::plan::DEFAULT_POLICY_RULES;
     json!({
         "is_default": true,
-        "event_priority_order": "run_is_current(desc), run_id(desc)",
+        "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER,
         "rules": RULES
             .iter()
             .map(|(cmd, expr)| json!({ "cmd": cmd, "expression": expr }))
