@@ -1782,6 +1782,7 @@ impl SelectPlan {
             })
         };
 
+        // LIMIT applies to the single aggregate row, so it does not cap the count.
         if matches!(self.outputs.first(), Some(Output::Count)) {
             let mut n: i64 = 0;
             tb.scan(&sel, None, now, |_, cells| {
@@ -1794,7 +1795,7 @@ impl SelectPlan {
                 ks: tb.keyspace.clone(),
                 table: tb.name.clone(),
                 columns: self.columns.clone(),
-                rows: vec![vec![Some(n.min(limit as i64).to_be_bytes().to_vec())]],
+                rows: vec![vec![Some(n.to_be_bytes().to_vec())]],
                 paging_state: None,
             });
         }
