@@ -76,6 +76,17 @@ async fn connects_and_awaits_schema_agreement() {
     let stats = d.stats();
     assert!(stats.requests(RequestKind::Startup) >= 1);
     assert!(stats.statements(StatementKind::SelectSystem) >= 1);
+
+    // Compression is not advertised, so a driver asking for it falls back to none.
+    let lz4 = SessionBuilder::new()
+        .known_node_addr(d.addr())
+        .compression(Some(scylla::frame::Compression::Lz4))
+        .build()
+        .await
+        .unwrap();
+    lz4.query_unpaged("SELECT key FROM system.local", ())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -494,6 +505,7 @@ async fn unsupported_statements_are_refused_loudly() {
         "SELECT * FROM ks.kv WHERE id > 3",
         "INSERT INTO ks.kv (name) VALUES ('x')",
         "CREATE TABLE ks.bad (id bigint PRIMARY KEY, m map<text, text>)",
+        "CREATE TABLE ks.bad (id bigint PRIMARY KEY) WITH default_time_to_live = 60",
     ] {
         let e = s.query_unpaged(text, ()).await.unwrap_err();
         assert!(
@@ -614,6 +626,72 @@ async fn batches_of_prepared_and_simple_inserts() {
         .unwrap();
     assert_eq!(rows.rows_num(), 3);
     assert_eq!(d.stats().statements(StatementKind::SelectIn), 1);
+}
+
+#[tokio::test]
+async fn use_keyspace_slices_and_ttl() {
+    let d = CqlDouble::start().unwrap();
+    let s = connect(&d).await;
+    setup_kv(&s, "ks").await;
+    s.use_keyspace("ks", false).await.unwrap();
+    ddl(
+        &s,
+        "CREATE TABLE wide (p bigint, c int, v text, PRIMARY KEY (p, c))",
+    )
+    .await;
+    let ins = s
+        .prepare("INSERT INTO wide (p, c, v) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
+    for c in 0..10 {
+        s.execute_unpaged(&ins, (1i64, c, "v")).await.unwrap();
+    }
+    let slice = s
+        .prepare("SELECT c FROM wide WHERE p = ? AND c >= ? AND c < ?")
+        .await
+        .unwrap();
+    let cs: Vec<i32> = s
+        .execute_unpaged(&slice, (1i64, 3i32, 6i32))
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .rows::<(i32,)>()
+        .unwrap()
+        .map(|r| r.unwrap().0)
+        .collect();
+    assert_eq!(cs, [3, 4, 5]);
+    // DELETE of one row, then of a whole partition.
+    s.query_unpaged("DELETE FROM wide WHERE p = 1 AND c = 4", ())
+        .await
+        .unwrap();
+    assert_eq!(d.row_count("ks", "wide"), Some(9));
+    s.query_unpaged("DELETE FROM wide WHERE p = ?", (1i64,))
+        .await
+        .unwrap();
+    assert_eq!(d.row_count("ks", "wide"), Some(0));
+    // USING TTL expires the row.
+    s.query_unpaged(
+        "INSERT INTO kv (id, name) VALUES (1, 'gone') USING TTL 1",
+        (),
+    )
+    .await
+    .unwrap();
+    s.query_unpaged("INSERT INTO kv (id, name) VALUES (2, 'kept')", ())
+        .await
+        .unwrap();
+    assert_eq!(d.row_count("ks", "kv"), Some(2));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(d.row_count("ks", "kv"), Some(1));
+    // Unbound markers are refused.
+    let e = s
+        .query_unpaged("SELECT * FROM kv WHERE id = ?", ())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ExecutionError::BadQuery(_)) || matches!(db_error(&e), DbError::Invalid),
+        "{e}"
+    );
 }
 
 #[test]

@@ -558,7 +558,7 @@ impl Engine {
             match stmt {
                 Statement::Insert(ins) if !ins.if_not_exists => {
                     let t = self.resolve(&ins.table, ks.as_deref())?;
-                    let w = self.bind_insert(ctx, &t, ins, values)?;
+                    let w = self.bind_insert(&t, ins, values)?;
                     writes.push((text, Write::Insert(t, w)));
                 }
                 Statement::Insert(_) => {
@@ -568,7 +568,7 @@ impl Engine {
                 }
                 Statement::Delete(del) => {
                     let t = self.resolve(&del.table, ks.as_deref())?;
-                    let d = self.bind_delete(ctx, &t, &del.relations, values)?;
+                    let d = self.bind_delete(&t, &del.relations, values)?;
                     writes.push((text, Write::Delete(t, d)));
                 }
                 _ => {
@@ -754,7 +754,7 @@ impl Engine {
             }
             Statement::Insert(ins) => {
                 let t = self.resolve(&ins.table, ks)?;
-                let cells = self.bind_insert(ctx, &t, ins, values)?;
+                let cells = self.bind_insert(&t, ins, values)?;
                 let (kind, wt) = if ins.if_not_exists {
                     (StatementKind::InsertIfNotExists, "CAS")
                 } else {
@@ -780,7 +780,7 @@ impl Engine {
             }
             Statement::Delete(del) => {
                 let t = self.resolve(&del.table, ks)?;
-                let d = self.bind_delete(ctx, &t, &del.relations, values)?;
+                let d = self.bind_delete(&t, &del.relations, values)?;
                 ctx.faults.count_statement(StatementKind::Delete, text);
                 let fault = ctx.faults.check(true, &t.ks, &t.name);
                 if let Some(f) = fault
@@ -991,7 +991,6 @@ impl Engine {
 
     fn bind_insert(
         &self,
-        _ctx: &Ctx<'_>,
         t: &TableRef,
         ins: &parser::Insert,
         values: &[RawValue],
@@ -1099,7 +1098,6 @@ impl Engine {
 
     fn bind_delete(
         &self,
-        _ctx: &Ctx<'_>,
         t: &TableRef,
         relations: &[Relation],
         values: &[RawValue],
