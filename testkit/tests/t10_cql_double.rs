@@ -730,3 +730,26 @@ fn shutdown_closes_the_port() {
     d.shutdown();
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
+
+#[tokio::test]
+async fn textual_batch_with_markers() {
+    let d = CqlDouble::start().unwrap();
+    let s = connect(&d).await;
+    setup_kv(&s, "ks").await;
+    s.query_unpaged(
+        "BEGIN UNLOGGED BATCH INSERT INTO ks.kv (id, name) VALUES (?, ?); INSERT INTO ks.kv (id, name) VALUES (?, 'lit'); APPLY BATCH",
+        (1i64, "a", 2i64),
+    )
+    .await
+    .unwrap();
+    let (name,): (String,) = s
+        .query_unpaged("SELECT name FROM ks.kv WHERE id = 2", ())
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .single_row()
+        .unwrap();
+    assert_eq!(name, "lit");
+    assert_eq!(d.row_count("ks", "kv"), Some(2));
+}

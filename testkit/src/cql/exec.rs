@@ -443,9 +443,6 @@ impl Engine {
     pub(crate) fn prepare(&mut self, ctx: &mut Ctx<'_>, text: &str) -> Result<Vec<u8>, CqlError> {
         ctx.faults.count_prepare(text);
         let (stmt, n_binds) = parser::parse(text).map_err(|e| CqlError::Syntax(e.0))?;
-        if matches!(stmt, Statement::Batch(_)) {
-            return invalid("BATCH statements cannot be prepared; use a BATCH request");
-        }
         let ks = ctx.session.keyspace.clone();
         let plan = self.plan(ctx, &stmt, n_binds, ks.as_deref())?;
         let mut id_src = ks.clone().unwrap_or_default().into_bytes();
@@ -546,8 +543,14 @@ impl Engine {
                     None => return Err(CqlError::Unprepared(id)),
                 },
                 BatchSource::Parsed(stmt) => {
+                    // Children of a textual batch are counted under the batch's keyword.
                     let n = count_binds(&stmt);
-                    (String::new(), *stmt, n, ctx.session.keyspace.clone())
+                    (
+                        "BEGIN BATCH".to_string(),
+                        *stmt,
+                        n,
+                        ctx.session.keyspace.clone(),
+                    )
                 }
             };
             check_value_count(n_binds, item.values.len())?;
@@ -633,6 +636,21 @@ impl Engine {
             table: String::new(),
             result_columns: Vec::new(),
         };
+        self.fill_plan(ctx, stmt, ks, &mut plan)?;
+        if plan.binds.iter().any(Option::is_none) {
+            return invalid("a bind marker is in a position the CQL double does not support");
+        }
+        Ok(plan)
+    }
+
+    /// Records bind specs, pk indexes and result columns of `stmt` into `plan`.
+    fn fill_plan(
+        &self,
+        ctx: &Ctx<'_>,
+        stmt: &Statement,
+        ks: Option<&str>,
+        plan: &mut Plan,
+    ) -> Result<(), CqlError> {
         match stmt {
             Statement::Select(sel) => {
                 let t = self.resolve(&sel.table, ks)?;
@@ -707,12 +725,18 @@ impl Engine {
                 plan.ks = t.ks;
                 plan.table = t.name;
             }
+            Statement::Batch(stmts) => {
+                // Markers of a textual batch are numbered across the whole text, so each
+                // child fills its own slots; a batch has no single routing key.
+                for child in stmts {
+                    self.fill_plan(ctx, child, ks, plan)?;
+                }
+                plan.pk_indexes.clear();
+                plan.result_columns.clear();
+            }
             _ => {}
         }
-        if plan.binds.iter().any(Option::is_none) {
-            return invalid("a bind marker is in a position the CQL double does not support");
-        }
-        Ok(plan)
+        Ok(())
     }
 
     fn run(
