@@ -85,7 +85,10 @@ fn read_csv(path: &Path) -> Result<(String, Vec<Vec<String>>)> {
 }
 
 /// Rows of `stem.csv` or of all `stem_NNNNN.csv`, with the part index of each row.
-fn read_parts(dir: &Path, stem: &str, k: usize) -> Result<(String, Vec<(usize, Vec<String>)>)> {
+/// A CSV data row with the index of the file part it was read from.
+type PartRow = (usize, Vec<String>);
+
+fn read_parts(dir: &Path, stem: &str, k: usize) -> Result<(String, Vec<PartRow>)> {
     let mut header = String::new();
     let mut all = Vec::new();
     for i in 0..k {

@@ -79,7 +79,7 @@ mod tests {
     fn round_trips_and_known_dates() {
         assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(days_from_civil(2016, 1, 1) * DAY, 1_451_606_400);
-        for z in -800_000..800_000 {
+        for z in (-800_000..800_000).step_by(7) {
             let (y, m, d) = civil_from_days(z);
             assert_eq!(days_from_civil(y, m, d), z);
         }
