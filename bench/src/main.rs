@@ -1,0 +1,37 @@
+//! `plexus-bench`: generate benchmark data (`gen`).
+
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use plexus_bench::r#gen::{self, GenCmd};
+
+#[derive(Debug, Parser)]
+#[command(name = "plexus-bench", about = "Plexus benchmark tools", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Generate a data set.
+    #[command(subcommand)]
+    Gen(GenCmd),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Gen(cmd) => {
+            let started = Instant::now();
+            let summary = r#gen::run(&cmd).with_context(|| format!("gen failed: {cmd:?}"))?;
+            let secs = started.elapsed().as_secs_f64();
+            for t in &summary.tables {
+                eprintln!("{}: {} rows in {} file(s)", t.table, t.rows, t.files);
+            }
+            eprintln!("done in {secs:.2} s");
+        }
+    }
+    Ok(())
+}
