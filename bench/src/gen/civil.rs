@@ -53,8 +53,28 @@ pub(crate) fn push_date(buf: &mut Vec<u8>, days: i64) {
 }
 
 /// Appends `YYYY-MM-DD HH:MM:SS` (Go layout `2006-01-02 15:04:05`) of Unix seconds.
+#[cfg(test)]
 pub(crate) fn push_datetime(buf: &mut Vec<u8>, secs: i64) {
-    push_date(buf, secs.div_euclid(DAY));
+    push_datetime_cached(buf, secs, &mut DayCache::default());
+}
+
+/// The text of the last formatted day: the timestamps of one order mostly fall on the same
+/// day, and the date is most of the formatting cost.
+#[derive(Default)]
+pub(crate) struct DayCache {
+    day: Option<i64>,
+    text: Vec<u8>,
+}
+
+/// [`push_datetime`] through a [`DayCache`].
+pub(crate) fn push_datetime_cached(buf: &mut Vec<u8>, secs: i64, cache: &mut DayCache) {
+    let day = secs.div_euclid(DAY);
+    if cache.day != Some(day) {
+        cache.text.clear();
+        push_date(&mut cache.text, day);
+        cache.day = Some(day);
+    }
+    buf.extend_from_slice(&cache.text);
     let s = secs.rem_euclid(DAY) as u32;
     buf.push(b' ');
     push2(buf, s / 3600);

@@ -16,7 +16,7 @@ use super::{Format, GenError, Summary, TableCount, create_dir};
 /// Options of `gen portfolio-clone`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct CloneParams {
-    /// Source directory with accounts.csv, txns[_NNNNN].csv and holdings[_NNNNN].csv.
+    /// Source directory with `accounts.csv`, `txns[_NNNNN].csv` and `holdings[_NNNNN].csv`.
     #[arg(long)]
     pub from: PathBuf,
     /// Number of clones of every source account (1 renumbers the accounts only).

@@ -7,9 +7,11 @@
 //! txn days are a uniform sample without replacement of the trading days (weekdays
 //! 2020-10-16 … 2022-12-30), so there is at most one txn per (account, ticker, day); signed
 //! quantities with 56 % sells and a log-normal size (median 8,900, p99 ≈ 600,000); the price is
-//! the ticker's end-of-day price, shared by all accounts (log-normal base, median 55, plus a
-//! random walk, within 0.05–3,700). Holdings at the 10 quarter ends 2020-09-30 … 2022-12-31
-//! start from an initial holding large enough that no sell ever exceeds what is held.
+//! the ticker's end-of-day price, shared by all accounts (log-normal base plus a random walk,
+//! within 0.05–3,700; the median over txns lands near 55, depending on the seed). Holdings at
+//! the 10 quarter ends 2020-09-30 … 2022-12-31 start from an initial holding large enough that
+//! no sell ever exceeds what is held (the deepest dip of the running balance plus a
+//! log-normal cushion), so holdings are always positive and consistent with the txns.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -83,9 +85,10 @@ const SELL_SHARE: f64 = 0.56;
 /// |qty| is log-normal: median 8,900, and σ such that p99 = e^(ln 8900 + 2.326σ) ≈ 600,000.
 const LN_QTY_MEDIAN: f64 = 9.093_806_555_720_231;
 const QTY_SIGMA: f64 = 1.81;
-/// Ticker base prices are log-normal with median 55; daily log-returns have this σ.
-const LN_PRICE_MEDIAN: f64 = 4.007_333_185_232_471;
-const PRICE_SIGMA: f64 = 1.3;
+/// Ticker base prices are log-normal with median 50 (ln 50) and σ 1.45, which puts the median
+/// txn price near 55 and the top tickers near the 3,700 cap; daily log-returns have σ 0.02.
+const LN_PRICE_MEDIAN: f64 = 3.912_023_005_428_146;
+const PRICE_SIGMA: f64 = 1.45;
 const DAILY_SIGMA: f64 = 0.02;
 /// ln 0.05 and ln 3700: the price range.
 const LN_PRICE_MIN: f64 = -2.995_732_273_553_991;

@@ -92,6 +92,7 @@ pub(crate) struct TableFile {
     /// First column whose cell had the wrong kind (a generator bug), reported by `end_row`.
     mismatch: Option<usize>,
     rows: u64,
+    day_cache: civil::DayCache,
 }
 
 fn pq_field(c: &Col) -> parquet::errors::Result<SchemaType> {
@@ -164,7 +165,16 @@ fn push_u64(buf: &mut Vec<u8>, v: u64) {
 
 /// Appends a CSV text cell, quoted only when RFC 4180 requires it.
 fn push_text(buf: &mut Vec<u8>, v: &[u8]) {
-    if v.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+    // A table lookup per byte: this runs for every id and date written.
+    const SPECIAL: [bool; 256] = {
+        let mut t = [false; 256];
+        t[b',' as usize] = true;
+        t[b'"' as usize] = true;
+        t[b'\n' as usize] = true;
+        t[b'\r' as usize] = true;
+        t
+    };
+    if v.iter().any(|&b| SPECIAL[b as usize]) {
         buf.push(b'"');
         for &b in v {
             if b == b'"' {
@@ -246,6 +256,7 @@ impl TableFile {
             col: 0,
             mismatch: None,
             rows: 0,
+            day_cache: civil::DayCache::default(),
         })
     }
 
@@ -333,7 +344,7 @@ impl TableFile {
             Out::Csv { buf, .. } => {
                 Self::csv_sep(buf, i);
                 match v {
-                    Some(s) => civil::push_datetime(buf, s),
+                    Some(s) => civil::push_datetime_cached(buf, s, &mut self.day_cache),
                     None => buf.extend_from_slice(ZERO_TIME),
                 }
             }
