@@ -18,9 +18,14 @@ enum Cmd {
     /// Generate a data set.
     #[command(subcommand)]
     Gen(GenCmd),
+    /// Run a pipeline on Plexus and peer engines over the same data and compare.
+    Run(plexus_bench::run::RunArgs),
+    /// Run a script once on Plexus (the child `run` measures).
+    #[command(hide = true)]
+    ExecPlexus(plexus_bench::run::ExecArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Gen(cmd) => {
@@ -32,6 +37,8 @@ fn main() -> anyhow::Result<()> {
             }
             eprintln!("done in {secs:.2} s");
         }
+        Cmd::Run(args) => plexus_bench::run::main(&args)?,
+        Cmd::ExecPlexus(args) => return plexus_bench::run::exec(&args),
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }
