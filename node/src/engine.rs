@@ -142,6 +142,9 @@ pub struct NodeReport {
     pub python: Duration,
     /// Sum of the batches' write times.
     pub write: Duration,
+    /// Sum of the batches' CPU times (Linux: the executor thread's run time; zero elsewhere),
+    /// which unlike wall times does not grow when other processes load the machine.
+    pub cpu: Duration,
     /// When the node's first successful batch started, from the start of the run.
     pub first_start: Option<Duration>,
     /// When the node's last successful batch ended, from the start of the run.
@@ -469,6 +472,7 @@ impl Engine {
             // A panic in a processor must not leave `in_flight` counted forever (the other
             // threads would wait for it): it becomes a failed batch.
             let batch_start = Instant::now();
+            let cpu_start = thread_cpu();
             let outcome = match compiled.get(&task.node) {
                 Some(c) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     exec::execute(&self.ctx, plan, c, &task)
@@ -485,6 +489,7 @@ impl Engine {
                 }),
             };
 
+            let cpu = thread_cpu().saturating_sub(cpu_start);
             let mut g = self.lock(shared);
             g.in_flight -= 1;
             let started = g.started;
@@ -528,6 +533,7 @@ impl Engine {
                         r.lookup += stats.lookup;
                         r.python += stats.python;
                         r.write += stats.write;
+                        r.cpu += cpu;
                         let begin = batch_start.saturating_duration_since(started);
                         let end = started.elapsed();
                         r.first_start = Some(r.first_start.map_or(begin, |f| f.min(begin)));
@@ -551,6 +557,15 @@ impl Engine {
             wake.notify_all();
         }
     }
+}
+
+/// CPU time of the calling thread so far: the first field of `/proc/thread-self/schedstat`
+/// (nanoseconds on the CPU); zero where that file does not exist. Used for reports only.
+fn thread_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 fn report_events(events: &[Event], observer: &dyn Observer) {

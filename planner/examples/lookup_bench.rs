@@ -174,6 +174,7 @@ struct Stage {
     rows_in: u64,
     rows_out: u64,
     busy: Duration,
+    cpu: Duration,
     read: Duration,
     lookup: Duration,
     write: Duration,
@@ -193,6 +194,7 @@ impl Stage {
             s.rows_in += n.rows_in;
             s.rows_out += n.rows_out;
             s.busy += Duration::from_millis(n.busy_ms);
+            s.cpu += n.cpu;
             s.read += n.read;
             s.lookup += n.lookup;
             s.write += n.write;
@@ -228,6 +230,16 @@ impl Stage {
             self.rate(self.rows_in),
             self.rows_out,
             self.rate(self.rows_out),
+        );
+        // Per CPU-second of the stage's batches: what one core does when the machine is not
+        // shared (wall rates drop when other processes take the cores).
+        let cpu = self.cpu.as_secs_f64().max(1e-9);
+        println!(
+            "{:<12} cpu  {:>7.3} s  {in_what} {:>9.0}/cpu-s  {out_what} {:>9.0}/cpu-s",
+            "",
+            self.cpu.as_secs_f64(),
+            self.rows_in as f64 / cpu,
+            self.rows_out as f64 / cpu,
         );
         println!(
             "{:<12} batch time {:>7.3} s = read {:.3} + lookup {:.3} + write {:.3} + other",
