@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::BatchTask;
@@ -134,6 +134,21 @@ pub struct NodeReport {
     pub rows_out: u64,
     /// Sum of batch processing times, milliseconds.
     pub busy_ms: u64,
+    /// Sum of the batches' read times ([`exec::BatchStats::read`]), for per-stage throughput.
+    pub read: Duration,
+    /// Sum of the batches' lookup times.
+    pub lookup: Duration,
+    /// Sum of the batches' Python times.
+    pub python: Duration,
+    /// Sum of the batches' write times.
+    pub write: Duration,
+    /// Sum of the batches' CPU times (Linux: the executor thread's run time; zero elsewhere),
+    /// which unlike wall times does not grow when other processes load the machine.
+    pub cpu: Duration,
+    /// When the node's first successful batch started, from the start of the run.
+    pub first_start: Option<Duration>,
+    /// When the node's last successful batch ended, from the start of the run.
+    pub last_end: Option<Duration>,
     /// Error texts of failed batches (at most five).
     pub errors: Vec<String>,
 }
@@ -175,6 +190,8 @@ struct Shared {
     in_flight: usize,
     fatal: Option<EngineError>,
     reports: BTreeMap<String, NodeReport>,
+    /// Start of the run, the origin of [`NodeReport::first_start`] and `last_end`.
+    started: Instant,
 }
 
 fn now_ms() -> i64 {
@@ -259,6 +276,7 @@ impl Engine {
             in_flight: 0,
             fatal: None,
             reports: BTreeMap::new(),
+            started,
         };
         let hash = PlanHash(plan.content_hash().map_err(|e| EngineError::Log {
             keyspace: ks.to_string(),
@@ -453,6 +471,8 @@ impl Engine {
 
             // A panic in a processor must not leave `in_flight` counted forever (the other
             // threads would wait for it): it becomes a failed batch.
+            let batch_start = Instant::now();
+            let cpu_start = thread_cpu();
             let outcome = match compiled.get(&task.node) {
                 Some(c) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     exec::execute(&self.ctx, plan, c, &task)
@@ -469,8 +489,10 @@ impl Engine {
                 }),
             };
 
+            let cpu = thread_cpu().saturating_sub(cpu_start);
             let mut g = self.lock(shared);
             g.in_flight -= 1;
+            let started = g.started;
             let cmd = match &outcome {
                 Ok(stats) => Command::BatchDone {
                     keyspace: ks.to_string(),
@@ -507,6 +529,15 @@ impl Engine {
                         r.rows_in += stats.rows_in;
                         r.rows_out += stats.rows_out;
                         r.busy_ms += stats.total.as_millis() as u64;
+                        r.read += stats.read;
+                        r.lookup += stats.lookup;
+                        r.python += stats.python;
+                        r.write += stats.write;
+                        r.cpu += cpu;
+                        let begin = batch_start.saturating_duration_since(started);
+                        let end = started.elapsed();
+                        r.first_start = Some(r.first_start.map_or(begin, |f| f.min(begin)));
+                        r.last_end = Some(r.last_end.map_or(end, |l| l.max(end)));
                     }
                     Err(e) if r.errors.len() < 5 => r.errors.push(e.to_string()),
                     Err(_) => {}
@@ -526,6 +557,15 @@ impl Engine {
             wake.notify_all();
         }
     }
+}
+
+/// CPU time of the calling thread so far: the first field of `/proc/thread-self/schedstat`
+/// (nanoseconds on the CPU); zero where that file does not exist. Used for reports only.
+fn thread_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 fn report_events(events: &[Event], observer: &dyn Observer) {

@@ -669,6 +669,42 @@ fn csv_writer_header_only_and_missing_directory() -> Result<()> {
 }
 
 #[test]
+fn top_matches_a_stable_sort_across_many_cuts() -> Result<()> {
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+    ];
+    let order = parse_order_expr("k(desc)", &|f| (f == "k").then_some(Type::Int))
+        .map_err(|e| anyhow!("{e}"))?;
+    for limit in [1usize, 7, 37, 5000] {
+        let mut top = TopBuffer::new(
+            &Top {
+                order: order.clone(),
+                limit: limit as u64,
+            },
+            &columns,
+        )?;
+        let mut all = Vec::new();
+        let mut x = 12345u64;
+        for i in 0..1000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = ((x >> 33) % 50) as i64;
+            let row = vec![Value::Int(k), Value::str(&format!("r{i}"))];
+            all.push((k, i, row.clone()));
+            top.push(row)?;
+        }
+        // Keys descending, ties in arrival order: what Capillaries-compatible output needs.
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let want: Vec<Vec<Value>> = all.into_iter().take(limit).map(|e| e.2).collect();
+        assert_eq!(top.len(), limit.min(1000));
+        assert_eq!(strs(&top.into_sorted()), strs(&want), "limit {limit}");
+    }
+    Ok(())
+}
+
+#[test]
 fn top_keeps_smallest_keys_in_order_with_stable_ties() -> Result<()> {
     let columns = vec![
         out_col("k", Type::Int, "k", "%d")?,
