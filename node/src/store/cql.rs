@@ -11,8 +11,10 @@
 //! - `wf_meta (part int, key blob, value blob, PRIMARY KEY ((part), key))`: workflow records
 //!   in one partition (`part` = 0), keys prefixed with 0x01 (CQL refuses empty clustering
 //!   keys in some versions, and callers may use the empty key) so prefix scans are ranges.
-//! - `wf_run_counter (ks text PRIMARY KEY, last_run int)`: the run counter, advanced with
-//!   compare-and-set LWTs, so it is atomic across processes.
+//! - `wf_run_ids (ks text, run_id int, claimer blob, PRIMARY KEY ((ks), run_id))`, newest
+//!   first: run ids, each claimed with `INSERT … IF NOT EXISTS` after reading the highest,
+//!   so allocation is atomic across processes (Capillaries' single-row `wf_run_counter`
+//!   would need `UPDATE … IF`; one row per run keeps to the one LWT form the store uses).
 //!
 //! Every statement is prepared once per store and table and cached; a table's kind (data,
 //! unique, non-unique) is read from `system_schema.columns` once, when its first statement is
@@ -25,6 +27,8 @@
 //! [`RowidRange::for_batch`] applied to Murmur3 tokens; see [`CqlStore::scan_batch`].
 
 mod config;
+#[cfg(test)]
+mod double_tests;
 mod retry;
 
 use std::collections::HashMap;
@@ -59,13 +63,13 @@ use super::{
 /// Rows per page for reads the caller does not page (counts, non-unique keys, meta scans).
 const INTERNAL_PAGE: i32 = 5000;
 
-/// Compare-and-set rounds `next_run_id` tries under contention before giving up.
-const MAX_CAS_ROUNDS: u32 = 1000;
+/// Claim rounds `next_run_id` tries under contention before giving up.
+const MAX_CLAIM_ROUNDS: u32 = 1000;
 
 /// Workflow records table.
 const META_TABLE: &str = "wf_meta";
-/// Run counter table (Capillaries' name and columns).
-const COUNTER_TABLE: &str = "wf_run_counter";
+/// Run id table.
+const COUNTER_TABLE: &str = "wf_run_ids";
 /// First byte of every stored meta key.
 const META_KEY_PREFIX: u8 = 1;
 
@@ -152,7 +156,6 @@ enum Stmt {
     GetRow,
     ScanFrom,
     ScanAfter,
-    ScanToken,
     CountRows,
     ClaimUnique,
     InsertNonUnique,
@@ -160,9 +163,8 @@ enum Stmt {
     MetaPut,
     MetaGet,
     MetaScan,
-    CounterInit,
-    CounterCas,
-    CounterGet,
+    RunMax,
+    RunClaim,
     SysKeyspace,
     SysKeyspaces,
     SysColumns,
@@ -180,7 +182,6 @@ impl Stmt {
             Self::ScanAfter => {
                 format!("SELECT rowid, row FROM {t} WHERE token(rowid) > ? AND token(rowid) <= ?")
             }
-            Self::ScanToken => format!("SELECT rowid, row FROM {t} WHERE token(rowid) = ?"),
             Self::CountRows => format!("SELECT rowid FROM {t}"),
             Self::ClaimUnique => {
                 format!("INSERT INTO {t} (key, rowid) VALUES (?, ?) IF NOT EXISTS")
@@ -192,11 +193,10 @@ impl Stmt {
             Self::MetaScan => {
                 format!("SELECT key, value FROM {t} WHERE part = ? AND key >= ? AND key < ?")
             }
-            Self::CounterInit => {
-                format!("INSERT INTO {t} (ks, last_run) VALUES (?, ?) IF NOT EXISTS")
+            Self::RunMax => format!("SELECT run_id FROM {t} WHERE ks = ? LIMIT 1"),
+            Self::RunClaim => {
+                format!("INSERT INTO {t} (ks, run_id, claimer) VALUES (?, ?, ?) IF NOT EXISTS")
             }
-            Self::CounterCas => format!("UPDATE {t} SET last_run = ? WHERE ks = ? IF last_run = ?"),
-            Self::CounterGet => format!("SELECT last_run FROM {t} WHERE ks = ?"),
             Self::SysKeyspace => {
                 "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?"
                     .to_owned()
@@ -215,16 +215,12 @@ impl Stmt {
                 | Self::ClaimUnique
                 | Self::InsertNonUnique
                 | Self::MetaPut
-                | Self::CounterInit
-                | Self::CounterCas
+                | Self::RunClaim
         )
     }
 
     fn is_lwt(self) -> bool {
-        matches!(
-            self,
-            Self::ClaimUnique | Self::CounterInit | Self::CounterCas
-        )
+        matches!(self, Self::ClaimUnique | Self::RunClaim)
     }
 
     fn is_system(self) -> bool {
@@ -444,8 +440,8 @@ impl CqlStore {
         if stmt.is_lwt() {
             s.set_serial_consistency(Some(SerialConsistency::LocalSerial));
         }
-        if stmt == Stmt::CounterGet {
-            // A Paxos read: sees the latest committed compare-and-set.
+        if stmt == Stmt::RunMax {
+            // A Paxos read: sees every committed claim.
             s.set_consistency(Consistency::LocalSerial);
         }
         s.set_is_idempotent(stmt.idempotence() != Idempotence::Once);
@@ -1153,9 +1149,12 @@ impl CqlStore {
         let (name, ps) = self
             .table_stmt(OP, keyspace, table, Some(Kind::Data), stmt)
             .await?;
-        let page = i32::try_from(page_size).unwrap_or(i32::MAX);
+        // One row more than the page: it tells whether the page's last token goes on.
+        let want = page_size.saturating_add(1);
+        let page = i32::try_from(want).unwrap_or(i32::MAX);
         let mut state = PagingState::start();
-        let (mut rows, more) = loop {
+        let mut rows: Vec<(Rowid, Vec<u8>)> = Vec::new();
+        loop {
             let (res, resp) = self
                 .exec_page(
                     OP,
@@ -1168,23 +1167,20 @@ impl CqlStore {
                     state,
                 )
                 .await?;
-            let rows: Vec<(i64, Option<Vec<u8>>)> = decode(res, keyspace, &name)?;
-            let rows: Vec<(Rowid, Vec<u8>)> = rows
-                .into_iter()
-                .map(|(id, row)| (id, row.unwrap_or_default()))
-                .collect();
+            let got: Vec<(i64, Option<Vec<u8>>)> = decode(res, keyspace, &name)?;
+            rows.extend(
+                got.into_iter()
+                    .map(|(id, row)| (id, row.unwrap_or_default())),
+            );
             match resp {
-                PagingStateResponse::NoMorePages => break (rows, false),
-                // Servers may send empty pages mid-scan; keep going until rows or the end.
-                PagingStateResponse::HasMorePages { state: next } if rows.is_empty() => {
+                // Pages may come back short; keep going until one row past the page.
+                PagingStateResponse::HasMorePages { state: next } if rows.len() < want => {
                     state = next;
                 }
-                PagingStateResponse::HasMorePages { .. } => break (rows, true),
+                _ => break,
             }
-        };
-        let more = more || rows.len() > page_size;
-        rows.truncate(page_size);
-        if !more {
+        }
+        if rows.len() <= page_size {
             return Ok(ScanPage {
                 rows,
                 resume_after: None,
@@ -1192,21 +1188,30 @@ impl CqlStore {
         }
         // The next page starts after the last token of this one, so this page must end on a
         // whole token: rows whose rowids share a token (a Murmur3 collision) go together.
-        let last_token = rows.last().map(|r| rowid_token(r.0));
+        let next_token = rowid_token(rows[page_size].0);
+        rows.truncate(page_size);
         let keep = rows
             .iter()
-            .rposition(|r| Some(rowid_token(r.0)) != last_token)
+            .rposition(|r| rowid_token(r.0) != next_token)
             .map_or(0, |p| p + 1);
         if keep > 0 {
             rows.truncate(keep);
-        } else if let Some(t) = last_token {
+        } else {
             // The whole page is one token: return all of its rows, even beyond page_size.
             let (name, ps) = self
-                .table_stmt(OP, keyspace, table, Some(Kind::Data), Stmt::ScanToken)
+                .table_stmt(OP, keyspace, table, Some(Kind::Data), Stmt::ScanFrom)
                 .await?;
             let mut group: Vec<(i64, Option<Vec<u8>>)> = Vec::new();
-            self.exec_all(OP, keyspace, &name, &ps, Stmt::ScanToken, &(t,), &mut group)
-                .await?;
+            self.exec_all(
+                OP,
+                keyspace,
+                &name,
+                &ps,
+                Stmt::ScanFrom,
+                &(next_token, next_token),
+                &mut group,
+            )
+            .await?;
             rows = group
                 .into_iter()
                 .map(|(id, row)| (id, row.unwrap_or_default()))
@@ -1260,89 +1265,74 @@ impl CqlStore {
 
     async fn next_run_id_async(&self, keyspace: &str) -> Result<u32, StoreError> {
         const OP: &str = "next_run_id";
-        let init = self
-            .meta_stmt(OP, keyspace, COUNTER_TABLE, Stmt::CounterInit)
+        let max = self
+            .meta_stmt(OP, keyspace, COUNTER_TABLE, Stmt::RunMax)
             .await?;
-        let res = self
-            .exec(
-                OP,
-                keyspace,
-                COUNTER_TABLE,
-                &init,
-                Stmt::CounterInit,
-                &(keyspace, 1i32),
-            )
+        let claim = self
+            .meta_stmt(OP, keyspace, COUNTER_TABLE, Stmt::RunClaim)
             .await?;
-        let mut outcome =
-            lwt_outcome(res, "last_run").map_err(|e| corrupt(keyspace, COUNTER_TABLE, e))?;
-        for _ in 0..MAX_CAS_ROUNDS {
-            let current = match outcome {
-                (true, _) => break,
-                (false, Some(CqlValue::Int(v))) => v,
-                (false, None) => self.read_counter(keyspace).await?,
-                (false, Some(other)) => {
-                    return Err(corrupt(
-                        keyspace,
-                        COUNTER_TABLE,
-                        format!("last_run is {other:?}"),
-                    ));
-                }
-            };
-            let next = current
-                .checked_add(1)
-                .ok_or_else(|| corrupt(keyspace, COUNTER_TABLE, "run counter overflow"))?;
-            let cas = self
-                .meta_stmt(OP, keyspace, COUNTER_TABLE, Stmt::CounterCas)
-                .await?;
+        let me = claimer_id();
+        for _ in 0..MAX_CLAIM_ROUNDS {
             let res = self
                 .exec(
                     OP,
                     keyspace,
                     COUNTER_TABLE,
-                    &cas,
-                    Stmt::CounterCas,
-                    &(next, keyspace, current),
+                    &max,
+                    Stmt::RunMax,
+                    &(keyspace,),
                 )
                 .await?;
-            outcome =
-                lwt_outcome(res, "last_run").map_err(|e| corrupt(keyspace, COUNTER_TABLE, e))?;
-            if outcome.0 {
+            let rows: Vec<(i32,)> = decode(res, keyspace, COUNTER_TABLE)?;
+            let next = rows
+                .first()
+                .map_or(0, |r| r.0)
+                .checked_add(1)
+                .ok_or_else(|| corrupt(keyspace, COUNTER_TABLE, "run id overflow"))?;
+            let res = self
+                .exec(
+                    OP,
+                    keyspace,
+                    COUNTER_TABLE,
+                    &claim,
+                    Stmt::RunClaim,
+                    &(keyspace, next, me.as_slice()),
+                )
+                .await?;
+            let (applied, holder) =
+                lwt_outcome(res, "claimer").map_err(|e| corrupt(keyspace, COUNTER_TABLE, e))?;
+            // A retried claim whose first attempt was applied finds its own claimer id.
+            let ours = applied || holder == Some(CqlValue::Blob(me.to_vec()));
+            if ours {
                 return u32::try_from(next)
-                    .map_err(|_| corrupt(keyspace, COUNTER_TABLE, "negative run counter"));
+                    .map_err(|_| corrupt(keyspace, COUNTER_TABLE, "negative run id"));
             }
         }
-        match outcome {
-            (true, _) => Ok(1),
-            _ => Err(StoreError::Timeout {
-                op: OP,
-                detail: format!(
-                    "{keyspace}.{COUNTER_TABLE}: no compare-and-set won in {MAX_CAS_ROUNDS} rounds"
-                ),
-            }),
-        }
+        Err(StoreError::Timeout {
+            op: OP,
+            detail: format!(
+                "{keyspace}.{COUNTER_TABLE}: no run id claim won in {MAX_CLAIM_ROUNDS} rounds"
+            ),
+        })
     }
+}
 
-    /// The counter's value by a serial read, for servers whose failed LWTs omit it.
-    async fn read_counter(&self, keyspace: &str) -> Result<i32, StoreError> {
-        const OP: &str = "next_run_id";
-        let get = self
-            .meta_stmt(OP, keyspace, COUNTER_TABLE, Stmt::CounterGet)
-            .await?;
-        let res = self
-            .exec(
-                OP,
-                keyspace,
-                COUNTER_TABLE,
-                &get,
-                Stmt::CounterGet,
-                &(keyspace,),
-            )
-            .await?;
-        let rows: Vec<(Option<i32>,)> = decode(res, keyspace, COUNTER_TABLE)?;
-        rows.first()
-            .and_then(|r| r.0)
-            .ok_or_else(|| corrupt(keyspace, COUNTER_TABLE, "counter row vanished"))
-    }
+/// A value unique to one `next_run_id` call (process id, clock, sequence), so a claim can
+/// recognise itself when its retry reports the id as taken.
+fn claimer_id() -> [u8; 16] {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut id = [0; 16];
+    id[..4].copy_from_slice(&std::process::id().to_be_bytes());
+    // The low 64 bits of the clock suffice to tell calls apart.
+    id[4..12].copy_from_slice(&(nanos as u64).to_be_bytes());
+    id[12..].copy_from_slice(
+        &SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_be_bytes(),
+    );
+    id
 }
 
 /// The stored meta key: 0x01 ‖ key.
@@ -1400,7 +1390,8 @@ impl Store for CqlStore {
                 OP,
                 keyspace,
                 format!(
-                    "CREATE TABLE IF NOT EXISTS {} (ks text PRIMARY KEY, last_run int)",
+                    "CREATE TABLE IF NOT EXISTS {} (ks text, run_id int, claimer blob, \
+                     PRIMARY KEY ((ks), run_id)) WITH CLUSTERING ORDER BY (run_id DESC)",
                     qualified(keyspace, COUNTER_TABLE)
                 ),
             )

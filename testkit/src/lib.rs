@@ -1,0 +1,2 @@
+//! Test-only helpers shared by Plexus crates; never a product feature.
+pub mod cql;
