@@ -352,12 +352,38 @@ fn throughput_on_loopback() {
     let t = Instant::now();
     let scanned = scan_whole_batch(&*store, "bench", &s.data, 0, 1, 1000).len();
     let scan_rate = scanned as f64 / t.elapsed().as_secs_f64();
+    let cpu = thread_cpu_by_name();
     println!(
         "CQL double on loopback, {n} rows: plain inserts {plain_rate:.0}/s; indexed rows \
          {:.0}/s (3 statements each, one an LWT); unique lookups {lookup_rate:.0}/s; \
          get_rows {get_rate:.0}/s; scan {scan_rate:.0} rows/s",
         n as f64 / indexed
     );
+    println!("CPU seconds by thread name: {cpu:?}");
+}
+
+/// CPU seconds used so far by this process's threads, summed by thread name (Linux only;
+/// empty elsewhere): shows whether the double (`cql-double`) or the store (`plexus-cql`,
+/// the test thread) is the busy side.
+fn thread_cpu_by_name() -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+        let after = stat.rsplit(')').next().unwrap_or_default();
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<f64>().ok()))
+            .sum();
+        *out.entry(name.trim().to_owned()).or_insert(0.0) += ticks / 100.0;
+    }
+    out
 }
 
 fn chunk_without_keys(chunk: &[RowWrite]) -> Vec<RowWrite> {
