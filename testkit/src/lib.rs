@@ -1,2 +1,19 @@
-//! Test-only helpers shared by Plexus crates; never a product feature.
+//! Test-only helpers shared by Plexus crates; never a product feature, never a dependency
+//! of a shipped binary (only `[dev-dependencies]`).
+//!
+//! [`cql`] is the CQL wire double: an in-process server speaking CQL native protocol v4
+//! that the unmodified scylla driver connects to, so the CQL storage backend can be tested
+//! without Cassandra (see DESIGN.md "Testing CQL without a real server").
+//!
+//! ```no_run
+//! use plexus_testkit::cql::{CqlDouble, FaultKind, StatementKind};
+//!
+//! let double = CqlDouble::start().expect("double starts");
+//! let contact_point = double.addr(); // give this to scylla's SessionBuilder
+//! double.faults().fail_writes("ks.data_00001", 10); // every 10th write times out
+//! double.faults().fail_next(1, FaultKind::Unavailable);
+//! // … run the code under test …
+//! assert_eq!(double.stats().statements(StatementKind::SelectIn), 0);
+//! # let _ = contact_point;
+//! ```
 pub mod cql;

@@ -443,9 +443,6 @@ impl Engine {
     pub(crate) fn prepare(&mut self, ctx: &mut Ctx<'_>, text: &str) -> Result<Vec<u8>, CqlError> {
         ctx.faults.count_prepare(text);
         let (stmt, n_binds) = parser::parse(text).map_err(|e| CqlError::Syntax(e.0))?;
-        if matches!(stmt, Statement::Batch(_)) {
-            return invalid("BATCH statements cannot be prepared; use a BATCH request");
-        }
         let ks = ctx.session.keyspace.clone();
         let plan = self.plan(ctx, &stmt, n_binds, ks.as_deref())?;
         let mut id_src = ks.clone().unwrap_or_default().into_bytes();
@@ -546,8 +543,14 @@ impl Engine {
                     None => return Err(CqlError::Unprepared(id)),
                 },
                 BatchSource::Parsed(stmt) => {
+                    // Children of a textual batch are counted under the batch's keyword.
                     let n = count_binds(&stmt);
-                    (String::new(), *stmt, n, ctx.session.keyspace.clone())
+                    (
+                        "BEGIN BATCH".to_string(),
+                        *stmt,
+                        n,
+                        ctx.session.keyspace.clone(),
+                    )
                 }
             };
             check_value_count(n_binds, item.values.len())?;
@@ -558,7 +561,7 @@ impl Engine {
             match stmt {
                 Statement::Insert(ins) if !ins.if_not_exists => {
                     let t = self.resolve(&ins.table, ks.as_deref())?;
-                    let w = self.bind_insert(ctx, &t, ins, values)?;
+                    let w = self.bind_insert(&t, ins, values)?;
                     writes.push((text, Write::Insert(t, w)));
                 }
                 Statement::Insert(_) => {
@@ -568,7 +571,7 @@ impl Engine {
                 }
                 Statement::Delete(del) => {
                     let t = self.resolve(&del.table, ks.as_deref())?;
-                    let d = self.bind_delete(ctx, &t, &del.relations, values)?;
+                    let d = self.bind_delete(&t, &del.relations, values)?;
                     writes.push((text, Write::Delete(t, d)));
                 }
                 _ => {
@@ -633,6 +636,21 @@ impl Engine {
             table: String::new(),
             result_columns: Vec::new(),
         };
+        self.fill_plan(ctx, stmt, ks, &mut plan)?;
+        if plan.binds.iter().any(Option::is_none) {
+            return invalid("a bind marker is in a position the CQL double does not support");
+        }
+        Ok(plan)
+    }
+
+    /// Records bind specs, pk indexes and result columns of `stmt` into `plan`.
+    fn fill_plan(
+        &self,
+        ctx: &Ctx<'_>,
+        stmt: &Statement,
+        ks: Option<&str>,
+        plan: &mut Plan,
+    ) -> Result<(), CqlError> {
         match stmt {
             Statement::Select(sel) => {
                 let t = self.resolve(&sel.table, ks)?;
@@ -707,12 +725,18 @@ impl Engine {
                 plan.ks = t.ks;
                 plan.table = t.name;
             }
+            Statement::Batch(stmts) => {
+                // Markers of a textual batch are numbered across the whole text, so each
+                // child fills its own slots; a batch has no single routing key.
+                for child in stmts {
+                    self.fill_plan(ctx, child, ks, plan)?;
+                }
+                plan.pk_indexes.clear();
+                plan.result_columns.clear();
+            }
             _ => {}
         }
-        if plan.binds.iter().any(Option::is_none) {
-            return invalid("a bind marker is in a position the CQL double does not support");
-        }
-        Ok(plan)
+        Ok(())
     }
 
     fn run(
@@ -754,7 +778,7 @@ impl Engine {
             }
             Statement::Insert(ins) => {
                 let t = self.resolve(&ins.table, ks)?;
-                let cells = self.bind_insert(ctx, &t, ins, values)?;
+                let cells = self.bind_insert(&t, ins, values)?;
                 let (kind, wt) = if ins.if_not_exists {
                     (StatementKind::InsertIfNotExists, "CAS")
                 } else {
@@ -780,7 +804,7 @@ impl Engine {
             }
             Statement::Delete(del) => {
                 let t = self.resolve(&del.table, ks)?;
-                let d = self.bind_delete(ctx, &t, &del.relations, values)?;
+                let d = self.bind_delete(&t, &del.relations, values)?;
                 ctx.faults.count_statement(StatementKind::Delete, text);
                 let fault = ctx.faults.check(true, &t.ks, &t.name);
                 if let Some(f) = fault
@@ -991,7 +1015,6 @@ impl Engine {
 
     fn bind_insert(
         &self,
-        _ctx: &Ctx<'_>,
         t: &TableRef,
         ins: &parser::Insert,
         values: &[RawValue],
@@ -1099,7 +1122,6 @@ impl Engine {
 
     fn bind_delete(
         &self,
-        _ctx: &Ctx<'_>,
         t: &TableRef,
         relations: &[Relation],
         values: &[RawValue],
@@ -1782,6 +1804,7 @@ impl SelectPlan {
             })
         };
 
+        // LIMIT applies to the single aggregate row, so it does not cap the count.
         if matches!(self.outputs.first(), Some(Output::Count)) {
             let mut n: i64 = 0;
             tb.scan(&sel, None, now, |_, cells| {
@@ -1794,7 +1817,7 @@ impl SelectPlan {
                 ks: tb.keyspace.clone(),
                 table: tb.name.clone(),
                 columns: self.columns.clone(),
-                rows: vec![vec![Some(n.min(limit as i64).to_be_bytes().to_vec())]],
+                rows: vec![vec![Some(n.to_be_bytes().to_vec())]],
                 paging_state: None,
             });
         }

@@ -964,12 +964,20 @@ impl Parser {
                 } else {
                     // Table options (compaction, comment, gc_grace_seconds, …) have no
                     // observable effect in the double, so they are parsed and dropped.
-                    self.ident()?;
+                    let name = self.ident()?;
                     self.expect_sym("=")?;
                     if self.peek_sym("{") {
                         self.string_map()?;
                     } else {
-                        self.literal()?;
+                        let value = self.literal()?;
+                        // A default TTL would change what reads return; refuse rather than ignore.
+                        if name == "default_time_to_live"
+                            && !matches!(&value, Literal::Number(n) if n == "0")
+                        {
+                            return err(
+                                "default_time_to_live is not supported by the CQL double; use USING TTL",
+                            );
+                        }
                     }
                 }
                 if !self.eat_kw("and") {
