@@ -164,6 +164,12 @@ struct RunTarget {
     /// Data directory of the embedded store.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
+    /// Storage backend: the embedded store in --data-dir, or a Cassandra/ScyllaDB cluster.
+    #[arg(long, value_enum, default_value_t = planner::run::StoreKind::Embedded)]
+    store: planner::run::StoreKind,
+    /// Comma-separated `host:port` contact points of the cluster (with `--store cql`).
+    #[arg(long, default_value = "127.0.0.1:9042")]
+    cql_contact_points: String,
     /// Executor threads; default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
@@ -314,6 +320,8 @@ fn run_plan(
         params: target.params.clone(),
         keyspace: target.keyspace.clone(),
         data_dir: target.data_dir.clone(),
+        store: target.store,
+        cql_contact_points: target.cql_contact_points.clone(),
         threads: target.threads,
         python: target.python.clone(),
         python_args: target.python_args.clone(),

@@ -10,7 +10,7 @@ use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
-use plexus_node::store::{EmbeddedStore, Store};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store};
 use plexus_raft::NodeBatchStatus;
 use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
 
@@ -25,6 +25,10 @@ pub struct RunSettings {
     pub keyspace: Option<String>,
     /// Embedded store directory.
     pub data_dir: PathBuf,
+    /// Storage backend of the run.
+    pub store: StoreKind,
+    /// Comma-separated CQL contact points (with [`StoreKind::Cql`]).
+    pub cql_contact_points: String,
     /// Executor threads; default: available cores.
     pub threads: Option<usize>,
     /// Python interpreter for py_calc.
@@ -35,6 +39,16 @@ pub struct RunSettings {
     pub start_nodes: Vec<String>,
     /// Process only the start node (exec-node).
     pub exec_node: bool,
+}
+
+/// Which storage backend `planner run` uses.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The embedded store in the data directory (one machine).
+    #[default]
+    Embedded,
+    /// A Cassandra/ScyllaDB cluster reached through `--cql-contact-points`.
+    Cql,
 }
 
 /// The keyspace a script runs in when none is given: its file stem, made a valid name.
@@ -93,7 +107,15 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
             .map(usize::from)
             .unwrap_or(2)
     });
-    let store = open_store(&s.data_dir)?;
+    let store = match s.store {
+        StoreKind::Embedded => open_store(&s.data_dir)?,
+        StoreKind::Cql => {
+            let cfg = CqlConfig::with_contact_points(&s.cql_contact_points);
+            let store = CqlStore::connect(cfg)
+                .with_context(|| format!("cannot connect to CQL at {}", s.cql_contact_points))?;
+            Arc::new(store) as Arc<dyn Store>
+        }
+    };
     let mut ctx = ExecContext::new(store);
     if plan
         .nodes

@@ -39,14 +39,16 @@ impl Case {
     }
 
     /// `planner run` with the given extra arguments; fails with its output unless it succeeds.
+    /// With `PLEXUS_CONFORMANCE_CQL=host:port` the run uses the CQL store there (e.g. a
+    /// `cql-double` from plexus-testkit) instead of the embedded one.
     fn run(&self, args: &[&str]) -> Result<String> {
         let data = self.dir("data");
-        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-            .arg("run")
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .output()?;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+        cmd.arg("run").args(args).arg("--data-dir").arg(&data);
+        if let Ok(points) = std::env::var("PLEXUS_CONFORMANCE_CQL") {
+            cmd.args(["--store", "cql", "--cql-contact-points", &points]);
+        }
+        let out = cmd.output()?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

@@ -18,10 +18,12 @@ use std::fmt;
 
 pub use plexus_core::key::IndexKind;
 
+pub mod cql;
 pub mod embedded;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
 
+pub use cql::{CqlConfig, CqlStore};
 pub use embedded::EmbeddedStore;
 
 /// The identity of a data row within its table: a hash chosen by the writer, any `i64`.
@@ -291,6 +293,10 @@ pub enum StoreError {
         /// Backend details.
         detail: String,
     },
+    /// A CQL statement kept failing with a transient error (timeout, unavailable, overloaded)
+    /// until the retry budget ran out; retryable later, e.g. by re-running the batch.
+    #[error("{0}")]
+    RetriesExhausted(Box<RetriesExhausted>),
     /// Any other backend failure (e.g. a poisoned embedded database); not retryable.
     #[error("store backend failure during {op}: {detail}")]
     Backend {
@@ -302,11 +308,35 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True if repeating the same call may succeed: I/O errors and timeouts. Invalid names,
-    /// missing tables, duplicates and corruption are not retryable.
+    /// True if repeating the same call may succeed: I/O errors, timeouts and exhausted CQL
+    /// retries. Invalid names, missing tables, duplicates and corruption are not retryable.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Io { .. } | Self::Timeout { .. })
+        matches!(
+            self,
+            Self::Io { .. } | Self::Timeout { .. } | Self::RetriesExhausted(_)
+        )
     }
+}
+
+/// Details of [`StoreError::RetriesExhausted`] (boxed: keeps `StoreError` small).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "store retries exhausted during {op} on {keyspace}.{table} after {attempts} attempts \
+     ({statement}): {detail}"
+)]
+pub struct RetriesExhausted {
+    /// The store operation.
+    pub op: &'static str,
+    /// The keyspace.
+    pub keyspace: String,
+    /// The physical table name.
+    pub table: String,
+    /// The CQL statement.
+    pub statement: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last error.
+    pub detail: String,
 }
 
 /// Checks a keyspace name: `[A-Za-z0-9_]{1,48}`, not starting with `system` (any case).
@@ -352,7 +382,7 @@ pub fn validate_table_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
-/// A storage backend: the embedded fjall store or (later) Cassandra/ScyllaDB.
+/// A storage backend: the embedded fjall store or Cassandra/ScyllaDB.
 ///
 /// Shared as `Arc<dyn Store>` by all executor threads of a peer. Every call is blocking and
 /// handles many rows or keys; results come back in the order of the inputs.
@@ -416,7 +446,8 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Vec<Rowid>>, StoreError>;
 
     /// One page (at most `page_size` rows) of table-reader batch `batch_idx` of
-    /// `batches_total` (rowids in [`RowidRange::for_batch`]), after `resume_after` if given.
+    /// `batches_total` (rows whose [`Store::range_position`] lies in
+    /// [`RowidRange::for_batch`]), after `resume_after` if given.
     fn scan_batch(
         &self,
         keyspace: &str,
@@ -426,6 +457,12 @@ pub trait Store: Send + Sync {
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError>;
+
+    /// The value [`RowidRange::for_batch`] ranges are matched against for the row `rowid`
+    /// in [`Store::scan_batch`]: the rowid itself (embedded) or its partitioner token (CQL).
+    fn range_position(&self, rowid: Rowid) -> i64 {
+        rowid
+    }
 
     /// Stores a workflow record (overwrites).
     fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError>;

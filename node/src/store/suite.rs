@@ -637,7 +637,8 @@ pub fn orphaned_entries_are_none(store: &dyn Store) {
     store.drop_keyspace(ks).expect("drop");
 }
 
-/// Batches 0..N of a table are disjoint, lie in their rowid ranges and together return every
+/// Batches 0..N of a table are disjoint, lie in their ranges (of rowids or, for CQL, tokens:
+/// [`Store::range_position`]) and together return every
 /// row exactly once, for N = 1..=7 and several page sizes; empty batches are fine.
 pub fn batch_scans_cover_every_row_once(store: &dyn Store) {
     assert_eq!(
@@ -695,7 +696,7 @@ pub fn batch_scans_cover_every_row_once(store: &dyn Store) {
                 let batch = scan_whole_batch(store, ks, &s.data, i, n, page);
                 for (rowid, _) in &batch {
                     assert!(
-                        range.contains(*rowid),
+                        range.contains(store.range_position(*rowid)),
                         "rowid {rowid} outside batch {i}/{n}"
                     );
                     assert!(
