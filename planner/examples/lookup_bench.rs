@@ -306,6 +306,8 @@ fn main() -> Result<()> {
         python_args: Vec::new(),
         start_nodes: INGEST.iter().map(|s| (*s).to_string()).collect(),
         exec_node: false,
+        store: planner::run::StoreKind::Embedded,
+        cql_contact_points: String::new(),
     };
 
     let (cpu0, _) = cpu_and_peak_rss();

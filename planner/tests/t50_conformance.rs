@@ -10,14 +10,23 @@ use std::process::Command;
 use anyhow::{Context as _, Result, bail, ensure};
 use common::{conformance_dir, crate_dir, params_with, url};
 
-/// A temp workspace: inputs copied from one conformance test, an output dir, a data dir.
+/// A temp workspace: inputs copied from one conformance test, an output dir, a data dir, and
+/// the store the runs use (`None`: embedded; `Some(host:port)`: CQL).
 struct Case {
     tmp: tempfile::TempDir,
     conf: PathBuf,
+    cql: Option<String>,
 }
 
 impl Case {
+    /// On the embedded store, or on `PLEXUS_CONFORMANCE_CQL=host:port` when that is set (e.g. a
+    /// real cluster, or a `cql-double` binary).
     fn new(test: &str) -> Result<Self> {
+        Self::on(test, std::env::var("PLEXUS_CONFORMANCE_CQL").ok())
+    }
+
+    /// On the CQL store at `addr`.
+    fn on(test: &str, cql: Option<String>) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let conf = conformance_dir()?.join(test);
         let input = tmp.path().join("in");
@@ -27,7 +36,7 @@ impl Case {
             std::fs::copy(e.path(), input.join(e.file_name()))?;
         }
         std::fs::create_dir_all(tmp.path().join("out"))?;
-        Ok(Self { tmp, conf })
+        Ok(Self { tmp, conf, cql })
     }
 
     fn dir(&self, name: &str) -> PathBuf {
@@ -38,15 +47,14 @@ impl Case {
         self.conf.join("cfg").join(name)
     }
 
-    /// `planner run` with the given extra arguments; fails with its output unless it succeeds.
-    /// With `PLEXUS_CONFORMANCE_CQL=host:port` the run uses the CQL store there (e.g. a
-    /// `cql-double` from plexus-testkit) instead of the embedded one.
+    /// `planner run` with the given extra arguments on the case's store; fails with its output
+    /// unless it succeeds.
     fn run(&self, args: &[&str]) -> Result<String> {
         let data = self.dir("data");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
         cmd.arg("run").args(args).arg("--data-dir").arg(&data);
-        if let Ok(points) = std::env::var("PLEXUS_CONFORMANCE_CQL") {
-            cmd.args(["--store", "cql", "--cql-contact-points", &points]);
+        if let Some(points) = &self.cql {
+            cmd.args(["--store", "cql", "--cql-contact-points", points]);
         }
         let out = cmd.output()?;
         let text = format!(
@@ -124,7 +132,10 @@ fn check_lookup_outputs(c: &Case) -> Result<()> {
 
 #[test]
 fn lookup_one_run() -> Result<()> {
-    let c = Case::new("lookup")?;
+    lookup_one(&Case::new("lookup")?)
+}
+
+fn lookup_one(c: &Case) -> Result<()> {
     let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
     c.run(&[
         &url(&c.cfg("script_quick.yaml")),
@@ -135,7 +146,7 @@ fn lookup_one_run() -> Result<()> {
         "--start-nodes",
         "read_orders,read_order_items",
     ])?;
-    check_lookup_outputs(&c)
+    check_lookup_outputs(c)
 }
 
 #[test]
@@ -202,8 +213,11 @@ fn check_tag_outputs(c: &Case) -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_one_run() -> Result<()> {
-    let c = Case::new("tag_and_denormalize")?;
-    let params = tag_params(&c, "script_params_fs_one.json")?;
+    tag_one(&Case::new("tag_and_denormalize")?)
+}
+
+fn tag_one(c: &Case) -> Result<()> {
+    let params = tag_params(c, "script_params_fs_one.json")?;
     c.run(&[
         &url(&c.cfg("script.json")),
         "--params",
@@ -213,7 +227,7 @@ fn tag_and_denormalize_one_run() -> Result<()> {
         "--start-nodes",
         "read_tags,read_products",
     ])?;
-    check_tag_outputs(&c)
+    check_tag_outputs(c)
 }
 
 #[test]
@@ -249,7 +263,31 @@ fn tag_and_denormalize_multi_runs() -> Result<()> {
 
 #[test]
 fn py_calc_one_run() -> Result<()> {
-    let c = Case::new("py_calc")?;
+    py_calc_one(&Case::new("py_calc")?)
+}
+
+/// Header of the `_00000` file + the sorted data lines of both batch files.
+fn merged_py_calc_output(c: &Case, kind: &str) -> Result<Vec<String>> {
+    let mut header = None;
+    let mut rows: Vec<String> = Vec::new();
+    for b in ["00000", "00001"] {
+        let p = c
+            .dir("out")
+            .join(format!("taxed_order_items_{kind}_{b}.csv"));
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("{} missing", p.display()))?;
+        let mut lines = text.lines();
+        let h = lines.next().unwrap_or_default().to_string();
+        header.get_or_insert(h);
+        rows.extend(lines.map(str::to_string));
+    }
+    rows.sort_unstable();
+    let mut got = vec![header.unwrap_or_default()];
+    got.extend(rows);
+    Ok(got)
+}
+
+fn py_calc_one(c: &Case) -> Result<()> {
     let params = params_with(
         &c.dir("."),
         &c.cfg("script_params.json"),
@@ -269,22 +307,7 @@ fn py_calc_one_run() -> Result<()> {
         "read_order_items",
     ])?;
     for kind in ["go", "py"] {
-        let mut header = None;
-        let mut rows: Vec<String> = Vec::new();
-        for b in ["00000", "00001"] {
-            let p = c
-                .dir("out")
-                .join(format!("taxed_order_items_{kind}_{b}.csv"));
-            let text =
-                std::fs::read_to_string(&p).with_context(|| format!("{} missing", p.display()))?;
-            let mut lines = text.lines();
-            let h = lines.next().unwrap_or_default().to_string();
-            header.get_or_insert(h);
-            rows.extend(lines.map(str::to_string));
-        }
-        rows.sort_unstable();
-        let mut got = vec![header.unwrap_or_default()];
-        got.extend(rows);
+        let got = merged_py_calc_output(c, kind)?;
         let want = std::fs::read_to_string(
             c.conf
                 .join(format!("out/taxed_order_items_{kind}_baseline.csv")),
@@ -300,8 +323,8 @@ fn py_calc_one_run() -> Result<()> {
 
 /// proto_file_reader_creator: generate the script, insert `top` as upstream does, run it,
 /// compare the output with the input (spec §13.6, conformance README §5).
-fn proto_round_trip(file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
-    let c = Case::new("proto_file_reader_creator")?;
+fn proto_round_trip(file_type: &str, file: &str, cql: Option<String>) -> Result<(Case, PathBuf)> {
+    let c = Case::on("proto_file_reader_creator", cql)?;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
     cmd.arg("proto-file-reader-creator")
         .arg("--file")
@@ -348,13 +371,17 @@ fn proto_round_trip(file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
 
 #[test]
 fn proto_file_reader_creator_csv() -> Result<()> {
-    let (c, _) = proto_round_trip("csv", "products.csv")?;
+    let (c, _) = proto_round_trip("csv", "products.csv", None)?;
     assert_same(&c.dir("out/products.csv"), &c.dir("in/products.csv"))
 }
 
 #[test]
 fn proto_file_reader_creator_parquet() -> Result<()> {
-    let (c, script) = proto_round_trip("parquet", "products.parquet")?;
+    proto_parquet(None)
+}
+
+fn proto_parquet(cql: Option<String>) -> Result<()> {
+    let (c, script) = proto_round_trip("parquet", "products.parquet", cql)?;
     let plan = planner::build_plan(&url(&script), None).map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(plexus_core::plan::Reader::File(reader)) =
         plan.node("read_file").map(|n| n.reader.clone())
@@ -511,4 +538,77 @@ fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
         "history after drop: {runs:?}"
     );
     Ok(())
+}
+
+/// The CQL store, through the testkit's CQL wire double: the conformance runs pass there too,
+/// and their files equal the embedded store's (byte for byte where `top` fixes the row order;
+/// as sorted lines where the order is arbitrary, as it is between any two Capillaries runs).
+mod on_cql {
+    use super::*;
+    use plexus_testkit::cql::CqlDouble;
+
+    fn both(test: &str, body: fn(&Case) -> Result<()>) -> Result<(Case, Case, CqlDouble)> {
+        let embedded = Case::on(test, None)?;
+        body(&embedded)?;
+        let double = CqlDouble::start()?;
+        let cql = Case::on(test, Some(double.addr().to_string()))?;
+        body(&cql).context("on the CQL store")?;
+        Ok((embedded, cql, double))
+    }
+
+    fn same_bytes(a: &Case, b: &Case, file: &str) -> Result<()> {
+        let x = std::fs::read(a.dir("out").join(file))?;
+        let y = std::fs::read(b.dir("out").join(file))?;
+        ensure!(x == y, "{file}: embedded and CQL outputs differ");
+        Ok(())
+    }
+
+    #[test]
+    fn lookup() -> Result<()> {
+        let (e, c, _d) = both("lookup", lookup_one)?;
+        for name in LOOKUP_OUTPUTS {
+            same_bytes(&e, &c, &format!("{name}.csv"))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn tag_and_denormalize() -> Result<()> {
+        let (e, c, _d) = both("tag_and_denormalize", tag_one)?;
+        same_bytes(&e, &c, "tag_totals.tsv")?;
+        let sorted = |case: &Case| -> Result<Vec<String>> {
+            let text = std::fs::read_to_string(
+                case.dir("out")
+                    .join("tagged_products_for_operator_review.csv"),
+            )?;
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            lines.sort_unstable();
+            Ok(lines)
+        };
+        ensure!(sorted(&e)? == sorted(&c)?, "tagged products differ");
+        Ok(())
+    }
+
+    #[test]
+    fn py_calc() -> Result<()> {
+        let (e, c, _d) = both("py_calc", py_calc_one)?;
+        for kind in ["go", "py"] {
+            ensure!(
+                merged_py_calc_output(&e, kind)? == merged_py_calc_output(&c, kind)?,
+                "taxed_order_items_{kind} differ"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn proto_file_reader_creator() -> Result<()> {
+        let d = CqlDouble::start()?;
+        let (c, _) = proto_round_trip("csv", "products.csv", Some(d.addr().to_string()))?;
+        // The CSV output equals the input, which is also what the embedded run produces.
+        assert_same(&c.dir("out/products.csv"), &c.dir("in/products.csv"))?;
+        let (e, _) = proto_round_trip("csv", "products.csv", None)?;
+        same_bytes(&e, &c, "products.csv")?;
+        proto_parquet(Some(d.addr().to_string()))
+    }
 }

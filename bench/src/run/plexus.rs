@@ -49,6 +49,8 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         python_args: Vec::new(),
         start_nodes: Vec::new(),
         exec_node: false,
+        store: planner::run::StoreKind::Embedded,
+        cql_contact_points: String::new(),
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;
