@@ -136,7 +136,7 @@ fn lookup_one_run() -> Result<()> {
 }
 
 fn lookup_one(c: &Case) -> Result<()> {
-    let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+    let params = lookup_params(c, "script_params_quick_fs_one.yaml")?;
     c.run(&[
         &url(&c.cfg("script_quick.yaml")),
         "--params",
