@@ -51,9 +51,8 @@ enum Command {
         /// The run whose statuses colour the nodes.
         #[arg(long, requires = "keyspace")]
         run_id: Option<u32>,
-        /// Data directory of the embedded store.
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Run a script in-process on the embedded store: one run of the given start nodes and
     /// every auto node below them, with a progress bar per node and a final table.
@@ -91,17 +90,33 @@ enum Command {
         /// The node whose batches to list (batches only).
         #[arg(long)]
         node: Option<String>,
-        /// Data directory of the embedded store.
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Drop a keyspace with all its tables and history (no error if it does not exist).
     DropKeyspace {
         /// Keyspace.
         keyspace: String,
-        /// Data directory of the embedded store.
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print the CQL that creates a keyspace, its workflow tables and the tables of the nodes
+    /// a run affects (Capillaries get_table_cql).
+    GetTableCql {
+        /// Script file or URL (`.json` or `.yaml`).
+        script: String,
+        /// Params file or URL (`.json` or `.yaml`).
+        #[arg(short, long)]
+        params: Option<String>,
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// Run id the table names carry.
+        #[arg(long, default_value_t = 1)]
+        run_id: u32,
+        /// Comma-separated start nodes of the run; default: every node.
+        #[arg(long, value_delimiter = ',')]
+        start_nodes: Vec<String>,
     },
     /// Print a two-node script (read the file into a table, write the table back to a file)
     /// with column names and types guessed from a sample CSV or Parquet file.
@@ -136,6 +151,30 @@ enum Command {
     },
 }
 
+/// Which store a command works on.
+#[derive(clap::Args, Debug)]
+struct StoreArgs {
+    /// Data directory of the embedded store.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// Storage backend: the embedded store in --data-dir, or a Cassandra/ScyllaDB cluster.
+    #[arg(long, value_enum, default_value_t = planner::run::StoreKind::Embedded)]
+    store: planner::run::StoreKind,
+    /// Comma-separated `host:port` contact points of the cluster (with `--store cql`).
+    #[arg(long, default_value = "")]
+    cql_contact_points: String,
+}
+
+impl StoreArgs {
+    fn target(&self) -> planner::run::StoreTarget {
+        planner::run::StoreTarget {
+            kind: self.store,
+            data_dir: self.data_dir.clone(),
+            cql_contact_points: self.cql_contact_points.clone(),
+        }
+    }
+}
+
 /// Where the embedded store lives unless --data-dir says otherwise.
 const DEFAULT_DATA_DIR: &str = "./plexus-data";
 
@@ -161,15 +200,8 @@ struct RunTarget {
     /// Keyspace of the run; default: the script's file name.
     #[arg(long)]
     keyspace: Option<String>,
-    /// Data directory of the embedded store.
-    #[arg(long, default_value = DEFAULT_DATA_DIR)]
-    data_dir: PathBuf,
-    /// Storage backend: the embedded store in --data-dir, or a Cassandra/ScyllaDB cluster.
-    #[arg(long, value_enum, default_value_t = planner::run::StoreKind::Embedded)]
-    store: planner::run::StoreKind,
-    /// Comma-separated `host:port` contact points of the cluster (with `--store cql`).
-    #[arg(long, default_value = "127.0.0.1:9042")]
-    cql_contact_points: String,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Executor threads; default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
@@ -221,7 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             keyspace,
             run_id,
-            data_dir,
+            store,
         } => {
             let plan = match planner::build_plan(&script, params.as_deref()) {
                 Ok(plan) => plan,
@@ -232,7 +264,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let dot = match (keyspace, run_id) {
                 (Some(ks), Some(run)) => {
-                    let statuses = planner::run::node_statuses(&data_dir, &ks, run)?;
+                    let statuses = planner::run::node_statuses(&store.target(), &ks, run)?;
                     planner::diagram::to_dot_with_status(&plan, &statuses)
                 }
                 _ => planner::diagram::to_dot(&plan),
@@ -254,23 +286,44 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             keyspace,
             run_id,
             node,
-            data_dir,
+            store,
         } => {
+            let target = store.target();
             let text = match what {
-                HistoryKind::Runs => planner::run::run_history(&data_dir, &keyspace)?,
-                HistoryKind::Nodes => planner::run::node_history(&data_dir, &keyspace, &run_id)?,
+                HistoryKind::Runs => planner::run::run_history(&target, &keyspace)?,
+                HistoryKind::Nodes => planner::run::node_history(&target, &keyspace, &run_id)?,
                 HistoryKind::Batches => {
                     let (Some(run), Some(node)) = (run_id.first(), node) else {
                         anyhow::bail!("history batches needs --run-id and --node");
                     };
-                    planner::run::batch_history(&data_dir, &keyspace, *run, &node)?
+                    planner::run::batch_history(&target, &keyspace, *run, &node)?
                 }
             };
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::DropKeyspace { keyspace, data_dir } => {
-            planner::run::drop_keyspace(&data_dir, &keyspace)?;
+        Command::GetTableCql {
+            script,
+            params,
+            keyspace,
+            run_id,
+            start_nodes,
+        } => {
+            let plan = match planner::build_plan(&script, params.as_deref()) {
+                Ok(plan) => plan,
+                Err(err) => {
+                    report(&err);
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            print!(
+                "{}",
+                planner::run::table_cql(&plan, &keyspace, run_id, &start_nodes)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DropKeyspace { keyspace, store } => {
+            planner::run::drop_keyspace(&store.target(), &keyspace)?;
             println!("dropped keyspace {keyspace}");
             Ok(ExitCode::SUCCESS)
         }
@@ -319,9 +372,9 @@ fn run_plan(
         script: target.script.clone(),
         params: target.params.clone(),
         keyspace: target.keyspace.clone(),
-        data_dir: target.data_dir.clone(),
-        store: target.store,
-        cql_contact_points: target.cql_contact_points.clone(),
+        data_dir: target.store.data_dir.clone(),
+        store: target.store.store,
+        cql_contact_points: target.store.cql_contact_points.clone(),
         threads: target.threads,
         python: target.python.clone(),
         python_args: target.python_args.clone(),

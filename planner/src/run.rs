@@ -67,12 +67,39 @@ pub fn default_keyspace(script: &str) -> String {
     ks
 }
 
-fn open_store(data_dir: &Path) -> Result<Arc<dyn Store>> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-    let store = EmbeddedStore::open(data_dir)
-        .with_context(|| format!("cannot open the embedded store in {}", data_dir.display()))?;
-    Ok(Arc::new(store))
+/// Which store a command works on: the embedded one in a directory, or a CQL cluster.
+#[derive(Clone, Debug, Default)]
+pub struct StoreTarget {
+    /// Backend.
+    pub kind: StoreKind,
+    /// Data directory (embedded).
+    pub data_dir: PathBuf,
+    /// Comma-separated `host:port` contact points (CQL).
+    pub cql_contact_points: String,
+}
+
+impl StoreTarget {
+    /// Opens (embedded) or connects to (CQL) the store.
+    pub fn open(&self) -> Result<Arc<dyn Store>> {
+        match self.kind {
+            StoreKind::Embedded => {
+                let dir = &self.data_dir;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create data directory {}", dir.display()))?;
+                let store = EmbeddedStore::open(dir).with_context(|| {
+                    format!("cannot open the embedded store in {}", dir.display())
+                })?;
+                Ok(Arc::new(store))
+            }
+            StoreKind::Cql => {
+                let cfg = CqlConfig::with_contact_points(&self.cql_contact_points);
+                let store = CqlStore::connect(cfg).with_context(|| {
+                    format!("cannot connect to CQL at {}", self.cql_contact_points)
+                })?;
+                Ok(Arc::new(store))
+            }
+        }
+    }
 }
 
 fn python_config(s: &RunSettings, workers: usize) -> PyPoolConfig {
@@ -107,15 +134,12 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
             .map(usize::from)
             .unwrap_or(2)
     });
-    let store = match s.store {
-        StoreKind::Embedded => open_store(&s.data_dir)?,
-        StoreKind::Cql => {
-            let cfg = CqlConfig::with_contact_points(&s.cql_contact_points);
-            let store = CqlStore::connect(cfg)
-                .with_context(|| format!("cannot connect to CQL at {}", s.cql_contact_points))?;
-            Arc::new(store) as Arc<dyn Store>
-        }
-    };
+    let store = StoreTarget {
+        kind: s.store,
+        data_dir: s.data_dir.clone(),
+        cql_contact_points: s.cql_contact_points.clone(),
+    }
+    .open()?;
     let mut ctx = ExecContext::new(store);
     if plan
         .nodes
@@ -151,19 +175,19 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
     Ok(engine.run(plan, &req, observer)?)
 }
 
-fn engine_for(data_dir: &Path) -> Result<Engine> {
-    Ok(Engine::new(ExecContext::new(open_store(data_dir)?), 1))
+fn engine_for(target: &StoreTarget) -> Result<Engine> {
+    Ok(Engine::new(ExecContext::new(target.open()?), 1))
 }
 
 /// `planner history runs`.
-pub fn run_history(data_dir: &Path, keyspace: &str) -> Result<String> {
-    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+pub fn run_history(target: &StoreTarget, keyspace: &str) -> Result<String> {
+    let (ledger, _) = engine_for(target)?.load_ledger(keyspace)?;
     Ok(run_history_csv(&ledger.run_history(keyspace)?, 0))
 }
 
 /// `planner history nodes`.
-pub fn node_history(data_dir: &Path, keyspace: &str, run_ids: &[u32]) -> Result<String> {
-    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+pub fn node_history(target: &StoreTarget, keyspace: &str, run_ids: &[u32]) -> Result<String> {
+    let (ledger, _) = engine_for(target)?.load_ledger(keyspace)?;
     Ok(node_history_csv(
         &ledger.node_history(keyspace, run_ids, &[])?,
         0,
@@ -171,8 +195,13 @@ pub fn node_history(data_dir: &Path, keyspace: &str, run_ids: &[u32]) -> Result<
 }
 
 /// `planner history batches`.
-pub fn batch_history(data_dir: &Path, keyspace: &str, run_id: u32, node: &str) -> Result<String> {
-    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+pub fn batch_history(
+    target: &StoreTarget,
+    keyspace: &str,
+    run_id: u32,
+    node: &str,
+) -> Result<String> {
+    let (ledger, _) = engine_for(target)?.load_ledger(keyspace)?;
     Ok(batch_history_csv(
         &ledger.batch_history(keyspace, run_id, node)?,
         0,
@@ -181,17 +210,17 @@ pub fn batch_history(data_dir: &Path, keyspace: &str, run_id: u32, node: &str) -
 
 /// Node statuses of one run, for the status diagram.
 pub fn node_statuses(
-    data_dir: &Path,
+    target: &StoreTarget,
     keyspace: &str,
     run_id: u32,
 ) -> Result<Vec<(String, NodeBatchStatus)>> {
-    let (ledger, _) = engine_for(data_dir)?.load_ledger(keyspace)?;
+    let (ledger, _) = engine_for(target)?.load_ledger(keyspace)?;
     Ok(ledger.node_statuses(keyspace, run_id)?)
 }
 
 /// `planner drop-keyspace`.
-pub fn drop_keyspace(data_dir: &Path, keyspace: &str) -> Result<()> {
-    open_store(data_dir)?.drop_keyspace(keyspace)?;
+pub fn drop_keyspace(target: &StoreTarget, keyspace: &str) -> Result<()> {
+    target.open()?.drop_keyspace(keyspace)?;
     Ok(())
 }
 
@@ -215,4 +244,23 @@ pub fn proto_script(
         other => anyhow::bail!("unknown --file-type {other:?}, expected csv or parquet"),
     };
     Ok(serde_json::to_string_pretty(&script)?)
+}
+
+/// `planner get-table-cql` (Capillaries get_table_cql): the CQL creating the keyspace, its
+/// workflow tables and the data and index tables of the nodes a run with these start nodes
+/// affects (every node when no start node is given).
+pub fn table_cql(plan: &Plan, keyspace: &str, run_id: u32, start_nodes: &[String]) -> String {
+    let replication = CqlConfig::default().replication.to_cql();
+    let mut statements = plexus_node::store::cql::keyspace_cql(keyspace, &replication);
+    let nodes: Vec<String> = if start_nodes.is_empty() {
+        plan.nodes.iter().map(|n| n.name.clone()).collect()
+    } else {
+        plexus_raft::affected_nodes(plan, start_nodes)
+    };
+    for node in nodes {
+        if let Some(spec) = plexus_node::exec::table_spec(plan, &node, run_id) {
+            statements.extend(plexus_node::store::cql::table_cql(keyspace, &spec));
+        }
+    }
+    statements.iter().map(|s| format!("{s};\n")).collect()
 }

@@ -153,3 +153,36 @@ fn help_documents_every_command() -> Result<()> {
     ensure!(String::from_utf8_lossy(&out.stdout).contains("--show-plan"));
     Ok(())
 }
+
+#[test]
+fn get_table_cql_prints_the_tables_of_the_affected_nodes() -> Result<()> {
+    let out = planner(&[
+        "get-table-cql",
+        "examples/roastery/script.json",
+        "-p",
+        "examples/roastery/params.json",
+        "--keyspace",
+        "roastery",
+        "--run-id",
+        "7",
+        "--start-nodes",
+        "read_orders",
+    ])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "CREATE KEYSPACE IF NOT EXISTS \"roastery\"",
+        "\"roastery\".\"orders_00007\" (rowid bigint PRIMARY KEY",
+        "\"roastery\".\"idx_orders_bean_id_00007\" (key blob, rowid bigint, PRIMARY KEY ((key), rowid))",
+        "\"roastery\".\"customers_00007\"",
+    ] {
+        ensure!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // read_beans is not affected by a run started at read_orders.
+    ensure!(!text.contains("beans_00007\" (rowid"), "{text}");
+    Ok(())
+}

@@ -545,7 +545,7 @@ fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
 /// as sorted lines where the order is arbitrary, as it is between any two Capillaries runs).
 mod on_cql {
     use super::*;
-    use plexus_testkit::cql::CqlDouble;
+    use plexus_testkit::cql::{CqlDouble, FaultKind, Target};
 
     fn both(test: &str, body: fn(&Case) -> Result<()>) -> Result<(Case, Case, CqlDouble)> {
         let embedded = Case::on(test, None)?;
@@ -610,5 +610,91 @@ mod on_cql {
         let (e, _) = proto_round_trip("csv", "products.csv", None)?;
         same_bytes(&e, &c, "products.csv")?;
         proto_parquet(Some(d.addr().to_string()))
+    }
+
+    #[test]
+    fn lookup_survives_write_timeouts_on_a_tenth_of_the_writes() -> Result<()> {
+        let embedded = Case::on("lookup", None)?;
+        lookup_one(&embedded)?;
+        let double = CqlDouble::start()?;
+        // Half of them after the write was applied (what a real timeout usually means).
+        double
+            .faults()
+            .fail_randomly(Target::Writes, None, 0.05, 7, FaultKind::WriteTimeout);
+        double.faults().fail_randomly(
+            Target::Writes,
+            None,
+            0.05,
+            8,
+            FaultKind::WriteTimeoutAfterApply,
+        );
+        let cql = Case::on("lookup", Some(double.addr().to_string()))?;
+        lookup_one(&cql)?;
+        for name in LOOKUP_OUTPUTS {
+            same_bytes(&embedded, &cql, &format!("{name}.csv"))?;
+        }
+        ensure!(double.stats().faults_injected > 10, "faults were injected");
+        Ok(())
+    }
+
+    #[test]
+    fn unavailable_beyond_the_retry_budget_fails_the_batch_naming_table_and_statement() -> Result<()>
+    {
+        let double = CqlDouble::start()?;
+        let addr = double.addr().to_string();
+        double.faults().fail_every_nth(
+            Target::Writes,
+            Some("orders_00001"),
+            1,
+            FaultKind::Unavailable,
+        );
+        let c = Case::on("lookup", Some(addr.clone()))?;
+        let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        let planner = |args: &[&str]| -> Result<std::process::Output> {
+            Ok(Command::new(env!("CARGO_BIN_EXE_planner"))
+                .args(args)
+                .args(["--store", "cql", "--cql-contact-points", &addr])
+                .output()?)
+        };
+        let out = planner(&[
+            "run",
+            &url(&c.cfg("script_quick.yaml")),
+            "--params",
+            &url(&params),
+            "--keyspace",
+            "lookup_unavailable",
+            "--start-nodes",
+            "read_orders,read_order_items",
+        ])?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.code() == Some(1), "the run must fail:\n{text}");
+        for want in ["node read_orders", "orders_00001", "INSERT"] {
+            ensure!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+        // The failure was retryable: the ledger put the batch back and it ran again.
+        let out = planner(&[
+            "history",
+            "batches",
+            "--keyspace",
+            "lookup_unavailable",
+            "--run-id",
+            "1",
+            "--node",
+            "read_orders",
+        ])?;
+        let history = String::from_utf8_lossy(&out.stdout);
+        let starts = history
+            .lines()
+            .filter(|l| l.split(',').nth(5) == Some("1"))
+            .count();
+        ensure!(starts >= 2, "retried at least once:\n{history}");
+        // drop-keyspace works on the cluster too.
+        let out = planner(&["drop-keyspace", "lookup_unavailable"])?;
+        ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
     }
 }

@@ -149,6 +149,37 @@ impl Kind {
     }
 }
 
+/// The CQL that creates a keyspace with its workflow tables (`planner get-table-cql`, and what
+/// [`CqlStore`] runs), for the given replication map text.
+pub fn keyspace_cql(keyspace: &str, replication: &str) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {replication}",
+            quoted(keyspace)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (part int, key blob, value blob, PRIMARY KEY ((part), key))",
+            qualified(keyspace, META_TABLE)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (ks text, run_id int, claimer blob, \
+             PRIMARY KEY ((ks), run_id)) WITH CLUSTERING ORDER BY (run_id DESC)",
+            qualified(keyspace, COUNTER_TABLE)
+        ),
+    ]
+}
+
+/// The CQL that creates a node's data table and index tables for one run.
+pub fn table_cql(keyspace: &str, spec: &TableSpec) -> Vec<String> {
+    std::iter::once(Kind::Data.create_cql(keyspace, &spec.data.storage_name()))
+        .chain(
+            spec.indexes
+                .iter()
+                .map(|i| Kind::of_index(i.kind).create_cql(keyspace, &i.table.storage_name())),
+        )
+        .collect()
+}
+
 /// Every statement the store prepares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stmt {
@@ -1366,36 +1397,10 @@ impl Store for CqlStore {
         validate_keyspace_name(keyspace)?;
         const OP: &str = "create_keyspace";
         self.block(OP, async {
-            let ks = quoted(keyspace);
-            self.ddl(
-                OP,
-                keyspace,
-                format!(
-                    "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}",
-                    self.cfg.replication.to_cql()
-                ),
-            )
-            .await?;
-            self.ddl(
-                OP,
-                keyspace,
-                format!(
-                    "CREATE TABLE IF NOT EXISTS {} \
-                     (part int, key blob, value blob, PRIMARY KEY ((part), key))",
-                    qualified(keyspace, META_TABLE)
-                ),
-            )
-            .await?;
-            self.ddl(
-                OP,
-                keyspace,
-                format!(
-                    "CREATE TABLE IF NOT EXISTS {} (ks text, run_id int, claimer blob, \
-                     PRIMARY KEY ((ks), run_id)) WITH CLUSTERING ORDER BY (run_id DESC)",
-                    qualified(keyspace, COUNTER_TABLE)
-                ),
-            )
-            .await
+            for cql in keyspace_cql(keyspace, &self.cfg.replication.to_cql()) {
+                self.ddl(OP, keyspace, cql).await?;
+            }
+            Ok(())
         })
     }
 
