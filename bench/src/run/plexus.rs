@@ -203,7 +203,11 @@ pub fn collect(
         .as_u64()
         .and_then(|r| u32::try_from(r).ok())
         .context("report has no run_id")?;
-    let history = planner::run::node_history(data_dir, keyspace, &[run_id])?;
+    let target = planner::run::StoreTarget {
+        data_dir: data_dir.to_path_buf(),
+        ..planner::run::StoreTarget::default()
+    };
+    let history = planner::run::node_history(&target, keyspace, &[run_id])?;
     let spans = node_spans(&history);
     let nodes = doc["nodes"]
         .as_array()
