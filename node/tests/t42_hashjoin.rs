@@ -554,3 +554,34 @@ fn concurrent_batches_build_once() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn cache_evicts_oldest_index_over_the_byte_budget() -> Result<()> {
+    let (_dir, store) = open()?;
+    let (plan, _) = plan_all();
+    seed_sources(store.as_ref(), &plan)?;
+    // Sizes of the two right sides (non-unique index: 7 rows; unique: the 5 valid ones).
+    let big = ExecContext::new(store.clone());
+    run_node(store.as_ref(), &big, &plan, "nu_inner_ng_all", 2)?;
+    let nu = big.lookup_cache.cached_bytes();
+    run_node(store.as_ref(), &big, &plan, "u_inner", 2)?;
+    let u = big.lookup_cache.cached_bytes() - nu;
+    assert!(nu > 0 && u > 0, "{nu} {u}");
+    // A budget that fits either but not both: each build evicts the other.
+    let budget = nu.max(u);
+    let small = ExecContext::new(store.clone()).with_hash_join_limits(100, budget);
+    for (i, name) in ["nu_inner_ng_all", "u_inner", "nu_inner_ng_all"]
+        .iter()
+        .enumerate()
+    {
+        run_node(store.as_ref(), &small, &plan, name, 3)?;
+        assert_eq!(small.lookup_cache.builds(), i as u64 + 1, "{name}");
+        assert!(small.lookup_cache.cached_bytes() <= budget);
+        assert_eq!(
+            rows(store.as_ref(), &plan, name, 3)?,
+            rows(store.as_ref(), &plan, name, 2)?,
+            "{name}"
+        );
+    }
+    Ok(())
+}

@@ -38,6 +38,10 @@ use crate::store::{Rowid, TableRef};
 /// Rows per `scan_batch` page (and per `lookup_unique` call) while building.
 const BUILD_PAGE: usize = 4096;
 
+/// Approximate bytes per indexed row besides its values and key: the row's `Vec` header,
+/// its rowid and position, and its share of the hash map (entry, key box, position vector).
+const PER_ROW_OVERHEAD: usize = 96;
+
 /// Default [`super::ExecContext::hash_join_max_rows`].
 pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = 5_000_000;
 
@@ -57,7 +61,7 @@ pub(crate) struct RightIndex {
     pub(crate) rowids: Vec<Rowid>,
     /// Lookup key → positions in `rows`, ascending.
     map: KeyMap,
-    /// Encoded bytes of the rows plus key bytes: what counts against the cache budget.
+    /// Approximate memory held (see [`PER_ROW_OVERHEAD`]): what counts against the limits.
     bytes: usize,
 }
 
@@ -115,6 +119,11 @@ impl LookupCache {
     /// Number of right-side index builds started so far (for tests and tracing).
     pub fn builds(&self) -> u64 {
         self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Approximate bytes held by the cached indexes.
+    pub fn cached_bytes(&self) -> usize {
+        lock(&self.inner).slots.values().map(|s| s.bytes).sum()
     }
 
     /// Drops every cached index (batches using one keep their `Arc`).
@@ -243,6 +252,7 @@ fn build(
         keys.clear();
         page_rows.clear();
         for (rowid, bytes) in &page.rows {
+            // Strings keep their encoded length on the heap once decoded.
             ix.bytes += bytes.len();
             decode(bytes, &l.types, &mut row, &right_name, *rowid)?;
             let mut key = Vec::new();
@@ -257,7 +267,9 @@ fn build(
                     e,
                 )
             })?;
-            ix.bytes += key.len();
+            // Budget the memory actually held (decoded values, key, per-row vectors and map
+            // slot), not just the encoded bytes, so the limit tracks RSS.
+            ix.bytes += key.len() + row.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
             keys.push(key);
             page_rows.push((*rowid, std::mem::take(&mut row)));
         }

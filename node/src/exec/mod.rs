@@ -49,8 +49,8 @@ pub struct ExecContext {
     /// Lookups whose right table has at most this many valid rows use the in-memory hash
     /// join; 0 disables it (point lookups only).
     pub hash_join_max_rows: usize,
-    /// Byte limit (encoded rows plus keys) of one hash-join right side and of all cached
-    /// ones together; 0 disables the hash join.
+    /// Byte limit (approximate memory: decoded rows, keys, map) of one hash-join right side
+    /// and of all cached ones together (older ones are evicted); 0 disables the hash join.
     pub hash_join_max_bytes: usize,
     /// Hash-join right sides built so far, shared by every clone of the context.
     pub lookup_cache: Arc<LookupCache>,
