@@ -72,6 +72,8 @@ pub(crate) struct LookupStage {
     pub(crate) index: IndexDef,
     /// Positions in the left row of the `join_on` fields, in index component order.
     pub(crate) join_pos: Vec<usize>,
+    /// Positions in the right row of the index components, in component order (hash join).
+    pub(crate) index_pos: Vec<usize>,
     pub(crate) join_type: JoinType,
     pub(crate) group: bool,
     pub(crate) filter: Option<Compiled>,
@@ -233,8 +235,26 @@ pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> 
                     l.index.components.len()
                 )));
             }
+            let index_pos = l
+                .index
+                .components
+                .iter()
+                .map(|c| {
+                    right
+                        .fields
+                        .iter()
+                        .position(|f| f.name == c.field)
+                        .ok_or_else(|| {
+                            err(format!(
+                                "index {} component {} is not a field of table {}",
+                                l.index_name, c.field, l.table
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             Stage::Lookup(LookupStage {
                 table: l.table.clone(),
+                index_pos,
                 types: right.fields.iter().map(|f| f.ty).collect(),
                 index_name: l.index_name.clone(),
                 index: l.index.clone(),

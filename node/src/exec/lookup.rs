@@ -1,6 +1,8 @@
 //! table_lookup_table (spec §7.4): per left page, build the lookup keys, resolve them through
 //! the lookup index in sorted key order (batched), fetch and filter the right rows (batched),
-//! then produce output rows per join type and grouping.
+//! then produce output rows per join type and grouping. When the right table fits in memory
+//! the index and fetch steps are replaced by probes of a hash index built once per process
+//! ([`super::hashjoin`]).
 
 use std::time::Instant;
 
@@ -11,6 +13,7 @@ use plexus_core::value::Value;
 
 use super::compile::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, RowLoc};
+use super::hashjoin::right_index;
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into};
 use super::{BatchRun, BatchStats, Scan, decode};
 use crate::store::Rowid;
@@ -62,6 +65,10 @@ pub(crate) fn run(
     let store = b.ctx.store.as_ref();
     let ks = b.task.keyspace.as_str();
     let mut bufs = Bufs::default();
+    // Build (or wait for) the in-memory right side: this counts as the batch's lookup time.
+    let build_start = Instant::now();
+    let hj = right_index(b, l, &right_table, &index_table)?;
+    stats.lookup += build_start.elapsed();
 
     while let Some(page) = scan.next_page(stats)? {
         let n = page.len();
@@ -94,6 +101,31 @@ pub(crate) fn run(
                     e,
                 )
             })?;
+        }
+        if let Some(ix) = &hj {
+            // Hash join: every left row probes the map; no store calls, no key sorting.
+            bf.key_of_left.clear();
+            bf.key_of_left.extend(0..n);
+            bf.match_start.clear();
+            bf.match_items.clear();
+            for key in &bf.keys[..n] {
+                bf.match_start.push(bf.match_items.len());
+                for &ri in ix.get(key) {
+                    let ri = ri as usize;
+                    let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
+                        return Err(BatchErrorKind::Internal(
+                            "hash join index points past its rows".into(),
+                        ));
+                    };
+                    if passes(l, row, rowid, &right_name)? {
+                        bf.match_items.push(ri);
+                    }
+                }
+            }
+            bf.match_start.push(bf.match_items.len());
+            stats.lookup += lookup_start.elapsed();
+            emit(&page, &scan.table_name, l, out, w, &ix.rows, bf)?;
+            continue;
         }
         bf.order.clear();
         bf.order.extend(0..n);
@@ -160,23 +192,7 @@ pub(crate) fn run(
                 };
                 ensure_len(&mut bf.right, nr + 1);
                 decode(&bytes, &l.types, &mut bf.right[nr], &right_name, rowid)?;
-                let keep = match &l.filter {
-                    None => true,
-                    Some(f) => f
-                        .eval_bool(&Vars::new().with(Alias::L, &bf.right[nr]), Rounding::None)
-                        .map_err(|e| {
-                            field_err(
-                                &|| RowLoc::Table {
-                                    table: right_name.clone(),
-                                    rowid,
-                                },
-                                "filter",
-                                f.text(),
-                                e,
-                            )
-                        })?,
-                };
-                if keep {
+                if passes(l, &bf.right[nr], rowid, &right_name)? {
                     bf.fetched.push(Some(nr));
                     nr += 1;
                 } else {
@@ -202,32 +218,72 @@ pub(crate) fn run(
         bf.match_start.push(bf.match_items.len());
         stats.lookup += lookup_start.elapsed();
 
-        // 4. Output rows, left rows in page order.
-        for (i, (rowid, _)) in page.iter().enumerate() {
-            let loc = || RowLoc::Table {
-                table: scan.table_name.clone(),
-                rowid: *rowid,
-            };
-            let k = bf.key_of_left[i];
-            let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
-            let left = &bf.left[i];
-            let row = &mut bf.row;
-            if matches.is_empty() {
-                if l.join_type == JoinType::Left {
-                    unmatched_row(out, l.group, left, row, &loc)?;
-                    w.push(row, &loc)?;
-                }
-            } else if l.group {
-                grouped_row(out, left, &bf.right, matches, row, &loc)?;
+        let right = std::mem::take(&mut bf.right);
+        let r = emit(&page, &scan.table_name, l, out, w, &right, bf);
+        bf.right = right;
+        r?;
+    }
+    Ok(())
+}
+
+/// Whether right row `row` passes the lookup filter (rows failing it are as if absent).
+fn passes(
+    l: &LookupStage,
+    row: &[Value],
+    rowid: Rowid,
+    right_name: &str,
+) -> Result<bool, BatchErrorKind> {
+    match &l.filter {
+        None => Ok(true),
+        Some(f) => f
+            .eval_bool(&Vars::new().with(Alias::L, row), Rounding::None)
+            .map_err(|e| {
+                field_err(
+                    &|| RowLoc::Table {
+                        table: right_name.to_owned(),
+                        rowid,
+                    },
+                    "filter",
+                    f.text(),
+                    e,
+                )
+            }),
+    }
+}
+
+/// Step 4: output rows for the page's left rows, in page order, from the matches in `bf`
+/// (positions in `right`).
+fn emit(
+    page: &[(Rowid, Vec<u8>)],
+    table_name: &str,
+    l: &LookupStage,
+    out: &TableOut,
+    w: &mut RowWriter<'_>,
+    right: &[Vec<Value>],
+    bf: &mut Bufs,
+) -> Result<(), BatchErrorKind> {
+    for (i, (rowid, _)) in page.iter().enumerate() {
+        let loc = || RowLoc::Table {
+            table: table_name.to_owned(),
+            rowid: *rowid,
+        };
+        let k = bf.key_of_left[i];
+        let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
+        let left = &bf.left[i];
+        let row = &mut bf.row;
+        if matches.is_empty() {
+            if l.join_type == JoinType::Left {
+                unmatched_row(out, l.group, left, row, &loc)?;
                 w.push(row, &loc)?;
-            } else {
-                for &ri in matches {
-                    let vars = Vars::new()
-                        .with(Alias::R, left)
-                        .with(Alias::L, &bf.right[ri]);
-                    out.compute(&vars, Rounding::To2, row, &loc)?;
-                    w.push(row, &loc)?;
-                }
+            }
+        } else if l.group {
+            grouped_row(out, left, right, matches, row, &loc)?;
+            w.push(row, &loc)?;
+        } else {
+            for &ri in matches {
+                let vars = Vars::new().with(Alias::R, left).with(Alias::L, &right[ri]);
+                out.compute(&vars, Rounding::To2, row, &loc)?;
+                w.push(row, &loc)?;
             }
         }
     }

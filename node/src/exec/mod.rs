@@ -15,6 +15,7 @@ mod custom;
 mod error;
 mod file_in;
 mod file_out;
+mod hashjoin;
 mod lookup;
 mod table;
 mod write;
@@ -27,6 +28,7 @@ use plexus_core::task::BatchTask;
 
 pub use compile::{CompiledNode, compile_node, table_spec};
 pub use error::{BatchErrorKind, ExecError, RowLoc};
+pub use hashjoin::{DEFAULT_HASH_JOIN_MAX_BYTES, DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache};
 
 use crate::pycalc::PyPool;
 use crate::store::{Rowid, Store, TableRef};
@@ -44,6 +46,14 @@ pub struct ExecContext {
     pub py: Option<Arc<PyPool>>,
     /// Rows handed to one [`Store::write_rows`] call.
     pub write_batch_rows: usize,
+    /// Lookups whose right table has at most this many valid rows use the in-memory hash
+    /// join; 0 disables it (point lookups only).
+    pub hash_join_max_rows: usize,
+    /// Byte limit (approximate memory: decoded rows, keys, map) of one hash-join right side
+    /// and of all cached ones together (older ones are evicted); 0 disables the hash join.
+    pub hash_join_max_bytes: usize,
+    /// Hash-join right sides built so far, shared by every clone of the context.
+    pub lookup_cache: Arc<LookupCache>,
 }
 
 impl std::fmt::Debug for ExecContext {
@@ -52,6 +62,8 @@ impl std::fmt::Debug for ExecContext {
             .field("store", &self.store.backend_name())
             .field("py", &self.py.is_some())
             .field("write_batch_rows", &self.write_batch_rows)
+            .field("hash_join_max_rows", &self.hash_join_max_rows)
+            .field("hash_join_max_bytes", &self.hash_join_max_bytes)
             .finish()
     }
 }
@@ -63,7 +75,19 @@ impl ExecContext {
             store,
             py: None,
             write_batch_rows: DEFAULT_WRITE_BATCH_ROWS,
+            hash_join_max_rows: DEFAULT_HASH_JOIN_MAX_ROWS,
+            hash_join_max_bytes: DEFAULT_HASH_JOIN_MAX_BYTES,
+            lookup_cache: Arc::new(LookupCache::default()),
         }
+    }
+
+    /// The same context with hash-join limits (`max_rows` 0 forces point lookups) and a
+    /// fresh, unshared cache.
+    pub fn with_hash_join_limits(mut self, max_rows: usize, max_bytes: usize) -> Self {
+        self.hash_join_max_rows = max_rows;
+        self.hash_join_max_bytes = max_bytes;
+        self.lookup_cache = Arc::new(LookupCache::default());
+        self
     }
 
     /// The same context with a Python pool for py_calc nodes.
@@ -84,7 +108,8 @@ pub struct BatchStats {
     pub duplicates_skipped: u64,
     /// Time reading and decoding input.
     pub read: Duration,
-    /// Time in index lookups and right-row fetches.
+    /// Time in index lookups and right-row fetches, including building (or waiting for) the
+    /// hash-join right side.
     pub lookup: Duration,
     /// Time waiting for Python.
     pub python: Duration,
