@@ -11,6 +11,9 @@ import os
 import duckdb
 
 
+TOP_LIMIT = 5_000_000
+
+
 def sql_list(urls):
     return "[" + ",".join("'" + u.replace("'", "''") + "'" for u in urls) + "]"
 
@@ -58,7 +61,8 @@ def main():
 
     def copy(select, name, order):
         con.execute(
-            f"COPY ({select} ORDER BY {order}) TO '{out}/{name}.csv' (HEADER, DELIMITER ',', QUOTE '')"
+            # Capillaries' `top` keeps at most 5,000,000 rows per file when no limit is given.
+            f"COPY ({select} ORDER BY {order} LIMIT {TOP_LIMIT}) TO '{out}/{name}.csv' (HEADER, DELIMITER ',', QUOTE '')"
         )
 
     copy(

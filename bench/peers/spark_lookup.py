@@ -12,6 +12,9 @@ import os
 from spark_common import spark_session, write_csv
 
 
+TOP_LIMIT = 5_000_000
+
+
 def money(col):
     return (
         f"concat(CASE WHEN {col} < 0 THEN '-' ELSE '' END, CAST(abs({col}) DIV 100 AS STRING), '.', "
@@ -49,7 +52,8 @@ def main():
     fmt_ts = "date_format({}, 'yyyy-MM-dd HH:mm:ss')"
 
     def save(select, name, order):
-        df = spark.sql(f"{select} ORDER BY {order}")
+        # Capillaries' `top` keeps at most 5,000,000 rows per file when no limit is given.
+        df = spark.sql(f"{select} ORDER BY {order} LIMIT {TOP_LIMIT}")
         write_csv(df, os.path.join(out, name + ".csv"))
 
     save(
