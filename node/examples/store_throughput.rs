@@ -101,6 +101,8 @@ fn main() -> Result<()> {
                 kind: IndexKind::NonUnique,
             },
         ],
+        fields: None,
+        table_options: String::new(),
     };
     store.create_table(ks, &spec)?;
     let customers = (n / 10).max(1);
@@ -110,6 +112,7 @@ fn main() -> Result<()> {
         row.extend_from_slice(&i.to_le_bytes());
         RowWrite {
             rowid: mix(i).cast_signed(),
+            batch_idx: 0,
             row,
             keys: vec![int_key(i), int_key(i % customers)],
         }

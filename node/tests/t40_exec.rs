@@ -243,6 +243,8 @@ fn seed(store: &dyn Store, plan: &Plan, table: &str, run: u32, rows: &[Vec<Value
                 kind: d.kind,
             })
             .collect(),
+        fields: Some(schema.fields.clone()),
+        table_options: String::new(),
     };
     store.create_table(KS, &spec)?;
     let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
@@ -263,6 +265,7 @@ fn seed(store: &dyn Store, plan: &Plan, table: &str, run: u32, rows: &[Vec<Value
             })
             .collect::<Result<Vec<_>, _>>()?;
         writes.push(RowWrite {
+            batch_idx: 0,
             rowid: i as i64 + 1,
             row: bytes,
             keys,

@@ -211,6 +211,8 @@ fn seed(
                 kind: d.kind,
             })
             .collect(),
+        fields: Some(schema.fields.clone()),
+        table_options: String::new(),
     };
     store.create_table(KS, &spec)?;
     let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
@@ -231,6 +233,7 @@ fn seed(
             })
             .collect::<Result<Vec<_>, _>>()?;
         writes.push(RowWrite {
+            batch_idx: 0,
             rowid: *rowid,
             row: bytes,
             keys,

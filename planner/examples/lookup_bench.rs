@@ -308,6 +308,7 @@ fn main() -> Result<()> {
         exec_node: false,
         store: planner::run::StoreKind::Embedded,
         cql_contact_points: String::new(),
+        cql_config: None,
     };
 
     let (cpu0, _) = cpu_and_peak_rss();

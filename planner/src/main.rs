@@ -163,6 +163,10 @@ struct StoreArgs {
     /// Comma-separated `host:port` contact points of the cluster (with `--store cql`).
     #[arg(long, default_value = "")]
     cql_contact_points: String,
+    /// CQL settings file, `.json` or `.yaml` (consistency, concurrency, retries, replication,
+    /// credentials, contact points); `--cql-contact-points` overrides its contact points.
+    #[arg(long)]
+    cql_config: Option<PathBuf>,
 }
 
 impl StoreArgs {
@@ -171,6 +175,7 @@ impl StoreArgs {
             kind: self.store,
             data_dir: self.data_dir.clone(),
             cql_contact_points: self.cql_contact_points.clone(),
+            cql_config: self.cql_config.clone(),
         }
     }
 }
@@ -375,6 +380,7 @@ fn run_plan(
         data_dir: target.store.data_dir.clone(),
         store: target.store.store,
         cql_contact_points: target.store.cql_contact_points.clone(),
+        cql_config: target.store.cql_config.clone(),
         threads: target.threads,
         python: target.python.clone(),
         python_args: target.python_args.clone(),

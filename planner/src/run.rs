@@ -27,8 +27,10 @@ pub struct RunSettings {
     pub data_dir: PathBuf,
     /// Storage backend of the run.
     pub store: StoreKind,
-    /// Comma-separated CQL contact points (with [`StoreKind::Cql`]).
+    /// Comma-separated CQL contact points (with [`StoreKind::Cql`]); override the config's.
     pub cql_contact_points: String,
+    /// CQL settings file (`.json`, `.yaml` or `.yml`) with [`StoreKind::Cql`].
+    pub cql_config: Option<PathBuf>,
     /// Executor threads; default: available cores.
     pub threads: Option<usize>,
     /// Python interpreter for py_calc.
@@ -74,8 +76,47 @@ pub struct StoreTarget {
     pub kind: StoreKind,
     /// Data directory (embedded).
     pub data_dir: PathBuf,
-    /// Comma-separated `host:port` contact points (CQL).
+    /// Comma-separated `host:port` contact points (CQL); when non-empty they replace the
+    /// config file's.
     pub cql_contact_points: String,
+    /// CQL settings file (`.json`, `.yaml` or `.yml`); defaults when absent.
+    pub cql_config: Option<PathBuf>,
+}
+
+/// Loads a [`CqlConfig`] from a JSON or YAML file (by suffix); unknown keys are refused.
+pub fn load_cql_config(path: &Path) -> Result<CqlConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read CQL config {}", path.display()))?;
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    // The parser's message names the offending key; keep it in the one-line error.
+    let bad =
+        |e: &dyn std::fmt::Display| anyhow::anyhow!("invalid CQL config {}: {e}", path.display());
+    match ext.as_str() {
+        "json" => serde_json::from_str::<CqlConfig>(&text).map_err(|e| bad(&e)),
+        "yaml" | "yml" => yaml_serde::from_str::<CqlConfig>(&text).map_err(|e| bad(&e)),
+        _ => anyhow::bail!(
+            "CQL config {}: unknown file type, expected .json, .yaml or .yml",
+            path.display()
+        ),
+    }
+}
+
+impl StoreTarget {
+    /// The CQL settings: the config file (or defaults), then the contact points flag.
+    pub fn cql_settings(&self) -> Result<CqlConfig> {
+        let mut cfg = match &self.cql_config {
+            Some(path) => load_cql_config(path)?,
+            None => CqlConfig::default(),
+        };
+        if !self.cql_contact_points.trim().is_empty() {
+            cfg.contact_points =
+                CqlConfig::with_contact_points(&self.cql_contact_points).contact_points;
+        }
+        Ok(cfg)
+    }
 }
 
 impl StoreTarget {
@@ -92,10 +133,10 @@ impl StoreTarget {
                 Ok(Arc::new(store))
             }
             StoreKind::Cql => {
-                let cfg = CqlConfig::with_contact_points(&self.cql_contact_points);
-                let store = CqlStore::connect(cfg).with_context(|| {
-                    format!("cannot connect to CQL at {}", self.cql_contact_points)
-                })?;
+                let cfg = self.cql_settings()?;
+                let points = cfg.contact_points.join(",");
+                let store = CqlStore::connect(cfg)
+                    .with_context(|| format!("cannot connect to CQL at {points}"))?;
                 Ok(Arc::new(store))
             }
         }
@@ -138,6 +179,7 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         kind: s.store,
         data_dir: s.data_dir.clone(),
         cql_contact_points: s.cql_contact_points.clone(),
+        cql_config: s.cql_config.clone(),
     }
     .open()?;
     let mut ctx = ExecContext::new(store);
@@ -263,4 +305,39 @@ pub fn table_cql(plan: &Plan, keyspace: &str, run_id: u32, start_nodes: &[String
         }
     }
     statements.iter().map(|s| format!("{s};\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cql_config_files_load_by_suffix_and_the_flag_overrides_contact_points() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let yaml = dir.path().join("cql.yml");
+        std::fs::write(
+            &yaml,
+            "contact-points: [a:9042]\nwriter-concurrency: 3\nusername: u\npassword: p\n",
+        )?;
+        let mut target = StoreTarget {
+            kind: StoreKind::Cql,
+            cql_config: Some(yaml),
+            ..StoreTarget::default()
+        };
+        let cfg = target.cql_settings()?;
+        assert_eq!(cfg.contact_points, vec!["a:9042".to_string()]);
+        assert_eq!(cfg.writer_concurrency, 3);
+        assert_eq!(cfg.username.as_deref(), Some("u"));
+        target.cql_contact_points = "b:1, c:2".into();
+        assert_eq!(target.cql_settings()?.contact_points, vec!["b:1", "c:2"]);
+
+        let json = dir.path().join("cql.json");
+        std::fs::write(&json, r#"{"max-retries": 9, "bogus": 1}"#)?;
+        let err = format!("{:#}", load_cql_config(&json).expect_err("unknown key"));
+        assert!(err.contains("cql.json") && err.contains("bogus"), "{err}");
+        let toml = dir.path().join("cql.toml");
+        std::fs::write(&toml, "")?;
+        assert!(load_cql_config(&toml).is_err());
+        Ok(())
+    }
 }

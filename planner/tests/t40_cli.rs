@@ -176,7 +176,10 @@ fn get_table_cql_prints_the_tables_of_the_affected_nodes() -> Result<()> {
     );
     for want in [
         "CREATE KEYSPACE IF NOT EXISTS \"roastery\"",
-        "\"roastery\".\"orders_00007\" (rowid bigint PRIMARY KEY",
+        "\"roastery\".\"orders_00007\" (rowid bigint PRIMARY KEY, batch_idx int, \"bean_id\" text, \
+         \"customer\" text, \"kg\" double, \"order_id\" bigint, \"ordered_at\" timestamp);",
+        "\"roastery\".\"order_lines_00007\" (rowid bigint PRIMARY KEY, batch_idx int, \
+         \"amount\" decimal, \"bean_id\" text, \"customer\" text, \"heavy\" boolean, \"kg\" double, ",
         "\"roastery\".\"idx_orders_bean_id_00007\" (key blob, rowid bigint, PRIMARY KEY ((key), rowid))",
         "\"roastery\".\"customers_00007\"",
     ] {

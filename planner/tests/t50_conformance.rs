@@ -612,6 +612,60 @@ mod on_cql {
         proto_parquet(Some(d.addr().to_string()))
     }
 
+    /// `--cql-config`: a file with an unknown key is refused naming the file and the key; a
+    /// valid one (small concurrencies, contact points replaced by the flag) runs the test.
+    #[test]
+    fn a_cql_config_file_configures_the_store() -> Result<()> {
+        let double = CqlDouble::start()?;
+        let addr = double.addr().to_string();
+        let c = Case::on("lookup", Some(addr.clone()))?;
+        let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        let script = url(&c.cfg("script_quick.yaml"));
+        let run_args = |keyspace: &str, config: &Path| -> Vec<String> {
+            [
+                script.as_str(),
+                "--params",
+                &url(&params),
+                "--keyspace",
+                keyspace,
+                "--start-nodes",
+                "read_orders,read_order_items",
+                "--cql-config",
+                &config.display().to_string(),
+            ]
+            .iter()
+            .map(|a| (*a).to_string())
+            .collect()
+        };
+
+        let bad = c.dir("cql-bad.yaml");
+        std::fs::write(&bad, "writer-concurrency: 2\nwriter-concurency: 3\n")?;
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .arg("run")
+            .args(run_args("cfg_bad", &bad))
+            .args(["--store", "cql", "--cql-contact-points", &addr])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success(), "an unknown key must fail the run");
+        for want in [bad.display().to_string(), "writer-concurency".to_string()] {
+            ensure!(text.contains(&want), "missing {want:?} in:\n{text}");
+        }
+
+        // The file's contact point is unreachable: the run works only through the override.
+        let good = c.dir("cql.json");
+        std::fs::write(
+            &good,
+            r#"{"contact-points": ["127.0.0.1:1"], "writer-concurrency": 2,
+                "lookup-key-concurrency": 3, "lookup-rowid-concurrency": 2,
+                "read-consistency": "ONE", "write-consistency": "ONE",
+                "max-retries": 8, "retry-base-backoff-ms": 1}"#,
+        )?;
+        let args = run_args("lookup_quicktest_one", &good);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        c.run(&args)?;
+        check_lookup_outputs(&c)
+    }
+
     #[test]
     fn lookup_survives_write_timeouts_on_a_tenth_of_the_writes() -> Result<()> {
         let embedded = Case::on("lookup", None)?;

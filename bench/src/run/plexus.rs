@@ -51,6 +51,7 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         exec_node: false,
         store: planner::run::StoreKind::Embedded,
         cql_contact_points: String::new(),
+        cql_config: None,
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

@@ -483,5 +483,15 @@ pub fn table_spec(plan: &Plan, node: &str, run_id: u32) -> Option<TableSpec> {
                 kind: def.kind,
             })
             .collect(),
+        fields: Some(
+            w.fields
+                .iter()
+                .map(|f| Field {
+                    name: f.name.clone(),
+                    ty: f.ty,
+                })
+                .collect(),
+        ),
+        table_options: w.table_options.clone(),
     })
 }

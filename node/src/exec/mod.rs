@@ -156,6 +156,7 @@ pub fn execute(
                 spec,
                 out,
                 plexus_core::task::rowid_seed(task.run_id, &task.node, task.batch_idx),
+                task.batch_idx,
                 ctx.write_batch_rows,
             );
             let r = match (&compiled.input, &compiled.stage) {

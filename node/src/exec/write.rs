@@ -132,6 +132,8 @@ pub(crate) struct RowWriter<'a> {
     spec: TableSpec,
     out: &'a TableOut,
     seed: u64,
+    /// The batch being written, stored with every row.
+    batch_idx: u32,
     /// Sequence number of the next row: its position among the rows the batch writes, in
     /// deterministic read order, so that re-running the batch rewrites the same rowids.
     seq: u64,
@@ -153,6 +155,7 @@ impl<'a> RowWriter<'a> {
         spec: TableSpec,
         out: &'a TableOut,
         seed: u64,
+        batch_idx: u32,
         flush_rows: usize,
     ) -> Self {
         Self {
@@ -161,6 +164,7 @@ impl<'a> RowWriter<'a> {
             spec,
             out,
             seed,
+            batch_idx,
             seq: 0,
             pending: Vec::new(),
             used: 0,
@@ -186,6 +190,7 @@ impl<'a> RowWriter<'a> {
         if self.used == self.pending.len() {
             self.pending.push(RowWrite {
                 rowid: 0,
+                batch_idx: self.batch_idx,
                 row: Vec::new(),
                 keys: vec![Vec::new(); self.out.indexes.len()],
             });

@@ -1,10 +1,13 @@
 //! The Cassandra/ScyllaDB backend of [`Store`], through the `scylla` driver.
 //!
 //! Layout (Capillaries §9.1), one CQL keyspace per store keyspace:
-//! - data tables `<table>_<run %05d>`: `rowid bigint PRIMARY KEY, batch_idx int, row blob`,
-//!   `row` holding the bytes of [`plexus_core::row::encode_row`] (a typed-column layout as in
-//!   Capillaries is a later step). `batch_idx` is kept for layout compatibility but left null:
-//!   the trait does not carry it, and reruns overwrite rows by rowid instead of cleaning up.
+//! - data tables `<table>_<run %05d>`: `rowid bigint PRIMARY KEY, batch_idx int` and one
+//!   typed column per field, named as the field (quoted) and typed as in Capillaries §4.1
+//!   (text, bigint, double, boolean, timestamp, decimal), with the writer's `table_options`.
+//!   Rows still cross the trait encoded ([`plexus_core::row::encode_row`]): writes decode them
+//!   and bind typed values, reads re-encode the typed columns, in the field order of the plan
+//!   (sorted by name, which is how reads order the columns from the schema). Specs without
+//!   fields (tools, the store suite) get a `row blob` column holding the bytes as they are.
 //! - unique indexes `<index>_<run>`: `key blob PRIMARY KEY, rowid bigint`, claimed with
 //!   `INSERT … IF NOT EXISTS` (a lightweight transaction).
 //! - non-unique indexes `<index>_<run>`: `key blob, rowid bigint, PRIMARY KEY ((key), rowid)`.
@@ -18,7 +21,8 @@
 //!
 //! Every statement is prepared once per store and table and cached; a table's kind (data,
 //! unique, non-unique) is read from `system_schema.columns` once, when its first statement is
-//! prepared. The trait is synchronous: the store owns a tokio runtime and blocks on it per
+//! prepared, with a data table's payload layout (its columns and their types). The trait is
+//! synchronous: the store owns a tokio runtime and blocks on it per
 //! call, and fans each call out into concurrent single-row statements bounded by the
 //! configured concurrency (lookups are never `IN` queries). Transient failures (timeouts,
 //! unavailable, overloaded) are retried with exponential backoff, see [`retry`].
@@ -30,6 +34,7 @@ mod config;
 #[cfg(test)]
 mod double_tests;
 mod retry;
+mod typed;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -53,6 +58,7 @@ use tokio::sync::OnceCell;
 
 pub use config::{CqlConfig, CqlConsistency, Replication};
 use retry::{Budget, Failure, Idempotence};
+use typed::Layout;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RetriesExhausted, RowWrite, Rowid, RowidRange, ScanPage,
@@ -116,37 +122,89 @@ impl Kind {
         }
     }
 
-    /// Classifies `(column name, kind)` rows of `system_schema.columns`.
-    fn classify(columns: &[(String, String)]) -> Option<Self> {
+    /// Classifies `(column name, kind, type)` rows of `system_schema.columns`.
+    fn classify(columns: &[(String, String, String)]) -> Option<Self> {
         if columns.is_empty() {
             return None;
         }
-        let has = |name: &str, kind: &str| columns.iter().any(|(n, k)| n == name && k == kind);
-        Some(if has("rowid", "partition_key") && has("row", "regular") {
-            Self::Data
-        } else if has("key", "partition_key") && has("rowid", "regular") {
-            Self::Unique
-        } else if has("key", "partition_key") && has("rowid", "clustering") {
-            Self::NonUnique
-        } else {
-            Self::Foreign
-        })
+        let has = |name: &str, kind: &str| columns.iter().any(|(n, k, _)| n == name && k == kind);
+        // Typed data tables have batch_idx and field columns; opaque ones a row blob.
+        Some(
+            if has("rowid", "partition_key")
+                && (has("batch_idx", "regular") || has("row", "regular"))
+            {
+                Self::Data
+            } else if has("key", "partition_key") && has("rowid", "regular") {
+                Self::Unique
+            } else if has("key", "partition_key") && has("rowid", "clustering") {
+                Self::NonUnique
+            } else {
+                Self::Foreign
+            },
+        )
     }
 
-    fn create_cql(self, keyspace: &str, table: &str) -> String {
+    /// The DDL of an index table.
+    fn index_cql(kind: IndexKind, keyspace: &str, table: &str) -> String {
         let t = qualified(keyspace, table);
-        match self {
-            Self::Data => format!(
-                "CREATE TABLE IF NOT EXISTS {t} (rowid bigint PRIMARY KEY, batch_idx int, row blob)"
-            ),
-            Self::Unique => {
+        match kind {
+            IndexKind::Unique => {
                 format!("CREATE TABLE IF NOT EXISTS {t} (key blob PRIMARY KEY, rowid bigint)")
             }
-            Self::NonUnique | Self::Foreign => format!(
+            IndexKind::NonUnique => format!(
                 "CREATE TABLE IF NOT EXISTS {t} (key blob, rowid bigint, PRIMARY KEY ((key), rowid))"
             ),
         }
     }
+}
+
+/// The DDL of a spec's data table: `rowid`, `batch_idx` and one typed column per field (a
+/// `row blob` for opaque rows), with the writer's table options.
+fn data_cql(keyspace: &str, spec: &TableSpec) -> String {
+    let layout = Layout::of_fields(spec.fields.as_deref());
+    let mut cql = format!(
+        "CREATE TABLE IF NOT EXISTS {} (rowid bigint PRIMARY KEY, batch_idx int",
+        qualified(keyspace, &spec.data.storage_name())
+    );
+    for def in layout.column_defs() {
+        cql.push_str(", ");
+        cql.push_str(&def);
+    }
+    cql.push(')');
+    let options = spec.table_options.trim();
+    if !options.is_empty() {
+        cql.push_str(" WITH ");
+        cql.push_str(options);
+    }
+    cql
+}
+
+/// Checks that a spec's fields can be typed columns: valid names, none named like a key
+/// column, strictly ascending by name (the order reads rebuild rows in).
+fn validate_fields(spec: &TableSpec) -> Result<(), StoreError> {
+    let Some(fields) = &spec.fields else {
+        return Ok(());
+    };
+    for f in fields {
+        let ok = !f.name.is_empty()
+            && f.name.len() <= super::MAX_TABLE_NAME_LEN
+            && f.name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok || f.name == "rowid" || f.name == "batch_idx" {
+            return Err(invalid(format!(
+                "table {}: field name {:?} cannot be a CQL column",
+                spec.data, f.name
+            )));
+        }
+    }
+    if let Some(w) = fields.windows(2).find(|w| w[0].name >= w[1].name) {
+        return Err(invalid(format!(
+            "table {}: fields must be sorted by name and distinct ({} before {})",
+            spec.data, w[0].name, w[1].name
+        )));
+    }
+    Ok(())
 }
 
 /// The CQL that creates a keyspace with its workflow tables (`planner get-table-cql`, and what
@@ -171,11 +229,11 @@ pub fn keyspace_cql(keyspace: &str, replication: &str) -> Vec<String> {
 
 /// The CQL that creates a node's data table and index tables for one run.
 pub fn table_cql(keyspace: &str, spec: &TableSpec) -> Vec<String> {
-    std::iter::once(Kind::Data.create_cql(keyspace, &spec.data.storage_name()))
+    std::iter::once(data_cql(keyspace, spec))
         .chain(
             spec.indexes
                 .iter()
-                .map(|i| Kind::of_index(i.kind).create_cql(keyspace, &i.table.storage_name())),
+                .map(|i| Kind::index_cql(i.kind, keyspace, &i.table.storage_name())),
         )
         .collect()
 }
@@ -202,16 +260,30 @@ enum Stmt {
 }
 
 impl Stmt {
-    fn cql(self, keyspace: &str, table: &str) -> String {
+    /// The statement text; data-row statements name the payload columns of `layout`.
+    fn cql(self, keyspace: &str, table: &str, layout: Option<&Layout>) -> String {
         let t = qualified(keyspace, table);
+        let payload = layout.unwrap_or(&Layout::Blob).columns();
+        let select = std::iter::once("rowid".to_owned())
+            .chain(payload.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ");
         match self {
-            Self::InsertRow => format!("INSERT INTO {t} (rowid, row) VALUES (?, ?)"),
-            Self::GetRow => format!("SELECT row FROM {t} WHERE rowid = ?"),
+            Self::InsertRow => {
+                let marks = vec!["?"; payload.len() + 2].join(", ");
+                let cols = ["rowid".to_owned(), "batch_idx".to_owned()]
+                    .into_iter()
+                    .chain(payload)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("INSERT INTO {t} ({cols}) VALUES ({marks})")
+            }
+            Self::GetRow => format!("SELECT {select} FROM {t} WHERE rowid = ?"),
             Self::ScanFrom => {
-                format!("SELECT rowid, row FROM {t} WHERE token(rowid) >= ? AND token(rowid) <= ?")
+                format!("SELECT {select} FROM {t} WHERE token(rowid) >= ? AND token(rowid) <= ?")
             }
             Self::ScanAfter => {
-                format!("SELECT rowid, row FROM {t} WHERE token(rowid) > ? AND token(rowid) <= ?")
+                format!("SELECT {select} FROM {t} WHERE token(rowid) > ? AND token(rowid) <= ?")
             }
             Self::CountRows => format!("SELECT rowid FROM {t}"),
             Self::ClaimUnique => {
@@ -233,7 +305,7 @@ impl Stmt {
                     .to_owned()
             }
             Self::SysKeyspaces => "SELECT keyspace_name FROM system_schema.keyspaces".to_owned(),
-            Self::SysColumns => "SELECT column_name, kind FROM system_schema.columns \
+            Self::SysColumns => "SELECT column_name, kind, type FROM system_schema.columns \
                                  WHERE keyspace_name = ? AND table_name = ?"
                 .to_owned(),
         }
@@ -293,6 +365,8 @@ pub struct CqlStore {
     budget: Budget,
     stmts: Mutex<HashMap<StmtKey, Arc<OnceCell<PreparedStatement>>>>,
     kinds: Mutex<HashMap<(String, String), Kind>>,
+    /// Payload layouts of data tables, read from the schema with their kind.
+    layouts: Mutex<HashMap<(String, String), Arc<Layout>>>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -327,6 +401,23 @@ where
     let iter = rows.rows::<R>().map_err(|e| corrupt(keyspace, table, e))?;
     iter.collect::<Result<Vec<R>, _>>()
         .map_err(|e| corrupt(keyspace, table, e))
+}
+
+/// The rowid and encoded row of a `SELECT rowid, <payload columns>` result row.
+fn row_bytes(
+    row: &Row,
+    layout: &Layout,
+    keyspace: &str,
+    table: &str,
+) -> Result<(Rowid, Vec<u8>), StoreError> {
+    let (rowid, payload) = match row.columns.split_first() {
+        Some((Some(CqlValue::BigInt(id)), rest)) => (*id, rest),
+        _ => return Err(corrupt(keyspace, table, "row without a bigint rowid")),
+    };
+    let bytes = layout
+        .encode(payload)
+        .map_err(|e| corrupt(keyspace, table, format!("rowid {rowid}: {e}")))?;
+    Ok((rowid, bytes))
 }
 
 /// The `[applied]` flag of an LWT result and the current value of column `col` (returned by
@@ -395,6 +486,7 @@ impl CqlStore {
             budget,
             stmts: Mutex::new(HashMap::new()),
             kinds: Mutex::new(HashMap::new()),
+            layouts: Mutex::new(HashMap::new()),
             rt,
         })
     }
@@ -437,6 +529,7 @@ impl CqlStore {
         keyspace: &str,
         table: &str,
         stmt: Stmt,
+        layout: Option<&Layout>,
     ) -> Result<PreparedStatement, StoreError> {
         let cell = {
             let mut map = self.stmts.lock().unwrap_or_else(PoisonError::into_inner);
@@ -446,7 +539,7 @@ impl CqlStore {
             )
         };
         let ps = cell
-            .get_or_try_init(|| self.prepare_now(op, keyspace, table, stmt))
+            .get_or_try_init(|| self.prepare_now(op, keyspace, table, stmt, layout))
             .await?;
         Ok(ps.clone())
     }
@@ -457,8 +550,9 @@ impl CqlStore {
         keyspace: &str,
         table: &str,
         stmt: Stmt,
+        layout: Option<&Layout>,
     ) -> Result<PreparedStatement, StoreError> {
-        let cql = stmt.cql(keyspace, table);
+        let cql = stmt.cql(keyspace, table, layout);
         let mut s = Statement::new(cql.clone());
         s.set_consistency(if stmt.is_system() {
             // Schema tables are node-local.
@@ -491,6 +585,9 @@ impl CqlStore {
         let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
         kinds.remove(&(keyspace.to_owned(), table.to_owned()));
         drop(kinds);
+        let mut layouts = self.layouts.lock().unwrap_or_else(PoisonError::into_inner);
+        layouts.remove(&(keyspace.to_owned(), table.to_owned()));
+        drop(layouts);
         let mut map = self.stmts.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|(k, t, _), _| !(k == keyspace && t == table));
     }
@@ -499,6 +596,9 @@ impl CqlStore {
         let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
         kinds.retain(|(k, _), _| k != keyspace);
         drop(kinds);
+        let mut layouts = self.layouts.lock().unwrap_or_else(PoisonError::into_inner);
+        layouts.retain(|(k, _), _| k != keyspace);
+        drop(layouts);
         let mut map = self.stmts.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|(k, _, _), _| k != keyspace);
     }
@@ -655,7 +755,7 @@ impl CqlStore {
     // ---- schema ----------------------------------------------------------------------
 
     async fn sys(&self, op: &'static str, stmt: Stmt) -> Result<PreparedStatement, StoreError> {
-        self.prepared(op, "", "", stmt).await
+        self.prepared(op, "", "", stmt, None).await
     }
 
     async fn keyspace_exists(&self, op: &'static str, keyspace: &str) -> Result<bool, StoreError> {
@@ -682,7 +782,7 @@ impl CqlStore {
         table: &str,
     ) -> Result<Option<Kind>, StoreError> {
         let ps = self.sys(op, Stmt::SysColumns).await?;
-        let mut columns: Vec<(String, String)> = Vec::new();
+        let mut columns: Vec<(String, String, String)> = Vec::new();
         self.exec_all(
             op,
             "system_schema",
@@ -693,9 +793,22 @@ impl CqlStore {
             &mut columns,
         )
         .await?;
-        let kind = Kind::classify(&columns);
-        let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kind = Kind::classify(&columns);
         let key = (keyspace.to_owned(), table.to_owned());
+        {
+            let mut layouts = self.layouts.lock().unwrap_or_else(PoisonError::into_inner);
+            layouts.remove(&key);
+            if kind == Some(Kind::Data) {
+                match Layout::from_columns(&columns) {
+                    Some(l) => {
+                        layouts.insert(key.clone(), Arc::new(l));
+                    }
+                    // A column type no field maps to: not a table this store made.
+                    None => kind = Some(Kind::Foreign),
+                }
+            }
+        }
+        let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
         match kind {
             Some(k) => kinds.insert(key, k),
             None => kinds.remove(&key),
@@ -742,10 +855,52 @@ impl CqlStore {
                 table: name,
             }),
             Some(_) => {
-                let ps = self.prepared(op, keyspace, &name, stmt).await?;
+                let ps = self.prepared(op, keyspace, &name, stmt, None).await?;
                 Ok((name, ps))
             }
         }
+    }
+
+    /// The data-row statement `stmt` on an existing data table, with the table's layout.
+    async fn data_stmt(
+        &self,
+        op: &'static str,
+        keyspace: &str,
+        table: &TableRef,
+        stmt: Stmt,
+    ) -> Result<(String, PreparedStatement, Arc<Layout>), StoreError> {
+        validate_keyspace_name(keyspace)?;
+        validate_table_name(&table.name)?;
+        let name = table.storage_name();
+        let cached = {
+            let layouts = self.layouts.lock().unwrap_or_else(PoisonError::into_inner);
+            layouts.get(&(keyspace.to_owned(), name.clone())).cloned()
+        };
+        let layout = match cached {
+            // Layouts are only cached for tables of kind Data.
+            Some(l) => l,
+            None => {
+                match self.fresh_kind(op, keyspace, &name).await? {
+                    None => return Err(self.missing(op, keyspace, &name).await),
+                    Some(Kind::Data) => {}
+                    Some(_) => {
+                        return Err(StoreError::NoSuchTable {
+                            keyspace: keyspace.to_owned(),
+                            table: name,
+                        });
+                    }
+                }
+                let layouts = self.layouts.lock().unwrap_or_else(PoisonError::into_inner);
+                layouts
+                    .get(&(keyspace.to_owned(), name.clone()))
+                    .cloned()
+                    .ok_or_else(|| corrupt(keyspace, &name, "data table without layout"))?
+            }
+        };
+        let ps = self
+            .prepared(op, keyspace, &name, stmt, Some(&layout))
+            .await?;
+        Ok((name, ps, layout))
     }
 
     /// Runs DDL (idempotent: `IF [NOT] EXISTS`) and waits for schema agreement.
@@ -805,9 +960,9 @@ impl CqlStore {
             }
             seen.push((name, *kind));
         }
-        for (kind, name) in &wanted {
-            self.ddl(OP, keyspace, kind.create_cql(keyspace, name))
-                .await?;
+        // table_cql lists the data table and then the indexes, in the order of `wanted`.
+        for ((kind, name), cql) in wanted.iter().zip(table_cql(keyspace, spec)) {
+            self.ddl(OP, keyspace, cql).await?;
             let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
             kinds.insert((keyspace.to_owned(), name.clone()), *kind);
         }
@@ -877,9 +1032,37 @@ impl CqlStore {
                 spec.indexes.len()
             )));
         }
-        let (data_name, data_ps) = self
-            .table_stmt(OP, keyspace, &spec.data, Some(Kind::Data), Stmt::InsertRow)
+        let (data_name, data_ps, layout) = self
+            .data_stmt(OP, keyspace, &spec.data, Stmt::InsertRow)
             .await?;
+        if let (Layout::Typed { types, .. }, Some(fields)) = (layout.as_ref(), &spec.fields)
+            && !fields.iter().map(|f| f.ty).eq(types.iter().copied())
+        {
+            return Err(invalid(format!(
+                "table {} has other field types than the spec being written",
+                spec.data
+            )));
+        }
+        // Every row is decoded to typed values (and refused) before anything is written.
+        let payloads: Vec<Vec<CqlValue>> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                layout.bind(&row.row).map_err(|e| {
+                    invalid(format!(
+                        "row {i} (rowid {}) of {}: {e}",
+                        row.rowid, spec.data
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let batch_idxs: Vec<i32> = rows
+            .iter()
+            .map(|row| {
+                i32::try_from(row.batch_idx)
+                    .map_err(|_| invalid(format!("batch_idx {} exceeds a CQL int", row.batch_idx)))
+            })
+            .collect::<Result<_, _>>()?;
         // Per index: physical name, insert (or claim) statement, lookup statement for claims.
         let mut index_ps = Vec::with_capacity(spec.indexes.len());
         for index in &spec.indexes {
@@ -961,21 +1144,23 @@ impl CqlStore {
         };
 
         let run = |op: Op| {
-            let (data_name, data_ps, index_ps, lookups) =
-                (&data_name, &data_ps, &index_ps, &lookups);
+            let (data_name, data_ps, index_ps, lookups, payloads, batch_idxs) = (
+                &data_name,
+                &data_ps,
+                &index_ps,
+                &lookups,
+                &payloads,
+                &batch_idxs,
+            );
             async move {
                 match op {
                     Op::Row(r) => {
-                        let row = &rows[r];
-                        self.exec(
-                            OP,
-                            keyspace,
-                            data_name,
-                            data_ps,
-                            Stmt::InsertRow,
-                            &(row.rowid, row.row.as_slice()),
-                        )
-                        .await?;
+                        let mut values = Vec::with_capacity(payloads[r].len() + 2);
+                        values.push(CqlValue::BigInt(rows[r].rowid));
+                        values.push(CqlValue::Int(batch_idxs[r]));
+                        values.extend(payloads[r].iter().cloned());
+                        self.exec(OP, keyspace, data_name, data_ps, Stmt::InsertRow, &values)
+                            .await?;
                         Ok(None)
                     }
                     Op::NonUnique(j, r) => {
@@ -1069,9 +1254,7 @@ impl CqlStore {
         rowids: &[Rowid],
     ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         const OP: &str = "get_rows";
-        let (name, ps) = self
-            .table_stmt(OP, keyspace, table, Some(Kind::Data), Stmt::GetRow)
-            .await?;
+        let (name, ps, layout) = self.data_stmt(OP, keyspace, table, Stmt::GetRow).await?;
         // One query per distinct rowid.
         let mut first: HashMap<Rowid, usize> = HashMap::new();
         let distinct: Vec<Rowid> = rowids
@@ -1082,18 +1265,18 @@ impl CqlStore {
             })
             .copied()
             .collect();
-        let (name, ps) = (&name, &ps);
+        let (name, ps, layout) = (&name, &ps, &layout);
         let found: Vec<(Rowid, Option<Vec<u8>>)> = stream::iter(distinct)
             .map(|rowid| async move {
                 let res = self
                     .exec(OP, keyspace, name, ps, Stmt::GetRow, &(rowid,))
                     .await?;
-                let rows: Vec<(Option<Vec<u8>>,)> = decode(res, keyspace, name)?;
-                // A row written without bytes is an empty row, not a missing one.
-                Ok::<_, StoreError>((
-                    rowid,
-                    rows.into_iter().next().map(|r| r.0.unwrap_or_default()),
-                ))
+                let rows: Vec<Row> = decode(res, keyspace, name)?;
+                let row = match rows.into_iter().next() {
+                    Some(r) => Some(row_bytes(&r, layout, keyspace, name)?.1),
+                    None => None,
+                };
+                Ok::<_, StoreError>((rowid, row))
             })
             .buffer_unordered(self.cfg.lookup_rowid_concurrency)
             .try_collect()
@@ -1177,9 +1360,7 @@ impl CqlStore {
             Some(t) if t >= range.last => return Ok(ScanPage::default()),
             Some(t) => (Stmt::ScanAfter, t),
         };
-        let (name, ps) = self
-            .table_stmt(OP, keyspace, table, Some(Kind::Data), stmt)
-            .await?;
+        let (name, ps, layout) = self.data_stmt(OP, keyspace, table, stmt).await?;
         // One row more than the page: it tells whether the page's last token goes on.
         let want = page_size.saturating_add(1);
         let page = i32::try_from(want).unwrap_or(i32::MAX);
@@ -1198,11 +1379,10 @@ impl CqlStore {
                     state,
                 )
                 .await?;
-            let got: Vec<(i64, Option<Vec<u8>>)> = decode(res, keyspace, &name)?;
-            rows.extend(
-                got.into_iter()
-                    .map(|(id, row)| (id, row.unwrap_or_default())),
-            );
+            let got: Vec<Row> = decode(res, keyspace, &name)?;
+            for r in &got {
+                rows.push(row_bytes(r, &layout, keyspace, &name)?);
+            }
             match resp {
                 // Pages may come back short; keep going until one row past the page.
                 PagingStateResponse::HasMorePages { state: next } if rows.len() < want => {
@@ -1229,10 +1409,8 @@ impl CqlStore {
             rows.truncate(keep);
         } else {
             // The whole page is one token: return all of its rows, even beyond page_size.
-            let (name, ps) = self
-                .table_stmt(OP, keyspace, table, Some(Kind::Data), Stmt::ScanFrom)
-                .await?;
-            let mut group: Vec<(i64, Option<Vec<u8>>)> = Vec::new();
+            let (name, ps, layout) = self.data_stmt(OP, keyspace, table, Stmt::ScanFrom).await?;
+            let mut group: Vec<Row> = Vec::new();
             self.exec_all(
                 OP,
                 keyspace,
@@ -1244,9 +1422,9 @@ impl CqlStore {
             )
             .await?;
             rows = group
-                .into_iter()
-                .map(|(id, row)| (id, row.unwrap_or_default()))
-                .collect();
+                .iter()
+                .map(|r| row_bytes(r, &layout, keyspace, &name))
+                .collect::<Result<_, _>>()?;
         }
         let resume_after = rows.last().map(|r| r.0);
         Ok(ScanPage { rows, resume_after })
@@ -1291,7 +1469,7 @@ impl CqlStore {
         stmt: Stmt,
     ) -> Result<PreparedStatement, StoreError> {
         validate_keyspace_name(keyspace)?;
-        self.prepared(op, keyspace, table, stmt).await
+        self.prepared(op, keyspace, table, stmt, None).await
     }
 
     async fn next_run_id_async(&self, keyspace: &str) -> Result<u32, StoreError> {
@@ -1450,6 +1628,7 @@ impl Store for CqlStore {
         for index in &spec.indexes {
             validate_table_name(&index.table.name)?;
         }
+        validate_fields(spec)?;
         self.block("create_table", self.create_table_async(keyspace, spec))
     }
 
@@ -1664,9 +1843,9 @@ mod tests {
 
     #[test]
     fn kinds_from_schema_columns() {
-        let cols = |c: &[(&str, &str)]| -> Vec<(String, String)> {
+        let cols = |c: &[(&str, &str)]| -> Vec<(String, String, String)> {
             c.iter()
-                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned(), "blob".to_owned()))
                 .collect()
         };
         assert_eq!(Kind::classify(&[]), None);

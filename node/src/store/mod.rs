@@ -17,6 +17,7 @@
 use std::fmt;
 
 pub use plexus_core::key::IndexKind;
+pub use plexus_core::plan::Field;
 
 pub mod cql;
 pub mod embedded;
@@ -84,6 +85,25 @@ pub struct TableSpec {
     pub data: TableRef,
     /// The indexes; [`RowWrite::keys`] has one key per index, in this order.
     pub indexes: Vec<IndexSpec>,
+    /// The row layout (names and types, sorted by name as in
+    /// [`plexus_core::plan::TableSchema::fields`]); `None` for opaque rows. The CQL store
+    /// makes one typed column per field; the embedded store ignores it.
+    pub fields: Option<Vec<Field>>,
+    /// CQL options appended as `WITH <options>` to the data table (the writer's
+    /// `table_options`); empty for none. The embedded store ignores them.
+    pub table_options: String,
+}
+
+impl TableSpec {
+    /// A table of opaque rows (no typed fields, no options) with these indexes.
+    pub fn opaque(data: TableRef, indexes: Vec<IndexSpec>) -> Self {
+        Self {
+            data,
+            indexes,
+            fields: None,
+            table_options: String::new(),
+        }
+    }
 }
 
 /// One row to write: its rowid, its encoded bytes and its key for every index of the table.
@@ -91,6 +111,8 @@ pub struct TableSpec {
 pub struct RowWrite {
     /// The row's rowid (a deterministic hash, so rewriting a batch overwrites the same rows).
     pub rowid: Rowid,
+    /// The batch of the node that wrote the row (stored in the CQL `batch_idx` column).
+    pub batch_idx: u32,
     /// The row as produced by [`plexus_core::row::encode_row`]; the store does not decode it.
     pub row: Vec<u8>,
     /// One key per [`TableSpec::indexes`] entry, built with [`plexus_core::key::build_key`].

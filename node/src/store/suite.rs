@@ -140,6 +140,8 @@ pub fn spec(table: &str, run: u32, indexes: &[(&str, IndexKind)]) -> TableSpec {
                 kind: *kind,
             })
             .collect(),
+        fields: None,
+        table_options: String::new(),
     }
 }
 
@@ -147,6 +149,7 @@ pub fn spec(table: &str, run: u32, indexes: &[(&str, IndexKind)]) -> TableSpec {
 pub fn row(rowid: Rowid, bytes: &[u8], keys: &[&[u8]]) -> RowWrite {
     RowWrite {
         rowid,
+        batch_idx: 0,
         row: bytes.to_vec(),
         keys: keys.iter().map(|k| k.to_vec()).collect(),
     }
