@@ -252,7 +252,7 @@ impl Compiler<'_> {
                     None => self.err(
                         &subject,
                         format!("w.fields.{fname}.type"),
-                        format!("unknown type {:?}, expected one of string, int, float, bool, datetime, decimal2", f.field_type),
+                        unknown_type(&f.field_type),
                     ),
                 }
             }
@@ -444,6 +444,27 @@ impl Compiler<'_> {
             src: src.to_string(),
             ast,
         })
+    }
+
+    /// An optional boolean condition (having, lookup filter): parsed, field references
+    /// checked against `aliases`, type-checked by dummy evaluation; no aggregates.
+    fn condition(
+        &mut self,
+        subject: &Subject,
+        path: &str,
+        src: &str,
+        aliases: &[(Alias, &[Field])],
+    ) -> Option<PlanExpr> {
+        let sc = scope(aliases, false);
+        self.typed_expr(
+            subject,
+            path,
+            src,
+            &sc,
+            Type::Bool,
+            AggPolicy::Forbidden,
+            false,
+        )
     }
 
     /// A dependency rule: parsed, field references checked, and evaluated once with zero values
@@ -799,7 +820,7 @@ impl Compiler<'_> {
                 self.err(
                     subject,
                     format!("{path}.col_type"),
-                    format!("unknown type {:?}, expected one of string, int, float, bool, datetime, decimal2", c.col_type),
+                    unknown_type(&c.col_type),
                 );
                 ok = false;
                 continue;
@@ -1012,19 +1033,8 @@ impl Compiler<'_> {
         let filter = if l.filter.trim().is_empty() {
             None
         } else {
-            let sc = scope(&[(Alias::L, &table.fields)], false);
-            let e = self.typed_expr(
-                subject,
-                "l.filter",
-                &l.filter,
-                &sc,
-                Type::Bool,
-                AggPolicy::Forbidden,
-                false,
-            );
-            if e.is_none() {
-                ok = false;
-            }
+            let e = self.condition(subject, "l.filter", &l.filter, &[(Alias::L, &table.fields)]);
+            ok &= e.is_some();
             e
         };
         let join_type = join_type?;
@@ -1233,19 +1243,8 @@ impl Compiler<'_> {
         let having = if w.having.trim().is_empty() || node_type == NodeType::DistinctTable {
             None
         } else {
-            let sc = scope(&[(Alias::W, &table.fields)], false);
-            let e = self.typed_expr(
-                subject,
-                "w.having",
-                &w.having,
-                &sc,
-                Type::Bool,
-                AggPolicy::Forbidden,
-                false,
-            );
-            if e.is_none() {
-                ok = false;
-            }
+            let e = self.condition(subject, "w.having", &w.having, &[(Alias::W, &table.fields)]);
+            ok &= e.is_some();
             e
         };
         let mut idx = BTreeMap::new();
@@ -1343,11 +1342,7 @@ impl Compiler<'_> {
                 ok = false;
             }
             let Some(ty) = Type::from_name(&c.field_type) else {
-                self.err(
-                    subject,
-                    format!("{path}.type"),
-                    format!("unknown type {:?}, expected one of string, int, float, bool, datetime, decimal2", c.field_type),
-                );
+                self.err(subject, format!("{path}.type"), unknown_type(&c.field_type));
                 ok = false;
                 continue;
             };
@@ -1397,19 +1392,8 @@ impl Compiler<'_> {
         let having = if w.having.trim().is_empty() {
             None
         } else {
-            let sc = scope(&[(Alias::W, &col_fields)], false);
-            let e = self.typed_expr(
-                subject,
-                "w.having",
-                &w.having,
-                &sc,
-                Type::Bool,
-                AggPolicy::Forbidden,
-                false,
-            );
-            if e.is_none() {
-                ok = false;
-            }
+            let e = self.condition(subject, "w.having", &w.having, &[(Alias::W, &col_fields)]);
+            ok &= e.is_some();
             e
         };
         let top = if w.top.order.trim().is_empty() {
@@ -1553,6 +1537,11 @@ fn find_cycle(nodes: &BTreeMap<String, PlanNode>, left: BTreeSet<String>) -> Vec
         path.push(next.clone());
         cur = next;
     }
+}
+
+/// The message for a type name that is none of the six.
+pub(crate) fn unknown_type(name: &str) -> String {
+    format!("unknown type {name:?}, expected one of string, int, float, bool, datetime, decimal2")
 }
 
 /// Load-time check of a CSV column's `col_format` (spec §4.3): Capillaries only finds these

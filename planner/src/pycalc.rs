@@ -68,10 +68,7 @@ pub fn check(
         let Some(ty) = Type::from_name(&f.field_type) else {
             errs.push((
                 format!("p.calculated_fields.{name}.type"),
-                format!(
-                    "unknown type {:?}, expected one of string, int, float, bool, datetime, decimal2",
-                    f.field_type
-                ),
+                crate::compile::unknown_type(&f.field_type),
             ));
             continue;
         };
