@@ -62,8 +62,8 @@ use typed::Layout;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RetriesExhausted, RowWrite, Rowid, RowidRange, ScanPage,
-    Store, StoreError, TableRef, TableSpec, WriteMode, WriteReport, validate_keyspace_name,
-    validate_table_name,
+    Store, StoreError, TableRef, TableSpec, WriteMode, WriteReport, unique_index_positions,
+    validate_keyspace_name, validate_table_name,
 };
 
 /// Rows per page for reads the caller does not page (counts, non-unique keys, meta scans).
@@ -1076,16 +1076,7 @@ impl CqlStore {
                 .await?;
             index_ps.push((name, ps));
         }
-        let unique: Vec<usize> = (0..spec.indexes.len())
-            .filter(|&i| spec.indexes[i].kind == IndexKind::Unique)
-            .collect();
-        if mode == WriteMode::Distinct && unique.len() != 1 {
-            return Err(invalid(format!(
-                "distinct write to {} needs exactly one unique index, found {}",
-                spec.data,
-                unique.len()
-            )));
-        }
+        let unique = unique_index_positions(spec, mode)?;
         if rows.is_empty() {
             return Ok(WriteReport::default());
         }

@@ -35,7 +35,8 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError,
-    TableRef, TableSpec, WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
+    TableRef, TableSpec, WriteMode, WriteReport, unique_index_positions, validate_keyspace_name,
+    validate_table_name,
 };
 
 /// Block cache size: lookups and get_rows are point reads over recently written tables.
@@ -441,16 +442,7 @@ impl Store for EmbeddedStore {
         for index in &spec.indexes {
             indexes.push(self.table(keyspace, Kind::of_index(index.kind), &index.table)?);
         }
-        let unique: Vec<usize> = (0..spec.indexes.len())
-            .filter(|&i| spec.indexes[i].kind == IndexKind::Unique)
-            .collect();
-        if mode == WriteMode::Distinct && unique.len() != 1 {
-            return Err(invalid(format!(
-                "distinct write to {} needs exactly one unique index, found {}",
-                spec.data,
-                unique.len()
-            )));
-        }
+        let unique = unique_index_positions(spec, mode)?;
         if rows.is_empty() {
             return Ok(WriteReport::default());
         }

@@ -404,6 +404,26 @@ pub fn validate_table_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
+/// Positions of the unique indexes in `spec.indexes`; a distinct write needs exactly one.
+pub(crate) fn unique_index_positions(
+    spec: &TableSpec,
+    mode: WriteMode,
+) -> Result<Vec<usize>, StoreError> {
+    let unique: Vec<usize> = (0..spec.indexes.len())
+        .filter(|&i| spec.indexes[i].kind == IndexKind::Unique)
+        .collect();
+    if mode == WriteMode::Distinct && unique.len() != 1 {
+        return Err(StoreError::InvalidArgument {
+            detail: format!(
+                "distinct write to {} needs exactly one unique index, found {}",
+                spec.data,
+                unique.len()
+            ),
+        });
+    }
+    Ok(unique)
+}
+
 /// A storage backend: the embedded fjall store or Cassandra/ScyllaDB.
 ///
 /// Shared as `Arc<dyn Store>` by all executor threads of a peer. Every call is blocking and
