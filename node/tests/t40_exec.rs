@@ -1,17 +1,19 @@
 //! Batch execution of every processor on small hand-made data (spec §7), against the
 //! embedded store in a temporary directory.
 
+mod common;
+
+use common::{add, d, e, fields, index, items_fields, s};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
-use plexus_core::expr::parse;
 use plexus_core::gofmt::format_value;
-use plexus_core::key::{IndexDef, parse_index_def, parse_order_expr};
+use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
     CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
-    FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanExpr, PlanNode, Processor, PyCalc,
-    PyField, Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter,
+    FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField,
+    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter,
     TagAndDenormalize, Top, Writer, WriterField,
 };
 use plexus_core::row::{decode_row, encode_row};
@@ -31,30 +33,6 @@ const KS: &str = "ks";
 // Plan building helpers: plans are assembled from plexus_core::plan structs; expressions go
 // through plexus_core::expr::parse (the planner crate cannot be a dependency of node).
 // ------------------------------------------------------------------------------------------
-
-fn e(src: &str) -> PlanExpr {
-    PlanExpr {
-        src: src.to_owned(),
-        ast: parse(src).unwrap_or_else(|err| panic!("test expression {src:?}: {err}")),
-    }
-}
-
-fn fields(list: &[(&str, Type)]) -> Vec<Field> {
-    let mut v: Vec<Field> = list
-        .iter()
-        .map(|(n, t)| Field {
-            name: (*n).to_owned(),
-            ty: *t,
-        })
-        .collect();
-    v.sort_by(|a, b| a.name.cmp(&b.name));
-    v
-}
-
-fn index(def: &str, f: &[Field]) -> IndexDef {
-    parse_index_def(def, &|name| f.iter().find(|x| x.name == name).map(|x| x.ty))
-        .unwrap_or_else(|err| panic!("test index {def:?}: {err}"))
-}
 
 /// A writer field: (name, type, expression, default_value).
 type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
@@ -129,15 +107,6 @@ fn orders_fields() -> Vec<Field> {
     ])
 }
 
-fn items_fields() -> Vec<Field> {
-    fields(&[
-        ("item_id", Type::Int),
-        ("order_id", Type::Int),
-        ("price", Type::Decimal2),
-        ("product", Type::String),
-    ])
-}
-
 fn base_plan() -> Plan {
     let mut tables = BTreeMap::new();
     tables.insert(
@@ -174,28 +143,6 @@ fn base_plan() -> Plan {
     }
 }
 
-/// Adds `n` to the plan and registers the table it writes.
-fn add(plan: &mut Plan, n: PlanNode) {
-    if let Writer::Table(w) = &n.writer {
-        plan.tables.insert(
-            w.name.clone(),
-            TableSchema {
-                created_by: n.name.clone(),
-                fields: w
-                    .fields
-                    .iter()
-                    .map(|f| Field {
-                        name: f.name.clone(),
-                        ty: f.ty,
-                    })
-                    .collect(),
-                indexes: w.indexes.clone(),
-            },
-        );
-    }
-    plan.nodes.push(n);
-}
-
 // ------------------------------------------------------------------------------------------
 // Store helpers
 // ------------------------------------------------------------------------------------------
@@ -216,14 +163,6 @@ fn env() -> Result<Env> {
         store,
         ctx,
     })
-}
-
-fn s(v: &str) -> Value {
-    Value::str(v)
-}
-
-fn d(v: &str) -> Value {
-    Value::Decimal(v.parse().unwrap_or_default())
 }
 
 fn ts(ms: i64) -> Value {

@@ -2,15 +2,16 @@
 //! outputs, including unique-race losers and orphan index entries; the hash-join right side
 //! is built once per process and falls back to point lookups above the limits.
 
+mod common;
+
+use common::{add, d, e, fields, index, items_fields, s};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Result;
-use plexus_core::expr::parse;
 use plexus_core::gofmt::format_value;
-use plexus_core::key::{IndexDef, parse_index_def};
 use plexus_core::plan::{
-    Field, JoinType, Lookup, NodeType, Plan, PlanExpr, PlanNode, Reader, RerunPolicy, StartPolicy,
+    Field, JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy,
     TableReader, TableSchema, TableWriter, Writer, WriterField,
 };
 use plexus_core::row::{decode_row, encode_row};
@@ -25,44 +26,11 @@ const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
 const SRC: u32 = 1;
 
-fn e(src: &str) -> PlanExpr {
-    PlanExpr {
-        src: src.to_owned(),
-        ast: parse(src).unwrap_or_else(|err| panic!("test expression {src:?}: {err}")),
-    }
-}
-
-fn fields(list: &[(&str, Type)]) -> Vec<Field> {
-    let mut v: Vec<Field> = list
-        .iter()
-        .map(|(n, t)| Field {
-            name: (*n).to_owned(),
-            ty: *t,
-        })
-        .collect();
-    v.sort_by(|a, b| a.name.cmp(&b.name));
-    v
-}
-
-fn index(def: &str, f: &[Field]) -> IndexDef {
-    parse_index_def(def, &|name| f.iter().find(|x| x.name == name).map(|x| x.ty))
-        .unwrap_or_else(|err| panic!("test index {def:?}: {err}"))
-}
-
 /// A writer field: (name, type, expression, default_value).
 type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
 
 fn orders_fields() -> Vec<Field> {
     fields(&[("order_id", Type::Int), ("status", Type::String)])
-}
-
-fn items_fields() -> Vec<Field> {
-    fields(&[
-        ("item_id", Type::Int),
-        ("order_id", Type::Int),
-        ("price", Type::Decimal2),
-        ("product", Type::String),
-    ])
 }
 
 fn base_plan() -> Plan {
@@ -160,35 +128,6 @@ fn lookup_node(
             table_options: String::new(),
         }),
     }
-}
-
-fn add(plan: &mut Plan, n: PlanNode) {
-    if let Writer::Table(w) = &n.writer {
-        plan.tables.insert(
-            w.name.clone(),
-            TableSchema {
-                created_by: n.name.clone(),
-                fields: w
-                    .fields
-                    .iter()
-                    .map(|f| Field {
-                        name: f.name.clone(),
-                        ty: f.ty,
-                    })
-                    .collect(),
-                indexes: w.indexes.clone(),
-            },
-        );
-    }
-    plan.nodes.push(n);
-}
-
-fn s(v: &str) -> Value {
-    Value::str(v)
-}
-
-fn d(v: &str) -> Value {
-    Value::Decimal(v.parse().unwrap_or_default())
 }
 
 /// Writes `rows` (rowid, values in schema order) into `data` with the index entries of

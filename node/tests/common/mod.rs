@@ -1,0 +1,70 @@
+//! Plan-building helpers shared by the executor tests.
+#![allow(dead_code)]
+
+use plexus_core::expr::parse;
+use plexus_core::key::{IndexDef, parse_index_def};
+use plexus_core::plan::{Field, Plan, PlanExpr, PlanNode, TableSchema, Writer};
+use plexus_core::value::{Type, Value};
+
+pub(crate) fn e(src: &str) -> PlanExpr {
+    PlanExpr {
+        src: src.to_owned(),
+        ast: parse(src).unwrap_or_else(|err| panic!("test expression {src:?}: {err}")),
+    }
+}
+
+pub(crate) fn fields(list: &[(&str, Type)]) -> Vec<Field> {
+    let mut v: Vec<Field> = list
+        .iter()
+        .map(|(n, t)| Field {
+            name: (*n).to_owned(),
+            ty: *t,
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+pub(crate) fn index(def: &str, f: &[Field]) -> IndexDef {
+    parse_index_def(def, &|name| f.iter().find(|x| x.name == name).map(|x| x.ty))
+        .unwrap_or_else(|err| panic!("test index {def:?}: {err}"))
+}
+
+pub(crate) fn items_fields() -> Vec<Field> {
+    fields(&[
+        ("item_id", Type::Int),
+        ("order_id", Type::Int),
+        ("price", Type::Decimal2),
+        ("product", Type::String),
+    ])
+}
+
+/// Adds `n` to the plan and registers the table it writes.
+pub(crate) fn add(plan: &mut Plan, n: PlanNode) {
+    if let Writer::Table(w) = &n.writer {
+        plan.tables.insert(
+            w.name.clone(),
+            TableSchema {
+                created_by: n.name.clone(),
+                fields: w
+                    .fields
+                    .iter()
+                    .map(|f| Field {
+                        name: f.name.clone(),
+                        ty: f.ty,
+                    })
+                    .collect(),
+                indexes: w.indexes.clone(),
+            },
+        );
+    }
+    plan.nodes.push(n);
+}
+
+pub(crate) fn s(v: &str) -> Value {
+    Value::str(v)
+}
+
+pub(crate) fn d(v: &str) -> Value {
+    Value::Decimal(v.parse().unwrap_or_default())
+}
