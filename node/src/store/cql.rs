@@ -34,6 +34,7 @@ mod config;
 #[cfg(test)]
 mod double_tests;
 mod retry;
+mod tls;
 mod typed;
 
 use std::collections::HashMap;
@@ -56,7 +57,7 @@ use scylla::statement::{Consistency, SerialConsistency, Statement};
 use scylla::value::{CqlValue, Row};
 use tokio::sync::OnceCell;
 
-pub use config::{CqlConfig, CqlConsistency, Replication};
+pub use config::{CqlConfig, CqlConsistency, CqlTls, Replication};
 use retry::{Budget, Failure, Idempotence};
 use typed::Layout;
 
@@ -470,11 +471,19 @@ impl CqlStore {
         if let Some(user) = &cfg.username {
             builder = builder.user(user, cfg.password.as_deref().unwrap_or_default());
         }
+        if let Some(t) = &cfg.tls {
+            let client = tls::client_config(t, &cfg.contact_points)?;
+            builder = builder.tls_context(Some(client));
+        }
         let session = rt
             .block_on(builder.build())
             .map_err(|e| StoreError::Backend {
                 op: "connect",
-                detail: format!("{} ({e})", cfg.contact_points.join(",")),
+                detail: format!(
+                    "{}{} ({e})",
+                    cfg.contact_points.join(","),
+                    if cfg.tls.is_some() { " over TLS" } else { "" }
+                ),
             })?;
         let budget = Budget {
             max_retries: cfg.max_retries,

@@ -24,7 +24,7 @@ pub mod embedded;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
 
-pub use cql::{CqlConfig, CqlStore};
+pub use cql::{CqlConfig, CqlStore, CqlTls};
 pub use embedded::EmbeddedStore;
 
 /// The identity of a data row within its table: a hash chosen by the writer, any `i64`.

@@ -7,9 +7,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::exec::{BatchItem, BatchSource, CqlError, Ctx, Engine, Session, read_query_params};
 use super::faults::{Faults, RequestKind, Stats};
@@ -32,6 +36,9 @@ pub enum CqlDoubleError {
     /// The background runtime could not be created.
     #[error("cannot start the CQL double runtime: {0}")]
     Runtime(std::io::Error),
+    /// The TLS certificate or key could not be used.
+    #[error("CQL double TLS setup: {0}")]
+    Tls(String),
 }
 
 struct Shared {
@@ -69,8 +76,34 @@ impl CqlDouble {
         Self::start_on(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
     }
 
+    /// Starts a double on `127.0.0.1` (ephemeral port) that speaks CQL over TLS only, with the
+    /// given PEM server certificate chain and private key (ring provider, no client auth).
+    pub fn start_tls(cert_chain_pem: &str, key_pem: &str) -> Result<Self, CqlDoubleError> {
+        let tls = |e: &dyn std::fmt::Display| CqlDoubleError::Tls(e.to_string());
+        let certs = CertificateDer::pem_slice_iter(cert_chain_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| tls(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls(&e))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| tls(&e))?;
+        Self::start_with(
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            Some(TlsAcceptor::from(Arc::new(config))),
+        )
+    }
+
     /// Starts a double listening on `addr`.
     pub fn start_on(addr: SocketAddr) -> Result<Self, CqlDoubleError> {
+        Self::start_with(addr, None)
+    }
+
+    fn start_with(addr: SocketAddr, tls: Option<TlsAcceptor>) -> Result<Self, CqlDoubleError> {
         // Bind synchronously so a taken port is reported to the caller, not a log.
         let std_listener = std::net::TcpListener::bind(addr)
             .map_err(|source| CqlDoubleError::Bind { addr, source })?;
@@ -105,7 +138,7 @@ impl CqlDouble {
         let thread = std::thread::Builder::new()
             .name("cql-double-main".into())
             .spawn(move || {
-                rt.block_on(accept_loop(listener, sh, rx));
+                rt.block_on(accept_loop(listener, sh, tls, rx));
                 // Dropping the runtime cancels connection tasks and closes their sockets.
                 rt.shutdown_background();
             })
@@ -170,16 +203,22 @@ impl Drop for CqlDouble {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<TlsAcceptor>,
+    mut stop: oneshot::Receiver<()>,
+) {
     loop {
         tokio::select! {
             _ = &mut stop => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let sh = shared.clone();
+                    let tls = tls.clone();
                     tokio::spawn(async move {
-                        // A connection error only ends that connection.
-                        let _ = serve(stream, sh).await;
+                        // A connection error (TLS handshake included) only ends that connection.
+                        let _ = serve(stream, sh, tls).await;
                     });
                 }
                 Err(_) => {
@@ -191,13 +230,28 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
     }
 }
 
-async fn serve(stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
+async fn serve(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    tls: Option<TlsAcceptor>,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let local_ip = match stream.local_addr()?.ip() {
         ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         ip => ip,
     };
-    let (mut rd, mut wr) = stream.into_split();
+    match tls {
+        Some(acceptor) => serve_frames(acceptor.accept(stream).await?, shared, local_ip).await,
+        None => serve_frames(stream, shared, local_ip).await,
+    }
+}
+
+async fn serve_frames(
+    io: impl AsyncRead + AsyncWrite,
+    shared: Arc<Shared>,
+    local_ip: IpAddr,
+) -> std::io::Result<()> {
+    let (mut rd, mut wr) = tokio::io::split(io);
     let mut session = Session { keyspace: None };
     let mut hdr = [0u8; HEADER_LEN];
     loop {

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use scylla::statement::Consistency;
@@ -43,6 +44,26 @@ pub struct CqlConfig {
     pub retry_base_backoff_ms: u64,
     /// Worker threads of the store's own tokio runtime (driver I/O and request fan-out).
     pub runtime_threads: usize,
+    /// TLS to every node; `None` connects in plain text.
+    pub tls: Option<CqlTls>,
+}
+
+/// TLS settings of the CQL store (rustls on the `ring` provider).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CqlTls {
+    /// PEM file with the CA certificate(s) that node certificates must chain to.
+    pub ca_file: PathBuf,
+    /// PEM client certificate chain, for clusters that require client authentication.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert-file`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// Name that node certificates are checked against; defaults to the host of the first
+    /// contact point, or, when that is an IP address, to each node's own IP address.
+    #[serde(default)]
+    pub server_name: Option<String>,
 }
 
 impl Default for CqlConfig {
@@ -62,6 +83,7 @@ impl Default for CqlConfig {
             max_retries: 5,
             retry_base_backoff_ms: 50,
             runtime_threads: 2,
+            tls: None,
         }
     }
 }
@@ -83,6 +105,7 @@ impl fmt::Debug for CqlConfig {
             .field("max_retries", &self.max_retries)
             .field("retry_base_backoff_ms", &self.retry_base_backoff_ms)
             .field("runtime_threads", &self.runtime_threads)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -123,6 +146,11 @@ impl CqlConfig {
         }
         if self.password.is_some() && self.username.is_none() {
             return bad("cql: password given without username".to_owned());
+        }
+        if let Some(tls) = &self.tls
+            && tls.cert_file.is_some() != tls.key_file.is_some()
+        {
+            return bad("cql: tls cert-file and key-file must be given together".to_owned());
         }
         self.replication.validate()
     }
@@ -279,5 +307,28 @@ mod tests {
             ..CqlConfig::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn tls_section() {
+        let cfg: CqlConfig = serde_json::from_str(
+            r#"{"tls": {"ca-file": "/etc/ca.pem", "server-name": "db.example"}}"#,
+        )
+        .expect("parse");
+        let tls = cfg.tls.as_ref().expect("tls");
+        assert_eq!(tls.ca_file, PathBuf::from("/etc/ca.pem"));
+        assert_eq!(tls.server_name.as_deref(), Some("db.example"));
+        cfg.validate().expect("valid");
+        assert!(
+            serde_json::from_str::<CqlConfig>(r#"{"tls": {"server-name": "x"}}"#).is_err(),
+            "ca-file is required"
+        );
+        assert!(
+            serde_json::from_str::<CqlConfig>(r#"{"tls": {"ca-file": "a", "ca": "b"}}"#).is_err(),
+            "unknown tls keys are rejected"
+        );
+        let half: CqlConfig =
+            serde_json::from_str(r#"{"tls": {"ca-file": "a", "cert-file": "c"}}"#).expect("parse");
+        assert!(half.validate().is_err(), "cert-file without key-file");
     }
 }

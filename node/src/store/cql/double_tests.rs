@@ -551,3 +551,105 @@ fn typed_columns_round_trip_exactly() {
     assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err}");
     assert_eq!(s.count_rows(ks, &table).expect("count"), 2);
 }
+
+/// A CA and a certificate it signed for the double (SANs `127.0.0.1` and `db.test`), as PEM.
+struct TestPki {
+    ca_pem: String,
+    server_cert_pem: String,
+    server_key_pem: String,
+}
+
+fn test_pki(ca_name: &str) -> TestPki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, ca_name);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).expect("CA cert");
+    let issuer = Issuer::from_params(&ca_params, &ca_key);
+    let server_key = KeyPair::generate().expect("server key");
+    let server_params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "db.test".to_owned()])
+        .expect("server params");
+    let server_cert = server_params
+        .signed_by(&server_key, &issuer)
+        .expect("server cert");
+    TestPki {
+        ca_pem: ca_cert.pem(),
+        server_cert_pem: server_cert.pem(),
+        server_key_pem: server_key.serialize_pem(),
+    }
+}
+
+fn tls_config(addr: SocketAddr, ca_file: &std::path::Path) -> CqlConfig {
+    CqlConfig {
+        tls: Some(super::CqlTls {
+            ca_file: ca_file.to_owned(),
+            cert_file: None,
+            key_file: None,
+            server_name: None,
+        }),
+        ..config(addr)
+    }
+}
+
+/// Over TLS (CA from the config, node checked by its IP, then by a configured name) a small
+/// workload is written and read back exactly.
+#[test]
+fn tls_connect_write_and_read() {
+    let pki = test_pki("plexus test CA");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).expect("write CA");
+    let double =
+        CqlDouble::start_tls(&pki.server_cert_pem, &pki.server_key_pem).expect("TLS double");
+    let rows = workload(120, 7);
+    let store = CqlStore::connect(tls_config(double.addr(), &ca_file)).expect("connect over TLS");
+    write_workload(&store, "tls_ks", &rows, WriteMode::Insert);
+    let (data, unique, _, counts) = snapshot(&store, "tls_ks", &rows);
+    assert_eq!(data.len() as u64, counts[0]);
+    assert_eq!(counts[0], 120, "Insert mode writes every row");
+    assert!(unique.iter().all(Option::is_some), "every unique key found");
+    drop(store);
+    let mut named = tls_config(double.addr(), &ca_file);
+    if let Some(t) = named.tls.as_mut() {
+        t.server_name = Some("db.test".to_owned());
+    }
+    let store = CqlStore::connect(named).expect("connect over TLS by name");
+    assert_eq!(snapshot(&store, "tls_ks", &rows).3, counts);
+}
+
+/// A client trusting another CA is refused, and the error says why.
+#[test]
+fn tls_untrusted_certificate_fails_clearly() {
+    let pki = test_pki("plexus test CA");
+    let other = test_pki("some other CA");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("other-ca.pem");
+    std::fs::write(&ca_file, &other.ca_pem).expect("write CA");
+    let double =
+        CqlDouble::start_tls(&pki.server_cert_pem, &pki.server_key_pem).expect("TLS double");
+    let err = CqlStore::connect(tls_config(double.addr(), &ca_file))
+        .expect_err("an untrusted server certificate must be refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("TLS") && msg.to_lowercase().contains("certificate"),
+        "{msg}"
+    );
+}
+
+/// A missing CA file is reported by name before anything connects.
+#[test]
+fn tls_missing_ca_file_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("no-such-ca.pem");
+    let double = CqlDouble::start().expect("start the CQL double");
+    let err = CqlStore::connect(tls_config(double.addr(), &ca_file))
+        .expect_err("a missing CA file must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no-such-ca.pem") && msg.contains("ca-file"),
+        "{msg}"
+    );
+}
