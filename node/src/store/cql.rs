@@ -63,7 +63,7 @@ use typed::Layout;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RetriesExhausted, RowWrite, Rowid, RowidRange, ScanPage,
-    Store, StoreError, TableRef, TableSpec, WriteMode, WriteReport, unique_index_positions,
+    Store, StoreError, TableRef, TableSpec, WriteMode, WriteReport, check_write,
     validate_keyspace_name, validate_table_name,
 };
 
@@ -1028,19 +1028,7 @@ impl CqlStore {
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
         const OP: &str = "write_rows";
-        if let Some((i, row)) = rows
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.keys.len() != spec.indexes.len())
-        {
-            return Err(invalid(format!(
-                "row {i} (rowid {}) has {} keys, table {} has {} indexes",
-                row.rowid,
-                row.keys.len(),
-                spec.data,
-                spec.indexes.len()
-            )));
-        }
+        let unique = check_write(spec, rows, mode)?;
         let (data_name, data_ps, layout) = self
             .data_stmt(OP, keyspace, &spec.data, Stmt::InsertRow)
             .await?;
@@ -1085,7 +1073,6 @@ impl CqlStore {
                 .await?;
             index_ps.push((name, ps));
         }
-        let unique = unique_index_positions(spec, mode)?;
         if rows.is_empty() {
             return Ok(WriteReport::default());
         }

@@ -35,7 +35,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError,
-    TableRef, TableSpec, WriteMode, WriteReport, unique_index_positions, validate_keyspace_name,
+    TableRef, TableSpec, WriteMode, WriteReport, check_write, validate_keyspace_name,
     validate_table_name,
 };
 
@@ -424,25 +424,12 @@ impl Store for EmbeddedStore {
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
-        if let Some((i, row)) = rows
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.keys.len() != spec.indexes.len())
-        {
-            return Err(invalid(format!(
-                "row {i} (rowid {}) has {} keys, table {} has {} indexes",
-                row.rowid,
-                row.keys.len(),
-                spec.data,
-                spec.indexes.len()
-            )));
-        }
+        let unique = check_write(spec, rows, mode)?;
         let data = self.table(keyspace, Kind::Data, &spec.data)?;
         let mut indexes = Vec::with_capacity(spec.indexes.len());
         for index in &spec.indexes {
             indexes.push(self.table(keyspace, Kind::of_index(index.kind), &index.table)?);
         }
-        let unique = unique_index_positions(spec, mode)?;
         if rows.is_empty() {
             return Ok(WriteReport::default());
         }

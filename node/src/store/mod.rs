@@ -404,11 +404,28 @@ pub fn validate_table_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Positions of the unique indexes in `spec.indexes`; a distinct write needs exactly one.
-pub(crate) fn unique_index_positions(
+/// The checks every backend makes before a write: one key per index in every row, and exactly
+/// one unique index for a distinct write. Returns the positions of the unique indexes.
+pub(crate) fn check_write(
     spec: &TableSpec,
+    rows: &[RowWrite],
     mode: WriteMode,
 ) -> Result<Vec<usize>, StoreError> {
+    if let Some((i, row)) = rows
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.keys.len() != spec.indexes.len())
+    {
+        return Err(StoreError::InvalidArgument {
+            detail: format!(
+                "row {i} (rowid {}) has {} keys, table {} has {} indexes",
+                row.rowid,
+                row.keys.len(),
+                spec.data,
+                spec.indexes.len()
+            ),
+        });
+    }
     let unique: Vec<usize> = (0..spec.indexes.len())
         .filter(|&i| spec.indexes[i].kind == IndexKind::Unique)
         .collect();
