@@ -47,6 +47,19 @@ impl Case {
         self.conf.join("cfg").join(name)
     }
 
+    /// `planner run SCRIPT --params PARAMS --keyspace KS --start-nodes START`.
+    fn run_from(&self, script: &str, params: &str, ks: &str, start: &str) -> Result<String> {
+        self.run(&[
+            script,
+            "--params",
+            params,
+            "--keyspace",
+            ks,
+            "--start-nodes",
+            start,
+        ])
+    }
+
     /// `planner run` with the given extra arguments on the case's store; fails with its output
     /// unless it succeeds.
     fn run(&self, args: &[&str]) -> Result<String> {
@@ -137,15 +150,12 @@ fn lookup_one_run() -> Result<()> {
 
 fn lookup_one(c: &Case) -> Result<()> {
     let params = lookup_params(c, "script_params_quick_fs_one.yaml")?;
-    c.run(&[
+    c.run_from(
         &url(&c.cfg("script_quick.yaml")),
-        "--params",
         &url(&params),
-        "--keyspace",
         "lookup_quicktest_one",
-        "--start-nodes",
         "read_orders,read_order_items",
-    ])?;
+    )?;
     check_lookup_outputs(c)
 }
 
@@ -154,30 +164,19 @@ fn lookup_multi_runs() -> Result<()> {
     let c = Case::new("lookup")?;
     let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
     let script = url(&c.cfg("script_quick.yaml"));
-    c.run(&[
+    c.run_from(
         &script,
-        "--params",
         &url(&params),
-        "--keyspace",
         "lookup_quicktest_multi",
-        "--start-nodes",
         "read_orders,read_order_items",
-    ])?;
+    )?;
     for name in LOOKUP_OUTPUTS {
         ensure!(
             !c.dir("out").join(format!("{name}.csv")).exists(),
             "run 1 must only run the two readers"
         );
     }
-    c.run(&[
-        &script,
-        "--params",
-        &url(&params),
-        "--keyspace",
-        "lookup_quicktest_multi",
-        "--start-nodes",
-        "order_item_date_inner,order_item_date_left_outer,order_date_value_grouped_inner,order_date_value_grouped_left_outer",
-    ])?;
+    c.run_from(&script, &url(&params), "lookup_quicktest_multi", "order_item_date_inner,order_item_date_left_outer,order_date_value_grouped_inner,order_date_value_grouped_left_outer")?;
     check_lookup_outputs(&c)
 }
 
@@ -218,15 +217,12 @@ fn tag_and_denormalize_one_run() -> Result<()> {
 
 fn tag_one(c: &Case) -> Result<()> {
     let params = tag_params(c, "script_params_fs_one.json")?;
-    c.run(&[
+    c.run_from(
         &url(&c.cfg("script.json")),
-        "--params",
         &url(&params),
-        "--keyspace",
         "tag_and_denormalize_quicktest_one",
-        "--start-nodes",
         "read_tags,read_products",
-    ])?;
+    )?;
     check_tag_outputs(c)
 }
 
@@ -236,28 +232,12 @@ fn tag_and_denormalize_multi_runs() -> Result<()> {
     let params = tag_params(&c, "script_params_fs_multi.json")?;
     let script = url(&c.cfg("script.json"));
     let ks = "tag_and_denormalize_quicktest_multi";
-    c.run(&[
-        &script,
-        "--params",
-        &url(&params),
-        "--keyspace",
-        ks,
-        "--start-nodes",
-        "read_tags,read_products",
-    ])?;
+    c.run_from(&script, &url(&params), ks, "read_tags,read_products")?;
     ensure!(
         !c.dir("out").join("tag_totals.tsv").exists(),
         "tag_totals is manual"
     );
-    c.run(&[
-        &script,
-        "--params",
-        &url(&params),
-        "--keyspace",
-        ks,
-        "--start-nodes",
-        "tag_totals",
-    ])?;
+    c.run_from(&script, &url(&params), ks, "tag_totals")?;
     check_tag_outputs(&c)
 }
 
@@ -297,15 +277,12 @@ fn py_calc_one(c: &Case) -> Result<()> {
             ("dir_py", &url(&crate_dir().join("tests/fixtures/py_calc"))),
         ],
     )?;
-    c.run(&[
+    c.run_from(
         &url(&c.cfg("script.json")),
-        "--params",
         &url(&params),
-        "--keyspace",
         "py_calc_quicktest",
-        "--start-nodes",
         "read_order_items",
-    ])?;
+    )?;
     for kind in ["go", "py"] {
         let got = merged_py_calc_output(c, kind)?;
         let want = std::fs::read_to_string(
@@ -468,15 +445,7 @@ fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
     let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
     let script = url(&c.cfg("script_quick.yaml"));
     let ks = "lookup_history";
-    c.run(&[
-        &script,
-        "--params",
-        &url(&params),
-        "--keyspace",
-        ks,
-        "--start-nodes",
-        "read_orders,read_order_items",
-    ])?;
+    c.run_from(&script, &url(&params), ks, "read_orders,read_order_items")?;
     let planner = |args: &[&str]| -> Result<String> {
         let out = Command::new(env!("CARGO_BIN_EXE_planner"))
             .args(args)
