@@ -3,8 +3,7 @@
 
 mod common;
 
-use common::{add, d, e, fields, index, items_fields, s};
-use std::collections::BTreeMap;
+use common::{add, base_plan, d, e, fields, index, items_fields, s};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
@@ -13,8 +12,8 @@ use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
     CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
     FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField,
-    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter,
-    TagAndDenormalize, Top, Writer, WriterField,
+    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableWriter, TagAndDenormalize,
+    Top, Writer, WriterField,
 };
 use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
@@ -105,42 +104,6 @@ fn orders_fields() -> Vec<Field> {
         ("status", Type::String),
         ("ts", Type::DateTime),
     ])
-}
-
-fn base_plan() -> Plan {
-    let mut tables = BTreeMap::new();
-    tables.insert(
-        "orders".to_owned(),
-        TableSchema {
-            created_by: "read_orders".into(),
-            fields: orders_fields(),
-            indexes: BTreeMap::new(),
-        },
-    );
-    let itf = items_fields();
-    let mut idx = BTreeMap::new();
-    idx.insert(
-        "idx_items_order_id".to_owned(),
-        index("non_unique(order_id)", &itf),
-    );
-    idx.insert(
-        "idx_items_item_id".to_owned(),
-        index("unique(item_id)", &itf),
-    );
-    tables.insert(
-        "items".to_owned(),
-        TableSchema {
-            created_by: "read_items".into(),
-            fields: itf,
-            indexes: idx,
-        },
-    );
-    Plan {
-        nodes: Vec::new(),
-        tables,
-        policies: BTreeMap::new(),
-        default_policy: String::new(),
-    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -359,7 +322,7 @@ const NON_GROUPED: &[Wf<'static>] = &[
 #[test]
 fn lookup_non_grouped_inner_and_left() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         lookup_node("ng_inner", JoinType::Inner, false, NON_GROUPED),
@@ -407,7 +370,7 @@ const GROUPED: &[Wf<'static>] = &[
 #[test]
 fn lookup_grouped_inner_and_left() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         lookup_node("g_inner", JoinType::Inner, true, GROUPED),
@@ -438,7 +401,7 @@ fn lookup_grouped_inner_and_left() -> Result<()> {
 #[test]
 fn lookup_filter_and_unique_index() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let itf = items_fields();
     // Lookup through the unique index of items by item_id, from items themselves, keeping
     // only right rows with price >= 2.
@@ -484,7 +447,7 @@ fn lookup_filter_and_unique_index() -> Result<()> {
 #[test]
 fn table_table_with_having_and_datetime_round_trip() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         node(
@@ -524,7 +487,7 @@ fn table_table_with_having_and_datetime_round_trip() -> Result<()> {
 #[test]
 fn distinct_keeps_first_row_per_key() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let mut n = node(
         "dist",
         NodeType::DistinctTable,
@@ -567,7 +530,7 @@ fn distinct_keeps_first_row_per_key() -> Result<()> {
 #[test]
 fn tag_and_denormalize_multi_tag() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let mut n = node(
         "tags",
         NodeType::TableCustomTfmTable,
@@ -603,7 +566,7 @@ fn tag_and_denormalize_multi_tag() -> Result<()> {
 #[test]
 fn tag_criterion_that_is_not_bool_fails_the_batch() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let mut n = node(
         "badtag",
         NodeType::TableCustomTfmTable,
@@ -688,7 +651,7 @@ fn table_file_csv_with_top_having_and_empty_batch() -> Result<()> {
     let env = env()?;
     let out_dir = tempfile::tempdir()?;
     let url = format!("{}/orders_{{batch_idx}}.csv", out_dir.path().display());
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(&mut plan, file_node("to_file", &url, 2));
     seed_sources(env.store.as_ref(), &plan, 1)?;
     assert_eq!(run_node(&env, &plan, "to_file", 1)?, 2);
@@ -707,7 +670,7 @@ fn table_file_csv_with_top_having_and_empty_batch() -> Result<()> {
 #[test]
 fn table_file_into_missing_directory_fails_clearly() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         file_node("bad_out", "/nonexistent/dir/out_{batch_idx}.csv", 1),
@@ -733,7 +696,7 @@ fn table_file_into_missing_directory_fails_clearly() -> Result<()> {
 #[test]
 fn re_execution_is_idempotent() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let mut n = lookup_node("g_left", JoinType::Left, true, GROUPED);
     if let Writer::Table(w) = &mut n.writer {
         let f: Vec<Field> = w
@@ -772,7 +735,7 @@ fn re_execution_is_idempotent() -> Result<()> {
 #[test]
 fn unique_index_duplicates_fail_after_writing_the_rest() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         node(
@@ -818,7 +781,7 @@ fn unique_index_duplicates_fail_after_writing_the_rest() -> Result<()> {
 #[test]
 fn evaluation_and_type_errors_name_node_row_and_field() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         node(
@@ -869,7 +832,7 @@ fn evaluation_and_type_errors_name_node_row_and_field() -> Result<()> {
 #[test]
 fn failed_batch_leaves_other_runs_intact() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         node(
@@ -907,7 +870,7 @@ fn failed_batch_leaves_other_runs_intact() -> Result<()> {
 
 #[test]
 fn compile_node_rejects_unknown_nodes() {
-    let plan = base_plan();
+    let plan = base_plan(orders_fields());
     let err = compile_node(&plan, "nope").err();
     assert!(matches!(err, Some(ExecError::Compile { .. })));
 }
@@ -958,7 +921,7 @@ fn py_calc_computes_fields() -> Result<()> {
     let Some(env) = python_env()? else {
         return Ok(());
     };
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         py_node(
@@ -994,7 +957,7 @@ fn py_calc_exception_fails_the_batch_naming_rows() -> Result<()> {
     let Some(env) = python_env()? else {
         return Ok(());
     };
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         py_node(
@@ -1025,7 +988,7 @@ fn py_calc_exception_fails_the_batch_naming_rows() -> Result<()> {
 #[test]
 fn py_calc_without_pool_fails() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         py_node(
@@ -1114,7 +1077,7 @@ fn file_table_reads_csv_batches() -> Result<()> {
         "b.csv",
         &format!("{CSV_HEADER}3,1,0.1,2021-06-07 08:09:10\n"),
     )?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(&mut plan, csv_node("read_csv", &[a, b]));
     assert_eq!(run_node(&env, &plan, "read_csv", 1)?, 3);
     // Fields: id, qty, total, ts. 1.255 read with %f rounds to 1.26 (shortest float text,
@@ -1168,7 +1131,7 @@ fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
     for (file, body, line, what) in cases {
         let env = env()?;
         let url = write_file(dir.path(), file, &format!("{CSV_HEADER}{body}"))?;
-        let mut plan = base_plan();
+        let mut plan = base_plan(orders_fields());
         add(&mut plan, csv_node("read_csv", std::slice::from_ref(&url)));
         let err = run_node(&env, &plan, "read_csv", 1)
             .err()
@@ -1183,7 +1146,7 @@ fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
     // A missing file.
     let env = env()?;
     let missing = dir.path().join("missing.csv").display().to_string();
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     add(
         &mut plan,
         csv_node("read_csv", std::slice::from_ref(&missing)),
@@ -1203,7 +1166,7 @@ fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
 #[ignore]
 fn perf_table_table_and_grouped_lookup() -> Result<()> {
     let env = env()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let n_orders = 200_000i64;
     let orders: Vec<Vec<Value>> = (0..n_orders)
         .map(|i| vec![Value::Int(i), s(&format!("status{}", i % 7)), ts(i * 1000)])

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{add, d, e, fields, index, items_fields, s};
+use common::{add, base_plan, d, e, fields, index, items_fields, s};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use anyhow::Result;
 use plexus_core::gofmt::format_value;
 use plexus_core::plan::{
     Field, JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy,
-    TableReader, TableSchema, TableWriter, Writer, WriterField,
+    TableReader, TableWriter, Writer, WriterField,
 };
 use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
@@ -31,42 +31,6 @@ type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
 
 fn orders_fields() -> Vec<Field> {
     fields(&[("order_id", Type::Int), ("status", Type::String)])
-}
-
-fn base_plan() -> Plan {
-    let mut tables = BTreeMap::new();
-    tables.insert(
-        "orders".to_owned(),
-        TableSchema {
-            created_by: "read_orders".into(),
-            fields: orders_fields(),
-            indexes: BTreeMap::new(),
-        },
-    );
-    let itf = items_fields();
-    let mut idx = BTreeMap::new();
-    idx.insert(
-        "idx_items_order_id".to_owned(),
-        index("non_unique(order_id)", &itf),
-    );
-    idx.insert(
-        "idx_items_item_id".to_owned(),
-        index("unique(item_id)", &itf),
-    );
-    tables.insert(
-        "items".to_owned(),
-        TableSchema {
-            created_by: "read_items".into(),
-            fields: itf,
-            indexes: idx,
-        },
-    );
-    Plan {
-        nodes: Vec::new(),
-        tables,
-        policies: BTreeMap::new(),
-        default_policy: String::new(),
-    }
 }
 
 /// A lookup node reading `reader` in `batches` batches of 2-row pages.
@@ -325,7 +289,7 @@ const SELF: &[Wf<'static>] = &[
 /// Every lookup shape: non-unique inner/left × grouped/not, with and without filter, and
 /// unique self-lookups (which see the unique-race losers and the orphan holder).
 fn plan_all() -> (Plan, Vec<String>) {
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let mut names = Vec::new();
     let nu = ("idx_items_order_id", "non_unique(order_id)", "order_id");
     for join in [JoinType::Inner, JoinType::Left] {
@@ -449,7 +413,7 @@ fn hash_join_falls_back_above_the_row_limit() -> Result<()> {
 #[test]
 fn concurrent_batches_build_once() -> Result<()> {
     let (_dir, store) = open()?;
-    let mut plan = base_plan();
+    let mut plan = base_plan(orders_fields());
     let name = "conc";
     add(
         &mut plan,

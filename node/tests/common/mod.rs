@@ -1,6 +1,8 @@
 //! Plan-building helpers shared by the executor tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+
 use plexus_core::expr::parse;
 use plexus_core::key::{IndexDef, parse_index_def};
 use plexus_core::plan::{Field, Plan, PlanExpr, PlanNode, TableSchema, Writer};
@@ -67,4 +69,41 @@ pub(crate) fn s(v: &str) -> Value {
 
 pub(crate) fn d(v: &str) -> Value {
     Value::Decimal(v.parse().unwrap_or_default())
+}
+
+/// A plan with the `orders` (these fields) and `items` tables, without nodes.
+pub(crate) fn base_plan(orders: Vec<Field>) -> Plan {
+    let mut tables = BTreeMap::new();
+    tables.insert(
+        "orders".to_owned(),
+        TableSchema {
+            created_by: "read_orders".into(),
+            fields: orders,
+            indexes: BTreeMap::new(),
+        },
+    );
+    let itf = items_fields();
+    let mut idx = BTreeMap::new();
+    idx.insert(
+        "idx_items_order_id".to_owned(),
+        index("non_unique(order_id)", &itf),
+    );
+    idx.insert(
+        "idx_items_item_id".to_owned(),
+        index("unique(item_id)", &itf),
+    );
+    tables.insert(
+        "items".to_owned(),
+        TableSchema {
+            created_by: "read_items".into(),
+            fields: itf,
+            indexes: idx,
+        },
+    );
+    Plan {
+        nodes: Vec::new(),
+        tables,
+        policies: BTreeMap::new(),
+        default_policy: String::new(),
+    }
 }
