@@ -1,11 +1,58 @@
 //! Batch tasks: the unit of work the ledger hands to executors, and the rowids they write.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
+
+/// The content hash of a plan (BLAKE3 over its encoding): how a task names its plan, so any
+/// peer holding the replicated plans can execute any task.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PlanHash(pub [u8; 32]);
+
+impl fmt::Display for PlanHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PlanHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PlanHash({self})")
+    }
+}
+
+/// Which batch: the identity of a task in logs, errors and (next) sealed-task associated data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BatchId {
+    /// Keyspace of the run.
+    pub keyspace: String,
+    /// Run id.
+    pub run_id: u32,
+    /// Script node name.
+    pub node: String,
+    /// Batch index.
+    pub batch_idx: u32,
+}
+
+impl fmt::Display for BatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/run {}/{}/batch {}",
+            self.keyspace, self.run_id, self.node, self.batch_idx
+        )
+    }
+}
 
 /// One batch of one script node in one run: everything an executor needs besides the plan
 /// and the store.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BatchTask {
+    /// The plan the run executes.
+    pub plan_hash: PlanHash,
     /// Keyspace of the run.
     pub keyspace: String,
     /// Run the batch belongs to; tables it writes carry this run id.
@@ -21,6 +68,18 @@ pub struct BatchTask {
     pub reader_run: Option<u32>,
     /// Run whose copy of the lookup table is read; `None` without a lookup.
     pub lookup_run: Option<u32>,
+}
+
+impl BatchTask {
+    /// The batch's identity.
+    pub fn id(&self) -> BatchId {
+        BatchId {
+            keyspace: self.keyspace.clone(),
+            run_id: self.run_id,
+            node: self.node.clone(),
+            batch_idx: self.batch_idx,
+        }
+    }
 }
 
 /// The seed of a batch's rowids: a hash of (run, node, batch) so that re-executing a batch
@@ -78,6 +137,7 @@ mod tests {
     #[test]
     fn task_round_trips_through_bincode() {
         let t = BatchTask {
+            plan_hash: PlanHash([9; 32]),
             keyspace: "ks".into(),
             run_id: 3,
             node: "n".into(),

@@ -11,6 +11,8 @@
 
 pub mod engine;
 pub mod exec;
+pub mod executor;
 pub mod files;
+pub mod ledger;
 pub mod pycalc;
 pub mod store;

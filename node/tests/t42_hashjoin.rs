@@ -211,6 +211,7 @@ fn seed_sources(store: &dyn Store, plan: &Plan) -> Result<()> {
 
 fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
     BatchTask {
+        plan_hash: plexus_core::task::PlanHash([0; 32]),
         keyspace: KS.into(),
         run_id: run,
         node: node.into(),

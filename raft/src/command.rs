@@ -3,32 +3,12 @@
 //! Commands are the replicated log entries: every peer applies the same commands in the same
 //! order and reaches the same state. Time enters only through their `ts_ms` fields.
 
-use std::fmt;
-
 use plexus_core::plan::Plan;
 use plexus_core::task::BatchTask;
+pub use plexus_core::task::PlanHash;
 use serde::{Deserialize, Serialize};
 
 use crate::status::NodeBatchStatus;
-
-/// The content hash of a plan (BLAKE3 over its encoding), which identifies it in the ledger.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PlanHash(pub [u8; 32]);
-
-impl fmt::Display for PlanHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for PlanHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PlanHash({self})")
-    }
-}
 
 /// The description `exec_node` gives its runs (spec §10).
 pub const EXEC_NODE_DESCRIPTION: &str = "started by Toolbelt direct RunNode";
@@ -103,7 +83,8 @@ pub enum Command {
         batch_idx: u32,
         /// The error text.
         error: String,
-        /// Retryable errors return the batch to the pool; others fail it.
+        /// Whether the error is transient; the ledger returns such a batch to the pool until
+        /// it has been claimed [`crate::ledger::MAX_ATTEMPTS`] times, then fails it.
         retryable: bool,
         /// Time of the command.
         ts_ms: i64,

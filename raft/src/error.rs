@@ -4,7 +4,7 @@ use crate::command::PlanHash;
 use crate::status::{NodeBatchStatus, RunStatus};
 
 /// A command the ledger refuses, or a query about something it does not know.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum LedgerError {
     /// The plan could not be encoded to compute its hash.
     #[error("cannot encode the plan: {reason}")]
@@ -30,7 +30,7 @@ pub enum LedgerError {
         /// The name.
         keyspace: String,
         /// What is wrong with it.
-        reason: &'static str,
+        reason: String,
     },
     /// No run was ever started in this keyspace.
     #[error("unknown keyspace {keyspace:?}")]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use plexus_core::plan::{DependencyCmd, Plan, PlanNode, Reader, RerunPolicy};
-use plexus_core::task::BatchTask;
+use plexus_core::task::{BatchId, BatchTask};
 use serde::{Deserialize, Serialize};
 
 use crate::affected::affected_nodes;
@@ -14,6 +14,10 @@ use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan, token_range};
 use crate::policy::{CompiledPolicy, NodeRunEvent};
 use crate::status::{NodeBatchStatus, RunStatus};
+
+/// How many times a batch that failed with a retryable error is claimed before it fails for
+/// good. Decided here, not by executors, so every peer applies the same budget.
+pub const MAX_ATTEMPTS: u32 = 3;
 
 /// The replicated state: every submitted plan and every keyspace's runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -317,7 +321,10 @@ impl Ledger {
                 ts_ms,
             } => {
                 self.claimed(&keyspace, run_id, &node, batch_idx)?;
-                if retryable {
+                let attempts = self
+                    .batch(&keyspace, run_id, &node, batch_idx)
+                    .map_or(0, |(_, _, b)| b.attempts);
+                if retryable && attempts < MAX_ATTEMPTS {
                     let comment = format!("retryable failure: {error}");
                     self.return_to_pool(
                         &keyspace, run_id, &node, batch_idx, comment, error, ts_ms, &mut ev,
@@ -428,13 +435,13 @@ impl Ledger {
         if keyspace.is_empty() {
             return Err(LedgerError::InvalidKeyspace {
                 keyspace: keyspace.to_owned(),
-                reason: "empty",
+                reason: "empty".to_owned(),
             });
         }
         if keyspace.starts_with("system") {
             return Err(LedgerError::InvalidKeyspace {
                 keyspace: keyspace.to_owned(),
-                reason: "must not start with \"system\"",
+                reason: "must not start with \"system\"".to_owned(),
             });
         }
         let plan = self
@@ -593,6 +600,7 @@ impl Ledger {
             });
         }
         let batches_total = nr.batches_total();
+        let plan_hash = run.plan_hash;
         let (reader_run, lookup_run) = match self.readiness(keyspace, run_id, node)? {
             Readiness::Go {
                 reader_run,
@@ -661,6 +669,7 @@ impl Ledger {
         });
         ev.push(Event::BatchClaimed {
             task: BatchTask {
+                plan_hash,
                 keyspace: keyspace.to_owned(),
                 run_id,
                 node: node.to_owned(),
@@ -1049,6 +1058,7 @@ impl Ledger {
             for (i, b) in nr.batches.iter().enumerate() {
                 if b.status == NodeBatchStatus::None {
                     out.push(BatchTask {
+                        plan_hash: run.plan_hash,
                         keyspace: keyspace.to_owned(),
                         run_id,
                         node: name.clone(),
@@ -1061,6 +1071,69 @@ impl Ledger {
             }
         }
         Ok(out)
+    }
+
+    /// One claimable batch, without building every pending task: in the first active run
+    /// (keyspace, then run order; only `only` when given), the first node in plan order with
+    /// unclaimed batches whose dependencies say go, and in it the first unclaimed batch at or
+    /// after `salt % batches`, wrapping, so that concurrent workers spread over a node's batches
+    /// instead of racing for the same one.
+    pub fn pick_ready(&self, only: Option<(&str, u32)>, salt: u64) -> Option<BatchId> {
+        let runs: Vec<(&str, &Run)> = match only {
+            Some((ks, run_id)) => self
+                .run(ks, run_id)
+                .ok()
+                .map(|r| (ks, r))
+                .into_iter()
+                .collect(),
+            None => self
+                .keyspaces
+                .iter()
+                .flat_map(|(name, ks)| ks.runs.values().map(move |r| (name.as_str(), r)))
+                .collect(),
+        };
+        for (ks, run) in runs {
+            if run.status() != RunStatus::Start {
+                continue;
+            }
+            for name in &run.processed {
+                let Some(nr) = run.nodes.get(name) else {
+                    continue;
+                };
+                let n = nr.batches.len();
+                if n == 0 || !nr.batches.iter().any(|b| b.status == NodeBatchStatus::None) {
+                    continue;
+                }
+                if !matches!(
+                    self.readiness(ks, run.run_id, name),
+                    Ok(Readiness::Go { .. })
+                ) {
+                    continue;
+                }
+                let start = (salt % n as u64) as usize;
+                let idx = (0..n)
+                    .map(|i| (start + i) % n)
+                    .find(|&i| nr.batches[i].status == NodeBatchStatus::None)?;
+                return Some(BatchId {
+                    keyspace: ks.to_owned(),
+                    run_id: run.run_id,
+                    node: name.clone(),
+                    batch_idx: idx as u32,
+                });
+            }
+        }
+        None
+    }
+
+    /// Whether any batch of the run is claimed and not yet final (someone is working on it).
+    pub fn has_running(&self, keyspace: &str, run_id: u32) -> bool {
+        self.run(keyspace, run_id).is_ok_and(|r| {
+            r.nodes.values().any(|nr| {
+                nr.batches
+                    .iter()
+                    .any(|b| b.status == NodeBatchStatus::Start)
+            })
+        })
     }
 
     /// Claimed batches of active or stopped runs whose claim is older than their node's
@@ -1083,6 +1156,7 @@ impl Ledger {
                         if b.status == NodeBatchStatus::Start && now_ms >= deadline {
                             out.push((
                                 BatchTask {
+                                    plan_hash: run.plan_hash,
                                     keyspace: ks_name.clone(),
                                     run_id: run.run_id,
                                     node: name.clone(),

@@ -871,3 +871,59 @@ fn snapshot_round_trips_and_keeps_working() {
         Err(LedgerError::Snapshot { .. })
     ));
 }
+
+#[test]
+fn retry_budget_is_decided_by_the_ledger() {
+    let mut h = Harness::new();
+    let plan = h.submit(lookup_plan(StartPolicy::Auto));
+    let run = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    for attempt in 1..=plexus_raft::MAX_ATTEMPTS {
+        h.claim(KS, run, "read_orders", 0);
+        h.fail(KS, run, "read_orders", 0, true);
+        let b = &h.ledger.run(KS, run).unwrap().nodes["read_orders"].batches[0];
+        let expected = if attempt < plexus_raft::MAX_ATTEMPTS {
+            NodeBatchStatus::None
+        } else {
+            NodeBatchStatus::Fail
+        };
+        assert_eq!(
+            (b.status, b.attempts),
+            (expected, attempt),
+            "attempt {attempt}"
+        );
+    }
+}
+
+#[test]
+fn pick_ready_spreads_over_batches_and_follows_readiness() {
+    let mut h = Harness::new();
+    let plan = h.submit(lookup_plan(StartPolicy::Auto));
+    let run = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    let ready: Vec<BatchTask> = h.ledger.ready_tasks_for(KS, run).unwrap();
+    // Every pick is one of the ready tasks, the same ones whatever the scope says.
+    for salt in 0..20u64 {
+        let id = h
+            .ledger
+            .pick_ready(Some((KS, run)), salt)
+            .expect("a ready batch");
+        assert!(ready.iter().any(|t| t.id() == id), "{id} is not ready");
+        assert_eq!(h.ledger.pick_ready(None, salt), Some(id));
+    }
+    // Different salts land on different batches of a many-batch node.
+    let picks: std::collections::BTreeSet<u32> = (0..50u64)
+        .filter_map(|s| h.ledger.pick_ready(Some((KS, run)), s))
+        .map(|id| id.batch_idx)
+        .collect();
+    let first_node_batches = ready.iter().filter(|t| t.node == ready[0].node).count();
+    assert_eq!(picks.len().min(2), first_node_batches.min(2));
+    // Claim everything ready: nothing is left to pick, and the run has running batches.
+    for t in ready {
+        h.claim(KS, run, &t.node, t.batch_idx);
+    }
+    assert!(h.ledger.has_running(KS, run));
+    let left = h.ledger.ready_tasks_for(KS, run).unwrap();
+    assert_eq!(
+        h.ledger.pick_ready(Some((KS, run)), 7).is_some(),
+        !left.is_empty()
+    );
+}
