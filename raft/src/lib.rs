@@ -3,8 +3,9 @@
 //! Today it holds the run/batch ledger only — plans, keyspaces, runs, script-node and batch
 //! statuses with their histories (Capillaries spec §9) — as a deterministic state machine:
 //! [`Ledger::apply`] takes a [`Command`] and returns the [`Event`]s describing what changed.
-//! Raft (log store, replication, membership) will wrap it later; every peer then applies the
-//! same commands in the same order and reaches byte-identical state.
+//! [`replicated`] makes it openraft's state: log entries are commands, so every peer applies the
+//! same commands in the same order and reaches byte-identical state. The log store, snapshots
+//! on disk and the network belong to the peer (plexus-node), which does the I/O.
 //!
 //! This crate must never do I/O, read the clock, draw random numbers or spawn threads: time
 //! enters only as the `ts_ms` field of a command, and every map is ordered (`BTreeMap`) so
@@ -17,6 +18,7 @@ pub mod error;
 pub mod history;
 pub mod ledger;
 pub mod policy;
+pub mod replicated;
 pub mod status;
 
 #[cfg(test)]

@@ -1,0 +1,475 @@
+//! A peer's durable Raft storage: the log and the vote in a fjall database in the peer's data
+//! directory, and the state machine around the ledger, whose snapshots (the ledger's bincode
+//! encoding) are kept in the same database.
+//!
+//! Durability is what openraft's contract asks: `append` calls back only after the entries are
+//! fsynced, a vote is fsynced before `save_vote` returns. The state machine itself lives in
+//! memory ([`SharedLedger`], read by the executors); after a restart it is rebuilt from the
+//! last snapshot and the committed log entries openraft re-applies.
+
+use std::fmt::Debug;
+use std::io::Cursor;
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
+use openraft::{
+    AnyError, LogId, LogState, RaftLogReader, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership, Vote,
+};
+use plexus_raft::replicated::{
+    Applied, LogEntry, PeerId, PeerNode, SnapshotState, TypeConfig, apply_entry, membership_of,
+};
+use plexus_raft::{Ledger, LedgerError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::ledger::SharedLedger;
+
+type StorageResult<T> = Result<T, StorageError<PeerId>>;
+
+const VOTE: &[u8] = b"vote";
+const COMMITTED: &[u8] = b"committed";
+const LAST_PURGED: &[u8] = b"last_purged";
+const SNAPSHOT: &[u8] = b"snapshot";
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, AnyError> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard()).map_err(|e| AnyError::new(&e))
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AnyError> {
+    bincode::serde::decode_from_slice(bytes, bincode::config::standard())
+        .map(|(v, _)| v)
+        .map_err(|e| AnyError::new(&e))
+}
+
+fn any(e: fjall::Error) -> AnyError {
+    AnyError::new(&e)
+}
+
+/// The fjall database holding one peer's log, vote and snapshot.
+pub struct RaftDb {
+    db: Database,
+    logs: Keyspace,
+    meta: Keyspace,
+}
+
+/// Why the Raft database could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the raft log in {dir}: {source}")]
+pub struct OpenError {
+    /// Directory.
+    pub dir: String,
+    /// fjall's error.
+    #[source]
+    pub source: fjall::Error,
+}
+
+impl RaftDb {
+    /// Opens (or creates) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Arc<Self>, OpenError> {
+        let err = |source| OpenError {
+            dir: dir.display().to_string(),
+            source,
+        };
+        let db = Database::builder(dir).open().map_err(err)?;
+        let logs = db
+            .keyspace("raft_log", KeyspaceCreateOptions::default)
+            .map_err(err)?;
+        let meta = db
+            .keyspace("raft_meta", KeyspaceCreateOptions::default)
+            .map_err(err)?;
+        Ok(Arc::new(Self { db, logs, meta }))
+    }
+
+    fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, AnyError> {
+        match self.meta.get(key).map_err(any)? {
+            Some(v) => decode(&v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn put<T: Serialize>(&self, key: &[u8], v: &T, sync: bool) -> Result<(), AnyError> {
+        self.meta.insert(key, encode(v)?).map_err(any)?;
+        if sync {
+            self.db.persist(PersistMode::SyncAll).map_err(any)?;
+        }
+        Ok(())
+    }
+}
+
+/// The log store handed to openraft (and its log reader: a clone).
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<RaftDb>,
+}
+
+impl LogStore {
+    /// The log store over `db`.
+    pub fn new(db: Arc<RaftDb>) -> Self {
+        Self { db }
+    }
+}
+
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<LogEntry>> {
+        use std::ops::Bound;
+        let start = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => Some(i),
+            Bound::Excluded(&0) => return Ok(Vec::new()),
+            Bound::Excluded(&i) => Some(i - 1),
+            Bound::Unbounded => None,
+        };
+        let iter = match end {
+            Some(e) if e < start => return Ok(Vec::new()),
+            Some(e) => self.db.logs.range(index_key(start)..=index_key(e)),
+            None => self.db.logs.range(index_key(start)..),
+        };
+        let mut out = Vec::new();
+        for guard in iter {
+            let (_, v) = guard
+                .into_inner()
+                .map_err(|e| StorageIOError::read_logs(any(e)))?;
+            out.push(decode::<LogEntry>(&v).map_err(StorageIOError::read_logs)?);
+        }
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let last_purged: Option<LogId<PeerId>> = self
+            .db
+            .get(LAST_PURGED)
+            .map_err(StorageIOError::read_logs)?;
+        let last = match self.db.logs.last_key_value() {
+            Some(guard) => {
+                let (_, v) = guard
+                    .into_inner()
+                    .map_err(|e| StorageIOError::read_logs(any(e)))?;
+                Some(
+                    decode::<LogEntry>(&v)
+                        .map_err(StorageIOError::read_logs)?
+                        .log_id,
+                )
+            }
+            None => last_purged,
+        };
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<PeerId>) -> StorageResult<()> {
+        self.db
+            .put(VOTE, vote, true)
+            .map_err(StorageIOError::write_vote)?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<PeerId>>> {
+        Ok(self.db.get(VOTE).map_err(StorageIOError::read_vote)?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<PeerId>>) -> StorageResult<()> {
+        // Not fsynced: a lost committed index is learned again from the leader.
+        self.db
+            .put(COMMITTED, &committed, false)
+            .map_err(StorageIOError::write)?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<PeerId>>> {
+        Ok(self
+            .db
+            .get::<Option<LogId<PeerId>>>(COMMITTED)
+            .map_err(StorageIOError::read)?
+            .flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = LogEntry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut batch = self.db.db.batch();
+        for entry in entries {
+            let bytes = encode(&entry).map_err(StorageIOError::write_logs)?;
+            batch.insert(&self.db.logs, index_key(entry.log_id.index), bytes);
+        }
+        let result = batch
+            .commit()
+            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        let failed = result
+            .as_ref()
+            .err()
+            .map(|e| AnyError::error(e.to_string()));
+        callback.log_io_completed(result);
+        match failed {
+            Some(e) => Err(StorageIOError::write_logs(e).into()),
+            None => Ok(()),
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<PeerId>) -> StorageResult<()> {
+        let mut batch = self.db.db.batch();
+        for guard in self.db.logs.range(index_key(log_id.index)..) {
+            let k = guard
+                .key()
+                .map_err(|e| StorageIOError::write_logs(any(e)))?;
+            batch.remove(&self.db.logs, k);
+        }
+        batch
+            .commit()
+            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
+            .map_err(|e| StorageIOError::write_logs(any(e)))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<PeerId>) -> StorageResult<()> {
+        self.db
+            .put(LAST_PURGED, &log_id, false)
+            .map_err(StorageIOError::write_logs)?;
+        let mut batch = self.db.db.batch();
+        for guard in self.db.logs.range(..=index_key(log_id.index)) {
+            let k = guard
+                .key()
+                .map_err(|e| StorageIOError::write_logs(any(e)))?;
+            batch.remove(&self.db.logs, k);
+        }
+        batch
+            .commit()
+            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
+            .map_err(|e| StorageIOError::write_logs(any(e)))?;
+        Ok(())
+    }
+}
+
+/// A built or installed snapshot: its meta and its bytes ([`SnapshotState`]).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<PeerId, PeerNode>,
+    data: Vec<u8>,
+}
+
+struct MachineState {
+    last_applied: Option<LogId<PeerId>>,
+    membership: StoredMembership<PeerId, PeerNode>,
+    current: Option<StoredSnapshot>,
+    built: u64,
+}
+
+/// The state machine handed to openraft: the ledger every executor of the peer reads.
+#[derive(Clone)]
+pub struct LedgerStateMachine {
+    ledger: Arc<SharedLedger>,
+    state: Arc<Mutex<MachineState>>,
+    db: Arc<RaftDb>,
+}
+
+impl LedgerStateMachine {
+    /// The state machine over `ledger`, restored from the last snapshot in `db`.
+    pub fn open(db: Arc<RaftDb>, ledger: Arc<SharedLedger>) -> StorageResult<Self> {
+        let stored: Option<StoredSnapshot> = db
+            .get(SNAPSHOT)
+            .map_err(|e| StorageIOError::read_snapshot(None, e))?;
+        let mut state = MachineState {
+            last_applied: None,
+            membership: StoredMembership::default(),
+            current: None,
+            built: 0,
+        };
+        if let Some(s) = stored {
+            let restored = restore(&s.data).map_err(|e| StorageIOError::read_snapshot(None, e))?;
+            ledger.update(|l| *l = restored.1);
+            state.last_applied = restored.0.last_applied;
+            state.membership = restored.0.membership;
+            state.current = Some(s);
+        }
+        Ok(Self {
+            ledger,
+            state: Arc::new(Mutex::new(state)),
+            db,
+        })
+    }
+
+    /// The ledger this machine applies to.
+    pub fn ledger(&self) -> &Arc<SharedLedger> {
+        &self.ledger
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MachineState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn restore(bytes: &[u8]) -> Result<(SnapshotState, Ledger), AnyError> {
+    let s = SnapshotState::from_bytes(bytes).map_err(|e: LedgerError| AnyError::new(&e))?;
+    let ledger = Ledger::from_bytes(&s.ledger).map_err(|e| AnyError::new(&e))?;
+    Ok((s, ledger))
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for LedgerStateMachine {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let (last_applied, membership, built) = {
+            let mut s = self.lock();
+            s.built += 1;
+            (s.last_applied, s.membership.clone(), s.built)
+        };
+        // The ledger and last_applied are read apart, but openraft does not apply entries
+        // while it builds a snapshot, so they agree.
+        let ledger = self
+            .ledger
+            .read()
+            .to_bytes()
+            .map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
+        let data = SnapshotState {
+            last_applied,
+            membership: membership.clone(),
+            ledger,
+        }
+        .to_bytes()
+        .map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
+        let snapshot_id = match last_applied {
+            Some(l) => format!("{}-{}-{built}", l.leader_id, l.index),
+            None => format!("none-{built}"),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data: data.clone(),
+        };
+        self.db
+            .put(SNAPSHOT, &stored, true)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), e))?;
+        self.lock().current = Some(stored);
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for LedgerStateMachine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> StorageResult<(Option<LogId<PeerId>>, StoredMembership<PeerId, PeerNode>)> {
+        let s = self.lock();
+        Ok((s.last_applied, s.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Applied>>
+    where
+        I: IntoIterator<Item = LogEntry> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<LogEntry> = entries.into_iter().collect();
+        let mut s = self.lock();
+        // One write lock and one wake-up for the whole chunk of entries.
+        let responses = self.ledger.update(|ledger| {
+            entries
+                .iter()
+                .map(|e| apply_entry(ledger, e))
+                .collect::<Vec<_>>()
+        });
+        for e in &entries {
+            s.last_applied = Some(e.log_id);
+            if let Some(m) = membership_of(e) {
+                s.membership = m;
+            }
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<PeerId, PeerNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StorageResult<()> {
+        let data = snapshot.into_inner();
+        let (_, ledger) =
+            restore(&data).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), e))?;
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        };
+        self.db
+            .put(SNAPSHOT, &stored, true)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), e))?;
+        let mut s = self.lock();
+        self.ledger.update(|l| *l = ledger);
+        s.last_applied = meta.last_log_id;
+        s.membership = meta.last_membership.clone();
+        s.current = Some(stored);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        Ok(self.lock().current.clone().map(|s| Snapshot {
+            meta: s.meta,
+            snapshot: Box::new(Cursor::new(s.data)),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Builder;
+
+    impl
+        openraft::testing::StoreBuilder<TypeConfig, LogStore, LedgerStateMachine, tempfile::TempDir>
+        for Builder
+    {
+        async fn build(&self) -> StorageResult<(tempfile::TempDir, LogStore, LedgerStateMachine)> {
+            let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+            let db =
+                RaftDb::open(dir.path()).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+            let sm = LedgerStateMachine::open(db.clone(), Arc::new(SharedLedger::default()))?;
+            Ok((dir, LogStore::new(db), sm))
+        }
+    }
+
+    /// openraft's own storage test suite against the fjall log store and the ledger machine.
+    #[test]
+    fn openraft_storage_suite() -> StorageResult<()> {
+        openraft::testing::Suite::test_all(Builder)
+    }
+}
