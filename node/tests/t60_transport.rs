@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -52,6 +52,68 @@ impl Service for EchoService {
     }
 }
 
+/// Warn/error events of the whole test binary, as `field=value` text, to check that refusals
+/// are logged (tracing-subscriber is not a dependency; this is the smallest subscriber).
+static EVENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Collector;
+
+struct FieldText(String);
+
+impl tracing::field::Visit for FieldText {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Collector {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut text = FieldText(format!("{} ", event.metadata().level()));
+        event.record(&mut text);
+        EVENTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn collect_logs() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let _ = tracing::subscriber::set_global_default(Collector);
+    });
+}
+
+/// Waits (briefly: the server logs from its own task) for a warning with a remote address
+/// whose text contains `needle`.
+async fn assert_warned(needle: &str) {
+    for _ in 0..100 {
+        let found = EVENTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|e| {
+                e.starts_with("WARN") && e.contains("remote=127.0.0.1:") && e.contains(needle)
+            });
+        if found {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
+    panic!("no warning containing {needle:?}; warnings:\n{events}");
+}
+
 fn cfg() -> TransportConfig {
     TransportConfig {
         request_timeout: Duration::from_secs(5),
@@ -78,15 +140,26 @@ fn serve(files: &TlsFiles, id: u64) -> Result<(Transport, ServeHandle)> {
     Ok((t, h))
 }
 
-async fn echo(t: &Transport, addr: SocketAddr, expect: Option<u64>, text: &str) -> Result<Response> {
-    Ok(t.call(addr, expect, &Request::Echo(text.to_owned())).await?)
+async fn echo(
+    t: &Transport,
+    addr: SocketAddr,
+    expect: Option<u64>,
+    text: &str,
+) -> Result<Response> {
+    Ok(t.call(addr, expect, &Request::Echo(text.to_owned()))
+        .await?)
 }
 
 /// Checks the server still answers a well-behaved peer after a refusal.
 async fn still_serves(c: &CertFiles, addr: SocketAddr) -> Result<()> {
     let t = Transport::bind(localhost(), &peer_files(c, 2), Identity::Peer(2), cfg())?;
     let r = echo(&t, addr, Some(1), "still there").await?;
-    ensure!(r == Response { from: Identity::Peer(2), text: "still there".into() });
+    ensure!(
+        r == Response {
+            from: Identity::Peer(2),
+            text: "still there".into()
+        }
+    );
     t.close().await;
     Ok(())
 }
@@ -131,7 +204,13 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     let peer = Transport::bind(localhost(), &peer_files(&c, 2), Identity::Peer(2), cfg())?;
     assert_eq!(peer.me(), &Identity::Peer(2));
     let r = echo(&peer, addr, Some(1), "hello").await?;
-    assert_eq!(r, Response { from: Identity::Peer(2), text: "hello".into() });
+    assert_eq!(
+        r,
+        Response {
+            from: Identity::Peer(2),
+            text: "hello".into()
+        }
+    );
 
     // A client without ids dials `peers.plexus`.
     let planner_files = TlsFiles::in_dir(&c.dir, "planner");
@@ -140,7 +219,9 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     assert_eq!(r.from, Identity::Client("planner".into()));
 
     // Expecting another peer than the one at the address fails the name check.
-    let err = echo(&peer, addr, Some(3), "wrong peer").await.expect_err("n1 is not n3");
+    let err = echo(&peer, addr, Some(3), "wrong peer")
+        .await
+        .expect_err("n1 is not n3");
     let err = err.downcast::<TransportError>()?;
     assert!(matches!(err, TransportError::Tls { .. }), "{err:?}");
     assert!(!err.is_retryable());
@@ -150,7 +231,9 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     for i in 0..200 {
         let peer = peer.clone();
         calls.spawn(async move {
-            let r: Response = peer.call(addr, Some(1), &Request::Echo(format!("call {i}"))).await?;
+            let r: Response = peer
+                .call(addr, Some(1), &Request::Echo(format!("call {i}")))
+                .await?;
             anyhow::Ok((i, r.text))
         });
     }
@@ -174,7 +257,11 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     let started = Instant::now();
     let r = echo(&peer, addr, Some(1), "fast").await?;
     assert_eq!(r.text, "fast");
-    assert!(started.elapsed() < Duration::from_millis(1000), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!slow.is_finished());
     assert_eq!(slow.await??.text, "slow");
 
@@ -191,7 +278,10 @@ async fn frame_limits_on_both_sides() -> Result<()> {
     let c = cluster(dir.path())?;
     let (server, handle) = serve(&peer_files(&c, 1), 1)?;
     let addr = server.local_addr();
-    let small = TransportConfig { max_frame_bytes: 1024, ..cfg() };
+    let small = TransportConfig {
+        max_frame_bytes: 1024,
+        ..cfg()
+    };
     let peer = Transport::bind(localhost(), &peer_files(&c, 2), Identity::Peer(2), small)?;
 
     // A request above our maximum is refused before anything is sent.
@@ -199,14 +289,20 @@ async fn frame_limits_on_both_sides() -> Result<()> {
         .call::<_, Response>(addr, Some(1), &Request::Echo("y".repeat(2000)))
         .await
         .expect_err("request too large");
-    assert!(matches!(err, TransportError::FrameTooLarge { max: 1024, .. }), "{err:?}");
+    assert!(
+        matches!(err, TransportError::FrameTooLarge { max: 1024, .. }),
+        "{err:?}"
+    );
 
     // A response above our maximum is refused from its header.
     let err = peer
         .call::<_, Response>(addr, Some(1), &Request::Big(4000))
         .await
         .expect_err("response too large");
-    assert!(matches!(err, TransportError::FrameTooLarge { max: 1024, .. }), "{err:?}");
+    assert!(
+        matches!(err, TransportError::FrameTooLarge { max: 1024, .. }),
+        "{err:?}"
+    );
 
     // The same connection still carries calls that fit.
     assert_eq!(echo(&peer, addr, Some(1), "fits").await?.text, "fits");
@@ -218,6 +314,7 @@ async fn frame_limits_on_both_sides() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_ca_refused_as_client_and_as_server() -> Result<()> {
+    collect_logs();
     let dir_a = tempfile::tempdir()?;
     let dir_b = tempfile::tempdir()?;
     let a = cluster(dir_a.path())?;
@@ -226,21 +323,35 @@ async fn foreign_ca_refused_as_client_and_as_server() -> Result<()> {
     let addr = server.local_addr();
 
     // As client: trusts cluster A but presents B's certificate; A's server refuses it.
-    let intruder_files = TlsFiles { ca: a.ca.clone(), ..peer_files(&b, 2) };
+    let intruder_files = TlsFiles {
+        ca: a.ca.clone(),
+        ..peer_files(&b, 2)
+    };
     let intruder = Transport::bind(localhost(), &intruder_files, Identity::Peer(2), cfg())?;
-    let err = echo(&intruder, addr, Some(1), "let me in").await.expect_err("foreign client");
+    let err = echo(&intruder, addr, Some(1), "let me in")
+        .await
+        .expect_err("foreign client");
     let err = err.downcast::<TransportError>()?;
     assert!(
-        matches!(err, TransportError::Tls { .. } | TransportError::Refused { .. }),
+        matches!(
+            err,
+            TransportError::Tls { .. } | TransportError::Refused { .. }
+        ),
         "{err:?}"
     );
     assert!(!err.is_retryable(), "{err:?}");
+    assert_warned("refused connection: handshake failed").await;
 
     // As server: B's n1 (trusting A, so it would accept A's peers) is refused by A's peer.
-    let fake_files = TlsFiles { ca: a.ca.clone(), ..peer_files(&b, 1) };
+    let fake_files = TlsFiles {
+        ca: a.ca.clone(),
+        ..peer_files(&b, 1)
+    };
     let (fake, fake_handle) = serve(&fake_files, 1)?;
     let good = Transport::bind(localhost(), &peer_files(&a, 2), Identity::Peer(2), cfg())?;
-    let err = echo(&good, fake.local_addr(), Some(1), "who are you").await.expect_err("foreign server");
+    let err = echo(&good, fake.local_addr(), Some(1), "who are you")
+        .await
+        .expect_err("foreign server");
     let err = err.downcast::<TransportError>()?;
     assert!(matches!(err, TransportError::Tls { .. }), "{err:?}");
 
@@ -255,6 +366,7 @@ async fn foreign_ca_refused_as_client_and_as_server() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_without_certificate_refused() -> Result<()> {
+    collect_logs();
     let dir = tempfile::tempdir()?;
     let c = cluster(dir.path())?;
     let (server, handle) = serve(&peer_files(&c, 1), 1)?;
@@ -266,7 +378,10 @@ async fn client_without_certificate_refused() -> Result<()> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     let ep = raw_endpoint(crypto)?;
-    let body = frame::encode(&Envelope { from: Identity::Peer(2), body: Request::Echo("anon".into()) })?;
+    let body = frame::encode(&Envelope {
+        from: Identity::Peer(2),
+        body: Request::Echo("anon".into()),
+    })?;
     let bytes = frame::frame(&body, 1 << 20)?;
     // TLS 1.3: the client may consider the handshake done before the server rejects it.
     let outcome = match ep.connect(addr, "n1.peers.plexus")?.await {
@@ -275,6 +390,7 @@ async fn client_without_certificate_refused() -> Result<()> {
     };
     let err = outcome.expect_err("a client without a certificate must be refused");
     assert!(format!("{err:#}").contains("certificate"), "{err:#}");
+    assert_warned("peer sent no certificates").await;
 
     still_serves(&c, addr).await?;
     ep.close(0u32.into(), b"");
@@ -285,6 +401,7 @@ async fn client_without_certificate_refused() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_claims_checked() -> Result<()> {
+    collect_logs();
     let dir = tempfile::tempdir()?;
     let c = cluster(dir.path())?;
 
@@ -292,13 +409,30 @@ async fn identity_claims_checked() -> Result<()> {
     let err = Transport::bind(localhost(), &peer_files(&c, 3), Identity::Peer(2), cfg())
         .expect_err("n3's cert claiming n2");
     assert!(
-        matches!(&err, TransportError::IdentityMismatch { cert: Identity::Peer(3), claimed: Identity::Peer(2), .. }),
+        matches!(
+            &err,
+            TransportError::IdentityMismatch {
+                cert: Identity::Peer(3),
+                claimed: Identity::Peer(2),
+                ..
+            }
+        ),
         "{err:?}"
     );
-    assert!(err.to_string().contains("n3") && err.to_string().contains("n2"), "{err}");
-    let err = Transport::client(&peer_files(&c, 3), Identity::Client("planner".into()), cfg())
-        .expect_err("n3's cert claiming planner");
-    assert!(matches!(err, TransportError::IdentityMismatch { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("n3") && err.to_string().contains("n2"),
+        "{err}"
+    );
+    let err = Transport::client(
+        &peer_files(&c, 3),
+        Identity::Client("planner".into()),
+        cfg(),
+    )
+    .expect_err("n3's cert claiming planner");
+    assert!(
+        matches!(err, TransportError::IdentityMismatch { .. }),
+        "{err:?}"
+    );
 
     // A hand-built client with n3's certificate claiming n2 in the envelope is refused.
     let (server, handle) = serve(&peer_files(&c, 1), 1)?;
@@ -306,15 +440,28 @@ async fn identity_claims_checked() -> Result<()> {
     let m = TlsMaterial::load(&peer_files(&c, 3))?;
     let ep = raw_endpoint(tls::client_config(&m)?)?;
     let conn = ep.connect(addr, "n1.peers.plexus")?.await?;
-    let body = frame::encode(&Envelope { from: Identity::Peer(2), body: Request::Echo("spoof".into()) })?;
+    let body = frame::encode(&Envelope {
+        from: Identity::Peer(2),
+        body: Request::Echo("spoof".into()),
+    })?;
     let reason = refusal(&raw_exchange(&conn, &frame::frame(&body, 1 << 20)?).await?)?;
     assert_eq!(reason, "peer certificate names n3 but it claims n2");
+    assert_warned("peer certificate names n3 but it claims n2").await;
 
     // The same connection with an honest claim is served.
-    let body = frame::encode(&Envelope { from: Identity::Peer(3), body: Request::Echo("honest".into()) })?;
+    let body = frame::encode(&Envelope {
+        from: Identity::Peer(3),
+        body: Request::Echo("honest".into()),
+    })?;
     let reply = raw_exchange(&conn, &frame::frame(&body, 1 << 20)?).await?;
     match frame::decode::<Reply<Response>>(&reply[frame::HEADER_LEN..])? {
-        Reply::Ok(r) => assert_eq!(r, Response { from: Identity::Peer(3), text: "honest".into() }),
+        Reply::Ok(r) => assert_eq!(
+            r,
+            Response {
+                from: Identity::Peer(3),
+                text: "honest".into()
+            }
+        ),
         Reply::Refused { reason } => bail!("refused: {reason}"),
     }
 
@@ -327,6 +474,7 @@ async fn identity_claims_checked() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_frames_refused() -> Result<()> {
+    collect_logs();
     let dir = tempfile::tempdir()?;
     let c = cluster(dir.path())?;
     let (server, handle) = serve(&peer_files(&c, 1), 1)?;
@@ -337,23 +485,35 @@ async fn malformed_and_oversized_frames_refused() -> Result<()> {
 
     let reason = refusal(&raw_exchange(&conn, b"hello, plexus").await?)?;
     assert!(reason.contains("unknown frame version 104"), "{reason}");
+    assert_warned("unknown frame version 104").await;
 
     // A header announcing 1 GiB is refused from the header alone.
     let reason = refusal(&raw_exchange(&conn, &[1, 0x40, 0, 0, 0, 1, 2, 3]).await?)?;
-    assert!(reason.contains("1073741824") && reason.contains("exceeds"), "{reason}");
+    assert!(
+        reason.contains("1073741824") && reason.contains("exceeds"),
+        "{reason}"
+    );
+    assert_warned("frame of 1073741824 bytes exceeds").await;
 
     // A well-framed payload that is not an envelope.
     let reason = refusal(&raw_exchange(&conn, &[1, 0, 0, 0, 3, 0xff, 0xff, 0xff]).await?)?;
     assert!(reason.contains("codec"), "{reason}");
+    assert_warned("codec").await;
 
     // A stream that ends inside the header.
     let reason = refusal(&raw_exchange(&conn, &[1, 0]).await?)?;
     assert!(reason.contains("ended after"), "{reason}");
 
     // The connection itself is still good for well-formed requests.
-    let body = frame::encode(&Envelope { from: Identity::Peer(2), body: Request::Echo("ok".into()) })?;
+    let body = frame::encode(&Envelope {
+        from: Identity::Peer(2),
+        body: Request::Echo("ok".into()),
+    })?;
     let reply = raw_exchange(&conn, &frame::frame(&body, 1 << 20)?).await?;
-    assert!(matches!(frame::decode::<Reply<Response>>(&reply[frame::HEADER_LEN..])?, Reply::Ok(_)));
+    assert!(matches!(
+        frame::decode::<Reply<Response>>(&reply[frame::HEADER_LEN..])?,
+        Reply::Ok(_)
+    ));
 
     still_serves(&c, addr).await?;
     ep.close(0u32.into(), b"");
@@ -374,7 +534,10 @@ async fn closed_port_is_unreachable_fast() -> Result<()> {
         .await
         .expect_err("nobody listens");
     let took = started.elapsed();
-    assert!(matches!(err, TransportError::Unreachable { addr, .. } if addr == dead), "{err:?}");
+    assert!(
+        matches!(err, TransportError::Unreachable { addr, .. } if addr == dead),
+        "{err:?}"
+    );
     assert!(err.is_retryable());
     assert!(took < 2 * cfg().connect_timeout, "{took:?}");
     peer.close().await;
@@ -385,13 +548,20 @@ fn snapshot(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        out.insert(entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path())?);
+        out.insert(
+            entry.file_name().to_string_lossy().into_owned(),
+            std::fs::read(entry.path())?,
+        );
     }
     Ok(out)
 }
 
 fn mode(path: &Path) -> Result<u32> {
-    Ok(std::fs::metadata(path).with_context(|| path.display().to_string())?.permissions().mode() & 0o777)
+    Ok(std::fs::metadata(path)
+        .with_context(|| path.display().to_string())?
+        .permissions()
+        .mode()
+        & 0o777)
 }
 
 fn cert_identity(path: &Path) -> Result<Identity> {
@@ -410,7 +580,9 @@ fn certs_init_writes_once() -> Result<()> {
     let files = certs::init(&dir, &[1, 2, 7], &clients)?;
     assert_eq!(mode(&dir)?, 0o700);
 
-    let mut expected: Vec<String> = ["ca.pem", "ca.key", "cluster.key"].map(String::from).to_vec();
+    let mut expected: Vec<String> = ["ca.pem", "ca.key", "cluster.key"]
+        .map(String::from)
+        .to_vec();
     for stem in ["n1", "n2", "n7", "planner", "ops"] {
         expected.push(format!("{stem}.pem"));
         expected.push(format!("{stem}.key"));
@@ -425,9 +597,15 @@ fn certs_init_writes_once() -> Result<()> {
     }
 
     let keyring = std::str::from_utf8(&before["cluster.key"])?;
-    let hex = keyring.strip_prefix("1:").and_then(|k| k.strip_suffix('\n')).context(keyring.to_owned())?;
+    let hex = keyring
+        .strip_prefix("1:")
+        .and_then(|k| k.strip_suffix('\n'))
+        .context(keyring.to_owned())?;
     assert_eq!(hex.len(), 64);
-    assert!(hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    assert!(
+        hex.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
 
     for (id, tls) in &files.peers {
         assert_eq!(cert_identity(&tls.cert)?, Identity::Peer(*id));
@@ -441,12 +619,18 @@ fn certs_init_writes_once() -> Result<()> {
 
     // A second init refuses, naming a file, and changes nothing.
     let err = certs::init(&dir, &[1, 2, 7], &clients).expect_err("second init");
-    assert!(matches!(&err, CertError::Exists { path } if path.starts_with(&dir)), "{err:?}");
+    assert!(
+        matches!(&err, CertError::Exists { path } if path.starts_with(&dir)),
+        "{err:?}"
+    );
     assert_eq!(snapshot(&dir)?, before);
 
     // One clashing file among new ones is enough to refuse; nothing else is written.
     let err = certs::init(&dir, &[9], &["planner".to_owned()]).expect_err("planner.pem exists");
-    assert!(matches!(&err, CertError::Exists { path } if path.ends_with("planner.pem") || path.ends_with("ca.pem")), "{err:?}");
+    assert!(
+        matches!(&err, CertError::Exists { path } if path.ends_with("planner.pem") || path.ends_with("ca.pem")),
+        "{err:?}"
+    );
     assert_eq!(snapshot(&dir)?, before);
 
     // Names that would collide with other files, or repeat, are refused up front.
@@ -455,7 +639,10 @@ fn certs_init_writes_once() -> Result<()> {
         let err = certs::init(&other, &[1], &[bad.to_owned()]).expect_err(bad);
         assert!(matches!(err, CertError::BadName { .. }), "{bad}: {err:?}");
     }
-    assert!(matches!(certs::init(&other, &[1, 1], &[]), Err(CertError::BadName { .. })));
+    assert!(matches!(
+        certs::init(&other, &[1, 1], &[]),
+        Err(CertError::BadName { .. })
+    ));
     assert!(!other.exists());
 
     assert_eq!(parse_peer_name("n3"), Some(3));

@@ -10,8 +10,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 
 use super::identity::{CLIENTS_DOMAIN, PEERS_DOMAIN, parse_peer_name};
@@ -150,7 +150,11 @@ pub fn init(dir: &Path, peers: &[u64], clients: &[String]) -> Result<CertFiles, 
         .self_signed(&ca_key)
         .map_err(|e| gen_err("ca.pem", e))?;
     plan(dir.join("ca.pem"), ca_cert.pem().into_bytes(), false);
-    plan(dir.join("ca.key"), ca_key.serialize_pem().into_bytes(), true);
+    plan(
+        dir.join("ca.key"),
+        ca_key.serialize_pem().into_bytes(),
+        true,
+    );
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let mut files = CertFiles {

@@ -62,12 +62,14 @@ pub fn decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, Trans
 /// Prefixes a payload with its header, refusing payloads above `max`.
 pub fn frame(payload: &[u8], max: usize) -> Result<Vec<u8>, TransportError> {
     let size = payload.len();
-    let len = u32::try_from(size).ok().filter(|_| size <= max).ok_or(
-        TransportError::FrameTooLarge {
-            size: size as u64,
-            max,
-        },
-    )?;
+    let len =
+        u32::try_from(size)
+            .ok()
+            .filter(|_| size <= max)
+            .ok_or(TransportError::FrameTooLarge {
+                size: size as u64,
+                max,
+            })?;
     let mut out = Vec::with_capacity(HEADER_LEN + size);
     out.push(VERSION);
     out.extend_from_slice(&len.to_be_bytes());

@@ -108,7 +108,11 @@ pub fn identity_of(cert_der: &[u8]) -> Result<Identity, TransportError> {
         ))),
         _ => Err(bad(format!(
             "several identity names ({}); exactly one is allowed",
-            found.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -121,7 +125,10 @@ mod tests {
     fn names() {
         assert_eq!(Identity::Peer(3).server_name(), "n3.peers.plexus");
         assert_eq!(Identity::Peer(3).to_string(), "n3");
-        assert_eq!(Identity::Client("planner".into()).to_string(), "client planner");
+        assert_eq!(
+            Identity::Client("planner".into()).to_string(),
+            "client planner"
+        );
         assert_eq!(
             Identity::from_dns_name("n12.peers.plexus"),
             Some(Identity::Peer(12))

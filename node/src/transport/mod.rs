@@ -11,6 +11,8 @@
 //! format), [`certs`] (`certs init`), `pool` (client side: dialling and pooled connections),
 //! `serve` (server side: accept loop).
 
+#![warn(missing_docs)]
+
 pub mod certs;
 mod error;
 pub mod frame;
@@ -165,7 +167,11 @@ impl Transport {
     ///
     /// It binds `[::]:0` dual-stack (reaching IPv4 and IPv6 peers), or `0.0.0.0:0` where IPv6
     /// is unavailable.
-    pub fn client(tls: &TlsFiles, me: Identity, cfg: TransportConfig) -> Result<Self, TransportError> {
+    pub fn client(
+        tls: &TlsFiles,
+        me: Identity,
+        cfg: TransportConfig,
+    ) -> Result<Self, TransportError> {
         let m = load(tls, &me)?;
         let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0));
         let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));

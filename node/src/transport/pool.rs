@@ -74,9 +74,9 @@ fn classify(e: &quinn::ConnectionError) -> DialFailure {
     use quinn::ConnectionError as C;
     match e {
         C::TransportError(t) if is_crypto(u64::from(t.code)) => DialFailure::Tls(t.to_string()),
-        C::ConnectionClosed(c) if is_crypto(u64::from(c.error_code)) => DialFailure::Tls(format!(
-            "handshake refused by the server: {c}"
-        )),
+        C::ConnectionClosed(c) if is_crypto(u64::from(c.error_code)) => {
+            DialFailure::Tls(format!("handshake refused by the server: {c}"))
+        }
         C::ApplicationClosed(c) => {
             DialFailure::Refused(String::from_utf8_lossy(&c.reason).into_owned())
         }

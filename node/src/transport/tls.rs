@@ -85,7 +85,10 @@ fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TransportError
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| tls_err(format!("{}: {e}", path.display())))?;
     if certs.is_empty() {
-        return Err(tls_err(format!("{}: no PEM certificate in it", path.display())));
+        return Err(tls_err(format!(
+            "{}: no PEM certificate in it",
+            path.display()
+        )));
     }
     Ok(certs)
 }
@@ -95,9 +98,9 @@ impl TlsMaterial {
     pub fn load(files: &TlsFiles) -> Result<Self, TransportError> {
         let mut roots = RootCertStore::empty();
         for cert in pem_certs(&files.ca)? {
-            roots.add(cert).map_err(|e| {
-                tls_err(format!("{}: bad CA certificate: {e}", files.ca.display()))
-            })?;
+            roots
+                .add(cert)
+                .map_err(|e| tls_err(format!("{}: bad CA certificate: {e}", files.ca.display())))?;
         }
         let chain = pem_certs(&files.cert)?;
         let key = PrivateKeyDer::from_pem_slice(&read(&files.key)?)
