@@ -265,7 +265,13 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     assert!(!slow.is_finished());
     assert_eq!(slow.await??.text, "slow");
 
+    // Once the accept loop is stopped, calls fail as retryable (the peer may come back).
     handle.shutdown().await;
+    let err = echo(&peer, addr, Some(1), "after stop")
+        .await
+        .expect_err("stopped");
+    let err = err.downcast::<TransportError>()?;
+    assert!(err.is_retryable(), "{err:?}");
     for t in [peer, planner, server] {
         t.close().await;
     }

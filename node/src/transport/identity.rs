@@ -141,10 +141,35 @@ mod tests {
         );
         assert_eq!(Identity::from_dns_name("a.b.clients.plexus"), None);
         assert_eq!(parse_peer_name("n3"), Some(3));
+        assert_eq!(parse_peer_name(" n3 "), Some(3));
         assert_eq!(parse_peer_name("3"), Some(3));
         assert_eq!(parse_peer_name("n"), None);
         assert_eq!(parse_peer_name("n+3"), None);
         assert_eq!(parse_peer_name("x3"), None);
         assert_eq!(parse_peer_name(""), None);
+    }
+
+    fn cert_with(sans: &[&str]) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+                .expect("params");
+        params.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn exactly_one_identity_name() {
+        let peer = cert_with(&["n3.peers.plexus", "peers.plexus"]);
+        assert_eq!(identity_of(&peer).expect("peer"), Identity::Peer(3));
+        let client = cert_with(&["planner.clients.plexus", "other.example"]);
+        assert_eq!(
+            identity_of(&client).expect("client"),
+            Identity::Client("planner".into())
+        );
+        let two = cert_with(&["n3.peers.plexus", "planner.clients.plexus"]);
+        assert!(identity_of(&two).is_err());
+        let none = cert_with(&["peers.plexus"]);
+        assert!(identity_of(&none).is_err());
+        assert!(identity_of(b"not a certificate").is_err());
     }
 }

@@ -77,6 +77,11 @@ fn classify(e: &quinn::ConnectionError) -> DialFailure {
         C::ConnectionClosed(c) if is_crypto(u64::from(c.error_code)) => {
             DialFailure::Tls(format!("handshake refused by the server: {c}"))
         }
+        // Code 0 is a normal close (the peer stopped serving or is shutting down): it may come
+        // back, so it counts as unreachable; other codes are refusals with a reason.
+        C::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(0) => {
+            DialFailure::Unreachable(format!("connection closed by the peer: {c}"))
+        }
         C::ApplicationClosed(c) => {
             DialFailure::Refused(String::from_utf8_lossy(&c.reason).into_owned())
         }
@@ -182,7 +187,13 @@ impl Pool {
                 })?;
             let conn = match tokio::time::timeout(timeout, connecting).await {
                 Err(_) => return Err(DialFailure::Timeout(timeout)),
-                Ok(Err(e)) => return Err(classify(&e)),
+                Ok(Err(e)) => {
+                    let failure = classify(&e);
+                    if let DialFailure::Tls(reason) = &failure {
+                        tracing::warn!(remote = %addr, server = %name, reason = %reason, "refused server: handshake failed");
+                    }
+                    return Err(failure);
+                }
                 Ok(Ok(conn)) => conn,
             };
             tracing::debug!(remote = %addr, server = %name, "connected");
