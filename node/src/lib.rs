@@ -4,8 +4,9 @@
 //! [`store::Store`] trait, its embedded fjall backend and the backend-independent conformance
 //! suite), the file formats ([`files`]: CSV and Parquet sources and sinks), the py_calc Python
 //! worker pool ([`pycalc`]), batch execution ([`exec`]: one batch of one script node) and the
-//! in-process [`engine`] that drives the ledger with executor threads. The scheduler and work
-//! stealing, the QUIC transport and telemetry come next (see DESIGN.md).
+//! in-process [`engine`] that drives the ledger with executor threads, and the QUIC
+//! [`transport`] (mutual TLS under the cluster CA, framing, certificate generation). The
+//! scheduler and work stealing and telemetry come next (see DESIGN.md).
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
@@ -17,3 +18,4 @@ pub mod files;
 pub mod ledger;
 pub mod pycalc;
 pub mod store;
+pub mod transport;
