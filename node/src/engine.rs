@@ -373,3 +373,46 @@ pub fn report_events(events: &[Event], observer: &dyn Observer) {
         }
     }
 }
+
+impl RunReport {
+    /// The report of a run as the ledger records it (a cluster run, watched by a client):
+    /// rows and times from the batch histories; the stage times are not replicated.
+    pub fn from_ledger(ledger: &Ledger, keyspace: &str, run_id: u32) -> Result<Self, LedgerError> {
+        let run = ledger.run(keyspace, run_id)?;
+        let first_ts = run.history.first().map_or(0, |h| h.ts_ms);
+        let last_ts = run.history.last().map_or(first_ts, |h| h.ts_ms);
+        let mut nodes = Vec::new();
+        for name in &run.processed {
+            let Some(nr) = run.nodes.get(name) else {
+                continue;
+            };
+            let mut r = NodeReport {
+                name: name.clone(),
+                status: Some(nr.status),
+                batches: nr.batches_total(),
+                ..NodeReport::default()
+            };
+            for b in &nr.batches {
+                for h in &b.history {
+                    if h.status == NodeBatchStatus::Success {
+                        r.rows_in += h.rows_in.unwrap_or(0);
+                        r.rows_out += h.rows_out.unwrap_or(0);
+                        r.busy_ms += h.elapsed_ms.unwrap_or(0);
+                    }
+                    if h.status == NodeBatchStatus::Fail && r.errors.len() < 5 {
+                        r.errors
+                            .push(h.error.clone().unwrap_or_else(|| h.comment.clone()));
+                    }
+                }
+            }
+            nodes.push(r);
+        }
+        Ok(Self {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            status: run.status(),
+            nodes,
+            elapsed_ms: u64::try_from(last_ts - first_ts).unwrap_or(0),
+        })
+    }
+}

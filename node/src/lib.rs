@@ -11,6 +11,7 @@
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
 pub mod cluster;
+pub mod config;
 pub mod engine;
 pub mod exec;
 pub mod executor;

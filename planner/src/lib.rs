@@ -5,6 +5,7 @@
 //! list of what is wrong with the script); running a plan is the engine's job.
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod compile;
 pub mod diagram;
 pub mod load;

@@ -53,6 +53,8 @@ enum Command {
         run_id: Option<u32>,
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Run a script in-process on the embedded store: one run of the given start nodes and
     /// every auto node below them, with a progress bar per node and a final table.
@@ -92,6 +94,8 @@ enum Command {
         node: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Drop a keyspace with all its tables and history (no error if it does not exist).
     DropKeyspace {
@@ -117,6 +121,70 @@ enum Command {
         /// Comma-separated start nodes of the run; default: every node.
         #[arg(long, value_delimiter = ',')]
         start_nodes: Vec<String>,
+    },
+    /// Validate a script locally and start a run of it on a cluster; prints the run id.
+    ///
+    /// With --wait, shows the same progress and final table as `planner run` and exits 1 when
+    /// a node failed. Nothing is submitted when the script is invalid.
+    Submit {
+        /// Script file or URL (`.json` or `.yaml`); every peer must reach the files it names.
+        script: String,
+        /// Params file or URL (`.json` or `.yaml`).
+        #[arg(short, long)]
+        params: Option<String>,
+        /// Keyspace of the run; default: the script's file name.
+        #[arg(long)]
+        keyspace: Option<String>,
+        /// Comma-separated start nodes; default: every node that reads files.
+        #[arg(long, value_delimiter = ',')]
+        start_nodes: Vec<String>,
+        /// Process only the start nodes (Capillaries exec_node).
+        #[arg(long)]
+        only_start_nodes: bool,
+        /// Free text recorded with the run.
+        #[arg(long)]
+        description: Option<String>,
+        /// Follow the run to its end.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Runs of a keyspace on a cluster, or the nodes of one run; --watch repeats until the run
+    /// is complete or stopped.
+    Status {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// One run's nodes.
+        #[arg(long)]
+        run_id: Option<u32>,
+        /// Refresh every second until the run ends (needs --run-id).
+        #[arg(long, requires = "run_id")]
+        watch: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Stop a run on a cluster: unclaimed batches are not started; running ones finish.
+    Stop {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// The run.
+        #[arg(long)]
+        run_id: u32,
+        /// Recorded with the stop.
+        #[arg(long, default_value = "stopped by planner")]
+        comment: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Cluster membership: status (members, leader, term, indexes, running batches), add, remove.
+    Cluster {
+        #[command(subcommand)]
+        op: ClusterOp,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Print a two-node script (read the file into a table, write the table back to a file)
     /// with column names and types guessed from a sample CSV or Parquet file.
@@ -220,6 +288,70 @@ struct RunTarget {
     python_args: Vec<String>,
 }
 
+/// `planner cluster …` operations.
+#[derive(Subcommand, Debug)]
+enum ClusterOp {
+    /// Members, leader, term, commit/applied index and running batches per peer.
+    Status,
+    /// Add a peer (as a learner until it caught up, then as a voter).
+    Add {
+        /// Peer name (`n4`) or id.
+        peer: String,
+        /// Its advertised QUIC address (`host:port`).
+        addr: String,
+    },
+    /// Remove a peer from the voters.
+    Remove {
+        /// Peer name (`n4`) or id.
+        peer: String,
+    },
+}
+
+/// How to reach a cluster.
+#[derive(clap::Args, Debug, Clone)]
+struct ClusterArgs {
+    /// A peer (or several, comma-separated) of the cluster, `host:port`.
+    #[arg(long, env = "PLEXUS_CLUSTER")]
+    cluster: Option<String>,
+    /// Directory with ca.pem and the client certificate (planner.pem, planner.key).
+    #[arg(long, env = "PLEXUS_TLS_DIR")]
+    tls_dir: Option<PathBuf>,
+    /// Name of the client certificate in --tls-dir.
+    #[arg(long, env = "PLEXUS_CLIENT_NAME", default_value = "planner")]
+    client_name: String,
+}
+
+impl ClusterArgs {
+    /// The cluster, when one is named.
+    fn target(&self) -> anyhow::Result<Option<planner::cluster::ClusterTarget>> {
+        let Some(cluster) = self.cluster.clone() else {
+            return Ok(None);
+        };
+        let Some(tls_dir) = self.tls_dir.clone() else {
+            anyhow::bail!(
+                "--cluster needs --tls-dir (or PLEXUS_TLS_DIR) with the client certificate"
+            );
+        };
+        Ok(Some(planner::cluster::ClusterTarget {
+            cluster,
+            tls_dir,
+            client_name: self.client_name.clone(),
+        }))
+    }
+
+    /// The cluster, which this command needs.
+    fn required(&self) -> anyhow::Result<planner::cluster::ClusterTarget> {
+        self.target()?.ok_or_else(|| {
+            anyhow::anyhow!("no cluster given: --cluster HOST:PORT or PLEXUS_CLUSTER")
+        })
+    }
+}
+
+fn peer_id(s: &str) -> anyhow::Result<u64> {
+    plexus_node::transport::parse_peer_name(s)
+        .ok_or_else(|| anyhow::anyhow!("{s:?} is not a peer name (n1, n2, …) or id"))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -259,6 +391,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             keyspace,
             run_id,
             store,
+            cluster,
         } => {
             let plan = match planner::build_plan(&script, params.as_deref()) {
                 Ok(plan) => plan,
@@ -269,7 +402,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let dot = match (keyspace, run_id) {
                 (Some(ks), Some(run)) => {
-                    let statuses = planner::run::node_statuses(&store.target(), &ks, run)?;
+                    let statuses = match cluster.target()? {
+                        Some(c) => {
+                            planner::cluster::ledger(&c.connect()?, &ks)?.node_statuses(&ks, run)?
+                        }
+                        None => planner::run::node_statuses(&store.target(), &ks, run)?,
+                    };
                     planner::diagram::to_dot_with_status(&plan, &statuses)
                 }
                 _ => planner::diagram::to_dot(&plan),
@@ -292,7 +430,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             run_id,
             node,
             store,
+            cluster,
         } => {
+            if let Some(c) = cluster.target()? {
+                let ledger = planner::cluster::ledger(&c.connect()?, &keyspace)?;
+                print!(
+                    "{}",
+                    history_text(&ledger, what, &keyspace, &run_id, node.as_deref())?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let target = store.target();
             let text = match what {
                 HistoryKind::Runs => planner::run::run_history(&target, &keyspace)?,
@@ -330,6 +477,110 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::DropKeyspace { keyspace, store } => {
             planner::run::drop_keyspace(&store.target(), &keyspace)?;
             println!("dropped keyspace {keyspace}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit {
+            script,
+            params,
+            keyspace,
+            start_nodes,
+            only_start_nodes,
+            description,
+            wait,
+            cluster,
+        } => {
+            let plan = match planner::build_plan(&script, params.as_deref()) {
+                Ok(plan) => plan,
+                Err(err) => {
+                    report(&err);
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            let client = cluster.required()?.connect()?;
+            let keyspace = keyspace.unwrap_or_else(|| planner::run::default_keyspace(&script));
+            let description = description.unwrap_or_else(|| match &params {
+                Some(p) => format!("planner submit {script} --params {p}"),
+                None => format!("planner submit {script}"),
+            });
+            let sub = planner::cluster::Submission {
+                keyspace: keyspace.clone(),
+                start_nodes,
+                description,
+                only_start_nodes,
+            };
+            let run_id = planner::cluster::submit(&client, &plan, &sub)?;
+            println!("keyspace {keyspace} run {run_id}");
+            if !wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let progress = planner::progress::RunProgress::new();
+            let report = planner::cluster::wait(
+                &client,
+                &keyspace,
+                run_id,
+                &progress,
+                std::time::Duration::from_millis(250),
+            )?;
+            Ok(finish_report(&report))
+        }
+        Command::Status {
+            keyspace,
+            run_id,
+            watch,
+            cluster,
+        } => {
+            let client = cluster.required()?.connect()?;
+            loop {
+                let ledger = planner::cluster::ledger(&client, &keyspace)?;
+                print!(
+                    "{}",
+                    planner::cluster::status_text(&ledger, &keyspace, run_id)?
+                );
+                let done = run_id.is_none_or(|r| {
+                    ledger.run_status(&keyspace, r).is_ok_and(|s| {
+                        matches!(
+                            s,
+                            plexus_raft::RunStatus::Complete | plexus_raft::RunStatus::Stop
+                        )
+                    })
+                });
+                if !watch || done {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+        Command::Stop {
+            keyspace,
+            run_id,
+            comment,
+            cluster,
+        } => {
+            let client = cluster.required()?.connect()?;
+            planner::cluster::stop(&client, &keyspace, run_id, &comment)?;
+            println!("stopped run {run_id} of keyspace {keyspace}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster { op, cluster } => {
+            let client = cluster.required()?.connect()?;
+            match op {
+                ClusterOp::Status => {
+                    print!(
+                        "{}",
+                        planner::cluster::cluster_status_text(&client.status()?)
+                    );
+                }
+                ClusterOp::Add { peer, addr } => {
+                    let id = peer_id(&peer)?;
+                    client.add_peer(id, &addr)?;
+                    println!("added n{id} at {addr}");
+                }
+                ClusterOp::Remove { peer } => {
+                    let id = peer_id(&peer)?;
+                    client.remove_peer(id)?;
+                    println!("removed n{id}");
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::ProtoFileReaderCreator {
@@ -389,10 +640,15 @@ fn run_plan(
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;
-    print!("{}", planner::progress::report_table(&report));
+    Ok(finish_report(&report))
+}
+
+/// Prints the final table and the failed nodes; exit 1 when a node failed.
+fn finish_report(report: &plexus_node::engine::RunReport) -> ExitCode {
+    print!("{}", planner::progress::report_table(report));
     let failed: Vec<_> = report.failed().collect();
     if failed.is_empty() {
-        return Ok(ExitCode::SUCCESS);
+        return ExitCode::SUCCESS;
     }
     for n in failed {
         eprintln!("node {} failed:", n.name);
@@ -400,7 +656,28 @@ fn run_plan(
             eprintln!("  {e}");
         }
     }
-    Ok(ExitCode::FAILURE)
+    ExitCode::FAILURE
+}
+
+/// `planner history` text from a ledger (a cluster's).
+fn history_text(
+    ledger: &plexus_raft::Ledger,
+    what: HistoryKind,
+    keyspace: &str,
+    run_id: &[u32],
+    node: Option<&str>,
+) -> anyhow::Result<String> {
+    use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
+    Ok(match what {
+        HistoryKind::Runs => run_history_csv(&ledger.run_history(keyspace)?, 0),
+        HistoryKind::Nodes => node_history_csv(&ledger.node_history(keyspace, run_id, &[])?, 0),
+        HistoryKind::Batches => {
+            let (Some(run), Some(node)) = (run_id.first(), node) else {
+                anyhow::bail!("history batches needs --run-id and --node");
+            };
+            batch_history_csv(&ledger.batch_history(keyspace, *run, node)?, 0)
+        }
+    })
 }
 
 fn report(err: &planner::PlanError) {

@@ -200,6 +200,25 @@ impl Ledger {
         Ok(l)
     }
 
+    /// The part of the ledger one keyspace needs: its runs and their plans (what clients of a
+    /// cluster read to show histories, statuses and progress).
+    pub fn keyspace_subset(&self, keyspace: &str) -> Self {
+        let mut out = Self::new();
+        if let Some(ks) = self.keyspaces.get(keyspace) {
+            for run in ks.runs.values() {
+                if let Some(p) = self.plans.get(&run.plan_hash) {
+                    out.plans.insert(run.plan_hash, p.clone());
+                }
+            }
+            out.keyspaces.insert(keyspace.to_owned(), ks.clone());
+        }
+        let hashes: Vec<PlanHash> = out.plans.keys().copied().collect();
+        for h in hashes {
+            out.cache_policies(h);
+        }
+        out
+    }
+
     /// A submitted plan.
     pub fn plan(&self, plan_hash: &PlanHash) -> Option<&Plan> {
         self.plans.get(plan_hash)

@@ -1,4 +1,13 @@
-//! The cluster: a peer's Raft storage, its network over the QUIC transport, the replicated
-//! ledger client and the peer itself.
+//! The cluster: a peer's durable Raft storage ([`storage`]), openraft's network over the QUIC
+//! transport ([`network`]), the messages peers and clients exchange ([`api`]), the peer with
+//! its replicated ledger client and executors ([`peer`]) and the client `planner` uses
+//! ([`client`]).
 
+pub mod api;
+pub mod client;
+pub mod network;
+pub mod peer;
 pub mod storage;
+
+pub use client::{ClientError, ClusterClient};
+pub use peer::{Peer, PeerSettings, RaftTimers};

@@ -1,0 +1,115 @@
+//! The messages peers and clients exchange over the transport: Raft RPCs between peers, and the
+//! client API (propose, read a keyspace's ledger, cluster status, membership). One request per
+//! QUIC stream, so Raft traffic never waits behind a client call.
+
+use std::collections::BTreeMap;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use plexus_raft::replicated::{PeerId, TypeConfig};
+use plexus_raft::{Command, Event, LedgerError};
+use serde::{Deserialize, Serialize};
+
+/// A request to a peer.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum PeerRequest {
+    /// Raft: replicate entries (peers only).
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    /// Raft: ask for a vote (peers only).
+    Vote(VoteRequest<PeerId>),
+    /// Raft: a snapshot chunk (peers only).
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Commit a ledger command; `forwarded` when a follower passes it to the leader (which
+    /// then does not forward again).
+    Propose {
+        /// The command.
+        cmd: Command,
+        /// Whether a peer forwarded it.
+        forwarded: bool,
+    },
+    /// The ledger of one keyspace (its runs and their plans), as of the leader's applied state.
+    ReadKeyspace {
+        /// Keyspace; empty for the whole ledger's keyspace list only.
+        keyspace: String,
+    },
+    /// Members, leader, term, indexes and running batches.
+    Status,
+    /// Adds a peer: as a learner first, then as a voter.
+    AddPeer {
+        /// Its id.
+        id: PeerId,
+        /// Its advertised address.
+        addr: String,
+    },
+    /// Removes a voter.
+    RemovePeer {
+        /// Its id.
+        id: PeerId,
+    },
+}
+
+/// Why a client request failed.
+#[derive(Clone, Debug, Serialize, Deserialize, thiserror::Error)]
+pub enum ApiError {
+    /// The ledger refused the command (it is in the log and changed nothing).
+    #[error("{0}")]
+    Refused(LedgerError),
+    /// The caller may not do this (a client proposing a batch command, a peer-only RPC).
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
+    /// No leader, a timeout, or a Raft error; trying again may succeed.
+    #[error("cluster unavailable: {0}")]
+    Unavailable(String),
+    /// A membership change failed.
+    #[error("membership change failed: {0}")]
+    Membership(String),
+}
+
+/// A peer's answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum PeerResponse {
+    /// To [`PeerRequest::AppendEntries`].
+    AppendEntries(Result<AppendEntriesResponse<PeerId>, RaftError<PeerId>>),
+    /// To [`PeerRequest::Vote`].
+    Vote(Result<VoteResponse<PeerId>, RaftError<PeerId>>),
+    /// To [`PeerRequest::InstallSnapshot`].
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<PeerId>, RaftError<PeerId, InstallSnapshotError>>,
+    ),
+    /// To [`PeerRequest::Propose`].
+    Proposed(Result<Vec<Event>, ApiError>),
+    /// To [`PeerRequest::ReadKeyspace`]: the bincode encoding of a `Ledger`.
+    Ledger(Result<Vec<u8>, ApiError>),
+    /// To [`PeerRequest::Status`].
+    Status(Result<ClusterStatus, ApiError>),
+    /// To [`PeerRequest::AddPeer`] and [`PeerRequest::RemovePeer`].
+    Membership(Result<(), ApiError>),
+    /// The request was refused before it was handled (wrong identity for it).
+    Refused(String),
+}
+
+/// What `planner cluster status` shows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// The peer that answered.
+    pub answered_by: PeerId,
+    /// The leader it knows.
+    pub leader: Option<PeerId>,
+    /// Its current term.
+    pub term: u64,
+    /// Index of its last log entry.
+    pub last_log_index: Option<u64>,
+    /// Index of the last entry it applied (committed entries are applied in order).
+    pub applied_index: Option<u64>,
+    /// Voters and their addresses.
+    pub voters: BTreeMap<PeerId, String>,
+    /// Learners and their addresses.
+    pub learners: BTreeMap<PeerId, String>,
+    /// Claimed, unfinished batches per worker peer ("n2" → 3).
+    pub running: BTreeMap<String, u64>,
+}

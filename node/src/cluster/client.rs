@@ -1,0 +1,178 @@
+//! The client side of the cluster API, for `planner` (and tests): a client certificate, a list
+//! of peer addresses, blocking calls on a small runtime of its own.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use plexus_raft::{Command, Event, Ledger};
+
+use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
+use crate::cluster::network::resolve;
+use crate::transport::{Identity, TlsFiles, Transport, TransportConfig, TransportError};
+
+/// Why a cluster call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The address list is empty or does not resolve.
+    #[error("cluster address {addr:?}: {reason}")]
+    Address {
+        /// What was given.
+        addr: String,
+        /// Why it is unusable.
+        reason: String,
+    },
+    /// No peer could be reached or answered.
+    #[error("no peer of {addrs} answered: {last}")]
+    Unreachable {
+        /// The addresses tried.
+        addrs: String,
+        /// The last error.
+        last: String,
+    },
+    /// The transport could not be set up (certificate files).
+    #[error("{0}")]
+    Transport(#[from] TransportError),
+    /// The cluster answered with an error.
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    /// The cluster refused the request.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// An answer did not decode.
+    #[error("bad answer: {0}")]
+    Decode(String),
+    /// The runtime could not start.
+    #[error("cannot start the client runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A connection to a cluster.
+pub struct ClusterClient {
+    rt: tokio::runtime::Runtime,
+    transport: Transport,
+    addrs: Vec<SocketAddr>,
+    spec: String,
+}
+
+impl ClusterClient {
+    /// Connects with the client certificate `<tls_dir>/<name>.pem` (and `ca.pem`) to the peers
+    /// at `addrs` (comma-separated `host:port`); calls try them in order.
+    pub fn connect(addrs: &str, tls_dir: &Path, name: &str) -> Result<Self, ClientError> {
+        let resolved = addrs
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                resolve(a).map_err(|e| ClientError::Address {
+                    addr: a.to_owned(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if resolved.is_empty() {
+            return Err(ClientError::Address {
+                addr: addrs.to_owned(),
+                reason: "no address given (--cluster or PLEXUS_CLUSTER)".into(),
+            });
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(ClientError::Runtime)?;
+        let tls = TlsFiles::in_dir(tls_dir, name);
+        let transport = {
+            let _guard = rt.enter();
+            Transport::client(
+                &tls,
+                Identity::Client(name.to_owned()),
+                TransportConfig::default(),
+            )?
+        };
+        Ok(Self {
+            rt,
+            transport,
+            addrs: resolved,
+            spec: addrs.to_owned(),
+        })
+    }
+
+    fn call(&self, req: &PeerRequest) -> Result<PeerResponse, ClientError> {
+        let mut last = String::new();
+        for addr in &self.addrs {
+            match self
+                .rt
+                .block_on(self.transport.call::<_, PeerResponse>(*addr, None, req))
+            {
+                Ok(PeerResponse::Refused(r)) => return Err(ClientError::Refused(r)),
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_retryable() => last = e.to_string(),
+                Err(TransportError::Refused { reason, .. }) => {
+                    return Err(ClientError::Refused(reason));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ClientError::Unreachable {
+            addrs: self.spec.clone(),
+            last,
+        })
+    }
+
+    /// Commits a command (plans, runs, stops) and returns its events.
+    pub fn propose(&self, cmd: Command) -> Result<Vec<Event>, ClientError> {
+        match self.call(&PeerRequest::Propose {
+            cmd,
+            forwarded: false,
+        })? {
+            PeerResponse::Proposed(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
+    /// The ledger of one keyspace as the leader has it.
+    pub fn keyspace(&self, keyspace: &str) -> Result<Ledger, ClientError> {
+        match self.call(&PeerRequest::ReadKeyspace {
+            keyspace: keyspace.to_owned(),
+        })? {
+            PeerResponse::Ledger(r) => {
+                Ledger::from_bytes(&r?).map_err(|e| ClientError::Decode(e.to_string()))
+            }
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
+    /// What the first reachable peer knows of the cluster.
+    pub fn status(&self) -> Result<ClusterStatus, ClientError> {
+        match self.call(&PeerRequest::Status)? {
+            PeerResponse::Status(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
+    /// Adds a peer (learner, then voter).
+    pub fn add_peer(&self, id: u64, addr: &str) -> Result<(), ClientError> {
+        match self.call(&PeerRequest::AddPeer {
+            id,
+            addr: addr.to_owned(),
+        })? {
+            PeerResponse::Membership(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
+    /// Removes a voter.
+    pub fn remove_peer(&self, id: u64) -> Result<(), ClientError> {
+        match self.call(&PeerRequest::RemovePeer { id })? {
+            PeerResponse::Membership(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+}
+
+impl Drop for ClusterClient {
+    fn drop(&mut self) {
+        let t = self.transport.clone();
+        self.rt.block_on(async move { t.close().await });
+    }
+}

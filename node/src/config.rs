@@ -1,0 +1,374 @@
+//! The `plexus-node` configuration: a TOML file (kebab-case keys, unknown keys refused), then
+//! `PLEXUS_*` environment overrides, checked once at start; every bad field is an error that
+//! names it.
+//!
+//! ```toml
+//! id = "n1"                      # or 1
+//! listen = "0.0.0.0:7400"        # UDP, QUIC
+//! advertise = "10.0.0.1:7400"    # what peers and clients dial (default: listen)
+//! data-dir = "/var/lib/plexus"   # Raft log, snapshots, embedded store
+//! tls-dir = "/etc/plexus/tls"    # ca.pem, n1.pem, n1.key (plexus-node certs init)
+//! threads = 4                    # executor threads (default: cores)
+//! python = "python3"             # py_calc interpreter
+//! init = false                   # bootstrap the cluster with [peers] on start
+//! [peers]                        # the initial members (used by the bootstrapping peer)
+//! n1 = "10.0.0.1:7400"
+//! [store]
+//! kind = "cql"                   # or "embedded": a one-peer cluster only
+//! cql = { contact-points = ["10.0.0.5:9042"], write-consistency = "local_quorum" }
+//! [raft]
+//! heartbeat-ms = 200
+//! ```
+//!
+//! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
+//! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
+//! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cluster::{PeerSettings, RaftTimers};
+use crate::store::CqlConfig;
+use crate::transport::{TlsFiles, TransportConfig, parse_peer_name};
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("config {path}: {reason}")]
+    Syntax {
+        /// File.
+        path: PathBuf,
+        /// The parser's message (with line and column).
+        reason: String,
+    },
+    /// A field is missing, unknown or has the wrong type or value.
+    #[error("config {path}: field {field}: {reason}")]
+    Field {
+        /// File.
+        path: PathBuf,
+        /// The field path (`store.kind`).
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Which store the peer uses.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKindConfig {
+    /// Cassandra / ScyllaDB (the testkit double in tests).
+    Cql,
+    /// The embedded store in the data directory (one-peer clusters only).
+    Embedded,
+}
+
+/// The `[store]` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StoreConfig {
+    /// Backend.
+    pub kind: StoreKindConfig,
+    /// CQL settings (the same keys as `planner --cql-config`).
+    #[serde(default)]
+    pub cql: Option<CqlConfig>,
+}
+
+/// The `[raft]` section (milliseconds).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct RaftConfig {
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// Lower bound of the election timeout.
+    pub election_min_ms: u64,
+    /// Upper bound of the election timeout.
+    pub election_max_ms: u64,
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        let d = RaftTimers::default();
+        Self {
+            heartbeat_ms: d.heartbeat.as_millis() as u64,
+            election_min_ms: d.election_min.as_millis() as u64,
+            election_max_ms: d.election_max.as_millis() as u64,
+            snapshot_every: d.snapshot_every,
+        }
+    }
+}
+
+/// A peer id written as `n3` or `3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerName(pub u64);
+
+impl<'de> Deserialize<'de> for PeerName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(i) if i > 0 => Ok(Self(i)),
+            Raw::Text(s) => parse_peer_name(&s)
+                .filter(|&i| i > 0)
+                .map(Self)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!("{s:?} is not a peer name like n1"))
+                }),
+            Raw::Int(_) => Err(serde::de::Error::custom("peer ids start at 1")),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NodeConfig {
+    /// This peer's id.
+    pub id: PeerName,
+    /// UDP address to bind.
+    pub listen: SocketAddr,
+    /// Address peers and clients dial; default: `listen`.
+    #[serde(default)]
+    pub advertise: Option<String>,
+    /// Raft log, snapshots and (embedded) store.
+    pub data_dir: PathBuf,
+    /// Directory with `ca.pem`, `n<id>.pem`, `n<id>.key`.
+    pub tls_dir: PathBuf,
+    /// Executor threads; default: cores.
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// py_calc interpreter.
+    #[serde(default = "default_python")]
+    pub python: PathBuf,
+    /// Extra interpreter arguments.
+    #[serde(default)]
+    pub python_args: Vec<String>,
+    /// Bootstrap the cluster with `peers` on start (harmless when already initialised).
+    #[serde(default)]
+    pub init: bool,
+    /// Initial members: name → advertised address.
+    #[serde(default)]
+    pub peers: BTreeMap<String, String>,
+    /// The store every peer shares.
+    pub store: StoreConfig,
+    /// Raft timing.
+    #[serde(default)]
+    pub raft: RaftConfig,
+}
+
+fn default_python() -> PathBuf {
+    PathBuf::from("python3")
+}
+
+/// Environment variables that override keys (variable, key path).
+const OVERRIDES: &[(&str, &[&str])] = &[
+    ("PLEXUS_ID", &["id"]),
+    ("PLEXUS_LISTEN", &["listen"]),
+    ("PLEXUS_ADVERTISE", &["advertise"]),
+    ("PLEXUS_DATA_DIR", &["data-dir"]),
+    ("PLEXUS_TLS_DIR", &["tls-dir"]),
+    ("PLEXUS_THREADS", &["threads"]),
+    ("PLEXUS_PYTHON", &["python"]),
+    ("PLEXUS_INIT", &["init"]),
+    ("PLEXUS_STORE__KIND", &["store", "kind"]),
+    (
+        "PLEXUS_STORE__CQL_CONTACT_POINTS",
+        &["store", "cql", "contact-points"],
+    ),
+];
+
+fn env_value(key: &str, raw: &str) -> toml::Value {
+    if key == "contact-points" {
+        return toml::Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| toml::Value::String(s.to_owned()))
+                .collect(),
+        );
+    }
+    if let Ok(i) = raw.parse::<i64>() {
+        return toml::Value::Integer(i);
+    }
+    if let Ok(b) = raw.parse::<bool>() {
+        return toml::Value::Boolean(b);
+    }
+    toml::Value::String(raw.to_owned())
+}
+
+impl NodeConfig {
+    /// Reads `path`, applies the environment (`env(name)`), deserialises and validates.
+    pub fn load(path: &Path, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path, env)
+    }
+
+    /// Like [`NodeConfig::load`] from text (`path` names it in errors).
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                })?;
+        for (var, keys) in OVERRIDES {
+            let Some(raw) = env(var) else { continue };
+            let Some((last, parents)) = keys.split_last() else {
+                continue;
+            };
+            let mut t = &mut table;
+            for k in parents {
+                t = match t
+                    .entry((*k).to_owned())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                {
+                    toml::Value::Table(inner) => inner,
+                    _ => {
+                        return Err(ConfigError::Field {
+                            path: path.to_owned(),
+                            field: keys.join("."),
+                            reason: format!("{var} overrides a key whose parent is not a table"),
+                        });
+                    }
+                };
+            }
+            t.insert((*last).to_owned(), env_value(last, &raw));
+        }
+        let cfg: Self =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                ConfigError::Field {
+                    path: path.to_owned(),
+                    field: e.path().to_string(),
+                    reason: e.inner().message().to_owned(),
+                }
+            })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |field: &str, reason: String| ConfigError::Field {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            reason,
+        };
+        if self.threads == Some(0) {
+            return Err(bad("threads", "must be at least 1".into()));
+        }
+        for name in self.peers.keys() {
+            if parse_peer_name(name).is_none_or(|i| i == 0) {
+                return Err(bad(
+                    &format!("peers.{name}"),
+                    "not a peer name like n1".into(),
+                ));
+            }
+        }
+        match self.store.kind {
+            StoreKindConfig::Embedded if self.peers.len() > 1 => {
+                return Err(bad(
+                    "store.kind",
+                    "the embedded store serves a one-peer cluster only; use cql".into(),
+                ));
+            }
+            StoreKindConfig::Cql
+                if self
+                    .store
+                    .cql
+                    .as_ref()
+                    .is_none_or(|c| c.contact_points.is_empty()) =>
+            {
+                return Err(bad(
+                    "store.cql.contact-points",
+                    "a cql store needs at least one contact point".into(),
+                ));
+            }
+            _ => {}
+        }
+        let r = &self.raft;
+        if r.heartbeat_ms == 0
+            || r.election_min_ms <= r.heartbeat_ms
+            || r.election_max_ms <= r.election_min_ms
+        {
+            return Err(bad(
+                "raft",
+                "need 0 < heartbeat-ms < election-min-ms < election-max-ms".into(),
+            ));
+        }
+        for f in [
+            self.tls_dir.join("ca.pem"),
+            self.tls_dir.join(format!("n{}.pem", self.id.0)),
+            self.tls_dir.join(format!("n{}.key", self.id.0)),
+        ] {
+            if !f.is_file() {
+                return Err(bad("tls-dir", format!("{} does not exist", f.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// The peer's start settings.
+    pub fn peer_settings(&self) -> PeerSettings {
+        let threads = self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(2)
+        });
+        PeerSettings {
+            id: self.id.0,
+            listen: self.listen,
+            advertise: self.advertise.clone(),
+            data_dir: self.data_dir.clone(),
+            tls: TlsFiles::in_dir(&self.tls_dir, &format!("n{}", self.id.0)),
+            threads,
+            raft: RaftTimers {
+                heartbeat: Duration::from_millis(self.raft.heartbeat_ms),
+                election_min: Duration::from_millis(self.raft.election_min_ms),
+                election_max: Duration::from_millis(self.raft.election_max_ms),
+                snapshot_every: self.raft.snapshot_every,
+                ..RaftTimers::default()
+            },
+            transport: TransportConfig::default(),
+        }
+    }
+
+    /// The initial members (id → address); this peer alone when `[peers]` is empty.
+    pub fn initial_members(&self) -> BTreeMap<u64, String> {
+        let mut m: BTreeMap<u64, String> = self
+            .peers
+            .iter()
+            .filter_map(|(k, v)| parse_peer_name(k).map(|id| (id, v.clone())))
+            .collect();
+        m.entry(self.id.0).or_insert_with(|| {
+            self.advertise
+                .clone()
+                .unwrap_or_else(|| self.listen.to_string())
+        });
+        m
+    }
+}

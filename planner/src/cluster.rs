@@ -1,0 +1,259 @@
+//! `planner submit / status / stop / cluster`: the client side of a Plexus cluster. The script
+//! is loaded and validated here (every error at once, nothing submitted on error); the plan
+//! and the run start are committed through the cluster's Raft ledger; progress is followed by
+//! reading the keyspace's ledger from the leader.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+use plexus_core::plan::{Plan, Reader};
+use plexus_core::task::PlanHash;
+use plexus_node::cluster::ClusterClient;
+use plexus_node::cluster::api::ClusterStatus;
+use plexus_node::engine::{Observer, Progress, RunReport};
+use plexus_raft::{Command, Event, Ledger, NodeBatchStatus, RunStatus};
+
+/// Where the cluster is and which client certificate to show it.
+#[derive(Clone, Debug)]
+pub struct ClusterTarget {
+    /// Comma-separated `host:port` of one or more peers.
+    pub cluster: String,
+    /// Directory with `ca.pem`, `planner.pem` and `planner.key`.
+    pub tls_dir: PathBuf,
+    /// The client certificate's name (file stem).
+    pub client_name: String,
+}
+
+impl ClusterTarget {
+    /// Connects (no request is sent yet).
+    pub fn connect(&self) -> Result<ClusterClient> {
+        ClusterClient::connect(&self.cluster, &self.tls_dir, &self.client_name).with_context(|| {
+            format!(
+                "cannot use the client certificate {}/{}.pem for cluster {}",
+                self.tls_dir.display(),
+                self.client_name,
+                self.cluster
+            )
+        })
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    /// Keyspace.
+    pub keyspace: String,
+    /// Start nodes; empty means every file-reading node.
+    pub start_nodes: Vec<String>,
+    /// Free text recorded with the run.
+    pub description: String,
+    /// Process only the start nodes (exec-node semantics).
+    pub only_start_nodes: bool,
+}
+
+/// Submits the plan and starts a run; returns the run id.
+pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32> {
+    let hash = PlanHash(plan.content_hash().context("cannot hash the plan")?);
+    client
+        .propose(Command::SubmitPlan { plan: plan.clone() })
+        .context("cannot submit the plan")?;
+    let start_nodes = if s.start_nodes.is_empty() {
+        plan.nodes
+            .iter()
+            .filter(|n| matches!(n.reader, Reader::File(_)))
+            .map(|n| n.name.clone())
+            .collect()
+    } else {
+        s.start_nodes.clone()
+    };
+    let events = client
+        .propose(Command::StartRun {
+            keyspace: s.keyspace.clone(),
+            plan_hash: hash,
+            start_nodes,
+            description: s.description.clone(),
+            only_start_nodes: s.only_start_nodes,
+            ts_ms: now_ms(),
+        })
+        .context("cannot start the run")?;
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::RunStarted { run_id, .. } => Some(*run_id),
+            _ => None,
+        })
+        .context("the cluster started no run")
+}
+
+/// Follows a run until it is complete or stopped, feeding `observer` the same progress events
+/// `planner run` produces; returns the run's report from the ledger.
+pub fn wait(
+    client: &ClusterClient,
+    keyspace: &str,
+    run_id: u32,
+    observer: &dyn Observer,
+    poll: Duration,
+) -> Result<RunReport> {
+    let mut announced = false;
+    let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut finished: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let ledger = client.keyspace(keyspace)?;
+        let run = ledger.run(keyspace, run_id)?;
+        if !announced {
+            let plan = ledger.plan(&run.plan_hash);
+            let nodes = run
+                .processed
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        plan.and_then(|p| p.node(n)).map_or(0, |p| p.batches),
+                    )
+                })
+                .collect();
+            observer.progress(&Progress::RunStarted { run_id, nodes });
+            announced = true;
+        }
+        for name in &run.processed {
+            let Some(nr) = run.nodes.get(name) else {
+                continue;
+            };
+            for (i, b) in nr.batches.iter().enumerate() {
+                if !b.status.is_final() || !seen.insert((name.clone(), i as u32)) {
+                    continue;
+                }
+                let last = b.history.last();
+                observer.progress(&Progress::BatchFinished {
+                    node: name.clone(),
+                    batch_idx: i as u32,
+                    rows_in: last.and_then(|h| h.rows_in).unwrap_or(0),
+                    rows_out: last.and_then(|h| h.rows_out).unwrap_or(0),
+                    error: (b.status == NodeBatchStatus::Fail)
+                        .then(|| last.and_then(|h| h.error.clone()).unwrap_or_default()),
+                });
+            }
+            if nr.status.is_final() && finished.insert(name.clone()) {
+                observer.progress(&Progress::NodeFinished {
+                    node: name.clone(),
+                    status: nr.status,
+                });
+            }
+        }
+        if matches!(run.status(), RunStatus::Complete | RunStatus::Stop) {
+            return Ok(RunReport::from_ledger(&ledger, keyspace, run_id)?);
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// Stops a run.
+pub fn stop(client: &ClusterClient, keyspace: &str, run_id: u32, comment: &str) -> Result<()> {
+    client
+        .propose(Command::StopRun {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            comment: comment.to_owned(),
+            ts_ms: now_ms(),
+        })
+        .with_context(|| format!("cannot stop run {run_id} of keyspace {keyspace}"))?;
+    Ok(())
+}
+
+/// The keyspace's ledger, for history and diagrams against a cluster.
+pub fn ledger(client: &ClusterClient, keyspace: &str) -> Result<Ledger> {
+    let l = client.keyspace(keyspace)?;
+    if l.keyspace(keyspace).is_err() {
+        bail!("keyspace {keyspace:?} has no runs on this cluster");
+    }
+    Ok(l)
+}
+
+/// `planner status`: one line per run, or per node of one run.
+pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Result<String> {
+    use std::fmt::Write as _;
+    let ks = ledger.keyspace(keyspace)?;
+    let mut out = String::new();
+    match run_id {
+        None => {
+            let _ = writeln!(out, "run_id,status,nodes_done,nodes,description");
+            for run in ks.runs.values() {
+                let done = run
+                    .processed
+                    .iter()
+                    .filter(|n| run.node_status(n).is_final())
+                    .count();
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{}",
+                    run.run_id,
+                    run.status(),
+                    done,
+                    run.processed.len(),
+                    run.description
+                );
+            }
+        }
+        Some(id) => {
+            let run = ledger.run(keyspace, id)?;
+            let _ = writeln!(out, "run {id}: {}", run.status());
+            let _ = writeln!(out, "node,status,batches_done,batches,running");
+            for name in &run.processed {
+                let Some(nr) = run.nodes.get(name) else {
+                    continue;
+                };
+                let done = nr.batches.iter().filter(|b| b.status.is_final()).count();
+                let running = nr
+                    .batches
+                    .iter()
+                    .filter(|b| b.status == NodeBatchStatus::Start)
+                    .count();
+                let _ = writeln!(
+                    out,
+                    "{name},{},{done},{},{running}",
+                    nr.status,
+                    nr.batches.len()
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `planner cluster status`.
+pub fn cluster_status_text(s: &ClusterStatus) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let leader = s.leader.map_or("none".to_owned(), |l| format!("n{l}"));
+    let _ = writeln!(
+        out,
+        "leader {leader}, term {}, last log index {}, applied index {} (answered by n{})",
+        s.term,
+        s.last_log_index.map_or("-".into(), |i| i.to_string()),
+        s.applied_index.map_or("-".into(), |i| i.to_string()),
+        s.answered_by
+    );
+    let _ = writeln!(out, "peer,role,address,running_batches");
+    for (id, addr) in &s.voters {
+        let role = if Some(*id) == s.leader {
+            "leader"
+        } else {
+            "voter"
+        };
+        let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
+        let _ = writeln!(out, "n{id},{role},{addr},{running}");
+    }
+    for (id, addr) in &s.learners {
+        let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
+        let _ = writeln!(out, "n{id},learner,{addr},{running}");
+    }
+    out
+}
