@@ -2,6 +2,7 @@
 //! `planner run` on the embedded store, outputs compared as the conformance README prescribes.
 //! Inputs are copied into a temp dir (shared/ is read-only in CI); outputs are written there.
 
+mod cluster_harness;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -16,6 +17,9 @@ struct Case {
     tmp: tempfile::TempDir,
     conf: PathBuf,
     cql: Option<String>,
+    /// `planner submit --wait` to this cluster (addresses, client certificate dir) instead of
+    /// `planner run`.
+    cluster: Option<(String, PathBuf)>,
 }
 
 impl Case {
@@ -36,7 +40,19 @@ impl Case {
             std::fs::copy(e.path(), input.join(e.file_name()))?;
         }
         std::fs::create_dir_all(tmp.path().join("out"))?;
-        Ok(Self { tmp, conf, cql })
+        Ok(Self {
+            tmp,
+            conf,
+            cql,
+            cluster: None,
+        })
+    }
+
+    /// Through `planner submit --wait` on a running cluster.
+    fn on_cluster(test: &str, cluster: &cluster_harness::TestCluster) -> Result<Self> {
+        let mut c = Self::on(test, None)?;
+        c.cluster = Some((cluster.addrs(), cluster.tls_dir()));
+        Ok(c)
     }
 
     fn dir(&self, name: &str) -> PathBuf {
@@ -65,7 +81,12 @@ impl Case {
     fn run(&self, args: &[&str]) -> Result<String> {
         let data = self.dir("data");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
-        cmd.arg("run").args(args).arg("--data-dir").arg(&data);
+        if let Some((addrs, tls)) = &self.cluster {
+            cmd.arg("submit").args(args).arg("--wait");
+            cmd.arg("--cluster").arg(addrs).arg("--tls-dir").arg(tls);
+        } else {
+            cmd.arg("run").args(args).arg("--data-dir").arg(&data);
+        }
         if let Some(points) = &self.cql {
             cmd.args(["--store", "cql", "--cql-contact-points", points]);
         }
@@ -161,8 +182,11 @@ fn lookup_one(c: &Case) -> Result<()> {
 
 #[test]
 fn lookup_multi_runs() -> Result<()> {
-    let c = Case::new("lookup")?;
-    let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
+    lookup_multi(&Case::new("lookup")?)
+}
+
+fn lookup_multi(c: &Case) -> Result<()> {
+    let params = lookup_params(c, "script_params_quick_fs_multi.yaml")?;
     let script = url(&c.cfg("script_quick.yaml"));
     c.run_from(
         &script,
@@ -177,7 +201,7 @@ fn lookup_multi_runs() -> Result<()> {
         );
     }
     c.run_from(&script, &url(&params), "lookup_quicktest_multi", "order_item_date_inner,order_item_date_left_outer,order_date_value_grouped_inner,order_date_value_grouped_left_outer")?;
-    check_lookup_outputs(&c)
+    check_lookup_outputs(c)
 }
 
 fn tag_params(c: &Case, from: &str) -> Result<PathBuf> {
@@ -228,8 +252,11 @@ fn tag_one(c: &Case) -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_multi_runs() -> Result<()> {
-    let c = Case::new("tag_and_denormalize")?;
-    let params = tag_params(&c, "script_params_fs_multi.json")?;
+    tag_multi(&Case::new("tag_and_denormalize")?)
+}
+
+fn tag_multi(c: &Case) -> Result<()> {
+    let params = tag_params(c, "script_params_fs_multi.json")?;
     let script = url(&c.cfg("script.json"));
     let ks = "tag_and_denormalize_quicktest_multi";
     c.run_from(&script, &url(&params), ks, "read_tags,read_products")?;
@@ -238,7 +265,7 @@ fn tag_and_denormalize_multi_runs() -> Result<()> {
         "tag_totals is manual"
     );
     c.run_from(&script, &url(&params), ks, "tag_totals")?;
-    check_tag_outputs(&c)
+    check_tag_outputs(c)
 }
 
 #[test]
@@ -301,7 +328,10 @@ fn py_calc_one(c: &Case) -> Result<()> {
 /// proto_file_reader_creator: generate the script, insert `top` as upstream does, run it,
 /// compare the output with the input (spec §13.6, conformance README §5).
 fn proto_round_trip(file_type: &str, file: &str, cql: Option<String>) -> Result<(Case, PathBuf)> {
-    let c = Case::on("proto_file_reader_creator", cql)?;
+    proto_round_trip_in(Case::on("proto_file_reader_creator", cql)?, file_type, file)
+}
+
+fn proto_round_trip_in(c: Case, file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
     cmd.arg("proto-file-reader-creator")
         .arg("--file")
@@ -358,7 +388,11 @@ fn proto_file_reader_creator_parquet() -> Result<()> {
 }
 
 fn proto_parquet(cql: Option<String>) -> Result<()> {
-    let (c, script) = proto_round_trip("parquet", "products.parquet", cql)?;
+    proto_parquet_in(Case::on("proto_file_reader_creator", cql)?)
+}
+
+fn proto_parquet_in(c: Case) -> Result<()> {
+    let (c, script) = proto_round_trip_in(c, "parquet", "products.parquet")?;
     let plan = planner::build_plan(&url(&script), None).map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(plexus_core::plan::Reader::File(reader)) =
         plan.node("read_file").map(|n| n.reader.clone())
@@ -381,10 +415,9 @@ fn proto_parquet(cql: Option<String>) -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn lookup_exec_nodes_one_run_each() -> Result<()> {
-    let c = Case::new("lookup")?;
-    let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+/// Every node of the lookup script as its own exec-node run, in DAG order.
+fn exec_nodes(c: &Case) -> Result<()> {
+    let params = lookup_params(c, "script_params_quick_fs_one.yaml")?;
     let script = url(&c.cfg("script_quick.yaml"));
     let nodes = [
         "read_orders",
@@ -399,6 +432,19 @@ fn lookup_exec_nodes_one_run_each() -> Result<()> {
         "file_order_date_value_grouped_left_outer",
     ];
     for node in nodes {
+        if c.cluster.is_some() {
+            c.run(&[
+                &script,
+                "--params",
+                &url(&params),
+                "--keyspace",
+                "lookup_execnodes",
+                "--start-nodes",
+                node,
+                "--only-start-nodes",
+            ])?;
+            continue;
+        }
         let data = c.dir("data");
         let out = Command::new(env!("CARGO_BIN_EXE_planner"))
             .args(["exec-node", &script, "--params", &url(&params)])
@@ -417,7 +463,13 @@ fn lookup_exec_nodes_one_run_each() -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    check_lookup_outputs(&c)?;
+    check_lookup_outputs(c)
+}
+
+#[test]
+fn lookup_exec_nodes_one_run_each() -> Result<()> {
+    let c = Case::new("lookup")?;
+    exec_nodes(&c)?;
     // One run per exec-node call, all complete (status 2).
     let out = Command::new(env!("CARGO_BIN_EXE_planner"))
         .args([
@@ -435,7 +487,7 @@ fn lookup_exec_nodes_one_run_each() -> Result<()> {
         .lines()
         .filter(|l| l.split(',').nth(2) == Some("2"))
         .collect();
-    ensure!(completed.len() == nodes.len(), "{text}");
+    ensure!(completed.len() == 10, "{text}");
     Ok(())
 }
 
@@ -719,5 +771,100 @@ mod on_cql {
             String::from_utf8_lossy(&out.stderr)
         );
         Ok(())
+    }
+}
+
+/// A cluster of real peers (openraft over QUIC on loopback, one CQL double): every conformance
+/// variant through `planner submit --wait`, with the files of `planner run` on the embedded
+/// store (byte for byte where `top` fixes the row order, as sorted lines elsewhere).
+mod on_cluster {
+    use super::*;
+    use cluster_harness::TestCluster;
+
+    /// Files whose row order is fixed (`top`), so they must be byte-identical.
+    const ORDERED: [&str; 6] = [
+        "order_item_date_inner.csv",
+        "order_item_date_left_outer.csv",
+        "order_date_value_grouped_inner.csv",
+        "order_date_value_grouped_left_outer.csv",
+        "tag_totals.tsv",
+        "products.csv",
+    ];
+
+    /// A file's group: per-batch files (`name_00001.csv`) form one group, because which rows
+    /// land in which batch depends on the store's token ranges (embedded rowid ranges vs
+    /// Murmur3 tokens), as it does between any two Capillaries runs.
+    fn group(name: &str) -> String {
+        let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
+        match stem.rsplit_once('_') {
+            Some((base, n)) if n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("{base}.{ext}")
+            }
+            _ => name.to_owned(),
+        }
+    }
+
+    fn same_files(embedded: &Case, cluster: &Case) -> Result<()> {
+        use std::collections::BTreeMap;
+        let mut groups: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+        for e in std::fs::read_dir(embedded.dir("out"))? {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            let a = std::fs::read(embedded.dir("out").join(&name))?;
+            let b = std::fs::read(cluster.dir("out").join(&name))
+                .with_context(|| format!("{name} missing from the cluster run"))?;
+            if ORDERED.contains(&name.as_str()) {
+                ensure!(a == b, "{name}: bytes differ");
+            }
+            let lines = |x: &[u8]| -> Vec<String> {
+                String::from_utf8_lossy(x)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            };
+            let g = groups.entry(group(&name)).or_default();
+            g.0.extend(lines(&a));
+            g.1.extend(lines(&b));
+        }
+        ensure!(!groups.is_empty(), "the embedded run wrote no files");
+        for (name, (mut a, mut b)) in groups {
+            a.sort_unstable();
+            b.sort_unstable();
+            ensure!(a == b, "{name}: rows differ");
+        }
+        Ok(())
+    }
+
+    fn every_variant(peers: u64) -> Result<()> {
+        let cluster = TestCluster::start(peers)?;
+        let bodies: [(&str, &str, fn(&Case) -> Result<()>); 6] = [
+            ("lookup", "one run", lookup_one),
+            ("lookup", "multi runs", lookup_multi),
+            ("lookup", "exec nodes", exec_nodes),
+            ("tag_and_denormalize", "one run", tag_one),
+            ("tag_and_denormalize", "multi runs", tag_multi),
+            ("py_calc", "one run", py_calc_one),
+        ];
+        for (test, variant, body) in bodies {
+            let embedded = Case::on(test, None)?;
+            body(&embedded)?;
+            let c = Case::on_cluster(test, &cluster)?;
+            body(&c).with_context(|| format!("{test} {variant} on {peers} peers"))?;
+            same_files(&embedded, &c).with_context(|| format!("{test} {variant}"))?;
+        }
+        let (e, _) = proto_round_trip("csv", "products.csv", None)?;
+        let c = Case::on_cluster("proto_file_reader_creator", &cluster)?;
+        let (c, _) = proto_round_trip_in(c, "csv", "products.csv")?;
+        same_files(&e, &c)?;
+        proto_parquet_in(Case::on_cluster("proto_file_reader_creator", &cluster)?)
+    }
+
+    #[test]
+    fn three_peers_run_every_variant() -> Result<()> {
+        every_variant(3)
+    }
+
+    #[test]
+    fn five_peers_run_every_variant() -> Result<()> {
+        every_variant(5)
     }
 }

@@ -538,6 +538,7 @@ impl Peer {
         }
         self.serve.shutdown().await;
         self.core.transport.close().await;
+        drop_outside_runtime(self.executor).await;
         tracing::info!(peer = id, "peer stopped");
     }
 
@@ -548,5 +549,19 @@ impl Peer {
         let _ = self.core.raft.shutdown().await;
         self.serve.stop();
         self.core.transport.close().await;
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        drop_outside_runtime(self.executor).await;
     }
+}
+
+/// Drops the executor (and with it the store, which may own a runtime of its own: the CQL
+/// store does) on a blocking thread, where dropping a runtime is allowed.
+async fn drop_outside_runtime(executor: Arc<Executor>) {
+    let _ = tokio::task::spawn_blocking(move || drop(executor)).await;
 }
