@@ -303,6 +303,7 @@ fn main() -> Result<()> {
         store: planner::run::StoreKind::Embedded,
         cql_contact_points: String::new(),
         cql_config: None,
+        capi: None,
     };
 
     let (cpu0, _) = cpu_and_peak_rss();

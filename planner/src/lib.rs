@@ -5,6 +5,7 @@
 //! list of what is wrong with the script); running a plan is the engine's job.
 #![warn(missing_docs)]
 
+pub mod capi;
 pub mod compile;
 pub mod diagram;
 pub mod load;
@@ -13,6 +14,7 @@ pub mod pycalc;
 pub mod run;
 pub mod script;
 pub mod source;
+pub mod start_nodes;
 pub mod template;
 
 use std::collections::BTreeMap;

@@ -176,6 +176,7 @@ impl StoreArgs {
             data_dir: self.data_dir.clone(),
             cql_contact_points: self.cql_contact_points.clone(),
             cql_config: self.cql_config.clone(),
+            cql_base: None,
         }
     }
 }
@@ -218,6 +219,11 @@ struct RunTarget {
     /// CAPI_PYCALC_INTERPRETER_PARAMS (comma-separated).
     #[arg(long = "python-arg", allow_hyphen_values = true)]
     python_args: Vec<String>,
+    /// A Capillaries `capidaemon.json`: thread pool, Cassandra (used with `--store cql`),
+    /// py_calc settings; `CAPI_*` variables override it, flags override both. Settings with
+    /// no Plexus counterpart are listed as ignored.
+    #[arg(long)]
+    capi_config: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -321,9 +327,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
+            let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
+                Ok(start) => start,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            for w in &start.warnings {
+                eprintln!("warning: {w}");
+            }
             print!(
                 "{}",
-                planner::run::table_cql(&plan, &keyspace, run_id, &start_nodes)
+                planner::run::table_cql(&plan, &keyspace, run_id, &start.names)
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -373,6 +389,25 @@ fn run_plan(
             return Ok(ExitCode::FAILURE);
         }
     };
+    let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
+        Ok(start) => start,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for w in &start.warnings {
+        eprintln!("warning: {w}");
+    }
+    let capi = planner::capi::load(target.capi_config.as_deref())?;
+    for ignored in &capi.ignored {
+        eprintln!("warning: Capillaries setting {ignored}");
+    }
+    if let Some(level) = &capi.log_level {
+        eprintln!(
+            "warning: Capillaries setting log.level={level} ignored: planner run logs nothing to filter"
+        );
+    }
     let settings = planner::run::RunSettings {
         script: target.script.clone(),
         params: target.params.clone(),
@@ -384,8 +419,9 @@ fn run_plan(
         threads: target.threads,
         python: target.python.clone(),
         python_args: target.python_args.clone(),
-        start_nodes,
+        start_nodes: start.names,
         exec_node: exec_node.is_some(),
+        capi: Some(capi),
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

@@ -41,6 +41,9 @@ pub struct RunSettings {
     pub start_nodes: Vec<String>,
     /// Process only the start node (exec-node).
     pub exec_node: bool,
+    /// Capillaries environment settings (`--capi-config`, `CAPI_*`); flags above win over
+    /// them. `None`: the `CAPI_*` variables only.
+    pub capi: Option<crate::capi::CapiSettings>,
 }
 
 /// Which storage backend `planner run` uses.
@@ -81,6 +84,8 @@ pub struct StoreTarget {
     pub cql_contact_points: String,
     /// CQL settings file (`.json`, `.yaml` or `.yml`); defaults when absent.
     pub cql_config: Option<PathBuf>,
+    /// CQL settings from a Capillaries environment, used when no `cql_config` file is given.
+    pub cql_base: Option<CqlConfig>,
 }
 
 /// Loads a [`CqlConfig`] from a JSON or YAML file (by suffix); unknown keys are refused.
@@ -107,9 +112,10 @@ pub fn load_cql_config(path: &Path) -> Result<CqlConfig> {
 impl StoreTarget {
     /// The CQL settings: the config file (or defaults), then the contact points flag.
     pub fn cql_settings(&self) -> Result<CqlConfig> {
-        let mut cfg = match &self.cql_config {
-            Some(path) => load_cql_config(path)?,
-            None => CqlConfig::default(),
+        let mut cfg = match (&self.cql_config, &self.cql_base) {
+            (Some(path), _) => load_cql_config(path)?,
+            (None, Some(base)) => base.clone(),
+            (None, None) => CqlConfig::default(),
         };
         if !self.cql_contact_points.trim().is_empty() {
             cfg.contact_points =
@@ -143,34 +149,42 @@ impl StoreTarget {
     }
 }
 
-fn python_config(s: &RunSettings, workers: usize) -> PyPoolConfig {
-    // Capillaries' environment variables are honoured when no flag is given.
+/// The Capillaries settings of a run: the ones given, else the `CAPI_*` variables alone.
+fn capi_of(s: &RunSettings) -> Result<crate::capi::CapiSettings> {
+    match &s.capi {
+        Some(c) => Ok(c.clone()),
+        None => Ok(crate::capi::load(None)?),
+    }
+}
+
+fn python_config(
+    s: &RunSettings,
+    capi: &crate::capi::CapiSettings,
+    workers: usize,
+) -> PyPoolConfig {
+    // Flags first, then Capillaries' settings (config file and CAPI_* variables).
     let interpreter = s
         .python
         .clone()
-        .or_else(|| std::env::var_os("CAPI_PYCALC_INTERPRETER_PATH").map(PathBuf::from))
+        .or_else(|| capi.python.clone())
         .unwrap_or_else(|| PathBuf::from("python3"));
     let args = if s.python_args.is_empty() {
-        std::env::var("CAPI_PYCALC_INTERPRETER_PARAMS")
-            .map(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
+        capi.python_args.clone().unwrap_or_default()
     } else {
         s.python_args.clone()
     };
     let mut cfg = PyPoolConfig::new(interpreter, workers);
     cfg.args = args;
+    if let Some(t) = capi.pycalc_timeout {
+        cfg.chunk_timeout = t;
+    }
     cfg
 }
 
 /// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
 pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
-    let threads = s.threads.unwrap_or_else(|| {
+    let capi = capi_of(s)?;
+    let threads = s.threads.or(capi.threads).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or(2)
@@ -180,6 +194,7 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         data_dir: s.data_dir.clone(),
         cql_contact_points: s.cql_contact_points.clone(),
         cql_config: s.cql_config.clone(),
+        cql_base: capi.cql.clone(),
     }
     .open()?;
     let mut ctx = ExecContext::new(store);
@@ -188,16 +203,17 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         .iter()
         .any(|n| matches!(n.processor, Some(plexus_core::plan::Processor::PyCalc(_))))
     {
-        ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, threads))));
+        ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, &capi, threads))));
     }
-    let start_nodes = if s.start_nodes.is_empty() {
+    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
+    let start_nodes = if given.is_empty() {
         plan.nodes
             .iter()
             .filter(|n| matches!(n.reader, Reader::File(_)))
             .map(|n| n.name.clone())
             .collect()
     } else {
-        s.start_nodes.clone()
+        given
     };
     let keyspace = s
         .keyspace
