@@ -240,6 +240,28 @@ impl Engine {
         Ok((ledger, next))
     }
 
+    /// Stops a run of a keyspace (toolbelt `stop_run`, spec §9.8): applies `StopRun` to the
+    /// replayed ledger and appends it to the command log.
+    pub fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), EngineError> {
+        let (ledger, next_log_seq) = self.load_ledger(keyspace)?;
+        let mut s = Shared {
+            ledger,
+            next_log_seq,
+            in_flight: 0,
+            fatal: None,
+            reports: BTreeMap::new(),
+            started: Instant::now(),
+        };
+        let cmd = Command::StopRun {
+            keyspace: keyspace.to_string(),
+            run_id,
+            comment: comment.to_string(),
+            ts_ms: now_ms(),
+        };
+        self.apply(keyspace, &mut s, cmd)?;
+        Ok(())
+    }
+
     /// Applies a command and appends it to the keyspace's log (only commands the ledger
     /// accepted are logged, so a replay never meets an invalid one).
     fn apply(

@@ -16,6 +16,7 @@ pub mod script;
 pub mod source;
 pub mod start_nodes;
 pub mod template;
+pub mod toolbelt;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -149,6 +149,14 @@ enum Command {
         )]
         out_dir: String,
     },
+    /// Capillaries' toolbelt with its own command names and Go-style flags, e.g.
+    /// `planner toolbelt start_run -keyspace=ks -script_file=s.json -start_nodes=a,b`
+    /// (the same as the `capitoolbelt` binary).
+    Toolbelt {
+        /// The toolbelt command and its flags, passed through unchanged.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Which store a command works on.
@@ -291,6 +299,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             target,
             start_nodes,
         } => run_plan(&target, start_nodes, None),
+        Command::Toolbelt { args } => Ok(match planner::toolbelt::main_with(&args) {
+            0 => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        }),
         Command::ExecNode { target, node } => run_plan(&target, vec![node.clone()], Some(node)),
         Command::History {
             what,

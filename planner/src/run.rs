@@ -276,6 +276,12 @@ pub fn node_statuses(
     Ok(ledger.node_statuses(keyspace, run_id)?)
 }
 
+/// Toolbelt `stop_run`: writes run status stop with `comment`.
+pub fn stop_run(target: &StoreTarget, keyspace: &str, run_id: u32, comment: &str) -> Result<()> {
+    engine_for(target)?.stop_run(keyspace, run_id, comment)?;
+    Ok(())
+}
+
 /// `planner drop-keyspace`.
 pub fn drop_keyspace(target: &StoreTarget, keyspace: &str) -> Result<()> {
     target.open()?.drop_keyspace(keyspace)?;
