@@ -9,7 +9,7 @@ use plexus_core::plan::{Plan, Reader};
 use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
-use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::pycalc::{PyPool, PyPoolConfig, PyProgram};
 use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store};
 use plexus_raft::NodeBatchStatus;
 use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
@@ -181,6 +181,26 @@ fn python_config(
     cfg
 }
 
+/// Loads every py_calc node's formula files in one worker before the run starts, so a syntax
+/// error is a load-time error naming the node, the file and the line.
+fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
+    for node in &plan.nodes {
+        if let Some(plexus_core::plan::Processor::PyCalc(p)) = &node.processor {
+            let origins = p
+                .code_urls
+                .iter()
+                .cloned()
+                .zip(p.code_lines.iter().copied())
+                .collect();
+            let program =
+                PyProgram::new(&[p.code.as_str()], Vec::new(), Vec::new()).with_origins(origins);
+            pool.check_code(&program)
+                .with_context(|| format!("node {}: cannot load its python code", node.name))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
 pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
     let capi = capi_of(s)?;
@@ -203,7 +223,9 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         .iter()
         .any(|n| matches!(n.processor, Some(plexus_core::plan::Processor::PyCalc(_))))
     {
-        ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, &capi, threads))));
+        let pool = Arc::new(PyPool::new(python_config(s, &capi, threads)));
+        check_python_code(plan, &pool)?;
+        ctx = ctx.with_py(pool);
     }
     let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
     let start_nodes = if given.is_empty() {
