@@ -245,13 +245,13 @@ fn report_skip() {
             "conformance data not found: skipping the tests that need it (set {CONFORMANCE_DIR_VAR} or {CAPILLARIES_DIR_VAR})"
         );
     });
-    if let Some(log) = std::env::var_os(SKIP_LOG_VAR) {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+    if let Some(mut f) = std::env::var_os(SKIP_LOG_VAR).and_then(|log| {
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-        {
-            let _ = writeln!(f, "{test}");
-        }
+            .ok()
+    }) {
+        let _ = writeln!(f, "{test}");
     }
 }
