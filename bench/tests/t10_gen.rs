@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -17,21 +17,6 @@ use plexus_bench::r#gen::{
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn conformance() -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
-        return Ok(PathBuf::from(dir).join("conformance"));
-    }
-    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
-    while let Some(d) = dir {
-        let c = d.join("shared").join("conformance");
-        if c.is_dir() {
-            return Ok(c);
-        }
-        dir = d.parent();
-    }
-    bail!("no shared/conformance above {}", env!("CARGO_MANIFEST_DIR"))
-}
 
 fn gen_lookup(out: &Path, items: u64, format: Format, files: u16, seed: u64) -> Result<Summary> {
     Ok(lookup(&LookupParams {
@@ -243,7 +228,10 @@ fn lookup_same_seed_same_bytes_other_seed_differs() -> Result<()> {
 fn lookup_headers_are_the_conformance_headers() -> Result<()> {
     let t = tempfile::tempdir()?;
     gen_lookup(t.path(), 10, Format::Csv, 1, 1)?;
-    let conf = conformance()?.join("lookup").join("in");
+    let Some(conf) = plexus_testkit::conformance::conformance(env!("CARGO_MANIFEST_DIR"))? else {
+        return Ok(());
+    };
+    let conf = conf.input("lookup");
     for name in ["olist_orders_dataset.csv", "olist_order_items_dataset.csv"] {
         let (ours, _) = read_csv(&t.path().join(name))?;
         let (theirs, _) = read_csv(&conf.join(name))?;

@@ -336,6 +336,10 @@ pub struct PyCalc {
     pub code_urls: Vec<String>,
     /// The concatenated Python source.
     pub code: String,
+    /// Lines each of `code_urls` contributes to `code` (its text plus the joining newline),
+    /// in order: how a Python line number is traced back to a file and line.
+    #[serde(default)]
+    pub code_lines: Vec<u32>,
     /// Calculated fields in computation (topological) order.
     pub fields: Vec<PyField>,
 }

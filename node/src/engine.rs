@@ -196,6 +196,19 @@ impl Engine {
         Ok((ledger, local.logged()))
     }
 
+    /// Stops a run of a keyspace (toolbelt `stop_run`, spec §9.8): proposes `StopRun` to the
+    /// keyspace's ledger, which appends it to the command log.
+    pub fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), EngineError> {
+        let ledger = LocalLedger::open(self.ctx.store.clone(), keyspace)?;
+        ledger.propose(Command::StopRun {
+            keyspace: keyspace.to_string(),
+            run_id,
+            comment: comment.to_string(),
+            ts_ms: now_ms(),
+        })?;
+        Ok(())
+    }
+
     /// Starts a run of `plan` and executes it to the end; batch failures are in the report.
     pub fn run(
         &self,

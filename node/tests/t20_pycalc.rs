@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use plexus_core::gofmt::sprintf;
 use plexus_core::value::{Time, Type, Value, Zone};
 use plexus_node::pycalc::{
@@ -440,7 +440,9 @@ fn code_errors_fail_the_chunk() -> Result<()> {
         vec![reader("i", Type::Int)],
     );
     match pool.run_chunk(&program, &[vec![Value::Int(1)]]) {
-        Err(PyCalcError::Load { message }) => assert!(message.contains("SyntaxError"), "{message}"),
+        Err(PyCalcError::Load { message, .. }) => {
+            assert!(message.contains("SyntaxError"), "{message}")
+        }
         other => bail!("expected a load error, got {other:?}"),
     }
     let program = PyProgram::new(
@@ -449,7 +451,7 @@ fn code_errors_fail_the_chunk() -> Result<()> {
         vec![reader("i", Type::Int)],
     );
     match pool.run_chunk(&program, &[vec![Value::Int(1)]]) {
-        Err(PyCalcError::Load { message }) => assert!(message.contains("boom at import")),
+        Err(PyCalcError::Load { message, .. }) => assert!(message.contains("boom at import")),
         other => bail!("expected a load error, got {other:?}"),
     }
     Ok(())
@@ -731,4 +733,56 @@ fn malformed_chunks_are_rejected_before_python() {
         })
     ));
     assert!(matches!(pool.run_chunk(&program, &[]), Ok(v) if v.is_empty()));
+}
+
+/// Issue #14: a formula error names the formula file and line of the raising frames, traced
+/// back through the concatenation of several files; a syntax error names file and line.
+#[test]
+fn errors_name_the_formula_file_and_line() -> Result<()> {
+    let pool = pool(&py(), 1);
+    let a = "def tax(x):\n    return inner(x) * 2\n";
+    let b = "# helpers\ndef inner(x):\n    return 10 / x\n";
+    let origins = |a: &str, b: &str| {
+        vec![
+            ("a.py".to_string(), a.matches('\n').count() as u32 + 1),
+            ("b.py".to_string(), b.matches('\n').count() as u32 + 1),
+        ]
+    };
+    let program = PyProgram::new(
+        &[a, b],
+        vec![calc("t", Type::Float, "tax(r.i)")],
+        vec![reader("i", Type::Int)],
+    )
+    .with_origins(origins(a, b));
+    let out = pool.run_chunk(&program, &[vec![Value::Int(5)], vec![Value::Int(0)]])?;
+    ensure!(out[0].is_ok(), "row 0 computes: {:?}", out[0]);
+    let Err(failure) = &out[1] else {
+        bail!("row 1 divides by zero: {:?}", out[1]);
+    };
+    let text = failure.to_string();
+    ensure!(
+        text.contains("ZeroDivisionError")
+            && text.contains("(raised at b.py:3 in inner, called from a.py:2 in tax)"),
+        "{text}"
+    );
+    ensure!(failure.values == vec![Value::Int(0)]);
+
+    let broken = "def inner(x:\n    return x\n";
+    let program = PyProgram::new(
+        &[a, broken],
+        vec![calc("t", Type::Float, "tax(r.i)")],
+        vec![reader("i", Type::Int)],
+    )
+    .with_origins(origins(a, broken));
+    match pool.check_code(&program) {
+        Err(e @ PyCalcError::Load { .. }) => {
+            let text = e.to_string();
+            ensure!(
+                text.contains("at b.py:1") && text.contains("SyntaxError"),
+                "{text}"
+            );
+        }
+        other => bail!("expected a load error, got {other:?}"),
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! File formats layer against the conformance inputs (read-only) and hand-made edge cases.
 //!
-//! The conformance directory is `$PLEXUS_SHARED_DIR/conformance`, or the first
-//! `shared/conformance` found walking up from this crate.
+//! The conformance data is found by `plexus_testkit::conformance` (`PLEXUS_CONFORMANCE_DIR`,
+//! `PLEXUS_CAPILLARIES_DIR`, then `../shared/conformance`); without it those tests are skipped.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,22 +26,15 @@ use serde_json::Value as Json;
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-fn conformance() -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
-        return Ok(PathBuf::from(dir).join("conformance"));
-    }
-    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
-    while let Some(d) = dir {
-        let c = d.join("shared").join("conformance");
-        if c.is_dir() {
-            return Ok(c);
+/// The conformance data (lookup order in `plexus_testkit::conformance`), or returns `Ok(())`
+/// from the calling test after reporting the skip.
+macro_rules! need_conformance {
+    () => {
+        match plexus_testkit::conformance::conformance(env!("CARGO_MANIFEST_DIR"))? {
+            Some(c) => c,
+            None => return Ok(()),
         }
-        dir = d.parent();
-    }
-    bail!(
-        "no shared/conformance directory above {}",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    };
 }
 
 fn build_plan(script: &Path, params: Option<&Path>) -> Result<Plan> {
@@ -371,11 +364,11 @@ fn chunks_reuse_rows_and_end_with_zero() -> Result<()> {
 
 #[test]
 fn lookup_inputs_read_completely() -> Result<()> {
-    let conf = conformance()?;
+    let conf = need_conformance!();
     let dir = tempfile::tempdir()?;
     let params = dir.path().join("params.yaml");
-    let src = std::fs::read_to_string(conf.join("lookup/cfg/script_params_quick_fs_one.yaml"))?;
-    let in_dir = conf.join("lookup/in");
+    let src = std::fs::read_to_string(conf.cfg("lookup").join("script_params_quick_fs_one.yaml"))?;
+    let in_dir = conf.input("lookup");
     std::fs::write(
         &params,
         src.replace(
@@ -383,7 +376,7 @@ fn lookup_inputs_read_completely() -> Result<()> {
             in_dir.to_str().context("path")?,
         ),
     )?;
-    let plan = build_plan(&conf.join("lookup/cfg/script_quick.yaml"), Some(&params))?;
+    let plan = build_plan(&conf.cfg("lookup").join("script_quick.yaml"), Some(&params))?;
 
     let orders = file_reader(&plan, "read_orders")?;
     let rows = read_all(orders, &orders.urls[0])?;
@@ -429,19 +422,19 @@ fn lookup_inputs_read_completely() -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_inputs_read_completely() -> Result<()> {
-    let conf = conformance()?;
+    let conf = need_conformance!();
     let dir = tempfile::tempdir()?;
     let params = dir.path().join("params.json");
-    let base = conf.join("tag_and_denormalize");
+    let base = "tag_and_denormalize";
     let p = serde_json::json!({
         "totals_start_policy": "auto",
         "url_suffix": "",
-        "dir_cfg": base.join("cfg"),
-        "dir_in": base.join("in"),
+        "dir_cfg": conf.cfg(base),
+        "dir_in": conf.input(base),
         "dir_out": dir.path(),
     });
     std::fs::write(&params, serde_json::to_vec(&p)?)?;
-    let plan = build_plan(&base.join("cfg/script.json"), Some(&params))?;
+    let plan = build_plan(&conf.cfg(base).join("script.json"), Some(&params))?;
 
     // Headerless single column, hdr_line_idx defaulting to 0 in index mode, first data 0.
     let tags = file_reader(&plan, "read_tags")?;
@@ -531,7 +524,7 @@ fn products_parquet_reader() -> FileReader {
 
 #[test]
 fn products_parquet_equals_products_csv() -> Result<()> {
-    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let conf = need_conformance!().input("proto_file_reader_creator");
     let pq = read_all(
         &products_parquet_reader(),
         conf.join("products.parquet").to_str().context("p")?,
@@ -561,7 +554,9 @@ fn products_parquet_equals_products_csv() -> Result<()> {
 
 #[test]
 fn parquet_missing_and_unsupported_columns() -> Result<()> {
-    let conf = conformance()?.join("proto_file_reader_creator/in/products.parquet");
+    let conf = need_conformance!()
+        .input("proto_file_reader_creator")
+        .join("products.parquet");
     let mut r = products_parquet_reader();
     r.columns[1].parquet_column = "no_such".to_owned();
     let err = err_text(read_all(&r, conf.to_str().context("p")?));
@@ -801,7 +796,7 @@ fn run_generated(plan: &Plan, input: &Path) -> Result<PathBuf> {
 
 #[test]
 fn proto_csv_script_and_round_trip() -> Result<()> {
-    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let conf = need_conformance!().input("proto_file_reader_creator");
     let dir = tempfile::tempdir()?;
     let dirs = proto_dirs(dir.path())?;
     let input = conf.join("products.csv");
@@ -895,7 +890,7 @@ fn proto_csv_script_and_round_trip() -> Result<()> {
 
 #[test]
 fn proto_parquet_script_and_round_trip() -> Result<()> {
-    let conf = conformance()?.join("proto_file_reader_creator/in");
+    let conf = need_conformance!().input("proto_file_reader_creator");
     let dir = tempfile::tempdir()?;
     let dirs = proto_dirs(dir.path())?;
     let input = conf.join("products.parquet");

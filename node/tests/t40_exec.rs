@@ -890,6 +890,7 @@ fn py_node(name: &str, code: &str, calc: &[(&str, Type, &str)], wf: &[Wf<'_>]) -
     n.processor = Some(Processor::PyCalc(PyCalc {
         code_urls: vec!["test.py".into()],
         code: format!("{code}\n"),
+        code_lines: vec![code.matches('\n').count() as u32 + 1],
         fields: calc
             .iter()
             .map(|(n, t, x)| PyField {

@@ -16,8 +16,8 @@
 //! `cargo run --release -p planner --example lookup_bench -- --scale 100 [--threads N]
 //! [--batches N] [--keep DIR]`
 //!
-//! The conformance directory is `$PLEXUS_SHARED_DIR/conformance` or the first
-//! `shared/conformance` found walking up from this crate; nothing is written there.
+//! The conformance data is found as the tests find it (`PLEXUS_CONFORMANCE_DIR`,
+//! `PLEXUS_CAPILLARIES_DIR`, then `../shared/conformance`); nothing is written there.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -77,20 +77,10 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
-/// `$PLEXUS_SHARED_DIR/conformance`, or `shared/conformance` above this crate.
-fn conformance_dir() -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
-        return Ok(PathBuf::from(dir).join("conformance"));
-    }
-    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
-    while let Some(d) = dir {
-        let candidate = d.join("shared").join("conformance");
-        if candidate.is_dir() {
-            return Ok(candidate);
-        }
-        dir = d.parent();
-    }
-    bail!("shared/conformance not found; set PLEXUS_SHARED_DIR")
+/// The conformance data, found as the tests find it (`plexus_testkit::conformance`).
+fn conformance_dir() -> Result<plexus_testkit::conformance::Conformance> {
+    plexus_testkit::conformance::conformance(env!("CARGO_MANIFEST_DIR"))?
+        .context("no conformance data: set PLEXUS_CONFORMANCE_DIR or PLEXUS_CAPILLARIES_DIR")
 }
 
 /// Writes `scale` copies of the data lines of `from` into `to` (header once), appending the
@@ -131,8 +121,12 @@ fn data_lines(path: &Path) -> Result<u64> {
 }
 
 /// Writes the quick single-run params with our directories (and batch count) as JSON.
-fn write_params(conf: &Path, dir: &Path, batches: Option<u32>) -> Result<PathBuf> {
-    let from = conf.join("cfg").join("script_params_quick_fs_one.yaml");
+fn write_params(
+    conf: &plexus_testkit::conformance::Conformance,
+    dir: &Path,
+    batches: Option<u32>,
+) -> Result<PathBuf> {
+    let from = conf.cfg("lookup").join("script_params_quick_fs_one.yaml");
     let text = std::fs::read_to_string(&from).with_context(|| format!("{}", from.display()))?;
     let mut v: serde_json::Value = yaml_serde::from_str(&text)?;
     let obj = v.as_object_mut().context("params are not a map")?;
@@ -254,7 +248,7 @@ impl Stage {
 
 fn main() -> Result<()> {
     let args = parse_args()?;
-    let conf = conformance_dir()?.join("lookup");
+    let conf = conformance_dir()?;
     let tmp = tempfile::tempdir()?;
     let dir = match &args.keep {
         Some(d) => {
@@ -273,13 +267,13 @@ fn main() -> Result<()> {
 
     let gen_start = Instant::now();
     let orders = replicate(
-        &conf.join("in/olist_orders_dataset.csv"),
+        &conf.input("lookup").join("olist_orders_dataset.csv"),
         &dir.join("in/olist_orders_dataset.csv"),
         args.scale,
         &[0],
     )?;
     let items = replicate(
-        &conf.join("in/olist_order_items_dataset.csv"),
+        &conf.input("lookup").join("olist_order_items_dataset.csv"),
         &dir.join("in/olist_order_items_dataset.csv"),
         args.scale,
         &[0, 2],
@@ -292,7 +286,7 @@ fn main() -> Result<()> {
         dir.display()
     );
 
-    let script = conf.join("cfg").join("script_quick.yaml");
+    let script = conf.cfg("lookup").join("script_quick.yaml");
     let script = script.to_string_lossy().into_owned();
     let params = params.to_string_lossy().into_owned();
     let plan = planner::build_plan(&script, Some(&params))?;
@@ -309,6 +303,7 @@ fn main() -> Result<()> {
         store: planner::run::StoreKind::Embedded,
         cql_contact_points: String::new(),
         cql_config: None,
+        capi: None,
     };
 
     let (cpu0, _) = cpu_and_peak_rss();
@@ -331,7 +326,7 @@ fn main() -> Result<()> {
     // Every copy joins like the original, so each output is scale × the baseline.
     for name in LOOKUPS {
         let got = data_lines(&dir.join("out").join(format!("{name}.csv")))?;
-        let base = data_lines(&conf.join("out").join(format!("{name}_baseline.csv")))?;
+        let base = data_lines(&conf.out("lookup").join(format!("{name}_baseline.csv")))?;
         ensure!(
             got == base * u64::from(args.scale),
             "{name}.csv has {got} data rows, expected {} x {base}",

@@ -1093,6 +1093,12 @@ impl Compiler<'_> {
                             Processor::PyCalc(PyCalc {
                                 code_urls: p.python_code_urls.clone(),
                                 code,
+                                code_lines: self
+                                    .loaded
+                                    .python_code_lines
+                                    .get(name)
+                                    .cloned()
+                                    .unwrap_or_default(),
                                 fields,
                             }),
                             out,

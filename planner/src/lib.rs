@@ -5,6 +5,7 @@
 //! list of what is wrong with the script); running a plan is the engine's job.
 #![warn(missing_docs)]
 
+pub mod capi;
 pub mod cluster;
 pub mod compile;
 pub mod diagram;
@@ -14,7 +15,9 @@ pub mod pycalc;
 pub mod run;
 pub mod script;
 pub mod source;
+pub mod start_nodes;
 pub mod template;
+pub mod toolbelt;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

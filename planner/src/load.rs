@@ -150,6 +150,8 @@ pub struct LoadedScript {
     pub tag_criteria: BTreeMap<String, BTreeMap<String, String>>,
     /// Per node: the `p.python_code_urls` sources concatenated, each followed by a newline.
     pub python_code: BTreeMap<String, String>,
+    /// py_calc node name → lines each of its Python files contributes to `python_code`.
+    pub python_code_lines: BTreeMap<String, Vec<u32>>,
 }
 
 /// Loads a script and its optional params file by URL (spec §3.1).
@@ -199,6 +201,7 @@ pub fn load_script_text(
     let script = decode_script(&text, format, origin)?;
     let mut tag_criteria = BTreeMap::new();
     let mut python_code = BTreeMap::new();
+    let mut python_code_lines = BTreeMap::new();
     for (name, node) in &script.nodes {
         // Only a custom-transform node uses `p`; on other node types it is ignored, like in Go.
         let Some(p) = node
@@ -210,16 +213,21 @@ pub fn load_script_text(
         };
         if node.custom_proc_type == PY_CALC && !p.python_code_urls.is_empty() {
             let mut code = String::new();
+            let mut lines = Vec::new();
             for url in &p.python_code_urls {
                 let bytes = fetch(url, None).map_err(|source| LoadError::Fetch {
                     role: FileRole::PythonCode,
                     node: Some(name.clone()),
                     source,
                 })?;
-                code.push_str(&String::from_utf8_lossy(&bytes));
+                let text = String::from_utf8_lossy(&bytes);
+                code.push_str(&text);
                 code.push('\n');
+                let count = text.matches('\n').count() + 1;
+                lines.push(u32::try_from(count).unwrap_or(u32::MAX));
             }
             python_code.insert(name.clone(), code);
+            python_code_lines.insert(name.clone(), lines);
         }
         if node.custom_proc_type == TAG_AND_DENORMALIZE && !p.tag_criteria_url.is_empty() {
             let criteria = fetch_tag_criteria(name, &p.tag_criteria_url)?;
@@ -233,6 +241,7 @@ pub fn load_script_text(
         text,
         tag_criteria,
         python_code,
+        python_code_lines,
     })
 }
 

@@ -217,6 +217,14 @@ enum Command {
         )]
         out_dir: String,
     },
+    /// Capillaries' toolbelt with its own command names and Go-style flags, e.g.
+    /// `planner toolbelt start_run -keyspace=ks -script_file=s.json -start_nodes=a,b`
+    /// (the same as the `capitoolbelt` binary).
+    Toolbelt {
+        /// The toolbelt command and its flags, passed through unchanged.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Which store a command works on.
@@ -244,6 +252,7 @@ impl StoreArgs {
             data_dir: self.data_dir.clone(),
             cql_contact_points: self.cql_contact_points.clone(),
             cql_config: self.cql_config.clone(),
+            cql_base: None,
         }
     }
 }
@@ -286,6 +295,11 @@ struct RunTarget {
     /// CAPI_PYCALC_INTERPRETER_PARAMS (comma-separated).
     #[arg(long = "python-arg", allow_hyphen_values = true)]
     python_args: Vec<String>,
+    /// A Capillaries `capidaemon.json`: thread pool, Cassandra (used with `--store cql`),
+    /// py_calc settings; `CAPI_*` variables override it, flags override both. Settings with
+    /// no Plexus counterpart are listed as ignored.
+    #[arg(long)]
+    capi_config: Option<PathBuf>,
 }
 
 /// `planner cluster …` operations.
@@ -423,6 +437,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             target,
             start_nodes,
         } => run_plan(&target, start_nodes, None),
+        Command::Toolbelt { args } => Ok(match planner::toolbelt::main_with(&args) {
+            0 => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        }),
         Command::ExecNode { target, node } => run_plan(&target, vec![node.clone()], Some(node)),
         Command::History {
             what,
@@ -468,9 +486,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
+            let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
+                Ok(start) => start,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            for w in &start.warnings {
+                eprintln!("warning: {w}");
+            }
             print!(
                 "{}",
-                planner::run::table_cql(&plan, &keyspace, run_id, &start_nodes)
+                planner::run::table_cql(&plan, &keyspace, run_id, &start.names)
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -624,6 +652,25 @@ fn run_plan(
             return Ok(ExitCode::FAILURE);
         }
     };
+    let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
+        Ok(start) => start,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for w in &start.warnings {
+        eprintln!("warning: {w}");
+    }
+    let capi = planner::capi::load(target.capi_config.as_deref())?;
+    for ignored in &capi.ignored {
+        eprintln!("warning: Capillaries setting {ignored}");
+    }
+    if let Some(level) = &capi.log_level {
+        eprintln!(
+            "warning: Capillaries setting log.level={level} ignored: planner run logs nothing to filter"
+        );
+    }
     let settings = planner::run::RunSettings {
         script: target.script.clone(),
         params: target.params.clone(),
@@ -635,8 +682,9 @@ fn run_plan(
         threads: target.threads,
         python: target.python.clone(),
         python_args: target.python_args.clone(),
-        start_nodes,
+        start_nodes: start.names,
         exec_node: exec_node.is_some(),
+        capi: Some(capi),
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

@@ -9,7 +9,7 @@ use plexus_core::plan::{Plan, Reader};
 use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
-use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::pycalc::{PyPool, PyPoolConfig, PyProgram};
 use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store};
 use plexus_raft::NodeBatchStatus;
 use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
@@ -41,6 +41,9 @@ pub struct RunSettings {
     pub start_nodes: Vec<String>,
     /// Process only the start node (exec-node).
     pub exec_node: bool,
+    /// Capillaries environment settings (`--capi-config`, `CAPI_*`); flags above win over
+    /// them. `None`: the `CAPI_*` variables only.
+    pub capi: Option<crate::capi::CapiSettings>,
 }
 
 /// Which storage backend `planner run` uses.
@@ -81,6 +84,8 @@ pub struct StoreTarget {
     pub cql_contact_points: String,
     /// CQL settings file (`.json`, `.yaml` or `.yml`); defaults when absent.
     pub cql_config: Option<PathBuf>,
+    /// CQL settings from a Capillaries environment, used when no `cql_config` file is given.
+    pub cql_base: Option<CqlConfig>,
 }
 
 /// Loads a [`CqlConfig`] from a JSON or YAML file (by suffix); unknown keys are refused.
@@ -107,9 +112,10 @@ pub fn load_cql_config(path: &Path) -> Result<CqlConfig> {
 impl StoreTarget {
     /// The CQL settings: the config file (or defaults), then the contact points flag.
     pub fn cql_settings(&self) -> Result<CqlConfig> {
-        let mut cfg = match &self.cql_config {
-            Some(path) => load_cql_config(path)?,
-            None => CqlConfig::default(),
+        let mut cfg = match (&self.cql_config, &self.cql_base) {
+            (Some(path), _) => load_cql_config(path)?,
+            (None, Some(base)) => base.clone(),
+            (None, None) => CqlConfig::default(),
         };
         if !self.cql_contact_points.trim().is_empty() {
             cfg.contact_points =
@@ -143,34 +149,62 @@ impl StoreTarget {
     }
 }
 
-fn python_config(s: &RunSettings, workers: usize) -> PyPoolConfig {
-    // Capillaries' environment variables are honoured when no flag is given.
+/// The Capillaries settings of a run: the ones given, else the `CAPI_*` variables alone.
+fn capi_of(s: &RunSettings) -> Result<crate::capi::CapiSettings> {
+    match &s.capi {
+        Some(c) => Ok(c.clone()),
+        None => Ok(crate::capi::load(None)?),
+    }
+}
+
+fn python_config(
+    s: &RunSettings,
+    capi: &crate::capi::CapiSettings,
+    workers: usize,
+) -> PyPoolConfig {
+    // Flags first, then Capillaries' settings (config file and CAPI_* variables).
     let interpreter = s
         .python
         .clone()
-        .or_else(|| std::env::var_os("CAPI_PYCALC_INTERPRETER_PATH").map(PathBuf::from))
+        .or_else(|| capi.python.clone())
         .unwrap_or_else(|| PathBuf::from("python3"));
     let args = if s.python_args.is_empty() {
-        std::env::var("CAPI_PYCALC_INTERPRETER_PARAMS")
-            .map(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
+        capi.python_args.clone().unwrap_or_default()
     } else {
         s.python_args.clone()
     };
     let mut cfg = PyPoolConfig::new(interpreter, workers);
     cfg.args = args;
+    if let Some(t) = capi.pycalc_timeout {
+        cfg.chunk_timeout = t;
+    }
     cfg
+}
+
+/// Loads every py_calc node's formula files in one worker before the run starts, so a syntax
+/// error is a load-time error naming the node, the file and the line.
+fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
+    for node in &plan.nodes {
+        if let Some(plexus_core::plan::Processor::PyCalc(p)) = &node.processor {
+            let origins = p
+                .code_urls
+                .iter()
+                .cloned()
+                .zip(p.code_lines.iter().copied())
+                .collect();
+            let program =
+                PyProgram::new(&[p.code.as_str()], Vec::new(), Vec::new()).with_origins(origins);
+            pool.check_code(&program)
+                .with_context(|| format!("node {}: cannot load its python code", node.name))?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
 pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
-    let threads = s.threads.unwrap_or_else(|| {
+    let capi = capi_of(s)?;
+    let threads = s.threads.or(capi.threads).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or(2)
@@ -180,6 +214,7 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         data_dir: s.data_dir.clone(),
         cql_contact_points: s.cql_contact_points.clone(),
         cql_config: s.cql_config.clone(),
+        cql_base: capi.cql.clone(),
     }
     .open()?;
     let mut ctx = ExecContext::new(store);
@@ -188,16 +223,19 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         .iter()
         .any(|n| matches!(n.processor, Some(plexus_core::plan::Processor::PyCalc(_))))
     {
-        ctx = ctx.with_py(Arc::new(PyPool::new(python_config(s, threads))));
+        let pool = Arc::new(PyPool::new(python_config(s, &capi, threads)));
+        check_python_code(plan, &pool)?;
+        ctx = ctx.with_py(pool);
     }
-    let start_nodes = if s.start_nodes.is_empty() {
+    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
+    let start_nodes = if given.is_empty() {
         plan.nodes
             .iter()
             .filter(|n| matches!(n.reader, Reader::File(_)))
             .map(|n| n.name.clone())
             .collect()
     } else {
-        s.start_nodes.clone()
+        given
     };
     let keyspace = s
         .keyspace
@@ -258,6 +296,12 @@ pub fn node_statuses(
 ) -> Result<Vec<(String, NodeBatchStatus)>> {
     let (ledger, _) = engine_for(target)?.load_ledger(keyspace)?;
     Ok(ledger.node_statuses(keyspace, run_id)?)
+}
+
+/// Toolbelt `stop_run`: writes run status stop with `comment`.
+pub fn stop_run(target: &StoreTarget, keyspace: &str, run_id: u32, comment: &str) -> Result<()> {
+    engine_for(target)?.stop_run(keyspace, run_id, comment)?;
+    Ok(())
 }
 
 /// `planner drop-keyspace`.

@@ -4,20 +4,21 @@ mod common;
 
 use std::path::Path;
 
-use common::{conformance_dir, url};
+use common::{Conformance, need_conformance, url};
 
 use anyhow::{Context as _, Result};
 use planner::load::{LoadError, LoadedScript, load_script};
 
 /// Loads `script` with `params` from the conformance cfg dir of `test`.
-fn load(test: &str, script: &str, params: &str) -> Result<LoadedScript> {
-    let cfg = conformance_dir()?.join(test).join("cfg");
+fn load(conf: &Conformance, test: &str, script: &str, params: &str) -> Result<LoadedScript> {
+    let cfg = conf.cfg(test);
     load_script(&url(&cfg.join(script)), Some(&url(&cfg.join(params))))
         .with_context(|| format!("{test}: {script} with {params}"))
 }
 
 #[test]
 fn lookup_quick_yaml_with_every_quick_params() -> Result<()> {
+    let conf = need_conformance!();
     for (params, policy, dir_in) in [
         (
             "script_params_quick_fs_one.yaml",
@@ -40,7 +41,7 @@ fn lookup_quick_yaml_with_every_quick_params() -> Result<()> {
             "s3://$CAPILLARIES_AWS_TESTBUCKET/capi_in/lookup_quicktest",
         ),
     ] {
-        let loaded = load("lookup", "script_quick.yaml", params)?;
+        let loaded = load(&conf, "lookup", "script_quick.yaml", params)?;
         let s = &loaded.script;
         assert_eq!(s.nodes.len(), 10, "{params}");
         let inner = &s.nodes["order_item_date_inner"];
@@ -103,13 +104,14 @@ fn lookup_quick_yaml_with_every_quick_params() -> Result<()> {
 
 #[test]
 fn lookup_big_json_with_every_big_params() -> Result<()> {
+    let conf = need_conformance!();
     for params in [
         "script_params_big_fs_one.json",
         "script_params_big_fs_multi.json",
         "script_params_big_s3_one.json",
         "script_params_big_s3_multi.json",
     ] {
-        let loaded = load("lookup", "script_big.json", params)?;
+        let loaded = load(&conf, "lookup", "script_big.json", params)?;
         let inner = &loaded.script.nodes["order_item_date_inner"];
         assert_eq!(
             inner.r.as_ref().map(|r| r.expected_batches_total),
@@ -147,12 +149,13 @@ fn py_calc_params(dir: &Path, dir_py: &Path) -> Result<(String, String)> {
 
 #[test]
 fn py_calc_json_and_yaml_decode_to_equal_scripts() -> Result<()> {
+    let conf = need_conformance!();
     let tmp = tempfile::tempdir()?;
     let py_dir = tmp.path().join("py");
     std::fs::create_dir(&py_dir)?;
     std::fs::write(py_dir.join("calc_order_items_code.py"), PY_STUB)?;
     let (pj, py) = py_calc_params(tmp.path(), &py_dir)?;
-    let cfg = conformance_dir()?.join("py_calc").join("cfg");
+    let cfg = conf.cfg("py_calc");
     let mut loaded = Vec::new();
     for script in ["script.json", "script.yaml"] {
         for params in [&pj, &py] {
@@ -198,10 +201,11 @@ fn py_calc_json_and_yaml_decode_to_equal_scripts() -> Result<()> {
 
 #[test]
 fn py_calc_missing_python_file_is_a_load_error() -> Result<()> {
+    let conf = need_conformance!();
     let tmp = tempfile::tempdir()?;
     let missing = tmp.path().join("no_such_dir");
     let (pj, _) = py_calc_params(tmp.path(), &missing)?;
-    let cfg = conformance_dir()?.join("py_calc").join("cfg");
+    let cfg = conf.cfg("py_calc");
     let err = load_script(&url(&cfg.join("script.json")), Some(&pj))
         .err()
         .context("must fail")?;
@@ -219,11 +223,8 @@ fn py_calc_missing_python_file_is_a_load_error() -> Result<()> {
 }
 
 /// Writes tag_and_denormalize params with `dir_cfg` set to `dir_cfg`.
-fn tag_params(dir: &Path, from: &str, dir_cfg: &str) -> Result<String> {
-    let src = conformance_dir()?
-        .join("tag_and_denormalize")
-        .join("cfg")
-        .join(from);
+fn tag_params(conf: &Conformance, dir: &Path, from: &str, dir_cfg: &str) -> Result<String> {
+    let src = conf.cfg("tag_and_denormalize").join(from);
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(src)?)?;
     v["dir_cfg"] = serde_json::Value::String(dir_cfg.to_string());
     let out = dir.join(from);
@@ -233,7 +234,8 @@ fn tag_params(dir: &Path, from: &str, dir_cfg: &str) -> Result<String> {
 
 #[test]
 fn tag_and_denormalize_fs_params_with_copied_criteria() -> Result<()> {
-    let cfg = conformance_dir()?.join("tag_and_denormalize").join("cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("tag_and_denormalize");
     let tmp = tempfile::tempdir()?;
     std::fs::copy(
         cfg.join("tag_criteria.json"),
@@ -243,7 +245,7 @@ fn tag_and_denormalize_fs_params_with_copied_criteria() -> Result<()> {
         ("script_params_fs_one.json", "auto"),
         ("script_params_fs_multi.json", "manual"),
     ] {
-        let p = tag_params(tmp.path(), params, &url(tmp.path()))?;
+        let p = tag_params(&conf, tmp.path(), params, &url(tmp.path()))?;
         let loaded = load_script(&url(&cfg.join("script.json")), Some(&p))
             .with_context(|| params.to_string())?;
         assert_eq!(loaded.script.nodes["tag_totals"].start_policy, policy);
@@ -279,10 +281,11 @@ fn tag_and_denormalize_fs_params_with_copied_criteria() -> Result<()> {
 
 #[test]
 fn tag_criteria_from_s3_or_sftp_is_a_clear_error() -> Result<()> {
-    let cfg = conformance_dir()?.join("tag_and_denormalize").join("cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("tag_and_denormalize");
     let tmp = tempfile::tempdir()?;
     for (dir_cfg, scheme) in [("s3://bucket/cfg", "s3"), ("sftp://u@h/cfg", "sftp")] {
-        let p = tag_params(tmp.path(), "script_params_fs_one.json", dir_cfg)?;
+        let p = tag_params(&conf, tmp.path(), "script_params_fs_one.json", dir_cfg)?;
         let err = load_script(&url(&cfg.join("script.json")), Some(&p))
             .err()
             .context("must fail")?;
@@ -300,9 +303,15 @@ fn tag_criteria_from_s3_or_sftp_is_a_clear_error() -> Result<()> {
 
 #[test]
 fn tag_criteria_file_problems() -> Result<()> {
-    let cfg = conformance_dir()?.join("tag_and_denormalize").join("cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("tag_and_denormalize");
     let tmp = tempfile::tempdir()?;
-    let p = tag_params(tmp.path(), "script_params_fs_one.json", &url(tmp.path()))?;
+    let p = tag_params(
+        &conf,
+        tmp.path(),
+        "script_params_fs_one.json",
+        &url(tmp.path()),
+    )?;
     for (content, expect) in [
         ("", "EOF while parsing"),
         ("[1]", "invalid type: sequence"),

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
-use common::{conformance_dir, crate_dir, params_with, url, workspace_dir};
+use common::{Conformance, crate_dir, need_conformance, params_with, url, workspace_dir};
 use plexus_core::plan::Plan;
 
 /// Compiles `script` with `params`, failing with every diagnostic.
@@ -22,14 +22,21 @@ fn plan(script: &Path, params: &Path) -> Result<Plan> {
 }
 
 /// Compares the plan's Display (with machine-specific directories replaced) to the golden file.
-fn golden(case: &str, plan: &Plan) -> Result<()> {
+/// Conformance folders are written in our layout whichever layout the data came in.
+fn golden(conf: Option<&Conformance>, case: &str, plan: &Plan) -> Result<()> {
     let mut text = plan.to_string();
-    for (dir, name) in [
-        (conformance_dir()?, "<conformance>"),
-        (workspace_dir(), "<workspace>"),
-    ] {
-        text = text.replace(&url(&dir), name);
+    if let Some(c) = conf {
+        for test in ["lookup", "py_calc", "tag_and_denormalize"] {
+            for (dir, part) in [
+                (c.cfg(test), "cfg"),
+                (c.input(test), "in"),
+                (c.out(test), "out"),
+            ] {
+                text = text.replace(&url(&dir), &format!("<conformance>/{test}/{part}"));
+            }
+        }
     }
+    text = text.replace(&url(&workspace_dir()), "<workspace>");
     let path = crate_dir()
         .join("tests/golden")
         .join(format!("{case}.plan"));
@@ -62,7 +69,8 @@ fn golden(case: &str, plan: &Plan) -> Result<()> {
 
 #[test]
 fn lookup_quick_and_big() -> Result<()> {
-    let cfg = conformance_dir()?.join("lookup/cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("lookup");
     for p in [
         "script_params_quick_fs_one.yaml",
         "script_params_quick_fs_multi.yaml",
@@ -71,6 +79,7 @@ fn lookup_quick_and_big() -> Result<()> {
     ] {
         let plan = plan(&cfg.join("script_quick.yaml"), &cfg.join(p))?;
         golden(
+            Some(&conf),
             &format!("lookup_quick__{}", p.trim_end_matches(".yaml")),
             &plan,
         )?;
@@ -83,6 +92,7 @@ fn lookup_quick_and_big() -> Result<()> {
     ] {
         let plan = plan(&cfg.join("script_big.json"), &cfg.join(p))?;
         golden(
+            Some(&conf),
             &format!("lookup_big__{}", p.trim_end_matches(".json")),
             &plan,
         )?;
@@ -92,7 +102,8 @@ fn lookup_quick_and_big() -> Result<()> {
 
 #[test]
 fn py_calc_json_and_yaml() -> Result<()> {
-    let cfg = conformance_dir()?.join("py_calc/cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("py_calc");
     let tmp = tempfile::tempdir()?;
     let py = crate_dir().join("tests/fixtures/py_calc");
     let mut plans = Vec::new();
@@ -102,7 +113,7 @@ fn py_calc_json_and_yaml() -> Result<()> {
             plans.push(plan(&cfg.join(script), &params)?);
         }
     }
-    golden("py_calc", &plans[0])?;
+    golden(Some(&conf), "py_calc", &plans[0])?;
     for other in &plans[1..] {
         assert_eq!(
             other, &plans[0],
@@ -114,12 +125,14 @@ fn py_calc_json_and_yaml() -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_one_and_multi() -> Result<()> {
-    let cfg = conformance_dir()?.join("tag_and_denormalize/cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("tag_and_denormalize");
     let tmp = tempfile::tempdir()?;
     for p in ["script_params_fs_one.json", "script_params_fs_multi.json"] {
         let params = params_with(tmp.path(), &cfg.join(p), &[("dir_cfg", &url(&cfg))])?;
         let plan = plan(&cfg.join("script.json"), &params)?;
         golden(
+            Some(&conf),
             &format!("tag_and_denormalize__{}", p.trim_end_matches(".json")),
             &plan,
         )?;
@@ -142,6 +155,6 @@ fn roastery_example() -> Result<()> {
         ],
     )?;
     let plan = plan(&dir.join("script.json"), &params)?;
-    golden("roastery", &plan)?;
+    golden(None, "roastery", &plan)?;
     Ok(())
 }

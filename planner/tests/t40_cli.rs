@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 
 use anyhow::{Context as _, Result, ensure};
-use common::{conformance_dir, crate_dir, params_with, url, workspace_dir};
+use common::{crate_dir, need_conformance, params_with, url, workspace_dir};
 
 fn planner(args: &[&str]) -> Result<std::process::Output> {
     Ok(Command::new(env!("CARGO_BIN_EXE_planner"))
@@ -44,7 +44,8 @@ fn validate_sample_prints_summary() -> Result<()> {
 
 #[test]
 fn validate_conformance_lookup_with_show_plan() -> Result<()> {
-    let cfg = conformance_dir()?.join("lookup/cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("lookup");
     let out = planner(&[
         "validate",
         &url(&cfg.join("script_quick.yaml")),
@@ -68,7 +69,8 @@ fn validate_conformance_lookup_with_show_plan() -> Result<()> {
 
 #[test]
 fn diagram_renders_with_graphviz() -> Result<()> {
-    let cfg = conformance_dir()?.join("tag_and_denormalize/cfg");
+    let conf = need_conformance!();
+    let cfg = conf.cfg("tag_and_denormalize");
     let tmp = tempfile::tempdir()?;
     let params = params_with(
         tmp.path(),

@@ -9,13 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use common::{conformance_dir, crate_dir, params_with, url};
+use common::{Conformance, crate_dir, params_with, url};
 
 /// A temp workspace: inputs copied from one conformance test, an output dir, a data dir, and
 /// the store the runs use (`None`: embedded; `Some(host:port)`: CQL).
 struct Case {
     tmp: tempfile::TempDir,
-    conf: PathBuf,
+    conf: Conformance,
+    test: String,
     cql: Option<String>,
     /// `planner submit --wait` to this cluster (addresses, client certificate dir) instead of
     /// `planner run`.
@@ -25,17 +26,25 @@ struct Case {
 impl Case {
     /// On the embedded store, or on `PLEXUS_CONFORMANCE_CQL=host:port` when that is set (e.g. a
     /// real cluster, or a `cql-double` binary).
-    fn new(test: &str) -> Result<Self> {
+    /// `None` (a reported skip) when there is no conformance data.
+    fn new(test: &str) -> Result<Option<Self>> {
         Self::on(test, std::env::var("PLEXUS_CONFORMANCE_CQL").ok())
     }
 
     /// On the CQL store at `addr`.
-    fn on(test: &str, cql: Option<String>) -> Result<Self> {
+    fn on(test: &str, cql: Option<String>) -> Result<Option<Self>> {
+        match common::conformance()? {
+            Some(conf) => Self::with(conf, test, cql).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Test `test` of the data in `conf`.
+    fn with(conf: Conformance, test: &str, cql: Option<String>) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
-        let conf = conformance_dir()?.join(test);
         let input = tmp.path().join("in");
         std::fs::create_dir_all(&input)?;
-        for e in std::fs::read_dir(conf.join("in"))? {
+        for e in std::fs::read_dir(conf.input(test))? {
             let e = e?;
             std::fs::copy(e.path(), input.join(e.file_name()))?;
         }
@@ -43,16 +52,24 @@ impl Case {
         Ok(Self {
             tmp,
             conf,
+            test: test.to_string(),
             cql,
             cluster: None,
         })
     }
 
     /// Through `planner submit --wait` on a running cluster.
-    fn on_cluster(test: &str, cluster: &cluster_harness::TestCluster) -> Result<Self> {
-        let mut c = Self::on(test, None)?;
+    fn on_cluster(test: &str, cluster: &cluster_harness::TestCluster) -> Result<Option<Self>> {
+        let Some(mut c) = Self::on(test, None)? else {
+            return Ok(None);
+        };
         c.cluster = Some((cluster.addrs(), cluster.tls_dir()));
-        Ok(c)
+        Ok(Some(c))
+    }
+
+    /// A baseline file of the test.
+    fn baseline(&self, name: &str) -> PathBuf {
+        self.conf.out(&self.test).join(name)
     }
 
     fn dir(&self, name: &str) -> PathBuf {
@@ -60,7 +77,7 @@ impl Case {
     }
 
     fn cfg(&self, name: &str) -> PathBuf {
-        self.conf.join("cfg").join(name)
+        self.conf.cfg(&self.test).join(name)
     }
 
     /// `planner run SCRIPT --params PARAMS --keyspace KS --start-nodes START`.
@@ -158,7 +175,7 @@ fn check_lookup_outputs(c: &Case) -> Result<()> {
     for name in LOOKUP_OUTPUTS {
         assert_same(
             &c.dir("out").join(format!("{name}.csv")),
-            &c.conf.join("out").join(format!("{name}_baseline.csv")),
+            &c.baseline(&format!("{name}_baseline.csv")),
         )?;
     }
     Ok(())
@@ -166,7 +183,10 @@ fn check_lookup_outputs(c: &Case) -> Result<()> {
 
 #[test]
 fn lookup_one_run() -> Result<()> {
-    lookup_one(&Case::new("lookup")?)
+    match Case::new("lookup")? {
+        Some(c) => lookup_one(&c),
+        None => Ok(()),
+    }
 }
 
 fn lookup_one(c: &Case) -> Result<()> {
@@ -182,7 +202,10 @@ fn lookup_one(c: &Case) -> Result<()> {
 
 #[test]
 fn lookup_multi_runs() -> Result<()> {
-    lookup_multi(&Case::new("lookup")?)
+    match Case::new("lookup")? {
+        Some(c) => lookup_multi(&c),
+        None => Ok(()),
+    }
 }
 
 fn lookup_multi(c: &Case) -> Result<()> {
@@ -211,7 +234,7 @@ fn tag_params(c: &Case, from: &str) -> Result<PathBuf> {
         &[
             ("dir_in", &url(&c.dir("in"))),
             ("dir_out", &url(&c.dir("out"))),
-            ("dir_cfg", &url(&c.conf.join("cfg"))),
+            ("dir_cfg", &url(&c.conf.cfg(&c.test))),
         ],
     )
 }
@@ -219,15 +242,13 @@ fn tag_params(c: &Case, from: &str) -> Result<PathBuf> {
 fn check_tag_outputs(c: &Case) -> Result<()> {
     assert_same(
         &c.dir("out").join("tag_totals.tsv"),
-        &c.conf.join("out/tag_totals_baseline.tsv"),
+        &c.baseline("tag_totals_baseline.tsv"),
     )?;
     // No `top`: sort the whole file, header included, in byte order.
     let got_path = c.dir("out").join("tagged_products_for_operator_review.csv");
     let got = std::fs::read_to_string(&got_path)?;
-    let want = std::fs::read_to_string(
-        c.conf
-            .join("out/tagged_products_for_operator_review_baseline.csv"),
-    )?;
+    let want =
+        std::fs::read_to_string(c.baseline("tagged_products_for_operator_review_baseline.csv"))?;
     let mut got: Vec<&str> = got.lines().map(|l| l.trim_end_matches('\r')).collect();
     got.sort_unstable();
     let got: Vec<String> = diff_b_lines(&got.join("\n"));
@@ -236,7 +257,10 @@ fn check_tag_outputs(c: &Case) -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_one_run() -> Result<()> {
-    tag_one(&Case::new("tag_and_denormalize")?)
+    match Case::new("tag_and_denormalize")? {
+        Some(c) => tag_one(&c),
+        None => Ok(()),
+    }
 }
 
 fn tag_one(c: &Case) -> Result<()> {
@@ -252,7 +276,10 @@ fn tag_one(c: &Case) -> Result<()> {
 
 #[test]
 fn tag_and_denormalize_multi_runs() -> Result<()> {
-    tag_multi(&Case::new("tag_and_denormalize")?)
+    match Case::new("tag_and_denormalize")? {
+        Some(c) => tag_multi(&c),
+        None => Ok(()),
+    }
 }
 
 fn tag_multi(c: &Case) -> Result<()> {
@@ -270,7 +297,10 @@ fn tag_multi(c: &Case) -> Result<()> {
 
 #[test]
 fn py_calc_one_run() -> Result<()> {
-    py_calc_one(&Case::new("py_calc")?)
+    match Case::new("py_calc")? {
+        Some(c) => py_calc_one(&c),
+        None => Ok(()),
+    }
 }
 
 /// Header of the `_00000` file + the sorted data lines of both batch files.
@@ -312,10 +342,8 @@ fn py_calc_one(c: &Case) -> Result<()> {
     )?;
     for kind in ["go", "py"] {
         let got = merged_py_calc_output(c, kind)?;
-        let want = std::fs::read_to_string(
-            c.conf
-                .join(format!("out/taxed_order_items_{kind}_baseline.csv")),
-        )?;
+        let want =
+            std::fs::read_to_string(c.baseline(&format!("taxed_order_items_{kind}_baseline.csv")))?;
         compare(
             &diff_b_lines(&got.join("\n")),
             &diff_b_lines(&want),
@@ -327,8 +355,16 @@ fn py_calc_one(c: &Case) -> Result<()> {
 
 /// proto_file_reader_creator: generate the script, insert `top` as upstream does, run it,
 /// compare the output with the input (spec §13.6, conformance README §5).
-fn proto_round_trip(file_type: &str, file: &str, cql: Option<String>) -> Result<(Case, PathBuf)> {
-    proto_round_trip_in(Case::on("proto_file_reader_creator", cql)?, file_type, file)
+/// `None`: no conformance data (a reported skip).
+fn proto_round_trip(
+    file_type: &str,
+    file: &str,
+    cql: Option<String>,
+) -> Result<Option<(Case, PathBuf)>> {
+    let Some(c) = Case::on("proto_file_reader_creator", cql)? else {
+        return Ok(None);
+    };
+    proto_round_trip_in(c, file_type, file).map(Some)
 }
 
 fn proto_round_trip_in(c: Case, file_type: &str, file: &str) -> Result<(Case, PathBuf)> {
@@ -378,7 +414,9 @@ fn proto_round_trip_in(c: Case, file_type: &str, file: &str) -> Result<(Case, Pa
 
 #[test]
 fn proto_file_reader_creator_csv() -> Result<()> {
-    let (c, _) = proto_round_trip("csv", "products.csv", None)?;
+    let Some((c, _)) = proto_round_trip("csv", "products.csv", None)? else {
+        return Ok(());
+    };
     assert_same(&c.dir("out/products.csv"), &c.dir("in/products.csv"))
 }
 
@@ -388,7 +426,10 @@ fn proto_file_reader_creator_parquet() -> Result<()> {
 }
 
 fn proto_parquet(cql: Option<String>) -> Result<()> {
-    proto_parquet_in(Case::on("proto_file_reader_creator", cql)?)
+    match Case::on("proto_file_reader_creator", cql)? {
+        Some(c) => proto_parquet_in(c),
+        None => Ok(()),
+    }
 }
 
 fn proto_parquet_in(c: Case) -> Result<()> {
@@ -468,7 +509,9 @@ fn exec_nodes(c: &Case) -> Result<()> {
 
 #[test]
 fn lookup_exec_nodes_one_run_each() -> Result<()> {
-    let c = Case::new("lookup")?;
+    let Some(c) = Case::new("lookup")? else {
+        return Ok(());
+    };
     exec_nodes(&c)?;
     // One run per exec-node call, all complete (status 2).
     let out = Command::new(env!("CARGO_BIN_EXE_planner"))
@@ -493,7 +536,9 @@ fn lookup_exec_nodes_one_run_each() -> Result<()> {
 
 #[test]
 fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
-    let c = Case::new("lookup")?;
+    let Some(c) = Case::new("lookup")? else {
+        return Ok(());
+    };
     let params = lookup_params(&c, "script_params_quick_fs_multi.yaml")?;
     let script = url(&c.cfg("script_quick.yaml"));
     let ks = "lookup_history";
@@ -561,6 +606,25 @@ fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
     Ok(())
 }
 
+/// A Capillaries checkout's own layout (`test/data/{cfg,in,out}/<test>`, what
+/// `PLEXUS_CAPILLARIES_DIR` names), built from our data in a temp dir: the same one-run
+/// conformance cases pass from it.
+#[test]
+fn the_one_run_cases_pass_from_a_capillaries_checkout_layout() -> Result<()> {
+    let Some(ours) = common::conformance()? else {
+        return Ok(());
+    };
+    let checkout = tempfile::tempdir()?;
+    let capi = ours.copy_as_capillaries(
+        checkout.path(),
+        &["lookup", "tag_and_denormalize", "py_calc"],
+    )?;
+    ensure!(capi.cfg("lookup") == checkout.path().join("test/data/cfg/lookup"));
+    lookup_one(&Case::with(capi.clone(), "lookup", None)?)?;
+    tag_one(&Case::with(capi.clone(), "tag_and_denormalize", None)?)?;
+    py_calc_one(&Case::with(capi, "py_calc", None)?)
+}
+
 /// The CQL store, through the testkit's CQL wire double: the conformance runs pass there too,
 /// and their files equal the embedded store's (byte for byte where `top` fixes the row order;
 /// as sorted lines where the order is arbitrary, as it is between any two Capillaries runs).
@@ -568,13 +632,16 @@ mod on_cql {
     use super::*;
     use plexus_testkit::cql::{CqlDouble, FaultKind, Target};
 
-    fn both(test: &str, body: fn(&Case) -> Result<()>) -> Result<(Case, Case, CqlDouble)> {
-        let embedded = Case::on(test, None)?;
+    /// `None`: no conformance data (a reported skip).
+    fn both(test: &str, body: fn(&Case) -> Result<()>) -> Result<Option<(Case, Case, CqlDouble)>> {
+        let Some(embedded) = Case::on(test, None)? else {
+            return Ok(None);
+        };
         body(&embedded)?;
         let double = CqlDouble::start()?;
-        let cql = Case::on(test, Some(double.addr().to_string()))?;
+        let cql = Case::with(embedded.conf.clone(), test, Some(double.addr().to_string()))?;
         body(&cql).context("on the CQL store")?;
-        Ok((embedded, cql, double))
+        Ok(Some((embedded, cql, double)))
     }
 
     fn same_bytes(a: &Case, b: &Case, file: &str) -> Result<()> {
@@ -586,7 +653,9 @@ mod on_cql {
 
     #[test]
     fn lookup() -> Result<()> {
-        let (e, c, _d) = both("lookup", lookup_one)?;
+        let Some((e, c, _d)) = both("lookup", lookup_one)? else {
+            return Ok(());
+        };
         for name in LOOKUP_OUTPUTS {
             same_bytes(&e, &c, &format!("{name}.csv"))?;
         }
@@ -595,7 +664,9 @@ mod on_cql {
 
     #[test]
     fn tag_and_denormalize() -> Result<()> {
-        let (e, c, _d) = both("tag_and_denormalize", tag_one)?;
+        let Some((e, c, _d)) = both("tag_and_denormalize", tag_one)? else {
+            return Ok(());
+        };
         same_bytes(&e, &c, "tag_totals.tsv")?;
         let sorted = |case: &Case| -> Result<Vec<String>> {
             let text = std::fs::read_to_string(
@@ -612,7 +683,9 @@ mod on_cql {
 
     #[test]
     fn py_calc() -> Result<()> {
-        let (e, c, _d) = both("py_calc", py_calc_one)?;
+        let Some((e, c, _d)) = both("py_calc", py_calc_one)? else {
+            return Ok(());
+        };
         for kind in ["go", "py"] {
             ensure!(
                 merged_py_calc_output(&e, kind)? == merged_py_calc_output(&c, kind)?,
@@ -625,10 +698,15 @@ mod on_cql {
     #[test]
     fn proto_file_reader_creator() -> Result<()> {
         let d = CqlDouble::start()?;
-        let (c, _) = proto_round_trip("csv", "products.csv", Some(d.addr().to_string()))?;
+        let Some((c, _)) = proto_round_trip("csv", "products.csv", Some(d.addr().to_string()))?
+        else {
+            return Ok(());
+        };
         // The CSV output equals the input, which is also what the embedded run produces.
         assert_same(&c.dir("out/products.csv"), &c.dir("in/products.csv"))?;
-        let (e, _) = proto_round_trip("csv", "products.csv", None)?;
+        let Some((e, _)) = proto_round_trip("csv", "products.csv", None)? else {
+            return Ok(());
+        };
         same_bytes(&e, &c, "products.csv")?;
         proto_parquet(Some(d.addr().to_string()))
     }
@@ -639,7 +717,9 @@ mod on_cql {
     fn a_cql_config_file_configures_the_store() -> Result<()> {
         let double = CqlDouble::start()?;
         let addr = double.addr().to_string();
-        let c = Case::on("lookup", Some(addr.clone()))?;
+        let Some(c) = Case::on("lookup", Some(addr.clone()))? else {
+            return Ok(());
+        };
         let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
         let script = url(&c.cfg("script_quick.yaml"));
         let run_args = |keyspace: &str, config: &Path| -> Vec<String> {
@@ -689,7 +769,9 @@ mod on_cql {
 
     #[test]
     fn lookup_survives_write_timeouts_on_a_tenth_of_the_writes() -> Result<()> {
-        let embedded = Case::on("lookup", None)?;
+        let Some(embedded) = Case::on("lookup", None)? else {
+            return Ok(());
+        };
         lookup_one(&embedded)?;
         let double = CqlDouble::start()?;
         // Half of them after the write was applied (what a real timeout usually means).
@@ -703,7 +785,9 @@ mod on_cql {
             8,
             FaultKind::WriteTimeoutAfterApply,
         );
-        let cql = Case::on("lookup", Some(double.addr().to_string()))?;
+        let Some(cql) = Case::on("lookup", Some(double.addr().to_string()))? else {
+            return Ok(());
+        };
         lookup_one(&cql)?;
         for name in LOOKUP_OUTPUTS {
             same_bytes(&embedded, &cql, &format!("{name}.csv"))?;
@@ -723,7 +807,9 @@ mod on_cql {
             1,
             FaultKind::Unavailable,
         );
-        let c = Case::on("lookup", Some(addr.clone()))?;
+        let Some(c) = Case::on("lookup", Some(addr.clone()))? else {
+            return Ok(());
+        };
         let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
         let planner = |args: &[&str]| -> Result<std::process::Output> {
             Ok(Command::new(env!("CARGO_BIN_EXE_planner"))
@@ -835,6 +921,9 @@ mod on_cluster {
     }
 
     fn every_variant(peers: u64) -> Result<()> {
+        if common::conformance()?.is_none() {
+            return Ok(());
+        }
         let cluster = TestCluster::start(peers)?;
         let bodies: [(&str, &str, fn(&Case) -> Result<()>); 6] = [
             ("lookup", "one run", lookup_one),
@@ -845,17 +934,22 @@ mod on_cluster {
             ("py_calc", "one run", py_calc_one),
         ];
         for (test, variant, body) in bodies {
-            let embedded = Case::on(test, None)?;
+            let Some(embedded) = Case::on(test, None)? else {
+                return Ok(());
+            };
             body(&embedded)?;
-            let c = Case::on_cluster(test, &cluster)?;
+            let c = Case::on_cluster(test, &cluster)?.context("conformance data")?;
             body(&c).with_context(|| format!("{test} {variant} on {peers} peers"))?;
             same_files(&embedded, &c).with_context(|| format!("{test} {variant}"))?;
         }
-        let (e, _) = proto_round_trip("csv", "products.csv", None)?;
-        let c = Case::on_cluster("proto_file_reader_creator", &cluster)?;
+        let (e, _) = proto_round_trip("csv", "products.csv", None)?.context("conformance data")?;
+        let c =
+            Case::on_cluster("proto_file_reader_creator", &cluster)?.context("conformance data")?;
         let (c, _) = proto_round_trip_in(c, "csv", "products.csv")?;
         same_files(&e, &c)?;
-        proto_parquet_in(Case::on_cluster("proto_file_reader_creator", &cluster)?)
+        proto_parquet_in(
+            Case::on_cluster("proto_file_reader_creator", &cluster)?.context("conformance data")?,
+        )
     }
 
     #[test]

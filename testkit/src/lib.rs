@@ -5,6 +5,9 @@
 //! that the unmodified scylla driver connects to, so the CQL storage backend can be tested
 //! without Cassandra (see DESIGN.md "Testing CQL without a real server").
 //!
+//! [`conformance`] finds Capillaries' integration data (ours or a Capillaries checkout) for
+//! every test that reads it, and reports the tests it skips when there is none.
+//!
 //! ```no_run
 //! use plexus_testkit::cql::{CqlDouble, FaultKind, StatementKind};
 //!
@@ -16,4 +19,5 @@
 //! assert_eq!(double.stats().statements(StatementKind::SelectIn), 0);
 //! # let _ = contact_point;
 //! ```
+pub mod conformance;
 pub mod cql;

@@ -52,6 +52,7 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         store: planner::run::StoreKind::Embedded,
         cql_contact_points: String::new(),
         cql_config: None,
+        capi: None,
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

@@ -462,7 +462,13 @@ fn py_stage(
     // PyProgram adds one per source, so hand it the text without the last one.
     let code = p.code.strip_suffix('\n').unwrap_or(&p.code);
     Ok(PyStage {
-        program: PyProgram::new(&[code], calc, readers),
+        program: PyProgram::new(&[code], calc, readers).with_origins(
+            p.code_urls
+                .iter()
+                .cloned()
+                .zip(p.code_lines.iter().copied())
+                .collect(),
+        ),
         reader_pos,
     })
 }

@@ -67,6 +67,16 @@ def _row_ok(idx, fields):
     _ROWS.append([idx, json.dumps(fields)])
 
 
+_USER_CODE = "<python_code>"
+
+
+def _user_frames(tb):
+    # The innermost frames of the user's formula code ([line, function], last 3, innermost
+    # first), for the message naming the formula file and line.
+    frames = [f for f in traceback.extract_tb(tb) if f.filename == _USER_CODE]
+    return [[f.lineno or 0, _clean(f.name)] for f in reversed(frames[-3:])]
+
+
 def _row_fail(idx, where):
     # `where` is 1 in the p-field function, 0 in the chunk program; the traceback starts at the
     # frame that caught the exception, so its line is the failing statement there.
@@ -76,7 +86,21 @@ def _row_fail(idx, where):
     for line in traceback.format_exc().split("\n"):
         if line.strip():
             last = line.strip()
-    _ROWS.append([idx, where, lineno, _clean(last)])
+    _ROWS.append([idx, where, lineno, _clean(last), _user_frames(tb)])
+
+
+def _load_error():
+    # The line in the user code: a SyntaxError's own line, else the innermost user frame.
+    et, ev, tb = sys.exc_info()
+    line = 0
+    if isinstance(ev, SyntaxError) and ev.filename == _USER_CODE:
+        line = ev.lineno or 0
+    else:
+        frames = _user_frames(tb)
+        if frames:
+            line = frames[0][0]
+    lines = [l.strip() for l in _exception_only().split("\n") if l.strip()]
+    return {"status": "load_error", "message": lines[-1] if lines else "", "line": line}
 
 
 def _exception_only():
@@ -92,7 +116,7 @@ def _load(code):
     ns["traceback"] = traceback
     ns["__plexus_row_ok"] = _row_ok
     ns["__plexus_row_fail"] = _row_fail
-    exec(compile(code, "<python_code>", "exec"), ns)
+    exec(compile(code, _USER_CODE, "exec"), ns)
     return ns
 
 
@@ -106,7 +130,7 @@ def _run(req):
         try:
             ns = _load(code)
         except BaseException:
-            return {"status": "load_error", "message": _clean(traceback.format_exc())}
+            return _load_error()
         _CACHE[key] = ns
         _CACHE_ORDER.append(key)
         if len(_CACHE_ORDER) > _CACHE_CAP:

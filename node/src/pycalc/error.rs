@@ -34,10 +34,12 @@ pub enum PyCalcError {
         stderr: String,
     },
     /// The node's Python code raised or had a syntax error while being loaded.
-    #[error("python code failed to load: {message}")]
+    #[error("python code failed to load{}: {message}", at.as_ref().map(|a| format!(" at {a}")).unwrap_or_default())]
     Load {
-        /// The Python traceback.
+        /// The exception line (`SyntaxError: '(' was never closed`).
         message: String,
+        /// The formula file and line, when Python named one.
+        at: Option<super::SourceLine>,
     },
     /// The generated chunk program is not valid Python (e.g. a newline in a string value, spec
     /// §7.7 quirk), so the whole batch fails, as in Capillaries.

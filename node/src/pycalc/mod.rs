@@ -22,7 +22,7 @@ use plexus_core::value::Value;
 pub use error::PyCalcError;
 pub use program::{
     CalcField, FailureSite, PY_DATETIME_LAYOUT, PyProgram, ReaderField, RowFailure, RowOutcome,
-    substitute_aliases, write_literal,
+    SourceLine, substitute_aliases, write_literal,
 };
 pub use worker::InterpreterInfo;
 
@@ -121,6 +121,25 @@ impl PyPool {
             .ok_or_else(|| PyCalcError::Protocol("checked-out lease without worker".into()))
     }
 
+    /// Loads `program`'s code in a worker without computing any row: a load-time check that
+    /// reports a syntax error (or an exception at import) with its formula file and line.
+    pub fn check_code(&self, program: &PyProgram) -> Result<(), PyCalcError> {
+        let mut lease = self.checkout()?;
+        match lease.call(program, "", self.config.chunk_timeout)? {
+            Reply::Ok { .. } => Ok(()),
+            Reply::LoadError { message, line } => Err(PyCalcError::Load {
+                message,
+                at: program.source_line(line),
+            }),
+            Reply::SyntaxError { message } => Err(PyCalcError::Syntax { message }),
+            Reply::ExecError { message } => Err(PyCalcError::Exec { message }),
+            other => {
+                lease.discard();
+                Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")))
+            }
+        }
+    }
+
     /// Computes the p-fields of `rows` (aligned with [`PyProgram::reader_fields`]): one outcome
     /// per row, in order, or an error for the whole chunk.
     pub fn run_chunk(
@@ -152,7 +171,12 @@ impl PyPool {
         let reply = lease.call(program, &chunk.text, self.config.chunk_timeout)?;
         let rows_reply = match reply {
             Reply::Ok { rows } => rows,
-            Reply::LoadError { message } => return Err(PyCalcError::Load { message }),
+            Reply::LoadError { message, line } => {
+                return Err(PyCalcError::Load {
+                    message,
+                    at: program.source_line(line),
+                });
+            }
             Reply::SyntaxError { message } => return Err(PyCalcError::Syntax { message }),
             Reply::ExecError { message } => return Err(PyCalcError::Exec { message }),
             other => {
@@ -171,11 +195,20 @@ impl PyPool {
                         .convert_results(&json)
                         .map_err(|(site, message)| failure(i, site, message, rows)),
                 ),
-                RowReply::Fail(i, in_calc, lineno, message) => {
+                RowReply::Fail(i, in_calc, lineno, message, frames) => {
                     let site = chunk.row_lines.get(i).map_or(FailureSite::Unknown, |&l| {
                         program.failure_site(l, in_calc == 1, lineno)
                     });
-                    (i, Err(failure(i, site, message, rows)))
+                    let mut f = failure(i, site, message, rows);
+                    f.raised_at = frames
+                        .iter()
+                        .filter_map(|(line, function)| {
+                            program
+                                .source_line(*line)
+                                .map(|at| at.in_function(function))
+                        })
+                        .collect();
+                    (i, Err(f))
                 }
             };
             match outcomes.get_mut(idx) {
@@ -243,6 +276,7 @@ fn failure(row: usize, site: FailureSite, message: String, rows: &[Vec<Value>]) 
         site,
         message,
         values: rows.get(row).cloned().unwrap_or_default(),
+        raised_at: Vec::new(),
     }
 }
 

@@ -87,6 +87,38 @@ pub struct RowFailure {
     pub message: String,
     /// The row's reader values, so that the caller can name the row by its key fields.
     pub values: Vec<Value>,
+    /// The innermost frames of the traceback in the formula files, innermost first (empty
+    /// when the exception was not raised inside them).
+    pub raised_at: Vec<SourceLine>,
+}
+
+/// A line of one of a node's formula files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceLine {
+    /// The file's URL as the script names it.
+    pub file: String,
+    /// The line in that file (1-based).
+    pub line: u32,
+    /// The Python function the line is in (`<module>` at top level), when known.
+    pub function: Option<String>,
+}
+
+impl SourceLine {
+    /// The same line, inside `function`.
+    pub fn in_function(mut self, function: &str) -> Self {
+        self.function = Some(function.to_string());
+        self
+    }
+}
+
+impl fmt::Display for SourceLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)?;
+        match &self.function {
+            Some(func) if func != "<module>" => write!(f, " in {func}"),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl RowFailure {
@@ -101,7 +133,15 @@ impl RowFailure {
 
 impl fmt::Display for RowFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "row {} ({}): {}", self.row, self.site, self.message)
+        write!(f, "row {} ({}): {}", self.row, self.site, self.message)?;
+        if let Some((first, rest)) = self.raised_at.split_first() {
+            write!(f, " (raised at {first}")?;
+            for frame in rest {
+                write!(f, ", called from {frame}")?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
     }
 }
 
@@ -148,6 +188,8 @@ pub struct PyProgram {
     calc_source: String,
     /// Line (1-based, in `calc_source`) of each p-field statement, then of the result line.
     calc_lines: Vec<u32>,
+    /// The files the code came from and how many lines each contributes, in order.
+    origins: Vec<(String, u32)>,
 }
 
 impl PyProgram {
@@ -219,7 +261,31 @@ impl PyProgram {
             calc_name,
             calc_source,
             calc_lines,
+            origins: Vec::new(),
         }
+    }
+
+    /// Names the files the code came from: each URL with the number of lines it contributes
+    /// (the planner's `PyCalc::code_lines`), so Python's line numbers map to file and line.
+    pub fn with_origins(mut self, origins: Vec<(String, u32)>) -> Self {
+        self.origins = origins;
+        self
+    }
+
+    /// The file and line of line `line` (1-based) of [`Self::code`], when the origins say it.
+    pub fn source_line(&self, line: u32) -> Option<SourceLine> {
+        let mut rest = line.checked_sub(1)?;
+        for (file, lines) in &self.origins {
+            if rest < *lines {
+                return Some(SourceLine {
+                    file: file.clone(),
+                    line: rest + 1,
+                    function: None,
+                });
+            }
+            rest -= lines;
+        }
+        None
     }
 
     /// The concatenated user code.

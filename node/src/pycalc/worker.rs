@@ -58,7 +58,12 @@ pub(crate) enum Reply {
     /// The worker does not have the code of the hash (never sent or evicted).
     NeedCode,
     /// Loading the code raised.
-    LoadError { message: String },
+    LoadError {
+        message: String,
+        /// The line of the concatenated code that raised (0: unknown).
+        #[serde(default)]
+        line: u32,
+    },
     /// The chunk program did not compile.
     SyntaxError { message: String },
     /// The chunk program raised outside the row blocks.
@@ -74,8 +79,9 @@ pub(crate) enum RowReply {
     /// Row index and the JSON text of the result dict.
     Ok(usize, String),
     /// Row index, 1 if the failing line is in the p-field function (else in the chunk
-    /// program), that line, and the last non-empty traceback line.
-    Fail(usize, u8, u32, String),
+    /// program), that line, the last non-empty traceback line, and the innermost frames in
+    /// the user's code (`[line, function]`, innermost first).
+    Fail(usize, u8, u32, String, Vec<(u32, String)>),
 }
 
 /// The end of a worker's stderr and whether the pipe reached end of file.

@@ -3,27 +3,31 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-/// The read-only `shared/conformance` directory: `$PLEXUS_SHARED_DIR/conformance`, or the first
-/// `shared/conformance` found walking up from this crate (CI puts `shared/` beside the clone).
-pub(crate) fn conformance_dir() -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("PLEXUS_SHARED_DIR") {
-        return Ok(PathBuf::from(dir).join("conformance"));
-    }
-    let mut dir = Some(Path::new(env!("CARGO_MANIFEST_DIR")));
-    while let Some(d) = dir {
-        let candidate = d.join("shared").join("conformance");
-        if candidate.is_dir() {
-            return Ok(candidate);
-        }
-        dir = d.parent();
-    }
-    bail!(
-        "shared/conformance not found above {}; set PLEXUS_SHARED_DIR",
-        env!("CARGO_MANIFEST_DIR")
-    )
+#[allow(unused_imports)]
+pub(crate) use plexus_testkit::conformance::Conformance;
+
+/// The conformance data (see `plexus_testkit::conformance` for the lookup order), or `None`
+/// after the skip has been reported.
+pub(crate) fn conformance() -> Result<Option<Conformance>> {
+    Ok(plexus_testkit::conformance::conformance(env!(
+        "CARGO_MANIFEST_DIR"
+    ))?)
 }
+
+/// The conformance data, or returns `Ok(())` from the calling test (a reported skip).
+#[allow(unused_macros)]
+macro_rules! need_conformance {
+    () => {
+        match common::conformance()? {
+            Some(c) => c,
+            None => return Ok(()),
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use need_conformance;
 
 /// The planner crate directory.
 pub(crate) fn crate_dir() -> PathBuf {

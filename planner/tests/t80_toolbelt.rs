@@ -1,0 +1,337 @@
+//! `capitoolbelt` as Capillaries' docs and test scripts call it (spec §10): every command,
+//! Go-style flags (one or two dashes, `=` or a space), on the embedded store and on the CQL
+//! wire double (chosen through a Capillaries `capitoolbelt.json`, as an operator would).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Context as _, Result, ensure};
+use common::{params_with, url, workspace_dir};
+use plexus_testkit::cql::CqlDouble;
+
+/// A working directory with the sample's params, where `capitoolbelt` runs.
+struct Belt {
+    dir: tempfile::TempDir,
+    script: String,
+    params: String,
+}
+
+impl Belt {
+    fn new() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let sample = workspace_dir().join("examples/roastery");
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out)?;
+        let params = params_with(
+            dir.path(),
+            &sample.join("params.json"),
+            &[
+                ("dir_py", &url(&sample)),
+                ("dir_in", &url(&sample.join("data"))),
+                ("dir_out", &url(&out)),
+            ],
+        )?;
+        Ok(Self {
+            script: url(&sample.join("script.json")),
+            params: url(&params),
+            dir,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `capitoolbelt ARGS` in the working directory, with no Capillaries variables inherited.
+    fn call(&self, args: &[&str]) -> Result<Output> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"));
+        cmd.args(args).current_dir(self.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CAPI_") || k.starts_with("PLEXUS_") {
+                cmd.env_remove(k);
+            }
+        }
+        Ok(cmd.output()?)
+    }
+
+    /// A successful call's stdout.
+    fn ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.call(args)?;
+        ensure!(
+            out.status.success(),
+            "capitoolbelt {args:?} exited {:?}:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// The rows of a history CSV (header excluded), split on commas.
+fn rows(csv: &str) -> Vec<Vec<String>> {
+    csv.lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+/// The whole operator session of Capillaries' test scripts, one command after the other.
+fn session(b: &Belt) -> Result<()> {
+    let (s, p) = (b.script.as_str(), b.params.as_str());
+    let script_file = format!("-script_file={s}");
+    let params_file = format!("-params_file={p}");
+
+    let dot = b.ok(&["validate_script", &script_file, &params_file, "-format=dot"])?;
+    ensure!(
+        dot.starts_with("digraph") && dot.contains("read_beans"),
+        "{dot}"
+    );
+
+    ensure!(b.ok(&["check_db_connectivity"])?.starts_with("OK: ["));
+    ensure!(b.ok(&["drop_keyspace", "-keyspace=roastery"])?.is_empty());
+
+    // Capillaries' multi-run scripts pass a trailing comma.
+    let run = b.ok(&[
+        "start_run",
+        "-keyspace=roastery",
+        &script_file,
+        &params_file,
+        "-start_nodes=read_beans,read_orders,",
+    ])?;
+    ensure!(run.trim() == "1", "start_run prints the run id: {run:?}");
+    ensure!(
+        b.path().join("out").read_dir()?.next().is_some(),
+        "outputs written"
+    );
+
+    // Double dashes and separate values, as Go's flag package allows.
+    let history = b.ok(&["get_run_history", "--keyspace", "roastery"])?;
+    ensure!(
+        history.starts_with("ts,run_id,status,comment\n"),
+        "{history}"
+    );
+    let statuses: Vec<(String, String)> = rows(&history)
+        .into_iter()
+        .map(|r| (r[1].clone(), r[2].clone()))
+        .collect();
+    ensure!(
+        statuses == [("1".into(), "1".into()), ("1".into(), "2".into())],
+        "start then complete: {history}"
+    );
+
+    let nodes = b.ok(&["get_node_history", "-keyspace", "roastery", "--run_ids=1"])?;
+    ensure!(
+        nodes.starts_with("ts,run_id,script_node,written_by_batch_idx,status,comment\n"),
+        "{nodes}"
+    );
+    ensure!(
+        rows(&nodes)
+            .iter()
+            .any(|r| r[2] == "file_bean_report" && r[4] == "2"),
+        "{nodes}"
+    );
+
+    let batches = b.ok(&[
+        "get_batch_history",
+        "-keyspace=roastery",
+        "-run_id=1",
+        "-node=read_beans",
+    ])?;
+    ensure!(
+        batches.starts_with(
+            "ts,run_id,script_node,batch_idx,batches_total,status,first_token,last_token,instance,thread,comment\n"
+        ),
+        "{batches}"
+    );
+    ensure!(rows(&batches).iter().any(|r| r[5] == "2"), "{batches}");
+
+    let diagram = b.ok(&[
+        "get_run_status_diagram",
+        &script_file,
+        &params_file,
+        "-keyspace=roastery",
+        "-run_id=1",
+        "-format=dot",
+    ])?;
+    ensure!(
+        diagram.starts_with("digraph") && diagram.contains("fillcolor"),
+        "{diagram}"
+    );
+
+    let cql = b.ok(&[
+        "get_table_cql",
+        &script_file,
+        &params_file,
+        "-keyspace=roastery",
+        "-run_id=2",
+        "-start_nodes=read_beans",
+    ])?;
+    ensure!(
+        cql.contains("CREATE TABLE") && cql.contains("_00002"),
+        "{cql}"
+    );
+
+    let exec = b.ok(&[
+        "exec_node",
+        "-keyspace=roastery",
+        &script_file,
+        &params_file,
+        "-node_id=read_beans",
+        "-run_id=0",
+    ])?;
+    ensure!(exec.starts_with("run 2, elapsed "), "{exec}");
+
+    ensure!(
+        b.ok(&["stop_run", "-keyspace=roastery", "-run_id=2"])?
+            .is_empty()
+    );
+    let history = b.ok(&["get_run_history", "-keyspace=roastery"])?;
+    ensure!(
+        rows(&history)
+            .last()
+            .is_some_and(|r| r[1] == "2" && r[2] == "3" && r[3] == "stopped by toolbelt"),
+        "{history}"
+    );
+
+    b.ok(&["drop_keyspace", "-keyspace=roastery"])?;
+    // As on Cassandra, the history of a dropped keyspace is an error naming it.
+    let gone = b.call(&["get_run_history", "-keyspace=roastery"])?;
+    let err = String::from_utf8_lossy(&gone.stderr);
+    ensure!(
+        gone.status.code() == Some(1) && err.contains("\"roastery\""),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn every_command_on_the_embedded_store() -> Result<()> {
+    session(&Belt::new()?)
+}
+
+#[test]
+fn every_command_on_cql_named_by_capitoolbelt_json() -> Result<()> {
+    let double = CqlDouble::start()?;
+    let b = Belt::new()?;
+    let addr = double.addr();
+    std::fs::write(
+        b.path().join("capitoolbelt.json"),
+        format!(
+            r#"{{"cassandra": {{"hosts": ["{}"], "port": {}, "writer_workers": 4,
+                 "keyspace_replication_config": "{{ 'class' : 'SimpleStrategy', 'replication_factor' : 1 }}"}},
+                "mq_type": "amqp10"}}"#,
+            addr.ip(),
+            addr.port()
+        ),
+    )?;
+    let ok = b.ok(&["check_db_connectivity"])?;
+    ensure!(ok.trim() == format!("OK: [{addr}]"), "{ok}");
+    session(&b)?;
+    ensure!(
+        !PathBuf::from(b.path()).join("plexus-data").exists(),
+        "nothing went to the embedded store"
+    );
+    Ok(())
+}
+
+#[test]
+fn proto_file_reader_creator_with_capillaries_flags() -> Result<()> {
+    let b = Belt::new()?;
+    let file = b.path().join("products.csv");
+    std::fs::write(&file, "id\tprice\n1\t2.50\n2\t3.75\n")?;
+    let text = b.ok(&[
+        "proto_file_reader_creator",
+        &format!("-file={}", url(&file)),
+        "-file_type=csv",
+        "-csv_hdr_line_idx=0",
+        "-csv_first_line_idx=1",
+        "-csv_separator",
+        "\t",
+    ])?;
+    let script: serde_json::Value = serde_json::from_str(&text).context("JSON script")?;
+    let cols = &script["nodes"]["read_file"]["r"]["columns"];
+    ensure!(cols["col_price"]["col_type"] == "decimal2", "{cols}");
+    ensure!(script["nodes"]["write_file"].is_object());
+    Ok(())
+}
+
+#[test]
+fn usage_errors_exit_1_with_the_text_on_stderr() -> Result<()> {
+    let b = Belt::new()?;
+    let none = b.call(&[])?;
+    ensure!(none.status.code() == Some(1));
+    ensure!(String::from_utf8_lossy(&none.stderr).contains("get_run_status_diagram"));
+
+    let bogus = b.call(&["start_runs", "-keyspace=x"])?;
+    let err = String::from_utf8_lossy(&bogus.stderr);
+    ensure!(
+        bogus.status.code() == Some(1) && err.contains("invalid command: start_runs"),
+        "{err}"
+    );
+
+    let flag = b.call(&["get_run_history", "-keyspce=x"])?;
+    let err = String::from_utf8_lossy(&flag.stderr);
+    ensure!(
+        flag.status.code() == Some(1) && err.contains("flag provided but not defined: -keyspce"),
+        "{err}"
+    );
+
+    let missing = b.call(&["stop_run", "-keyspace=x"])?;
+    let err = String::from_utf8_lossy(&missing.stderr);
+    ensure!(
+        missing.status.code() == Some(1) && err.contains("-run_id is required"),
+        "{err}"
+    );
+
+    let misspelt = b.call(&[
+        "start_run",
+        "-keyspace=x",
+        &format!("-script_file={}", b.script),
+        &format!("-params_file={}", b.params),
+        "-start_nodes=read_bean",
+    ])?;
+    let err = String::from_utf8_lossy(&misspelt.stderr);
+    ensure!(
+        misspelt.status.code() == Some(1) && err.contains("\"read_bean\" (closest: read_beans"),
+        "{err}"
+    );
+
+    let cluster = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
+        .args(["get_run_history", "-keyspace=x"])
+        .current_dir(b.path())
+        .env("PLEXUS_CLUSTER", "10.0.0.1:7000")
+        .output()?;
+    let err = String::from_utf8_lossy(&cluster.stderr);
+    ensure!(
+        cluster.status.code() == Some(1) && err.contains("cluster backend is not built yet"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn planner_toolbelt_is_the_same_command_line() -> Result<()> {
+    let b = Belt::new()?;
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args([
+            "toolbelt",
+            "validate_script",
+            "--script_file",
+            &b.script,
+            "--params_file",
+            &b.params,
+            "--format",
+            "dot",
+        ])
+        .current_dir(b.path())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.starts_with("digraph"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
