@@ -866,6 +866,8 @@ mod on_cql {
 mod on_cluster {
     use super::*;
     use cluster_harness::TestCluster;
+    use plexus_node::cluster::RaftTimers;
+    use std::time::Duration;
 
     /// Files whose row order is fixed (`top`), so they must be byte-identical.
     const ORDERED: [&str; 6] = [
@@ -960,5 +962,153 @@ mod on_cluster {
     #[test]
     fn five_peers_run_every_variant() -> Result<()> {
         every_variant(5)
+    }
+
+    /// Kill the leader while idle: the others elect a new one within two election timeouts,
+    /// and a submitted run still writes the baseline files.
+    #[test]
+    fn leader_killed_while_idle() -> Result<()> {
+        if common::conformance()?.is_none() {
+            return Ok(());
+        }
+        let mut cluster = TestCluster::start(3)?;
+        let old = cluster.wait_leader(Duration::from_secs(5))?;
+        let killed = std::time::Instant::now();
+        cluster.kill(old)?;
+        let new = cluster.wait_leader(Duration::from_secs(10))?;
+        let took = killed.elapsed();
+        let limit = TestCluster::fast_timers().election_max * 2;
+        ensure!(new != old, "n{old} is still the leader");
+        ensure!(
+            took <= limit,
+            "a new leader took {took:?} (limit {limit:?})"
+        );
+        let c = Case::on_cluster("lookup", &cluster)?.context("conformance data")?;
+        lookup_one(&c)
+    }
+
+    /// Kill a follower, run a pipeline without it (same files), restart it: it catches up from
+    /// its own log, and (with a tiny snapshot interval) from the leader's snapshot once the
+    /// leader purged the entries it missed.
+    #[test]
+    fn follower_killed_and_restarted_catches_up() -> Result<()> {
+        if common::conformance()?.is_none() {
+            return Ok(());
+        }
+        let timers = RaftTimers {
+            snapshot_every: 40,
+            keep_behind_snapshot: 0,
+            ..TestCluster::fast_timers()
+        };
+        let mut cluster = TestCluster::start_with(3, timers)?;
+        let leader = cluster.wait_leader(Duration::from_secs(5))?;
+        let follower = cluster
+            .running()
+            .into_iter()
+            .find(|id| *id != leader)
+            .context("a follower")?;
+        cluster.kill(follower)?;
+        let embedded = Case::on("tag_and_denormalize", None)?.context("conformance data")?;
+        tag_one(&embedded)?;
+        let c = Case::on_cluster("tag_and_denormalize", &cluster)?.context("conformance data")?;
+        tag_one(&c)?;
+        same_files(&embedded, &c)?;
+        // Make the leader snapshot and purge what the dead follower missed, so that it can
+        // only catch up from the snapshot.
+        let leader = cluster.wait_leader(Duration::from_secs(5))?;
+        let raft = cluster
+            .peer(leader)
+            .context("leader")?
+            .core()
+            .raft()
+            .clone();
+        cluster.rt.block_on(raft.trigger().snapshot())?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let purged = loop {
+            let m = raft.metrics().borrow().clone();
+            if let Some(snap) = m.snapshot {
+                if m.purged.is_some_and(|p| p.index >= snap.index) {
+                    break m.purged;
+                }
+                cluster.rt.block_on(raft.trigger().purge_log(snap.index))?;
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "no snapshot and purge: {m:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        ensure!(purged.is_some(), "nothing purged");
+        cluster.restart(follower)?;
+        cluster.wait_caught_up(Duration::from_secs(20))?;
+        // The restarted peer's ledger holds the run it missed.
+        let p = cluster.peer(follower).context("restarted peer")?;
+        let l = p.executor().ledger().view().read().clone();
+        ensure!(
+            l.run_status("tag_and_denormalize_quicktest_one", 1)?
+                == plexus_raft::RunStatus::Complete,
+            "the restarted peer does not see the completed run"
+        );
+        Ok(())
+    }
+
+    /// A client whose certificate comes from another cluster's CA is refused; the cluster
+    /// keeps answering its own clients.
+    #[test]
+    fn a_stranger_client_is_refused() -> Result<()> {
+        let cluster = TestCluster::start(3)?;
+        let other = tempfile::tempdir()?;
+        plexus_node::transport::certs::init(other.path(), &[1], &["planner".to_owned()])?;
+        let stranger = plexus_node::cluster::ClusterClient::connect(
+            &cluster.addrs(),
+            other.path(),
+            "planner",
+        )?;
+        ensure!(
+            stranger.status().is_err(),
+            "a stranger's certificate was accepted"
+        );
+        let own = plexus_node::cluster::ClusterClient::connect(
+            &cluster.addrs(),
+            &cluster.tls_dir(),
+            "planner",
+        )?;
+        let s = own.status()?;
+        ensure!(s.voters.len() == 3 && s.leader.is_some(), "{s:?}");
+        Ok(())
+    }
+
+    /// A peer started with another peer's certificate does not start, and says why.
+    #[test]
+    fn a_peer_with_another_peers_certificate_does_not_start() -> Result<()> {
+        let cluster = TestCluster::start(3)?;
+        let err = match cluster.start_impostor(4, "n3") {
+            Ok(()) => bail!("a peer claiming n4 with n3's certificate started"),
+            Err(e) => format!("{e:#}"),
+        };
+        ensure!(err.contains("n3") && err.contains("n4"), "{err}");
+        Ok(())
+    }
+
+    /// A client may submit, start and stop runs, but not claim or complete batches.
+    #[test]
+    fn a_client_cannot_propose_batch_commands() -> Result<()> {
+        let cluster = TestCluster::start(3)?;
+        let own = plexus_node::cluster::ClusterClient::connect(
+            &cluster.addrs(),
+            &cluster.tls_dir(),
+            "planner",
+        )?;
+        let r = own.propose(plexus_raft::Command::ClaimBatch {
+            keyspace: "ks".into(),
+            run_id: 1,
+            node: "n".into(),
+            batch_idx: 0,
+            worker: "planner".into(),
+            ts_ms: 0,
+        });
+        let msg = format!("{:#}", r.err().context("a client claimed a batch")?);
+        ensure!(msg.contains("not allowed"), "{msg}");
+        Ok(())
     }
 }

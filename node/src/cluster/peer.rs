@@ -402,6 +402,9 @@ impl Peer {
     /// Opens the peer's log, starts Raft, the service and `threads` executor threads on the
     /// current tokio runtime (a multi-threaded one: executors block on it from their threads).
     pub async fn start(s: PeerSettings, ctx: ExecContext) -> Result<Self, PeerError> {
+        // On an early return the context (and a CQL store's own runtime) is dropped off the
+        // runtime, where dropping a runtime is allowed.
+        let mut ctx = OffRuntime(Some(ctx));
         let id = s.id;
         let raft_err = |e: &dyn std::fmt::Display| PeerError::Raft {
             id,
@@ -458,6 +461,9 @@ impl Peer {
             rt: tokio::runtime::Handle::current(),
             name: format!("n{id}"),
         });
+        let Some(ctx) = ctx.0.take() else {
+            return Err(raft_err(&"the execution context is gone"));
+        };
         let executor = Arc::new(Executor::new(ctx, client));
         let threads = (0..s.threads.max(1))
             .map(|t| {
@@ -564,4 +570,15 @@ impl Peer {
 /// store does) on a blocking thread, where dropping a runtime is allowed.
 async fn drop_outside_runtime(executor: Arc<Executor>) {
     let _ = tokio::task::spawn_blocking(move || drop(executor)).await;
+}
+
+/// Holds a value that must not be dropped on a runtime thread; dropped on a thread of its own.
+struct OffRuntime<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> Drop for OffRuntime<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            let _ = std::thread::spawn(move || drop(v)).join();
+        }
+    }
 }

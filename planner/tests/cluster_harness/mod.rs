@@ -28,6 +28,21 @@ impl TestCluster {
     /// Starts `n` peers (n1..nN) and bootstraps the cluster from n1; returns once it has a
     /// leader that every peer knows.
     pub(crate) fn start(n: u64) -> Result<Self> {
+        Self::start_with(n, Self::fast_timers())
+    }
+
+    /// Timers of test clusters: elections within a second.
+    pub(crate) fn fast_timers() -> RaftTimers {
+        RaftTimers {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(500),
+            election_max: Duration::from_millis(1000),
+            ..RaftTimers::default()
+        }
+    }
+
+    /// Like [`TestCluster::start`] with these Raft timers.
+    pub(crate) fn start_with(n: u64, timers: RaftTimers) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let ids: Vec<u64> = (1..=n).collect();
         certs::init(&dir.path().join("tls"), &ids, &["planner".to_owned()])?;
@@ -51,12 +66,7 @@ impl TestCluster {
                 data_dir: c.dir.path().join(format!("n{id}")),
                 tls: TlsFiles::in_dir(&c.dir.path().join("tls"), &format!("n{id}")),
                 threads: 2,
-                raft: RaftTimers {
-                    heartbeat: Duration::from_millis(100),
-                    election_min: Duration::from_millis(500),
-                    election_max: Duration::from_millis(1000),
-                    ..RaftTimers::default()
-                },
+                raft: timers.clone(),
                 transport: TransportConfig::default(),
             };
             c.start_peer(s)?;
@@ -157,6 +167,48 @@ impl TestCluster {
             .borrow()
             .last_applied
             .map(|l| l.index)
+    }
+
+    /// Tries to start peer `id` with the certificate files of `cert` (another peer's).
+    pub(crate) fn start_impostor(&self, id: u64, cert: &str) -> Result<()> {
+        let s = PeerSettings {
+            id,
+            listen: "127.0.0.1:0".parse()?,
+            advertise: None,
+            data_dir: self.dir.path().join(format!("impostor{id}")),
+            tls: TlsFiles::in_dir(&self.tls_dir(), cert),
+            threads: 1,
+            raft: Self::fast_timers(),
+            transport: TransportConfig::default(),
+        };
+        let store = CqlStore::connect(CqlConfig::with_contact_points(
+            &self.double.addr().to_string(),
+        ))?;
+        let ctx = ExecContext::new(Arc::new(store));
+        let peer = self.rt.block_on(Peer::start(s, ctx))?;
+        self.rt.block_on(peer.shutdown());
+        Ok(())
+    }
+
+    /// The running peer `id`.
+    pub(crate) fn peer(&self, id: u64) -> Option<&Peer> {
+        self.peers.get(&id)
+    }
+
+    /// Waits until every running peer has applied at least what the leader has.
+    pub(crate) fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let leader = self.wait_leader(timeout)?;
+            let target = self.applied(leader);
+            if self.running().iter().all(|id| self.applied(*id) >= target) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("peers did not catch up with the leader's applied index {target:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Ids of running peers.
