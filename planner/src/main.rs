@@ -325,13 +325,18 @@ enum ClusterOp {
 #[derive(clap::Args, Debug, Clone)]
 struct ClusterArgs {
     /// A peer (or several, comma-separated) of the cluster, `host:port`.
-    #[arg(long, env = "PLEXUS_CLUSTER")]
+    #[arg(long, env = "PLEXUS_CLUSTER", global = true)]
     cluster: Option<String>,
     /// Directory with ca.pem and the client certificate (planner.pem, planner.key).
-    #[arg(long, env = "PLEXUS_TLS_DIR")]
+    #[arg(long, env = "PLEXUS_TLS_DIR", global = true)]
     tls_dir: Option<PathBuf>,
     /// Name of the client certificate in --tls-dir.
-    #[arg(long, env = "PLEXUS_CLIENT_NAME", default_value = "planner")]
+    #[arg(
+        long,
+        env = "PLEXUS_CLIENT_NAME",
+        default_value = "planner",
+        global = true
+    )]
     client_name: String,
 }
 

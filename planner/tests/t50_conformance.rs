@@ -60,10 +60,15 @@ impl Case {
 
     /// Through `planner submit --wait` on a running cluster.
     fn on_cluster(test: &str, cluster: &cluster_harness::TestCluster) -> Result<Option<Self>> {
+        Self::on_cluster_at(test, &cluster.addrs(), &cluster.tls_dir())
+    }
+
+    /// Through `planner submit --wait` on the cluster at `addrs`.
+    fn on_cluster_at(test: &str, addrs: &str, tls_dir: &Path) -> Result<Option<Self>> {
         let Some(mut c) = Self::on(test, None)? else {
             return Ok(None);
         };
-        c.cluster = Some((cluster.addrs(), cluster.tls_dir()));
+        c.cluster = Some((addrs.to_owned(), tls_dir.to_owned()));
         Ok(Some(c))
     }
 
@@ -892,7 +897,7 @@ mod on_cluster {
         }
     }
 
-    fn same_files(embedded: &Case, cluster: &Case) -> Result<()> {
+    pub(super) fn same_files(embedded: &Case, cluster: &Case) -> Result<()> {
         use std::collections::BTreeMap;
         let mut groups: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
         for e in std::fs::read_dir(embedded.dir("out"))? {
@@ -1110,5 +1115,137 @@ mod on_cluster {
         let msg = format!("{:#}", r.err().context("a client claimed a batch")?);
         ensure!(msg.contains("not allowed"), "{msg}");
         Ok(())
+    }
+}
+
+/// `examples/cluster/local.sh`: a CQL double and three `plexus-node` processes; a run through
+/// `planner submit --wait`, a follower SIGKILLed, another run, the follower restarted and
+/// caught up.
+mod multi_process {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// The local cluster; `down` on drop, even when the test fails.
+    struct Local {
+        state: tempfile::TempDir,
+        bin: PathBuf,
+    }
+
+    impl Local {
+        fn script(&self, args: &[&str]) -> Result<String> {
+            let out = Command::new(common::workspace_dir().join("examples/cluster/local.sh"))
+                .args(args)
+                .env("PLEXUS_BIN_DIR", &self.bin)
+                .env("PLEXUS_LOCAL_DIR", self.state.path().join("state"))
+                .env("PLEXUS_LOCAL_THREADS", "2")
+                .output()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            ensure!(
+                out.status.success(),
+                "local.sh {args:?}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(text)
+        }
+
+        fn status(&self, cluster: &str, tls: &Path) -> Result<String> {
+            let out = Command::new(self.bin.join("planner"))
+                .args(["cluster", "status", "--cluster", cluster, "--tls-dir"])
+                .arg(tls)
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+    }
+
+    impl Drop for Local {
+        fn drop(&mut self) {
+            let _ = self.script(&["down"]);
+        }
+    }
+
+    fn applied(status: &str) -> Option<u64> {
+        status
+            .split("applied index ")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    #[test]
+    fn local_sh_cluster_survives_a_killed_follower() -> Result<()> {
+        if common::conformance()?.is_none() {
+            return Ok(());
+        }
+        let planner = PathBuf::from(env!("CARGO_BIN_EXE_planner"));
+        let bin = planner.parent().context("bin dir")?.to_path_buf();
+        for b in ["plexus-node", "cql-double"] {
+            ensure!(
+                bin.join(b).is_file(),
+                "{} missing: cargo build -p plexus-node -p plexus-testkit (cargo test --workspace builds it)",
+                bin.join(b).display()
+            );
+        }
+        let local = Local {
+            state: tempfile::tempdir()?,
+            bin,
+        };
+        let up = local.script(&["up", "3"])?;
+        let var = |name: &str| {
+            up.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .map(str::to_owned)
+                .with_context(|| format!("local.sh up printed no {name}: {up}"))
+        };
+        let (cluster, tls) = (
+            var("PLEXUS_CLUSTER")?,
+            PathBuf::from(var("PLEXUS_TLS_DIR")?),
+        );
+
+        let embedded = Case::on("lookup", None)?.context("conformance data")?;
+        lookup_one(&embedded)?;
+        let c = Case::on_cluster_at("lookup", &cluster, &tls)?.context("conformance data")?;
+        lookup_one(&c)?;
+        on_cluster::same_files(&embedded, &c)?;
+
+        // SIGKILL a follower; the other two still make a quorum.
+        let status = local.status(&cluster, &tls)?;
+        let follower = status
+            .lines()
+            .find_map(|l| l.strip_suffix(",0").and_then(|l| l.split_once(",voter,")))
+            .map(|(name, addr)| (name.to_owned(), addr.to_owned()))
+            .with_context(|| format!("no follower in {status}"))?;
+        local.script(&["kill", &follower.0])?;
+        let embedded = Case::on("tag_and_denormalize", None)?.context("conformance data")?;
+        tag_one(&embedded)?;
+        let c = Case::on_cluster_at("tag_and_denormalize", &cluster, &tls)?.context("data")?;
+        tag_one(&c)?;
+        on_cluster::same_files(&embedded, &c)?;
+
+        // Restarted, it catches up with the leader from its own log.
+        local.script(&["start", &follower.0])?;
+        let target = applied(&local.status(&cluster, &tls)?).context("leader's applied index")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mine = local
+                .status(&follower.1, &tls)
+                .ok()
+                .and_then(|s| applied(&s));
+            if mine.is_some_and(|m| m >= target) {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{} stuck at {mine:?} < {target}",
+                follower.0
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }

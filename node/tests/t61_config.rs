@@ -1,0 +1,180 @@
+//! The `plexus-node` configuration: every bad field is a clear error naming it, environment
+//! variables override keys, and `plexus-node start` refuses an unreachable store.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, Result, ensure};
+use plexus_node::config::{NodeConfig, StoreKindConfig};
+use plexus_node::transport::certs;
+
+fn tls() -> Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    certs::init(&dir.path().join("tls"), &[1, 2], &["planner".to_owned()])?;
+    Ok(dir)
+}
+
+fn good(dir: &Path) -> String {
+    format!(
+        r#"
+id = "n1"
+listen = "127.0.0.1:0"
+data-dir = "{d}/data"
+tls-dir = "{d}/tls"
+threads = 2
+[peers]
+n1 = "127.0.0.1:7401"
+n2 = "127.0.0.1:7402"
+[store]
+kind = "cql"
+cql = {{ contact-points = ["127.0.0.1:9042"], max-retries = 2 }}
+"#,
+        d = dir.display()
+    )
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn parse(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<NodeConfig, String> {
+    NodeConfig::parse(text, Path::new("node.toml"), env).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_good_file_parses() -> Result<()> {
+    let d = tls()?;
+    let cfg = parse(&good(d.path()), no_env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.id.0 == 1 && cfg.store.kind == StoreKindConfig::Cql);
+    let members = cfg.initial_members();
+    ensure!(
+        members.len() == 2 && members[&2] == "127.0.0.1:7402",
+        "{members:?}"
+    );
+    ensure!(cfg.peer_settings().threads == 2);
+    Ok(())
+}
+
+#[test]
+fn missing_unknown_and_wrong_fields_are_named() -> Result<()> {
+    let d = tls()?;
+    let text = good(d.path());
+    let cases = [
+        (text.replace("id = \"n1\"\n", ""), "missing field `id`"),
+        (
+            text.replace("threads = 2", "threads = 2\ncolour = \"red\""),
+            "colour",
+        ),
+        (
+            text.replace("max-retries = 2", "max-retry = 2"),
+            "store.cql",
+        ),
+        (text.replace("threads = 2", "threads = 0"), "field threads"),
+        (
+            text.replace("listen = \"127.0.0.1:0\"", "listen = \"here\""),
+            "field listen",
+        ),
+        (
+            text.replace("kind = \"cql\"", "kind = \"embedded\""),
+            "field store.kind",
+        ),
+        (text.replace("id = \"n1\"", "id = \"n7\""), "field tls-dir"),
+        (text.replace("id = \"n1\"", "id = \"peer\""), "field id"),
+        (
+            text.replace(
+                "cql = { contact-points = [\"127.0.0.1:9042\"], max-retries = 2 }",
+                "",
+            ),
+            "contact-points",
+        ),
+        ("id = [".to_owned(), "config node.toml"),
+    ];
+    for (text, want) in cases {
+        let err = match parse(&text, no_env) {
+            Ok(_) => anyhow::bail!("accepted a config that should name {want}"),
+            Err(e) => e,
+        };
+        ensure!(err.contains(want), "error {err:?} does not name {want:?}");
+        ensure!(err.starts_with("config node.toml"), "{err}");
+    }
+    Ok(())
+}
+
+#[test]
+fn environment_overrides_keys() -> Result<()> {
+    let d = tls()?;
+    let env = |k: &str| match k {
+        "PLEXUS_ID" => Some("n2".to_owned()),
+        "PLEXUS_THREADS" => Some("5".to_owned()),
+        "PLEXUS_STORE__CQL_CONTACT_POINTS" => Some("10.0.0.9:9042, 10.0.0.10:9042".to_owned()),
+        // Not a node setting (the planner client's): ignored, not an unknown key.
+        "PLEXUS_CLUSTER" => Some("x:1".to_owned()),
+        _ => None,
+    };
+    let cfg = parse(&good(d.path()), env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.id.0 == 2 && cfg.threads == Some(5));
+    let cql = cfg.store.cql.context("cql settings")?;
+    ensure!(
+        cql.contact_points == ["10.0.0.9:9042", "10.0.0.10:9042"],
+        "{:?}",
+        cql.contact_points
+    );
+    let bad = parse(&good(d.path()), |k: &str| {
+        (k == "PLEXUS_THREADS").then(|| "many".to_owned())
+    });
+    ensure!(
+        bad.is_err_and(|e| e.contains("threads")),
+        "a bad override was accepted"
+    );
+    Ok(())
+}
+
+#[test]
+fn start_refuses_an_unreachable_store() -> Result<()> {
+    let d = tls()?;
+    // A port nothing listens on: bind one and drop it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let text = good(d.path()).replace("127.0.0.1:9042", &format!("127.0.0.1:{port}"));
+    let path = d.path().join("node.toml");
+    std::fs::write(&path, text)?;
+    let out = Command::new(env!("CARGO_BIN_EXE_plexus-node"))
+        .args(["start", "--config"])
+        .arg(&path)
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "started without a store: {err}");
+    ensure!(
+        err.contains("store.cql") && err.contains(&port.to_string()),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn certs_init_refuses_to_overwrite() -> Result<()> {
+    let d = tempfile::tempdir()?;
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_plexus-node"))
+            .args(["certs", "init", "--dir"])
+            .arg(d.path().join("tls"))
+            .args(["--peers", "n1,n2,n3", "--clients", "planner"])
+            .output()
+    };
+    let first = run()?;
+    ensure!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    for f in ["ca.pem", "n3.pem", "n3.key", "planner.pem", "cluster.key"] {
+        ensure!(d.path().join("tls").join(f).is_file(), "{f} missing");
+    }
+    let again = run()?;
+    ensure!(
+        !again.status.success(),
+        "a second init overwrote the certificates"
+    );
+    Ok(())
+}
