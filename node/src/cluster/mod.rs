@@ -5,9 +5,11 @@
 
 pub mod api;
 pub mod client;
+pub mod local;
 pub mod network;
 pub mod peer;
 pub mod storage;
 
 pub use client::{ClientError, ClusterClient};
+pub use local::{LocalCluster, LocalClusterError};
 pub use peer::{Peer, PeerSettings, RaftTimers};

@@ -1,0 +1,248 @@
+//! A cluster in one process: N real peers (openraft over QUIC on loopback, mutual TLS under a
+//! fresh CA) sharing one store, plus the client certificate `planner` uses. For tests and
+//! benchmarks; a production cluster runs one `plexus-node` process per machine.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::cluster::{Peer, PeerSettings, RaftTimers};
+use crate::exec::ExecContext;
+use crate::transport::{TlsFiles, TransportConfig, certs};
+
+/// Why a local cluster could not start or change.
+#[derive(Debug, thiserror::Error)]
+#[error("local cluster: {0}")]
+pub struct LocalClusterError(pub String);
+
+type Result<T> = std::result::Result<T, LocalClusterError>;
+
+fn err(e: impl std::fmt::Display) -> LocalClusterError {
+    LocalClusterError(e.to_string())
+}
+
+/// Makes the execution context (store, Python pool) of one peer.
+pub type ContextFactory = Box<dyn Fn(u64) -> std::result::Result<ExecContext, String> + Send>;
+
+/// N peers, their certificates and the store they share.
+pub struct LocalCluster {
+    /// The runtime the peers run on.
+    pub rt: tokio::runtime::Runtime,
+    peers: BTreeMap<u64, Peer>,
+    settings: BTreeMap<u64, PeerSettings>,
+    dir: PathBuf,
+    contexts: ContextFactory,
+    threads: usize,
+}
+
+impl LocalCluster {
+    /// Starts `n` peers (n1..nN) and bootstraps the cluster from n1; returns once it has a
+    /// leader that every peer knows.
+    /// Starts `n` peers with `threads` executor threads each, certificates and data in `dir`.
+    pub fn start(
+        dir: &std::path::Path,
+        n: u64,
+        threads: usize,
+        contexts: ContextFactory,
+    ) -> Result<Self> {
+        Self::start_with(dir, n, threads, contexts, Self::fast_timers())
+    }
+
+    /// Timers of test clusters: elections within a second.
+    pub fn fast_timers() -> RaftTimers {
+        RaftTimers {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(500),
+            election_max: Duration::from_millis(1000),
+            ..RaftTimers::default()
+        }
+    }
+
+    /// Like [`LocalCluster::start`] with these Raft timers.
+    pub fn start_with(
+        dir: &std::path::Path,
+        n: u64,
+        threads: usize,
+        contexts: ContextFactory,
+        timers: RaftTimers,
+    ) -> Result<Self> {
+        let ids: Vec<u64> = (1..=n).collect();
+        certs::init(&dir.join("tls"), &ids, &["planner".to_owned()]).map_err(err)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(err)?;
+        let mut c = Self {
+            rt,
+            peers: BTreeMap::new(),
+            settings: BTreeMap::new(),
+            dir: dir.to_owned(),
+            contexts,
+            threads,
+        };
+        for id in ids {
+            let s = PeerSettings {
+                id,
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                advertise: None,
+                data_dir: c.dir.join(format!("n{id}")),
+                tls: TlsFiles::in_dir(&c.dir.join("tls"), &format!("n{id}")),
+                threads: c.threads,
+                raft: timers.clone(),
+                transport: TransportConfig::default(),
+            };
+            c.start_peer(s)?;
+        }
+        let members: BTreeMap<u64, String> = c
+            .peers
+            .iter()
+            .map(|(id, p)| (*id, p.advertise().to_owned()))
+            .collect();
+        let first = c.peers.get(&1).ok_or_else(|| err("no peer n1"))?;
+        c.rt.block_on(first.initialize(members)).map_err(err)?;
+        c.wait_leader(Duration::from_secs(10))?;
+        Ok(c)
+    }
+
+    fn start_peer(&mut self, mut s: PeerSettings) -> Result<()> {
+        let ctx = (self.contexts)(s.id).map_err(err)?;
+        let peer = self.rt.block_on(Peer::start(s.clone(), ctx)).map_err(err)?;
+        // A restart binds the same address, so the others' membership still points at it.
+        s.listen = peer.advertise().parse().map_err(err)?;
+        s.advertise = Some(peer.advertise().to_owned());
+        self.settings.insert(s.id, s.clone());
+        self.peers.insert(s.id, peer);
+        Ok(())
+    }
+
+    /// Every peer's address, comma-separated (what `--cluster` takes).
+    pub fn addrs(&self) -> String {
+        self.settings
+            .values()
+            .filter_map(|s| s.advertise.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The certificate directory (`--tls-dir`).
+    pub fn tls_dir(&self) -> PathBuf {
+        self.dir.join("tls")
+    }
+
+    /// The leader every running peer agrees on, if any.
+    pub fn leader(&self) -> Option<u64> {
+        let mut leaders = self
+            .peers
+            .values()
+            .map(|p| p.core().raft().metrics().borrow().current_leader);
+        let first = leaders.next()??;
+        leaders.all(|l| l == Some(first)).then_some(first)
+    }
+
+    /// Waits until the running peers agree on a leader.
+    pub fn wait_leader(&self, timeout: Duration) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.leader()
+                && self.peers.contains_key(&l)
+            {
+                return Ok(l);
+            }
+            if Instant::now() > deadline {
+                return Err(err(format!("no leader after {timeout:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops a peer abruptly (no hand-back, no flush beyond what is durable).
+    pub fn kill(&mut self, id: u64) -> Result<()> {
+        let p = self
+            .peers
+            .remove(&id)
+            .ok_or_else(|| err(format!("n{id} is not running")))?;
+        self.rt.block_on(p.kill());
+        Ok(())
+    }
+
+    /// Starts a killed peer again on its data directory and address.
+    pub fn restart(&mut self, id: u64) -> Result<()> {
+        let s = self
+            .settings
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| err(format!("n{id} never ran")))?;
+        self.start_peer(s)
+    }
+
+    /// Applied index of a running peer.
+    pub fn applied(&self, id: u64) -> Option<u64> {
+        self.peers
+            .get(&id)?
+            .core()
+            .raft()
+            .metrics()
+            .borrow()
+            .last_applied
+            .map(|l| l.index)
+    }
+
+    /// Tries to start peer `id` with the certificate files of `cert` (another peer's).
+    pub fn start_impostor(&self, id: u64, cert: &str) -> Result<()> {
+        let s = PeerSettings {
+            id,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise: None,
+            data_dir: self.dir.join(format!("impostor{id}")),
+            tls: TlsFiles::in_dir(&self.tls_dir(), cert),
+            threads: 1,
+            raft: Self::fast_timers(),
+            transport: TransportConfig::default(),
+        };
+        let ctx = (self.contexts)(id).map_err(err)?;
+        let peer = self.rt.block_on(Peer::start(s, ctx)).map_err(err)?;
+        self.rt.block_on(peer.shutdown());
+        Ok(())
+    }
+
+    /// The running peer `id`.
+    pub fn peer(&self, id: u64) -> Option<&Peer> {
+        self.peers.get(&id)
+    }
+
+    /// Waits until every running peer has applied at least what the leader has.
+    pub fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let leader = self.wait_leader(timeout)?;
+            let target = self.applied(leader);
+            if self.running().iter().all(|id| self.applied(*id) >= target) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(err(format!(
+                    "peers did not catch up with the leader's applied index {target:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Ids of running peers.
+    pub fn running(&self) -> Vec<u64> {
+        self.peers.keys().copied().collect()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        let peers = std::mem::take(&mut self.peers);
+        self.rt.block_on(async move {
+            for (_, p) in peers {
+                p.shutdown().await;
+            }
+        });
+    }
+}
