@@ -14,7 +14,11 @@
 //! - file output: the four table_file nodes (rows read and written to CSV).
 //!
 //! `cargo run --release -p planner --example lookup_bench -- --scale 100 [--threads N]
-//! [--batches N] [--keep DIR]`
+//! [--batches N] [--keep DIR] [--store cql] [--cluster N]`
+//!
+//! `--store cql` runs on a CQL wire double started in this process; `--cluster N` submits the
+//! run to N in-process peers (openraft over QUIC on loopback) sharing such a double, with the
+//! `--threads` divided among them, and waits for it as `planner submit --wait` does.
 //!
 //! The conformance data is found as the tests find it (`PLEXUS_CONFORMANCE_DIR`,
 //! `PLEXUS_CAPILLARIES_DIR`, then `../shared/conformance`); nothing is written there.
@@ -46,6 +50,8 @@ struct Args {
     threads: Option<usize>,
     batches: Option<u32>,
     keep: Option<PathBuf>,
+    cql: bool,
+    cluster: Option<u64>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -54,6 +60,8 @@ fn parse_args() -> Result<Args> {
         threads: None,
         batches: None,
         keep: None,
+        cql: false,
+        cluster: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -63,6 +71,8 @@ fn parse_args() -> Result<Args> {
             "--threads" => args.threads = Some(value()?.parse().context("--threads")?),
             "--batches" => args.batches = Some(value()?.parse().context("--batches")?),
             "--keep" => args.keep = Some(PathBuf::from(value()?)),
+            "--store" => args.cql = value()? == "cql",
+            "--cluster" => args.cluster = Some(value()?.parse().context("--cluster")?),
             "-h" | "--help" => {
                 println!(
                     "lookup_bench [--scale N] [--threads N] [--batches N] [--keep DIR]\n\
@@ -306,9 +316,28 @@ fn main() -> Result<()> {
         capi: None,
     };
 
+    let threads_total = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(2)
+    });
+    // One double for every store of the run, in this process (its CPU counts in both modes).
+    let double = if args.cql || args.cluster.is_some() {
+        Some(plexus_testkit::cql::CqlDouble::start()?)
+    } else {
+        None
+    };
+    let mut settings = settings;
+    if let Some(d) = &double {
+        settings.store = planner::run::StoreKind::Cql;
+        settings.cql_contact_points = d.addr().to_string();
+    }
     let (cpu0, _) = cpu_and_peak_rss();
     let start = Instant::now();
-    let report = planner::run::run(&plan, &settings, &Silent)?;
+    let report = match (args.cluster, &double) {
+        (Some(n), Some(d)) => run_on_cluster(&plan, &dir, n, threads_total, &d.addr().to_string())?,
+        _ => planner::run::run(&plan, &settings, &Silent)?,
+    };
     let wall = start.elapsed();
     let (cpu1, peak_kib) = cpu_and_peak_rss();
 
@@ -334,25 +363,75 @@ fn main() -> Result<()> {
         );
     }
 
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(2)
-    });
+    let threads = threads_total;
+    let mode = match (args.cluster, args.cql) {
+        (Some(n), _) => format!("{n}-peer cluster, cql double"),
+        (None, true) => "planner run, cql double".to_owned(),
+        (None, false) => "planner run, embedded".to_owned(),
+    };
     println!(
-        "lookup x{} ({threads} threads, {} lookup batches): wall {:.3} s, cpu {:.2} s, peak RSS {} MiB",
+        "lookup x{} ({mode}, {threads} threads, {} lookup batches): wall {:.3} s, cpu {:.2} s, peak RSS {} MiB",
         args.scale,
         args.batches.unwrap_or(10),
         wall.as_secs_f64(),
         cpu1 - cpu0,
         peak_kib / 1024
     );
-    Stage::of(&report, &INGEST)?.print("ingest", "csv rows", "written");
-    Stage::of(&report, &LOOKUPS)?.print("lookup", "left rows", "out rows");
-    Stage::of(&report, &FILES)?.print("file output", "rows read", "csv rows");
+    if args.cluster.is_none() {
+        // Stage CPU and spans are measured by the in-process engine only.
+        Stage::of(&report, &INGEST)?.print("ingest", "csv rows", "written");
+        Stage::of(&report, &LOOKUPS)?.print("lookup", "left rows", "out rows");
+        Stage::of(&report, &FILES)?.print("file output", "rows read", "csv rows");
+    }
     println!("outputs checked: 4 files = {} x baseline rows", args.scale);
     if args.keep.is_some() {
         println!("kept {}", dir.display());
     }
     Ok(())
+}
+
+/// Starts `peers` in-process peers on the double at `cql`, submits the run, waits for it.
+fn run_on_cluster(
+    plan: &plexus_core::plan::Plan,
+    dir: &Path,
+    peers: u64,
+    threads: usize,
+    cql: &str,
+) -> Result<RunReport> {
+    use std::sync::Arc;
+    let cql = cql.to_owned();
+    let per_peer = (threads / peers as usize).max(1);
+    let contexts = Box::new(
+        move |_id: u64| -> Result<plexus_node::exec::ExecContext, String> {
+            let store = plexus_node::store::CqlStore::connect(
+                plexus_node::store::CqlConfig::with_contact_points(&cql),
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(plexus_node::exec::ExecContext::new(Arc::new(store)))
+        },
+    );
+    let cluster =
+        plexus_node::cluster::LocalCluster::start(&dir.join("cluster"), peers, per_peer, contexts)?;
+    let client = plexus_node::cluster::ClusterClient::connect(
+        &cluster.addrs(),
+        &cluster.tls_dir(),
+        "planner",
+    )?;
+    let sub = planner::cluster::Submission {
+        keyspace: "lookup_bench".into(),
+        start_nodes: INGEST.iter().map(|s| (*s).to_string()).collect(),
+        description: "lookup_bench".into(),
+        only_start_nodes: false,
+    };
+    let run_id = planner::cluster::submit(&client, plan, &sub)?;
+    let report = planner::cluster::wait(
+        &client,
+        "lookup_bench",
+        run_id,
+        &Silent,
+        Duration::from_millis(50),
+    )?;
+    drop(client);
+    drop(cluster);
+    Ok(report)
 }
