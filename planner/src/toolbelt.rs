@@ -179,9 +179,9 @@ pub enum ToolbeltError {
     /// The Capillaries config cannot be used.
     #[error("{0}")]
     Capi(#[from] crate::capi::CapiError),
-    /// `PLEXUS_CLUSTER` is set but this build has no cluster backend.
-    #[error("{CLUSTER_VAR}={0}: the cluster backend is not built yet; unset it to run in-process")]
-    ClusterNotBuilt(String),
+    /// `PLEXUS_CLUSTER` is set without the client certificate directory.
+    #[error("{CLUSTER_VAR}={0} needs PLEXUS_TLS_DIR (the directory with ca.pem and planner.pem)")]
+    ClusterNeedsTls(String),
     /// The command itself failed (store, engine, files).
     #[error("{command}: {source:#}")]
     Failed {
@@ -482,14 +482,165 @@ impl Backend for InProcess {
     }
 }
 
+/// The toolbelt against a Plexus cluster (`PLEXUS_CLUSTER`, `PLEXUS_TLS_DIR`): runs are
+/// started through the replicated ledger and histories read from it. `start_run` returns as
+/// soon as the run is started, as Capillaries' does; `exec_node` waits for its run.
+pub struct OnCluster {
+    client: plexus_node::cluster::ClusterClient,
+    spec: String,
+}
+
+impl OnCluster {
+    /// Connects with the client certificate in `tls_dir` (`planner.pem` unless
+    /// `PLEXUS_CLIENT_NAME` says otherwise).
+    pub fn connect(cluster: &str, tls_dir: &Path, name: &str) -> Result<Self, anyhow::Error> {
+        let target = crate::cluster::ClusterTarget {
+            cluster: cluster.to_owned(),
+            tls_dir: tls_dir.to_owned(),
+            client_name: name.to_owned(),
+        };
+        Ok(Self {
+            client: target.connect()?,
+            spec: cluster.to_owned(),
+        })
+    }
+
+    fn submit(
+        &self,
+        plan: &Plan,
+        script: &str,
+        keyspace: &str,
+        nodes: Vec<String>,
+        only: bool,
+    ) -> Result<u32, anyhow::Error> {
+        let sub = crate::cluster::Submission {
+            keyspace: keyspace.to_owned(),
+            start_nodes: nodes,
+            description: if only {
+                plexus_raft::EXEC_NODE_DESCRIPTION.to_owned()
+            } else {
+                format!("capitoolbelt start_run {script}")
+            },
+            only_start_nodes: only,
+        };
+        crate::cluster::submit(&self.client, plan, &sub)
+    }
+
+    fn ledger(&self, keyspace: &str) -> Result<plexus_raft::Ledger, anyhow::Error> {
+        crate::cluster::ledger(&self.client, keyspace)
+    }
+}
+
+impl Backend for OnCluster {
+    fn describe(&self) -> Result<String, anyhow::Error> {
+        let s = self.client.status()?;
+        let peers: Vec<String> = s.voters.values().cloned().collect();
+        Ok(format!(
+            "[{}] (Plexus cluster {})",
+            peers.join(" "),
+            self.spec
+        ))
+    }
+
+    fn start_run(
+        &self,
+        plan: &Plan,
+        script: &str,
+        _params: Option<&str>,
+        keyspace: &str,
+        start_nodes: Vec<String>,
+    ) -> Result<u32, anyhow::Error> {
+        self.submit(plan, script, keyspace, start_nodes, false)
+    }
+
+    fn exec_node(
+        &self,
+        plan: &Plan,
+        script: &str,
+        _params: Option<&str>,
+        keyspace: &str,
+        node: &str,
+    ) -> Result<u32, anyhow::Error> {
+        let run_id = self.submit(plan, script, keyspace, vec![node.to_owned()], true)?;
+        let report = crate::cluster::wait(
+            &self.client,
+            keyspace,
+            run_id,
+            &plexus_node::engine::Silent,
+            Duration::from_millis(200),
+        )?;
+        for n in report.failed() {
+            eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
+        }
+        Ok(run_id)
+    }
+
+    fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), anyhow::Error> {
+        crate::cluster::stop(&self.client, keyspace, run_id, comment)
+    }
+
+    fn run_history(&self, keyspace: &str) -> Result<String, anyhow::Error> {
+        use plexus_raft::history::run_history_csv;
+        Ok(run_history_csv(
+            &self.ledger(keyspace)?.run_history(keyspace)?,
+            0,
+        ))
+    }
+
+    fn node_history(&self, keyspace: &str, run_ids: &[u32]) -> Result<String, anyhow::Error> {
+        use plexus_raft::history::node_history_csv;
+        let l = self.ledger(keyspace)?;
+        Ok(node_history_csv(
+            &l.node_history(keyspace, run_ids, &[])?,
+            0,
+        ))
+    }
+
+    fn batch_history(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+        node: &str,
+    ) -> Result<String, anyhow::Error> {
+        use plexus_raft::history::batch_history_csv;
+        let l = self.ledger(keyspace)?;
+        Ok(batch_history_csv(
+            &l.batch_history(keyspace, run_id, node)?,
+            0,
+        ))
+    }
+
+    fn node_statuses(
+        &self,
+        keyspace: &str,
+        run_id: u32,
+    ) -> Result<Vec<(String, NodeBatchStatus)>, anyhow::Error> {
+        Ok(self.ledger(keyspace)?.node_statuses(keyspace, run_id)?)
+    }
+
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), anyhow::Error> {
+        anyhow::bail!(
+            "drop_keyspace {keyspace}: not available against a cluster yet (the replicated ledger \
+             has no drop command); drop the keyspace in Cassandra and use a new keyspace name"
+        )
+    }
+}
+
 /// The backend the process environment selects: the cluster when `PLEXUS_CLUSTER` is set
-/// (an error until it exists), else [`InProcess`] configured from `capitoolbelt.json` (next
+/// (with `PLEXUS_TLS_DIR`), else [`InProcess`] configured from `capitoolbelt.json` (next
 /// to the executable, then in the current directory) and the `CAPI_*` variables.
 pub fn backend_from_env() -> Result<Box<dyn Backend>, ToolbeltError> {
-    if let Some(cluster) = std::env::var_os(CLUSTER_VAR).filter(|v| !v.is_empty()) {
-        return Err(ToolbeltError::ClusterNotBuilt(
-            cluster.to_string_lossy().into_owned(),
-        ));
+    if let Some(cluster) = std::env::var(CLUSTER_VAR).ok().filter(|v| !v.is_empty()) {
+        let Some(tls) = std::env::var_os("PLEXUS_TLS_DIR").filter(|v| !v.is_empty()) else {
+            return Err(ToolbeltError::ClusterNeedsTls(cluster));
+        };
+        let name = std::env::var("PLEXUS_CLIENT_NAME").unwrap_or_else(|_| "planner".to_owned());
+        return OnCluster::connect(&cluster, Path::new(&tls), &name)
+            .map(|b| Box::new(b) as Box<dyn Backend>)
+            .map_err(|source| ToolbeltError::Failed {
+                command: "connect to the cluster (PLEXUS_CLUSTER)",
+                source,
+            });
     }
     let beside_exe = std::env::current_exe()
         .ok()

@@ -2,6 +2,7 @@
 //! Go-style flags (one or two dashes, `=` or a space), on the embedded store and on the CQL
 //! wire double (chosen through a Capillaries `capitoolbelt.json`, as an operator would).
 
+mod cluster_harness;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -301,11 +302,12 @@ fn usage_errors_exit_1_with_the_text_on_stderr() -> Result<()> {
     let cluster = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
         .args(["get_run_history", "-keyspace=x"])
         .current_dir(b.path())
-        .env("PLEXUS_CLUSTER", "10.0.0.1:7000")
+        .env("PLEXUS_CLUSTER", "127.0.0.1:7000")
+        .env_remove("PLEXUS_TLS_DIR")
         .output()?;
     let err = String::from_utf8_lossy(&cluster.stderr);
     ensure!(
-        cluster.status.code() == Some(1) && err.contains("cluster backend is not built yet"),
+        cluster.status.code() == Some(1) && err.contains("needs PLEXUS_TLS_DIR"),
         "{err}"
     );
     Ok(())
@@ -333,5 +335,82 @@ fn planner_toolbelt_is_the_same_command_line() -> Result<()> {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Ok(())
+}
+
+/// With `PLEXUS_CLUSTER` and `PLEXUS_TLS_DIR` the same commands work against a cluster:
+/// start_run returns the run id at once, the histories come from the replicated ledger.
+#[test]
+fn the_toolbelt_drives_a_cluster() -> Result<()> {
+    let cluster = cluster_harness::TestCluster::start(3)?;
+    let b = Belt::new()?;
+    let call = |args: &[&str]| -> Result<String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
+            .args(args)
+            .current_dir(b.path())
+            .env("PLEXUS_CLUSTER", cluster.addrs())
+            .env("PLEXUS_TLS_DIR", cluster.tls_dir())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "capitoolbelt {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let script_file = format!("-script_file={}", b.script);
+    let params_file = format!("-params_file={}", b.params);
+    let ok = call(&["check_db_connectivity"])?;
+    ensure!(ok.contains("Plexus cluster"), "{ok}");
+    let run = call(&[
+        "start_run",
+        "-keyspace=roastery_cluster",
+        &script_file,
+        &params_file,
+        "-start_nodes=read_beans,read_orders",
+    ])?;
+    ensure!(run.trim() == "1", "{run:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let history = call(&["get_run_history", "-keyspace=roastery_cluster"])?;
+        // Status 2: complete.
+        if rows(&history)
+            .iter()
+            .any(|r| r.get(2).map(String::as_str) == Some("2"))
+        {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "run 1 did not complete: {history}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let nodes = call(&[
+        "get_node_history",
+        "-keyspace=roastery_cluster",
+        "-run_ids=1",
+    ])?;
+    ensure!(nodes.contains("read_beans"), "{nodes}");
+    let batches = call(&[
+        "get_batch_history",
+        "-keyspace=roastery_cluster",
+        "-run_id=1",
+        "-node=read_beans",
+    ])?;
+    ensure!(rows(&batches).len() >= 2, "{batches}");
+    ensure!(
+        b.path().join("out").read_dir()?.next().is_some(),
+        "no outputs written"
+    );
+    let dot = call(&[
+        "get_run_status_diagram",
+        "-keyspace=roastery_cluster",
+        &script_file,
+        &params_file,
+        "-run_id=1",
+        "-format=dot",
+    ])?;
+    ensure!(dot.starts_with("digraph"), "{dot}");
     Ok(())
 }
