@@ -116,11 +116,19 @@ pub struct LocalLedger {
     store: std::sync::Arc<dyn Store>,
     keyspace: String,
     shared: SharedLedger,
-    /// Encoded commands applied but not yet in the store, with their log sequence numbers.
-    /// Filled under the ledger lock (so in apply order), drained under `log_writer`.
-    pending: Mutex<(u64, Vec<(u64, Vec<u8>)>)>,
+    /// Commands applied but not yet in the store. Filled under the ledger lock (so in apply
+    /// order), drained under `log_writer`.
+    pending: Mutex<Pending>,
     /// Serialises store appends; holds the number of entries known to be in the store.
     log_writer: Mutex<u64>,
+}
+
+/// The log entries between the ledger and the store.
+struct Pending {
+    /// Sequence number of the next entry.
+    next: u64,
+    /// Encoded commands with their sequence numbers, in order.
+    entries: Vec<(u64, Vec<u8>)>,
 }
 
 /// Why the local ledger could not be loaded.
@@ -180,14 +188,17 @@ impl LocalLedger {
             store,
             keyspace: keyspace.to_owned(),
             shared: SharedLedger::new(ledger),
-            pending: Mutex::new((next, Vec::new())),
+            pending: Mutex::new(Pending {
+                next,
+                entries: Vec::new(),
+            }),
             log_writer: Mutex::new(next),
         })
     }
 
     /// How many commands the keyspace's log holds (applied ones included).
     pub fn logged(&self) -> u64 {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).0
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).next
     }
 
     /// Writes every pending entry up to and including `seq` to the store, in order. Whoever
@@ -197,7 +208,13 @@ impl LocalLedger {
         if *written > seq {
             return Ok(());
         }
-        let batch = std::mem::take(&mut self.pending.lock().unwrap_or_else(|p| p.into_inner()).1);
+        let batch = std::mem::take(
+            &mut self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entries,
+        );
         for (n, bytes) in batch {
             let key = [LOG_PREFIX, format!("{n:020}").as_bytes()].concat();
             self.store.put_meta(&self.keyspace, &key, &bytes)?;
@@ -217,9 +234,9 @@ impl LedgerClient for LocalLedger {
         let seq = self.shared.update(|ledger| {
             let events = ledger.apply(cmd).map_err(ProposeError::Refused)?;
             let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            let seq = p.0;
-            p.0 += 1;
-            p.1.push((seq, bytes));
+            let seq = p.next;
+            p.next += 1;
+            p.entries.push((seq, bytes));
             Ok::<_, ProposeError>((seq, events))
         });
         let (seq, events) = seq?;

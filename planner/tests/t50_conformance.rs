@@ -927,12 +927,15 @@ mod on_cluster {
         Ok(())
     }
 
+    /// One conformance variant, run against a prepared case.
+    type CaseBody = fn(&Case) -> Result<()>;
+
     fn every_variant(peers: u64) -> Result<()> {
         if common::conformance()?.is_none() {
             return Ok(());
         }
         let cluster = TestCluster::start(peers)?;
-        let bodies: [(&str, &str, fn(&Case) -> Result<()>); 6] = [
+        let bodies: [(&str, &str, CaseBody); 6] = [
             ("lookup", "one run", lookup_one),
             ("lookup", "multi runs", lookup_multi),
             ("lookup", "exec nodes", exec_nodes),

@@ -291,6 +291,8 @@ pub struct LedgerStateMachine {
 
 impl LedgerStateMachine {
     /// The state machine over `ledger`, restored from the last snapshot in `db`.
+    // The error is openraft's `StorageError`, as in the trait methods it sits beside.
+    #[allow(clippy::result_large_err)]
     pub fn open(db: Arc<RaftDb>, ledger: Arc<SharedLedger>) -> StorageResult<Self> {
         let stored: Option<StoredSnapshot> = db
             .get(SNAPSHOT)
@@ -469,7 +471,7 @@ mod tests {
 
     /// openraft's own storage test suite against the fjall log store and the ledger machine.
     #[test]
-    fn openraft_storage_suite() -> StorageResult<()> {
-        openraft::testing::Suite::test_all(Builder)
+    fn openraft_storage_suite() -> Result<(), Box<StorageError<PeerId>>> {
+        openraft::testing::Suite::test_all(Builder).map_err(Box::new)
     }
 }
