@@ -178,3 +178,61 @@ fn certs_init_refuses_to_overwrite() -> Result<()> {
     );
     Ok(())
 }
+
+/// A one-peer cluster on the embedded store starts, bootstraps, serves, and on SIGTERM stops
+/// cleanly with exit code 0.
+#[test]
+fn sigterm_stops_a_peer_cleanly() -> Result<()> {
+    use std::io::{BufRead, BufReader};
+    let d = tls()?;
+    let text = format!(
+        r#"
+id = "n1"
+listen = "127.0.0.1:0"
+data-dir = "{d}/data"
+tls-dir = "{d}/tls"
+threads = 1
+init = true
+[store]
+kind = "embedded"
+"#,
+        d = d.path().display()
+    );
+    let path = d.path().join("node.toml");
+    std::fs::write(&path, text)?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plexus-node"))
+        .args(["start", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // Stop the child by its pid whatever happens below.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut child = Reap(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    ensure!(line.contains("serving at 127.0.0.1:"), "{line:?}");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()?;
+    ensure!(status.success(), "kill failed");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(code) = child.0.try_wait()? {
+            ensure!(code.success(), "exit {code:?} after SIGTERM");
+            return Ok(());
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "still running 20 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
