@@ -84,6 +84,8 @@ c.update({
     "num_tokens": 4,
     "auto_bootstrap": False,
     "concurrent_compactors": 1,
+    # Tests drop many keyspaces; snapshots of each would only cost time and disk.
+    "auto_snapshot": False,
     "seed_provider": [{"class_name": "org.apache.cassandra.locator.SimpleSeedProvider",
                        "parameters": [{"seeds": "127.0.0.1"}]}],
 })
@@ -127,6 +129,7 @@ setsid "$adapter_bin" --listen "127.0.0.1:$adapter_port" --upstream "127.0.0.1:$
   > "$run/logs/adapter.out" 2>&1 < /dev/null &
 echo $! > "$run/adapter.pid"
 
+# Cassandra 2.1 has no system_schema keyspace: the driver must not read it.
 cat > "$run/cql.json" <<JSON
 {"fetch-schema-metadata": false}
 JSON
