@@ -109,6 +109,9 @@ impl SharedLedger {
 /// Prefix of the command log records in a keyspace's meta records.
 const LOG_PREFIX: &[u8] = b"ledger/log/";
 
+/// The next log sequence number and the encoded commands waiting for the store.
+type PendingLog = (u64, Vec<(u64, Vec<u8>)>);
+
 /// The one-process ledger of `planner run`: commands are applied in memory and appended to the
 /// keyspace's command log in the store, so a later process replays the log and sees the same
 /// state (runs of one keyspace build on each other across processes).
@@ -118,7 +121,7 @@ pub struct LocalLedger {
     shared: SharedLedger,
     /// Encoded commands applied but not yet in the store, with their log sequence numbers.
     /// Filled under the ledger lock (so in apply order), drained under `log_writer`.
-    pending: Mutex<(u64, Vec<(u64, Vec<u8>)>)>,
+    pending: Mutex<PendingLog>,
     /// Serialises store appends; holds the number of entries known to be in the store.
     log_writer: Mutex<u64>,
 }

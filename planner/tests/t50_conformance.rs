@@ -846,6 +846,7 @@ mod on_cluster {
         Ok(())
     }
 
+    #[allow(clippy::type_complexity)]
     fn every_variant(peers: u64) -> Result<()> {
         let cluster = TestCluster::start(peers)?;
         let bodies: [(&str, &str, fn(&Case) -> Result<()>); 6] = [

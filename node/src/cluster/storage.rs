@@ -291,6 +291,8 @@ pub struct LedgerStateMachine {
 
 impl LedgerStateMachine {
     /// The state machine over `ledger`, restored from the last snapshot in `db`.
+    // openraft's StorageError is the error type of the storage traits this feeds.
+    #[allow(clippy::result_large_err)]
     pub fn open(db: Arc<RaftDb>, ledger: Arc<SharedLedger>) -> StorageResult<Self> {
         let stored: Option<StoredSnapshot> = db
             .get(SNAPSHOT)
@@ -469,6 +471,7 @@ mod tests {
 
     /// openraft's own storage test suite against the fjall log store and the ledger machine.
     #[test]
+    #[allow(clippy::result_large_err)]
     fn openraft_storage_suite() -> StorageResult<()> {
         openraft::testing::Suite::test_all(Builder)
     }

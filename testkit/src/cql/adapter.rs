@@ -71,7 +71,7 @@ enum Fix {
     /// Nothing beyond the version byte.
     None,
     /// A PREPARED result: add `pk_count`; remember `rows` for EXECUTEs of the statement.
-    Prepared(Box<Fix>),
+    Prepared(Box<Self>),
     /// Rows of `system.schema_columns` read as `system_schema.columns`.
     SchemaColumns,
     /// Insert an `inet` column `rpc_address` at this index, valued the adapter's address.
