@@ -3,7 +3,7 @@
 # apache-cassandra-2.1.0) on loopback, behind the testkit's protocol-v4 adapter
 # (`cql-v4-adapter`), for the real-cluster store suite and conformance tests.
 #
-#   eval "$(bash testkit/cassandra/up.sh)"   # exports the variables below
+#   eval "$(bash testkit/cassandra/up.sh | sed 's/^/export /')"   # exports the variables below
 #   … tests …
 #   bash testkit/cassandra/down.sh           # stops exactly what up.sh started
 #
