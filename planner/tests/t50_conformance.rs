@@ -24,6 +24,20 @@ struct Case {
 }
 
 impl Case {
+    /// `--store cql …` when the case runs on CQL, with `PLEXUS_CONFORMANCE_CQL_CONFIG` (the
+    /// settings a real cluster needs, e.g. from testkit/cassandra/up.sh) unless `args` name
+    /// a config file themselves.
+    fn store_flags(&self, cmd: &mut Command, args: &[&str]) {
+        if let Some(points) = &self.cql {
+            cmd.args(["--store", "cql", "--cql-contact-points", points]);
+            if let Some(cfg) = std::env::var_os("PLEXUS_CONFORMANCE_CQL_CONFIG")
+                && !args.contains(&"--cql-config")
+            {
+                cmd.arg("--cql-config").arg(cfg);
+            }
+        }
+    }
+
     /// On the embedded store, or on `PLEXUS_CONFORMANCE_CQL=host:port` when that is set (e.g. a
     /// real cluster, or a `cql-double` binary).
     /// `None` (a reported skip) when there is no conformance data.
@@ -109,9 +123,7 @@ impl Case {
         } else {
             cmd.arg("run").args(args).arg("--data-dir").arg(&data);
         }
-        if let Some(points) = &self.cql {
-            cmd.args(["--store", "cql", "--cql-contact-points", points]);
-        }
+        self.store_flags(&mut cmd, args);
         let out = cmd.output()?;
         let text = format!(
             "{}{}",
@@ -549,11 +561,11 @@ fn history_diagram_and_drop_keyspace_after_a_run() -> Result<()> {
     let ks = "lookup_history";
     c.run_from(&script, &url(&params), ks, "read_orders,read_order_items")?;
     let planner = |args: &[&str]| -> Result<String> {
-        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-            .args(args)
-            .arg("--data-dir")
-            .arg(c.dir("data"))
-            .output()?;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+        cmd.args(args).arg("--data-dir").arg(c.dir("data"));
+        // On PLEXUS_CONFORMANCE_CQL the history lives in the cluster, not the data dir.
+        c.store_flags(&mut cmd, args);
+        let out = cmd.output()?;
         ensure!(
             out.status.success(),
             "{args:?}: {}",

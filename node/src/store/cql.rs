@@ -467,7 +467,8 @@ impl CqlStore {
         let mut builder = SessionBuilder::new()
             .known_nodes(&cfg.contact_points)
             .default_execution_profile_handle(profile.into_handle())
-            .auto_await_schema_agreement(true);
+            .auto_await_schema_agreement(true)
+            .fetch_schema_metadata(cfg.fetch_schema_metadata);
         if let Some(user) = &cfg.username {
             builder = builder.user(user, cfg.password.as_deref().unwrap_or_default());
         }

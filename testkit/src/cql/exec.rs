@@ -1835,24 +1835,18 @@ impl SelectPlan {
         let page = params.page_size.map_or(u64::MAX, |p| p as u64);
         let take = page.min(limit_left);
         let mut out: Vec<(Position, Vec<Option<Vec<u8>>>)> = Vec::new();
-        let mut more = false;
         if take > 0 {
             tb.scan(&sel, after.as_ref(), now, |pos, cells| {
                 if !passes(&cells) {
                     return true;
                 }
-                if out.len() as u64 == take {
-                    more = true;
-                    return false;
-                }
                 out.push((pos, cells));
-                true
+                (out.len() as u64) < take
             });
         }
-        // Stopping at LIMIT is the end of the result, not a page boundary.
-        if take == limit_left {
-            more = false;
-        }
+        // As Cassandra does, a full page always comes with a paging state, even when no row
+        // follows (the next page is then empty); stopping at LIMIT is the end of the result.
+        let more = take > 0 && take < limit_left && out.len() as u64 == take;
         let paging_state = match (more, out.last()) {
             (true, Some((pos, _))) => Some(encode_paging_state(pos, so_far + out.len() as u64)),
             _ => None,

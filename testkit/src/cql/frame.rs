@@ -132,6 +132,11 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// The bytes not read yet.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// Reads a `[byte]`.
     pub(crate) fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1, "byte")?[0])

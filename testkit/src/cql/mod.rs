@@ -5,8 +5,10 @@
 //! Layout: `frame` (header and body primitives), `types` (CQL types and values),
 //! `parser` (the statement subset), `store` (ring-ordered in-memory tables),
 //! `system` (virtual system tables), `exec` (planning and execution), `faults`
-//! (fault injection and counters), `server` (sockets and the [`CqlDouble`] handle).
+//! (fault injection and counters), `server` (sockets and the [`CqlDouble`] handle);
+//! [`adapter`] is not part of the double: it puts a real v3-only Cassandra (2.1) behind v4.
 
+pub mod adapter;
 mod exec;
 mod faults;
 mod frame;

@@ -46,6 +46,10 @@ pub struct CqlConfig {
     pub runtime_threads: usize,
     /// TLS to every node; `None` connects in plain text.
     pub tls: Option<CqlTls>,
+    /// Whether the driver reads the cluster's schema (`system_schema.*`) at connect and on
+    /// schema changes. The store never needs it (it reads the columns of its own tables);
+    /// turn it off for clusters with huge schemas, or without `system_schema` (Cassandra 2.x).
+    pub fetch_schema_metadata: bool,
 }
 
 /// TLS settings of the CQL store (rustls on the `ring` provider).
@@ -84,6 +88,7 @@ impl Default for CqlConfig {
             retry_base_backoff_ms: 50,
             runtime_threads: 2,
             tls: None,
+            fetch_schema_metadata: true,
         }
     }
 }
@@ -106,6 +111,7 @@ impl fmt::Debug for CqlConfig {
             .field("retry_base_backoff_ms", &self.retry_base_backoff_ms)
             .field("runtime_threads", &self.runtime_threads)
             .field("tls", &self.tls)
+            .field("fetch_schema_metadata", &self.fetch_schema_metadata)
             .finish()
     }
 }
@@ -307,6 +313,10 @@ mod tests {
             ..CqlConfig::default()
         };
         assert!(bad.validate().is_err());
+        assert!(CqlConfig::default().fetch_schema_metadata);
+        let off: CqlConfig =
+            serde_json::from_str(r#"{"fetch-schema-metadata": false}"#).expect("parse");
+        assert!(!off.fetch_schema_metadata);
     }
 
     #[test]

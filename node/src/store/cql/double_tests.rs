@@ -49,6 +49,20 @@ fn on_double() -> OnDouble {
 
 crate::store_suite_tests!(on_double);
 
+/// The settings for a real cluster: `PLEXUS_CQL_CONFIG` (a JSON `CqlConfig`, e.g. the one
+/// `testkit/cassandra/up.sh` writes) when set, with the contact points given.
+fn real_cluster_config(points: &str) -> CqlConfig {
+    let mut cfg = match std::env::var("PLEXUS_CQL_CONFIG") {
+        Ok(path) => {
+            let text = std::fs::read_to_string(&path).expect("read PLEXUS_CQL_CONFIG");
+            serde_json::from_str(&text).expect("PLEXUS_CQL_CONFIG is a JSON CqlConfig")
+        }
+        Err(_) => CqlConfig::default(),
+    };
+    cfg.contact_points = CqlConfig::with_contact_points(points).contact_points;
+    cfg
+}
+
 /// The suite against a real Cassandra/ScyllaDB cluster, when one is configured.
 #[test]
 fn real_cluster_suite() {
@@ -56,7 +70,7 @@ fn real_cluster_suite() {
         println!("PLEXUS_CQL_CONTACT_POINTS is not set: skipping the real-cluster CQL suite");
         return;
     };
-    let store = CqlStore::connect(CqlConfig::with_contact_points(&points)).expect("connect");
+    let store = CqlStore::connect(real_cluster_config(&points)).expect("connect");
     crate::store::suite::run_all(&store);
 }
 
