@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
-use plexus_core::plan::{Plan, Reader};
+use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
@@ -59,21 +59,22 @@ pub struct Submission {
     pub only_start_nodes: bool,
 }
 
-/// Submits the plan and starts a run; returns the run id.
+/// Submits the plan and starts a run; returns the run id. The start nodes are checked (and
+/// cleaned, see [`crate::start_nodes::resolve`]) before anything is sent.
 pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32> {
+    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?;
+    for w in &given.warnings {
+        eprintln!("warning: {w}");
+    }
+    let start_nodes = if given.names.is_empty() {
+        crate::start_nodes::file_readers(plan)
+    } else {
+        given.names
+    };
     let hash = PlanHash(plan.content_hash().context("cannot hash the plan")?);
     client
         .propose(Command::SubmitPlan { plan: plan.clone() })
         .context("cannot submit the plan")?;
-    let start_nodes = if s.start_nodes.is_empty() {
-        plan.nodes
-            .iter()
-            .filter(|n| matches!(n.reader, Reader::File(_)))
-            .map(|n| n.name.clone())
-            .collect()
-    } else {
-        s.start_nodes.clone()
-    };
     let events = client
         .propose(Command::StartRun {
             keyspace: s.keyspace.clone(),

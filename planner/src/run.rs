@@ -229,11 +229,7 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
     }
     let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
     let start_nodes = if given.is_empty() {
-        plan.nodes
-            .iter()
-            .filter(|n| matches!(n.reader, Reader::File(_)))
-            .map(|n| n.name.clone())
-            .collect()
+        crate::start_nodes::file_readers(plan)
     } else {
         given
     };

@@ -53,6 +53,15 @@ fn describe_unknown(unknown: &[UnknownNode]) -> String {
     format!("start nodes not found in the script: {}", parts.join("; "))
 }
 
+/// The start nodes of a run given none: every node that reads files.
+pub fn file_readers(plan: &Plan) -> Vec<String> {
+    plan.nodes
+        .iter()
+        .filter(|n| matches!(n.reader, plexus_core::plan::Reader::File(_)))
+        .map(|n| n.name.clone())
+        .collect()
+}
+
 /// Cleans `given` (each entry may itself hold commas) against the nodes of `plan`. An empty
 /// `given` stays empty (the caller's default applies).
 pub fn resolve(plan: &Plan, given: &[String]) -> Result<StartNodes, StartNodeError> {

@@ -1131,6 +1131,47 @@ mod on_cluster {
         ensure!(msg.contains("not allowed"), "{msg}");
         Ok(())
     }
+
+    /// `planner cluster add` makes a fresh peer a voter (learner first) that then runs batches;
+    /// `planner cluster remove` takes it out again.
+    #[test]
+    fn cluster_add_and_remove_change_membership() -> Result<()> {
+        let mut cluster = TestCluster::start(3)?;
+        let (id, addr) = cluster.start_spare()?;
+        let planner = |args: &[&str]| -> Result<String> {
+            let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+                .args(args)
+                .args(["--cluster", &cluster.addrs(), "--tls-dir"])
+                .arg(cluster.tls_dir())
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        planner(&["cluster", "add", &format!("n{id}"), &addr])?;
+        let status = planner(&["cluster", "status"])?;
+        ensure!(
+            status
+                .lines()
+                .filter(|l| l.contains(",voter,") || l.contains(",leader,"))
+                .count()
+                == 4,
+            "{status}"
+        );
+        ensure!(
+            status.contains(&format!("n{id},voter,{addr}"))
+                || status.contains(&format!("n{id},leader,{addr}")),
+            "{status}"
+        );
+        cluster.wait_caught_up(Duration::from_secs(10))?;
+        planner(&["cluster", "remove", &format!("n{id}")])?;
+        let status = planner(&["cluster", "status"])?;
+        ensure!(!status.contains(&addr), "{status}");
+        Ok(())
+    }
 }
 
 /// `examples/cluster/local.sh`: a CQL double and three `plexus-node` processes; a run through

@@ -68,7 +68,9 @@ impl LocalCluster {
         timers: RaftTimers,
     ) -> Result<Self> {
         let ids: Vec<u64> = (1..=n).collect();
-        certs::init(&dir.join("tls"), &ids, &["planner".to_owned()]).map_err(err)?;
+        // One spare certificate, for a peer added later (`start_spare`).
+        let with_spare: Vec<u64> = (1..=n + 1).collect();
+        certs::init(&dir.join("tls"), &with_spare, &["planner".to_owned()]).map_err(err)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -83,16 +85,7 @@ impl LocalCluster {
             threads,
         };
         for id in ids {
-            let s = PeerSettings {
-                id,
-                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-                advertise: None,
-                data_dir: c.dir.join(format!("n{id}")),
-                tls: TlsFiles::in_dir(&c.dir.join("tls"), &format!("n{id}")),
-                threads: c.threads,
-                raft: timers.clone(),
-                transport: TransportConfig::default(),
-            };
+            let s = c.settings_for(id, timers.clone());
             c.start_peer(s)?;
         }
         let members: BTreeMap<u64, String> = c
@@ -104,6 +97,38 @@ impl LocalCluster {
         c.rt.block_on(first.initialize(members)).map_err(err)?;
         c.wait_leader(Duration::from_secs(10))?;
         Ok(c)
+    }
+
+    fn settings_for(&self, id: u64, raft: RaftTimers) -> PeerSettings {
+        PeerSettings {
+            id,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise: None,
+            data_dir: self.dir.join(format!("n{id}")),
+            tls: TlsFiles::in_dir(&self.dir.join("tls"), &format!("n{id}")),
+            threads: self.threads,
+            raft,
+            transport: TransportConfig::default(),
+        }
+    }
+
+    /// Starts the spare peer (id n + 1, not a member): it waits to be added
+    /// (`planner cluster add`). Returns its id and address.
+    pub fn start_spare(&mut self) -> Result<(u64, String)> {
+        let id = self.settings.keys().max().copied().unwrap_or(0) + 1;
+        let raft = self
+            .settings
+            .values()
+            .next()
+            .map_or_else(Self::fast_timers, |s| s.raft.clone());
+        let s = self.settings_for(id, raft);
+        self.start_peer(s)?;
+        let addr = self
+            .peers
+            .get(&id)
+            .map(|p| p.advertise().to_owned())
+            .ok_or_else(|| err("the spare peer did not start"))?;
+        Ok((id, addr))
     }
 
     fn start_peer(&mut self, mut s: PeerSettings) -> Result<()> {
