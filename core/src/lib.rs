@@ -7,6 +7,7 @@
 
 pub mod cell;
 pub mod decimal;
+pub mod envelope;
 pub mod expr;
 pub mod gofmt;
 pub mod gotime;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use plexus_core::plan::{Plan, Reader};
+use plexus_core::plan::Plan;
 use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
