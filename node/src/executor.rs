@@ -106,9 +106,6 @@ impl BatchSink for NoSink {
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
-/// How often committing a batch outcome is tried while the ledger is unavailable.
-const COMMIT_TRIES: u32 = 20;
-
 /// Executes batches of the runs in a ledger; shared by all executor threads of a process.
 pub struct Executor {
     ctx: ExecContext,
@@ -377,7 +374,6 @@ impl Executor {
                 }
             }
         };
-        let mut tries = 0;
         loop {
             match self.ledger.propose(cmd.clone()) {
                 Ok(events) => {
@@ -389,9 +385,11 @@ impl Executor {
                     tracing::info!(batch = %id, worker, cause = %e, "outcome refused");
                     return Ok(());
                 }
+                // Without leases a claim that is never completed stays claimed, so a peer keeps
+                // trying (through leader changes and partitions) until it is told to stop; the
+                // write is idempotent, so a late commit is harmless.
                 Err(e) => {
-                    tries += 1;
-                    if matches!(scope, Scope::Run { .. }) || tries >= COMMIT_TRIES {
+                    if matches!(scope, Scope::Run { .. }) || self.is_stopping() {
                         return Err(e.into());
                     }
                     tracing::warn!(batch = %id, worker, cause = %e, "outcome not committed, retrying");
