@@ -1132,6 +1132,43 @@ mod on_cluster {
         Ok(())
     }
 
+    /// `planner status --watch`, `history` and `stop` against a cluster, after a run.
+    #[test]
+    fn status_history_and_stop_on_a_cluster() -> Result<()> {
+        if common::conformance()?.is_none() {
+            return Ok(());
+        }
+        let cluster = TestCluster::start(3)?;
+        let c = Case::on_cluster("lookup", &cluster)?.context("conformance data")?;
+        lookup_one(&c)?;
+        let planner = |args: &[&str]| -> Result<String> {
+            let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+                .args(args)
+                .env("PLEXUS_CLUSTER", cluster.addrs())
+                .env("PLEXUS_TLS_DIR", cluster.tls_dir())
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let ks = "lookup_quicktest_one";
+        let watched = planner(&["status", "--keyspace", ks, "--run-id", "1", "--watch"])?;
+        ensure!(watched.starts_with("run 1: complete"), "{watched}");
+        ensure!(
+            watched.contains("order_item_date_inner,success,10,10,0"),
+            "{watched}"
+        );
+        let runs = planner(&["history", "runs", "--keyspace", ks])?;
+        ensure!(runs.lines().count() == 3, "start and complete rows: {runs}");
+        planner(&["stop", "--keyspace", ks, "--run-id", "1"])?;
+        let all = planner(&["status", "--keyspace", ks])?;
+        ensure!(all.contains("\n1,stop,"), "{all}");
+        Ok(())
+    }
+
     /// `planner cluster add` makes a fresh peer a voter (learner first) that then runs batches;
     /// `planner cluster remove` takes it out again.
     #[test]
