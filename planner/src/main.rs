@@ -389,12 +389,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             params,
             show_plan,
         } => {
-            let plan = match planner::build_plan(&script, params.as_deref()) {
-                Ok(plan) => plan,
-                Err(err) => {
-                    report(&err);
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(plan) = plan_or_report(&script, params.as_deref()) else {
+                return Ok(ExitCode::FAILURE);
             };
             print!("{}", planner::summary(&plan, &script));
             if show_plan {
@@ -412,12 +408,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             cluster,
         } => {
-            let plan = match planner::build_plan(&script, params.as_deref()) {
-                Ok(plan) => plan,
-                Err(err) => {
-                    report(&err);
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(plan) = plan_or_report(&script, params.as_deref()) else {
+                return Ok(ExitCode::FAILURE);
             };
             let dot = match (keyspace, run_id) {
                 (Some(ks), Some(run)) => {
@@ -484,23 +476,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             run_id,
             start_nodes,
         } => {
-            let plan = match planner::build_plan(&script, params.as_deref()) {
-                Ok(plan) => plan,
-                Err(err) => {
-                    report(&err);
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(plan) = plan_or_report(&script, params.as_deref()) else {
+                return Ok(ExitCode::FAILURE);
             };
-            let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
-                Ok(start) => start,
-                Err(err) => {
-                    eprintln!("error: {err}");
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(start) = start_or_report(&plan, &start_nodes) else {
+                return Ok(ExitCode::FAILURE);
             };
-            for w in &start.warnings {
-                eprintln!("warning: {w}");
-            }
             print!(
                 "{}",
                 planner::run::table_cql(&plan, &keyspace, run_id, &start.names)
@@ -522,12 +503,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             wait,
             cluster,
         } => {
-            let plan = match planner::build_plan(&script, params.as_deref()) {
-                Ok(plan) => plan,
-                Err(err) => {
-                    report(&err);
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(plan) = plan_or_report(&script, params.as_deref()) else {
+                return Ok(ExitCode::FAILURE);
             };
             let client = cluster.required()?.connect()?;
             let keyspace = keyspace.unwrap_or_else(|| planner::run::default_keyspace(&script));
@@ -650,23 +627,12 @@ fn run_plan(
     start_nodes: Vec<String>,
     exec_node: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let plan = match planner::build_plan(&target.script, target.params.as_deref()) {
-        Ok(plan) => plan,
-        Err(err) => {
-            report(&err);
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(plan) = plan_or_report(&target.script, target.params.as_deref()) else {
+        return Ok(ExitCode::FAILURE);
     };
-    let start = match planner::start_nodes::resolve(&plan, &start_nodes) {
-        Ok(start) => start,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(start) = start_or_report(&plan, &start_nodes) else {
+        return Ok(ExitCode::FAILURE);
     };
-    for w in &start.warnings {
-        eprintln!("warning: {w}");
-    }
     let capi = planner::capi::load(target.capi_config.as_deref())?;
     for ignored in &capi.ignored {
         eprintln!("warning: Capillaries setting {ignored}");
@@ -731,6 +697,36 @@ fn history_text(
             batch_history_csv(&ledger.batch_history(keyspace, *run, node)?, 0)
         }
     })
+}
+
+/// The plan, or `None` after printing every error of the script.
+fn plan_or_report(script: &str, params: Option<&str>) -> Option<plexus_core::plan::Plan> {
+    match planner::build_plan(script, params) {
+        Ok(plan) => Some(plan),
+        Err(err) => {
+            report(&err);
+            None
+        }
+    }
+}
+
+/// The cleaned start nodes (warnings printed), or `None` after printing why they are unusable.
+fn start_or_report(
+    plan: &plexus_core::plan::Plan,
+    given: &[String],
+) -> Option<planner::start_nodes::StartNodes> {
+    match planner::start_nodes::resolve(plan, given) {
+        Ok(start) => {
+            for w in &start.warnings {
+                eprintln!("warning: {w}");
+            }
+            Some(start)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            None
+        }
+    }
 }
 
 fn report(err: &planner::PlanError) {

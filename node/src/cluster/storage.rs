@@ -113,6 +113,26 @@ impl LogStore {
     }
 }
 
+impl LogStore {
+    /// Removes the entries in `range` (by index key) in one batch, fsynced.
+    // The error is openraft's `StorageError`, returned as is by `truncate` and `purge`.
+    #[allow(clippy::result_large_err)]
+    fn remove_entries(&self, range: impl RangeBounds<[u8; 8]>) -> StorageResult<()> {
+        let mut batch = self.db.db.batch();
+        for guard in self.db.logs.range(range) {
+            let k = guard
+                .key()
+                .map_err(|e| StorageIOError::write_logs(any(e)))?;
+            batch.remove(&self.db.logs, k);
+        }
+        batch
+            .commit()
+            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
+            .map_err(|e| StorageIOError::write_logs(any(e)))?;
+        Ok(())
+    }
+}
+
 fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
@@ -234,36 +254,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<PeerId>) -> StorageResult<()> {
-        let mut batch = self.db.db.batch();
-        for guard in self.db.logs.range(index_key(log_id.index)..) {
-            let k = guard
-                .key()
-                .map_err(|e| StorageIOError::write_logs(any(e)))?;
-            batch.remove(&self.db.logs, k);
-        }
-        batch
-            .commit()
-            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
-            .map_err(|e| StorageIOError::write_logs(any(e)))?;
-        Ok(())
+        self.remove_entries(index_key(log_id.index)..)
     }
 
     async fn purge(&mut self, log_id: LogId<PeerId>) -> StorageResult<()> {
         self.db
             .put(LAST_PURGED, &log_id, false)
             .map_err(StorageIOError::write_logs)?;
-        let mut batch = self.db.db.batch();
-        for guard in self.db.logs.range(..=index_key(log_id.index)) {
-            let k = guard
-                .key()
-                .map_err(|e| StorageIOError::write_logs(any(e)))?;
-            batch.remove(&self.db.logs, k);
-        }
-        batch
-            .commit()
-            .and_then(|()| self.db.db.persist(PersistMode::SyncAll))
-            .map_err(|e| StorageIOError::write_logs(any(e)))?;
-        Ok(())
+        self.remove_entries(..=index_key(log_id.index))
     }
 }
 
