@@ -1141,19 +1141,7 @@ mod on_cluster {
         let cluster = TestCluster::start(3)?;
         let c = Case::on_cluster("lookup", &cluster)?.context("conformance data")?;
         lookup_one(&c)?;
-        let planner = |args: &[&str]| -> Result<String> {
-            let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-                .args(args)
-                .env("PLEXUS_CLUSTER", cluster.addrs())
-                .env("PLEXUS_TLS_DIR", cluster.tls_dir())
-                .output()?;
-            ensure!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        };
+        let planner = |args: &[&str]| cluster.cli(env!("CARGO_BIN_EXE_planner"), args, None);
         let ks = "lookup_quicktest_one";
         let watched = planner(&["status", "--keyspace", ks, "--run-id", "1", "--watch"])?;
         ensure!(watched.starts_with("run 1: complete"), "{watched}");
@@ -1175,19 +1163,7 @@ mod on_cluster {
     fn cluster_add_and_remove_change_membership() -> Result<()> {
         let mut cluster = TestCluster::start(3)?;
         let (id, addr) = cluster.start_spare()?;
-        let planner = |args: &[&str]| -> Result<String> {
-            let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-                .args(args)
-                .args(["--cluster", &cluster.addrs(), "--tls-dir"])
-                .arg(cluster.tls_dir())
-                .output()?;
-            ensure!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        };
+        let planner = |args: &[&str]| cluster.cli(env!("CARGO_BIN_EXE_planner"), args, None);
         planner(&["cluster", "add", &format!("n{id}"), &addr])?;
         let status = planner(&["cluster", "status"])?;
         ensure!(

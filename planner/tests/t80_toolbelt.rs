@@ -344,20 +344,8 @@ fn planner_toolbelt_is_the_same_command_line() -> Result<()> {
 fn the_toolbelt_drives_a_cluster() -> Result<()> {
     let cluster = cluster_harness::TestCluster::start(3)?;
     let b = Belt::new()?;
-    let call = |args: &[&str]| -> Result<String> {
-        let out = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
-            .args(args)
-            .current_dir(b.path())
-            .env("PLEXUS_CLUSTER", cluster.addrs())
-            .env("PLEXUS_TLS_DIR", cluster.tls_dir())
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "capitoolbelt {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let call =
+        |args: &[&str]| cluster.cli(env!("CARGO_BIN_EXE_capitoolbelt"), args, Some(b.path()));
     let script_file = format!("-script_file={}", b.script);
     let params_file = format!("-params_file={}", b.params);
     let ok = call(&["check_db_connectivity"])?;

@@ -33,6 +33,30 @@ impl std::ops::DerefMut for TestCluster {
 }
 
 impl TestCluster {
+    /// Runs `exe ARGS` (in `cwd` when given) pointed at this cluster through `PLEXUS_CLUSTER`
+    /// and `PLEXUS_TLS_DIR`; its stdout, or an error with its stderr.
+    pub(crate) fn cli(
+        &self,
+        exe: &str,
+        args: &[&str],
+        cwd: Option<&std::path::Path>,
+    ) -> Result<String> {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(args)
+            .env("PLEXUS_CLUSTER", self.addrs())
+            .env("PLEXUS_TLS_DIR", self.tls_dir());
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        let out = cmd.output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{exe} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `n` peers with 2 executor threads each.
     pub(crate) fn start(n: u64) -> Result<Self> {
         Self::start_with(n, LocalCluster::fast_timers())
