@@ -4,11 +4,70 @@
 //! order and reaches the same state. Time enters only through their `ts_ms` fields.
 
 use plexus_core::plan::Plan;
-use plexus_core::task::BatchTask;
+use plexus_core::task::BatchId;
 pub use plexus_core::task::PlanHash;
 use serde::{Deserialize, Serialize};
 
 use crate::status::NodeBatchStatus;
+
+/// A peer's id in the Raft group (`n3` has id 3; 0 is the process of `planner run`).
+pub type PeerId = u64;
+
+/// One task of a [`Command::ClaimTasks`] chunk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedClaim {
+    /// Script node.
+    pub node: String,
+    /// Batch index.
+    pub batch_idx: u32,
+    /// Run whose reader table the task reads (the proposer's dependency decision).
+    pub reader_run: Option<u32>,
+    /// Run whose lookup table the task reads.
+    pub lookup_run: Option<u32>,
+    /// The task's envelope (`plexus_core::envelope`).
+    pub sealed: Vec<u8>,
+}
+
+/// A claimed batch under one attempt: what leases, results and transfers name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// The batch.
+    pub batch: BatchId,
+    /// Which claim of the batch (1 for the first): a result or transfer of an older claim
+    /// changes nothing.
+    pub attempt: u32,
+}
+
+/// What executing one batch gave.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskOutcome {
+    /// It succeeded.
+    Done {
+        /// Rows read.
+        rows_in: u64,
+        /// Rows written.
+        rows_out: u64,
+        /// Processing time measured by the worker.
+        elapsed_ms: u64,
+    },
+    /// It failed.
+    Failed {
+        /// The error text.
+        error: String,
+        /// Whether the error is transient; the ledger returns such a batch to the pool until
+        /// it has been claimed [`crate::ledger::MAX_ATTEMPTS`] times, then fails it.
+        retryable: bool,
+    },
+}
+
+/// The outcome of one task in a [`Command::CompleteTasks`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskResult {
+    /// The task.
+    pub task: TaskRef,
+    /// Its outcome.
+    pub outcome: TaskOutcome,
+}
 
 /// The description `exec_node` gives its runs (spec §10).
 pub const EXEC_NODE_DESCRIPTION: &str = "started by Toolbelt direct RunNode";
@@ -37,68 +96,80 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
-    /// A worker starts executing a ready batch.
-    ClaimBatch {
+    /// A peer claims a chunk of ready batches of one run into its local deque. Each task was
+    /// sealed by the proposer before proposing (so applying stays deterministic); the ledger
+    /// stores the sealed bytes and re-checks, per task, that the batch is still unclaimed and
+    /// that the dependency runs the proposer chose are still the ones its policy gives.
+    ClaimTasks {
         /// Keyspace.
         keyspace: String,
         /// Run.
         run_id: u32,
-        /// Script node.
-        node: String,
-        /// Batch index.
-        batch_idx: u32,
-        /// The claiming worker (peer id, thread).
+        /// The claiming peer (0 is the one process of `planner run`).
+        peer: PeerId,
+        /// Name recorded in the batch history ("n3").
         worker: String,
+        /// The tasks, sealed.
+        tasks: Vec<SealedClaim>,
         /// Time of the command.
         ts_ms: i64,
     },
-    /// A claimed batch finished successfully.
-    BatchDone {
-        /// Keyspace.
-        keyspace: String,
-        /// Run.
-        run_id: u32,
-        /// Script node.
-        node: String,
-        /// Batch index.
-        batch_idx: u32,
-        /// Rows read.
-        rows_in: u64,
-        /// Rows written.
-        rows_out: u64,
-        /// Processing time measured by the worker.
-        elapsed_ms: u64,
+    /// Outcomes of batches a peer executed, committed together.
+    CompleteTasks {
+        /// The executing peer; a result counts only while that peer holds the batch's lease.
+        peer: PeerId,
+        /// The outcomes.
+        results: Vec<TaskResult>,
         /// Time of the command.
         ts_ms: i64,
     },
-    /// A claimed batch failed.
-    BatchFailed {
-        /// Keyspace.
-        keyspace: String,
-        /// Run.
-        run_id: u32,
-        /// Script node.
-        node: String,
-        /// Batch index.
-        batch_idx: u32,
-        /// The error text.
-        error: String,
-        /// Whether the error is transient; the ledger returns such a batch to the pool until
-        /// it has been claimed [`crate::ledger::MAX_ATTEMPTS`] times, then fails it.
-        retryable: bool,
+    /// A peer is alive: renews every lease it holds in one entry.
+    Heartbeat {
+        /// The peer.
+        peer: PeerId,
+        /// Unstarted tasks in its deque (what thieves look at).
+        queued: u32,
         /// Time of the command.
         ts_ms: i64,
     },
-    /// A claimed batch lost its lease (its worker died): it returns to the pool.
+    /// The leader expires the leases of a peer it has not heard from: its claimed batches
+    /// return to the pool. Applied only if the peer is still silent since `silent_since_ms`.
+    ExpireLeases {
+        /// The silent peer.
+        peer: PeerId,
+        /// The peer's last sign of life must be before this.
+        silent_since_ms: i64,
+        /// Time of the command.
+        ts_ms: i64,
+    },
+    /// A victim hands unstarted tasks of its deque to a thief; committed before the thief
+    /// starts them. Tasks no longer claimed by `from` under the same attempt are skipped.
+    TransferTasks {
+        /// The victim.
+        from: PeerId,
+        /// The thief.
+        to: PeerId,
+        /// Name of the thief in the batch history.
+        to_worker: String,
+        /// The tasks.
+        tasks: Vec<TaskRef>,
+        /// Time of the command.
+        ts_ms: i64,
+    },
+    /// Registers the key check of a cluster key: a known plaintext sealed under that key, so a
+    /// peer can tell whether its keyring matches the cluster's before it executes anything.
+    /// The first registration of a key id wins.
+    RegisterKey {
+        /// Key id.
+        key_id: u32,
+        /// The sealed check.
+        check: Vec<u8>,
+    },
+    /// A claimed batch returns to the pool: it ran past its node's `max_batch_processing_time`,
+    /// or its holder cannot open or run it. Ignored when the batch is no longer under `task`.
     ReleaseBatch {
-        /// Keyspace.
-        keyspace: String,
-        /// Run.
-        run_id: u32,
-        /// Script node.
-        node: String,
-        /// Batch index.
-        batch_idx: u32,
+        /// The claim released.
+        task: TaskRef,
         /// Why (recorded in the batch history).
         reason: String,
         /// Time of the command.
@@ -162,12 +233,44 @@ pub enum Event {
         /// Nodes whose batches the run processes, in topological order.
         nodes: Vec<String>,
     },
-    /// A batch was claimed; the task says which runs' tables it reads.
+    /// A batch was claimed into a peer's deque.
     BatchClaimed {
-        /// The task to execute.
-        task: BatchTask,
-        /// The claiming worker.
-        worker: String,
+        /// The claim.
+        task: TaskRef,
+        /// The claiming peer.
+        peer: PeerId,
+        /// The sealed task.
+        sealed: Vec<u8>,
+    },
+    /// A claimed batch moved from a victim's deque to a thief's.
+    BatchTransferred {
+        /// The claim.
+        task: TaskRef,
+        /// The victim.
+        from: PeerId,
+        /// The thief.
+        to: PeerId,
+    },
+    /// A result, transfer or claim item changed nothing (a lost race, an expired lease).
+    Ignored {
+        /// The batch.
+        batch: BatchId,
+        /// Why.
+        reason: String,
+    },
+    /// A silent peer's leases expired.
+    LeasesExpired {
+        /// The peer.
+        peer: PeerId,
+        /// How many batches returned to the pool.
+        returned: u32,
+    },
+    /// A key check was registered.
+    KeyRegistered {
+        /// Key id.
+        key_id: u32,
+        /// Whether one was already known (nothing changed).
+        already_known: bool,
     },
     /// A batch returned to the pool (retryable failure or lost lease).
     BatchReturned {

@@ -2,6 +2,7 @@
 
 use crate::command::PlanHash;
 use crate::status::{NodeBatchStatus, RunStatus};
+use plexus_core::task::BatchId;
 
 /// A command the ledger refuses, or a query about something it does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -128,6 +129,19 @@ pub enum LedgerError {
         batch_idx: u32,
         /// Its status.
         status: NodeBatchStatus,
+    },
+    /// A result, transfer or release names a claim the ledger no longer holds under that
+    /// peer and attempt (a lease expired, the batch moved on).
+    #[error("{batch}: held by {holder}, not by peer {peer} under attempt {attempt}")]
+    NotHolder {
+        /// The batch.
+        batch: BatchId,
+        /// The peer that sent the command.
+        peer: u64,
+        /// The attempt it named.
+        attempt: u32,
+        /// Who holds the batch now ("nobody" when it is not claimed).
+        holder: String,
     },
     /// The ledger snapshot could not be encoded or decoded.
     #[error("ledger snapshot: {reason}")]

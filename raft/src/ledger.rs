@@ -9,7 +9,9 @@ use plexus_core::task::{BatchId, BatchTask};
 use serde::{Deserialize, Serialize};
 
 use crate::affected::affected_nodes;
-use crate::command::{Command, Event, PlanHash};
+use crate::command::{
+    Command, Event, PeerId, PlanHash, SealedClaim, TaskOutcome, TaskRef, TaskResult,
+};
 use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan, token_range};
 use crate::policy::{CompiledPolicy, NodeRunEvent};
@@ -24,6 +26,10 @@ pub const MAX_ATTEMPTS: u32 = 3;
 pub struct Ledger {
     plans: BTreeMap<PlanHash, Plan>,
     keyspaces: BTreeMap<String, Keyspace>,
+    /// Liveness of every peer that ever claimed or heartbeated.
+    peers: BTreeMap<PeerId, PeerLease>,
+    /// Key checks by key id ([`Command::RegisterKey`]).
+    key_checks: BTreeMap<u32, Vec<u8>>,
     /// Compiled dependency policies; derived from `plans`, so not part of the state.
     #[serde(skip)]
     policies: PolicyCache,
@@ -46,6 +52,15 @@ impl fmt::Debug for PolicyCache {
     }
 }
 
+/// What the ledger knows of a peer's liveness and load.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLease {
+    /// Time of its last claim, heartbeat, completion or steal.
+    pub last_seen_ms: i64,
+    /// Unstarted tasks in its deque, as of its last heartbeat.
+    pub queued: u32,
+}
+
 /// The runs of one keyspace (`wf_run_counter`, `wf_run_properties` and the histories).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Keyspace {
@@ -55,6 +70,8 @@ pub struct Keyspace {
     pub runs: BTreeMap<u32, Run>,
     /// Next history row sequence number.
     next_seq: u64,
+    /// Claimed (status start) batches per peer.
+    claimed: BTreeMap<PeerId, u32>,
 }
 
 /// One run and the state of the nodes it processes.
@@ -112,6 +129,10 @@ pub struct NodeRun {
     pub file_reader: bool,
     /// One entry per batch.
     pub batches: Vec<BatchState>,
+    /// Indices of the batches in the pool (status none), so picks and checks need no scan.
+    unclaimed: BTreeSet<u32>,
+    /// Batches not final yet.
+    unfinished: u32,
     /// `wf_node_history` rows.
     pub history: Vec<NodeHistoryRow>,
 }
@@ -129,11 +150,17 @@ pub struct BatchState {
     pub history: Vec<BatchHistoryRow>,
 }
 
-/// Who runs a batch and which runs' tables it reads.
+/// Who holds a batch, under which attempt, and the sealed task it executes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
-    /// The worker.
+    /// The holding peer.
+    pub peer: PeerId,
+    /// Its name in the history ("n3").
     pub worker: String,
+    /// Which claim of the batch this is (its `attempts` when claimed).
+    pub attempt: u32,
+    /// The task's envelope, as the claimer sealed it.
+    pub sealed: Vec<u8>,
     /// When it claimed the batch.
     pub ts_ms: i64,
     /// Run whose reader table is read.
@@ -283,104 +310,113 @@ impl Ledger {
                 )?;
                 self.settle(&keyspace, ts_ms, &mut ev);
             }
-            Command::ClaimBatch {
+            Command::ClaimTasks {
                 keyspace,
                 run_id,
-                node,
-                batch_idx,
+                peer,
                 worker,
+                tasks,
                 ts_ms,
             } => {
-                self.claim(&keyspace, run_id, &node, batch_idx, worker, ts_ms, &mut ev)?;
+                self.claim_tasks(&keyspace, run_id, peer, &worker, tasks, ts_ms, &mut ev)?;
                 self.settle(&keyspace, ts_ms, &mut ev);
             }
-            Command::BatchDone {
-                keyspace,
-                run_id,
-                node,
-                batch_idx,
-                rows_in,
-                rows_out,
-                elapsed_ms,
+            Command::CompleteTasks {
+                peer,
+                results,
                 ts_ms,
             } => {
-                self.claimed(&keyspace, run_id, &node, batch_idx)?;
-                let ks = self.ks_mut(&keyspace)?;
-                let comment = format!(
-                    "{rows_in} rows in, {rows_out} rows out, elapsed {}.{:03}s",
-                    elapsed_ms / 1000,
-                    elapsed_ms % 1000
-                );
-                let outcome = Outcome {
-                    rows_in: Some(rows_in),
-                    rows_out: Some(rows_out),
-                    elapsed_ms: Some(elapsed_ms),
-                    error: None,
-                };
-                ks.finish_batch(
-                    &keyspace,
-                    run_id,
-                    &node,
-                    batch_idx,
-                    NodeBatchStatus::Success,
-                    comment,
-                    outcome,
-                    ts_ms,
-                    &mut ev,
-                );
-                self.settle(&keyspace, ts_ms, &mut ev);
-            }
-            Command::BatchFailed {
-                keyspace,
-                run_id,
-                node,
-                batch_idx,
-                error,
-                retryable,
-                ts_ms,
-            } => {
-                self.claimed(&keyspace, run_id, &node, batch_idx)?;
-                let attempts = self
-                    .batch(&keyspace, run_id, &node, batch_idx)
-                    .map_or(0, |(_, _, b)| b.attempts);
-                if retryable && attempts < MAX_ATTEMPTS {
-                    let comment = format!("retryable failure: {error}");
-                    self.return_to_pool(
-                        &keyspace, run_id, &node, batch_idx, comment, error, ts_ms, &mut ev,
-                    )?;
-                } else {
-                    let outcome = Outcome {
-                        error: Some(error.clone()),
-                        ..Outcome::default()
-                    };
-                    self.ks_mut(&keyspace)?.finish_batch(
-                        &keyspace,
-                        run_id,
-                        &node,
-                        batch_idx,
-                        NodeBatchStatus::Fail,
-                        error,
-                        outcome,
-                        ts_ms,
-                        &mut ev,
-                    );
+                let mut touched = BTreeSet::new();
+                let mut first_err = None;
+                for r in results {
+                    let ks = r.task.batch.keyspace.clone();
+                    match self.complete(peer, r, ts_ms, &mut ev) {
+                        Ok(()) => {
+                            touched.insert(ks);
+                        }
+                        Err((batch, e)) => {
+                            ev.push(Event::Ignored {
+                                batch,
+                                reason: e.to_string(),
+                            });
+                            first_err.get_or_insert(e);
+                        }
+                    }
                 }
-                self.settle(&keyspace, ts_ms, &mut ev);
+                if touched.is_empty()
+                    && let Some(e) = first_err
+                {
+                    return Err(e);
+                }
+                self.seen(peer, ts_ms, None);
+                for ks in touched {
+                    self.settle(&ks, ts_ms, &mut ev);
+                }
+            }
+            Command::Heartbeat {
+                peer,
+                queued,
+                ts_ms,
+            } => self.seen(peer, ts_ms, Some(queued)),
+            Command::ExpireLeases {
+                peer,
+                silent_since_ms,
+                ts_ms,
+            } => self.expire(peer, silent_since_ms, ts_ms, &mut ev),
+            Command::TransferTasks {
+                from,
+                to,
+                to_worker,
+                tasks,
+                ts_ms,
+            } => {
+                let mut first_err = None;
+                let mut moved = false;
+                for t in tasks {
+                    if let Err(e) = self.transfer(from, to, &to_worker, &t) {
+                        ev.push(Event::Ignored {
+                            batch: t.batch,
+                            reason: e.to_string(),
+                        });
+                        first_err.get_or_insert(e);
+                    } else {
+                        moved = true;
+                        ev.push(Event::BatchTransferred { task: t, from, to });
+                    }
+                }
+                if !moved && let Some(e) = first_err {
+                    return Err(e);
+                }
+                self.seen(from, ts_ms, None);
+                self.seen(to, ts_ms, None);
+            }
+            Command::RegisterKey { key_id, check } => {
+                let already_known = self.key_checks.contains_key(&key_id);
+                self.key_checks.entry(key_id).or_insert(check);
+                ev.push(Event::KeyRegistered {
+                    key_id,
+                    already_known,
+                });
             }
             Command::ReleaseBatch {
-                keyspace,
-                run_id,
-                node,
-                batch_idx,
+                task,
                 reason,
                 ts_ms,
             } => {
-                self.claimed(&keyspace, run_id, &node, batch_idx)?;
-                let comment = format!("lease lost: {reason}");
+                self.holder_of(&task)?;
+                let b = &task.batch;
+                let comment = format!("released: {reason}");
                 self.return_to_pool(
-                    &keyspace, run_id, &node, batch_idx, comment, reason, ts_ms, &mut ev,
+                    &b.keyspace,
+                    b.run_id,
+                    &b.node,
+                    b.batch_idx,
+                    comment,
+                    reason,
+                    ts_ms,
+                    &mut ev,
                 )?;
-                self.settle(&keyspace, ts_ms, &mut ev);
+                self.settle(&b.keyspace, ts_ms, &mut ev);
             }
             Command::StopRun {
                 keyspace,
@@ -574,37 +610,330 @@ impl Ledger {
         Ok((run, nr, b))
     }
 
-    /// Checks that a batch exists and is claimed (status start).
-    fn claimed(
-        &self,
-        keyspace: &str,
-        run_id: u32,
-        node: &str,
-        batch_idx: u32,
-    ) -> Result<(), LedgerError> {
-        let (_, _, b) = self.batch(keyspace, run_id, node, batch_idx)?;
-        if b.status != NodeBatchStatus::Start {
-            return Err(LedgerError::BatchNotClaimed {
-                run_id,
-                node: node.to_owned(),
-                batch_idx,
+    /// Checks that `task` is the batch's current claim; returns its holder.
+    fn holder_of(&self, task: &TaskRef) -> Result<PeerId, LedgerError> {
+        let id = &task.batch;
+        let (_, _, b) = self.batch(&id.keyspace, id.run_id, &id.node, id.batch_idx)?;
+        match &b.claim {
+            Some(c) if b.status == NodeBatchStatus::Start && c.attempt == task.attempt => {
+                Ok(c.peer)
+            }
+            _ if b.status != NodeBatchStatus::Start => Err(LedgerError::BatchNotClaimed {
+                run_id: id.run_id,
+                node: id.node.clone(),
+                batch_idx: id.batch_idx,
                 status: b.status,
+            }),
+            c => Err(LedgerError::NotHolder {
+                batch: id.clone(),
+                peer: c.as_ref().map_or(0, |c| c.peer),
+                attempt: task.attempt,
+                holder: c.as_ref().map_or("nobody".to_owned(), |c| {
+                    format!("{} under attempt {}", c.worker, c.attempt)
+                }),
+            }),
+        }
+    }
+
+    /// Checks that `peer` holds `task`.
+    fn held_by(&self, peer: PeerId, task: &TaskRef) -> Result<(), LedgerError> {
+        let holder = self.holder_of(task)?;
+        if holder != peer {
+            return Err(LedgerError::NotHolder {
+                batch: task.batch.clone(),
+                peer,
+                attempt: task.attempt,
+                holder: format!("n{holder}"),
             });
         }
         Ok(())
     }
 
+    /// Records a sign of life of `peer` (and its deque depth when it says).
+    fn seen(&mut self, peer: PeerId, ts_ms: i64, queued: Option<u32>) {
+        let p = self.peers.entry(peer).or_default();
+        p.last_seen_ms = p.last_seen_ms.max(ts_ms);
+        if let Some(q) = queued {
+            p.queued = q;
+        }
+    }
+
+    /// Applies one result of a [`Command::CompleteTasks`]; on error nothing changed.
+    fn complete(
+        &mut self,
+        peer: PeerId,
+        r: TaskResult,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), (BatchId, LedgerError)> {
+        let id = r.task.batch.clone();
+        let fail = |e| (id.clone(), e);
+        self.held_by(peer, &r.task).map_err(fail)?;
+        let (ks_name, run_id, node, batch_idx) = (&id.keyspace, id.run_id, &id.node, id.batch_idx);
+        match r.outcome {
+            TaskOutcome::Done {
+                rows_in,
+                rows_out,
+                elapsed_ms,
+            } => {
+                let comment = format!(
+                    "{rows_in} rows in, {rows_out} rows out, elapsed {}.{:03}s",
+                    elapsed_ms / 1000,
+                    elapsed_ms % 1000
+                );
+                let outcome = Outcome {
+                    rows_in: Some(rows_in),
+                    rows_out: Some(rows_out),
+                    elapsed_ms: Some(elapsed_ms),
+                    error: None,
+                };
+                self.ks_mut(ks_name).map_err(fail)?.finish_batch(
+                    ks_name,
+                    run_id,
+                    node,
+                    batch_idx,
+                    NodeBatchStatus::Success,
+                    comment,
+                    outcome,
+                    ts_ms,
+                    ev,
+                );
+            }
+            TaskOutcome::Failed { error, retryable } => {
+                let attempts = self
+                    .batch(ks_name, run_id, node, batch_idx)
+                    .map_or(0, |(_, _, b)| b.attempts);
+                if retryable && attempts < MAX_ATTEMPTS {
+                    let comment = format!("retryable failure: {error}");
+                    self.return_to_pool(
+                        ks_name, run_id, node, batch_idx, comment, error, ts_ms, ev,
+                    )
+                    .map_err(fail)?;
+                } else {
+                    let outcome = Outcome {
+                        error: Some(error.clone()),
+                        ..Outcome::default()
+                    };
+                    self.ks_mut(ks_name).map_err(fail)?.finish_batch(
+                        ks_name,
+                        run_id,
+                        node,
+                        batch_idx,
+                        NodeBatchStatus::Fail,
+                        error,
+                        outcome,
+                        ts_ms,
+                        ev,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves one unstarted task from `from`'s lease to `to`'s.
+    fn transfer(
+        &mut self,
+        from: PeerId,
+        to: PeerId,
+        to_worker: &str,
+        t: &TaskRef,
+    ) -> Result<(), LedgerError> {
+        self.held_by(from, t)?;
+        let id = &t.batch;
+        let ks = self.ks_mut(&id.keyspace)?;
+        ks.count_claim(from, false);
+        ks.count_claim(to, true);
+        if let Some(c) = ks
+            .runs
+            .get_mut(&id.run_id)
+            .and_then(|r| r.nodes.get_mut(&id.node))
+            .and_then(|nr| nr.batches.get_mut(id.batch_idx as usize))
+            .and_then(|b| b.claim.as_mut())
+        {
+            c.peer = to;
+            c.worker = to_worker.to_owned();
+        }
+        Ok(())
+    }
+
+    /// Returns every batch `peer` holds to the pool, if it has been silent since
+    /// `silent_since_ms`.
+    fn expire(&mut self, peer: PeerId, silent_since_ms: i64, ts_ms: i64, ev: &mut Vec<Event>) {
+        if self
+            .peers
+            .get(&peer)
+            .is_some_and(|p| p.last_seen_ms >= silent_since_ms)
+        {
+            ev.push(Event::LeasesExpired { peer, returned: 0 });
+            return;
+        }
+        let held = self.claims_of(peer);
+        let mut returned = 0;
+        let mut touched = BTreeSet::new();
+        for (t, _) in &held {
+            let b = &t.batch;
+            let reason = format!("the lease of n{peer} expired (silent since {silent_since_ms})");
+            if self
+                .return_to_pool(
+                    &b.keyspace,
+                    b.run_id,
+                    &b.node,
+                    b.batch_idx,
+                    reason.clone(),
+                    reason,
+                    ts_ms,
+                    ev,
+                )
+                .is_ok()
+            {
+                returned += 1;
+                touched.insert(b.keyspace.clone());
+            }
+        }
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.queued = 0;
+        }
+        ev.push(Event::LeasesExpired { peer, returned });
+        for ks in touched {
+            self.settle(&ks, ts_ms, ev);
+        }
+    }
+
+    /// Every batch `peer` holds, with its claim.
+    pub fn claims_of(&self, peer: PeerId) -> Vec<(TaskRef, Claim)> {
+        let mut out = Vec::new();
+        for (ks_name, ks) in &self.keyspaces {
+            if ks.claimed.get(&peer).copied().unwrap_or(0) == 0 {
+                continue;
+            }
+            for run in ks.runs.values() {
+                for (name, nr) in &run.nodes {
+                    for (i, b) in nr.batches.iter().enumerate() {
+                        match &b.claim {
+                            Some(c) if b.status == NodeBatchStatus::Start && c.peer == peer => {
+                                out.push((
+                                    TaskRef {
+                                        batch: BatchId {
+                                            keyspace: ks_name.clone(),
+                                            run_id: run.run_id,
+                                            node: name.clone(),
+                                            batch_idx: i as u32,
+                                        },
+                                        attempt: c.attempt,
+                                    },
+                                    c.clone(),
+                                ));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// How many batches `peer` holds across keyspaces.
+    pub fn claimed_by(&self, peer: PeerId) -> u32 {
+        self.keyspaces
+            .values()
+            .map(|k| k.claimed.get(&peer).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// The liveness the ledger knows of every peer.
+    pub fn peer_leases(&self) -> &BTreeMap<PeerId, PeerLease> {
+        &self.peers
+    }
+
+    /// Peers holding batches whose last sign of life is older than `now_ms - lease_ms`, with
+    /// that bound: what the leader proposes [`Command::ExpireLeases`] for.
+    pub fn expired_peers(&self, now_ms: i64, lease_ms: i64) -> Vec<(PeerId, i64)> {
+        let bound = now_ms.saturating_sub(lease_ms);
+        self.peers
+            .iter()
+            .filter(|(id, p)| p.last_seen_ms < bound && self.claimed_by(**id) > 0)
+            .map(|(id, _)| (*id, bound))
+            .collect()
+    }
+
+    /// The registered key check of a key id.
+    pub fn key_check(&self, key_id: u32) -> Option<&[u8]> {
+        self.key_checks.get(&key_id).map(Vec::as_slice)
+    }
+
+    /// Every registered key check.
+    pub fn key_checks(&self) -> &BTreeMap<u32, Vec<u8>> {
+        &self.key_checks
+    }
+
+    /// The sealed task of a batch's current claim, if `task` is it.
+    pub fn sealed_task(&self, task: &TaskRef) -> Option<&[u8]> {
+        let b = &task.batch;
+        let (_, _, st) = self
+            .batch(&b.keyspace, b.run_id, &b.node, b.batch_idx)
+            .ok()?;
+        let c = st.claim.as_ref()?;
+        (st.status == NodeBatchStatus::Start && c.attempt == task.attempt)
+            .then_some(c.sealed.as_slice())
+    }
+
+    /// Claims the tasks of a chunk that are still claimable; refused only if none is.
+    #[allow(clippy::too_many_arguments)]
+    fn claim_tasks(
+        &mut self,
+        keyspace: &str,
+        run_id: u32,
+        peer: PeerId,
+        worker: &str,
+        tasks: Vec<SealedClaim>,
+        ts_ms: i64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), LedgerError> {
+        let mut first_err = None;
+        let mut any = false;
+        for t in tasks {
+            let batch = BatchId {
+                keyspace: keyspace.to_owned(),
+                run_id,
+                node: t.node.clone(),
+                batch_idx: t.batch_idx,
+            };
+            match self.claim(keyspace, run_id, peer, worker, t, ts_ms, ev) {
+                Ok(()) => any = true,
+                Err(e) => {
+                    ev.push(Event::Ignored {
+                        batch,
+                        reason: e.to_string(),
+                    });
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) if !any => Err(e),
+            _ => {
+                self.seen(peer, ts_ms, None);
+                Ok(())
+            }
+        }
+    }
+
+    /// Claims one batch for `peer`, checking that the dependency runs the proposer sealed
+    /// into the task are the ones the policy gives now.
     #[allow(clippy::too_many_arguments)]
     fn claim(
         &mut self,
         keyspace: &str,
         run_id: u32,
-        node: &str,
-        batch_idx: u32,
-        worker: String,
+        peer: PeerId,
+        worker: &str,
+        t: SealedClaim,
         ts_ms: i64,
         ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
+        let (node, batch_idx) = (t.node.as_str(), t.batch_idx);
         let (run, nr, b) = self.batch(keyspace, run_id, node, batch_idx)?;
         let status = run.status();
         if status != RunStatus::Start {
@@ -619,7 +948,6 @@ impl Ledger {
             });
         }
         let batches_total = nr.batches_total();
-        let plan_hash = run.plan_hash;
         let (reader_run, lookup_run) = match self.readiness(keyspace, run_id, node)? {
             Readiness::Go {
                 reader_run,
@@ -640,20 +968,36 @@ impl Ledger {
                 });
             }
         };
+        if (reader_run, lookup_run) != (t.reader_run, t.lookup_run) {
+            return Err(LedgerError::NotReady {
+                run_id,
+                node: node.to_owned(),
+                reason: format!(
+                    "the task reads runs {:?}/{:?}, the dependencies now give {reader_run:?}/{lookup_run:?}",
+                    t.reader_run, t.lookup_run
+                ),
+            });
+        }
         let ks = self.ks_mut(keyspace)?;
         let seq_b = ks.seq();
         let seq_n = ks.seq();
+        ks.count_claim(peer, true);
         let Some(nr) = ks.runs.get_mut(&run_id).and_then(|r| r.nodes.get_mut(node)) else {
             return Ok(());
         };
         let (first_token, last_token) = nr.tokens(batch_idx);
+        nr.unclaimed.remove(&batch_idx);
         let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
             return Ok(());
         };
         b.status = NodeBatchStatus::Start;
         b.attempts += 1;
+        let attempt = b.attempts;
         b.claim = Some(Claim {
-            worker: worker.clone(),
+            peer,
+            worker: worker.to_owned(),
+            attempt,
+            sealed: t.sealed.clone(),
             ts_ms,
             reader_run,
             lookup_run,
@@ -668,7 +1012,7 @@ impl Ledger {
             status: NodeBatchStatus::Start,
             first_token,
             last_token,
-            instance: worker.clone(),
+            instance: worker.to_owned(),
             rows_in: None,
             rows_out: None,
             elapsed_ms: None,
@@ -687,17 +1031,17 @@ impl Ledger {
             comment: format!("marked started by batch {batch_idx} / {batches_total}"),
         });
         ev.push(Event::BatchClaimed {
-            task: BatchTask {
-                plan_hash,
-                keyspace: keyspace.to_owned(),
-                run_id,
-                node: node.to_owned(),
-                batch_idx,
-                batches_total,
-                reader_run,
-                lookup_run,
+            task: TaskRef {
+                batch: BatchId {
+                    keyspace: keyspace.to_owned(),
+                    run_id,
+                    node: node.to_owned(),
+                    batch_idx,
+                },
+                attempt,
             },
-            worker,
+            peer,
+            sealed: t.sealed,
         });
         if nr.status == NodeBatchStatus::None {
             nr.status = NodeBatchStatus::Start;
@@ -770,8 +1114,16 @@ impl Ledger {
                 let batches_total = nr.batches_total();
                 if let Some(b) = nr.batches.get_mut(batch_idx as usize) {
                     let instance = b.claim.as_ref().map(|c| c.worker.clone());
+                    if b.status == NodeBatchStatus::Start
+                        && let Some(c) = &b.claim
+                    {
+                        let holder = c.peer;
+                        let n = ks.claimed.entry(holder).or_default();
+                        *n = n.saturating_sub(1);
+                    }
                     b.status = NodeBatchStatus::None;
                     b.claim = None;
+                    nr.unclaimed.insert(batch_idx);
                     b.history.push(BatchHistoryRow {
                         ts_ms,
                         seq,
@@ -834,13 +1186,7 @@ impl Ledger {
             .processed
             .iter()
             .filter_map(|n| run.nodes.get(n).map(|nr| (n, nr)))
-            .flat_map(|(n, nr)| {
-                nr.batches
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| b.status == NodeBatchStatus::None)
-                    .map(move |(i, _)| (n.clone(), i as u32))
-            })
+            .flat_map(|(n, nr)| nr.unclaimed.iter().map(move |i| (n.clone(), *i)))
             .collect();
         for (node, idx) in pending {
             ks.finish_batch(
@@ -871,9 +1217,10 @@ impl Ledger {
                     continue;
                 }
                 for name in &run.processed {
-                    let pending = run.nodes.get(name).is_some_and(|nr| {
-                        nr.batches.iter().any(|b| b.status == NodeBatchStatus::None)
-                    });
+                    let pending = run
+                        .nodes
+                        .get(name)
+                        .is_some_and(|nr| !nr.unclaimed.is_empty());
                     if !pending {
                         continue;
                     }
@@ -895,14 +1242,7 @@ impl Ledger {
                     .runs
                     .get(&run_id)
                     .and_then(|r| r.nodes.get(&node))
-                    .map(|nr| {
-                        nr.batches
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, b)| b.status == NodeBatchStatus::None)
-                            .map(|(i, _)| i as u32)
-                            .collect()
-                    })
+                    .map(|nr| nr.unclaimed.iter().copied().collect())
                     .unwrap_or_default();
                 for idx in idxs {
                     ks.finish_batch(
@@ -1064,7 +1404,7 @@ impl Ledger {
             let Some(nr) = run.nodes.get(name) else {
                 continue;
             };
-            if !nr.batches.iter().any(|b| b.status == NodeBatchStatus::None) {
+            if nr.unclaimed.is_empty() {
                 continue;
             }
             let Readiness::Go {
@@ -1074,30 +1414,28 @@ impl Ledger {
             else {
                 continue;
             };
-            for (i, b) in nr.batches.iter().enumerate() {
-                if b.status == NodeBatchStatus::None {
-                    out.push(BatchTask {
-                        plan_hash: run.plan_hash,
-                        keyspace: keyspace.to_owned(),
-                        run_id,
-                        node: name.clone(),
-                        batch_idx: i as u32,
-                        batches_total: nr.batches_total(),
-                        reader_run,
-                        lookup_run,
-                    });
-                }
+            for &i in &nr.unclaimed {
+                out.push(BatchTask {
+                    plan_hash: run.plan_hash,
+                    keyspace: keyspace.to_owned(),
+                    run_id,
+                    node: name.clone(),
+                    batch_idx: i,
+                    batches_total: nr.batches_total(),
+                    reader_run,
+                    lookup_run,
+                });
             }
         }
         Ok(out)
     }
 
-    /// One claimable batch, without building every pending task: in the first active run
-    /// (keyspace, then run order; only `only` when given), the first node in plan order with
-    /// unclaimed batches whose dependencies say go, and in it the first unclaimed batch at or
-    /// after `salt % batches`, wrapping, so that concurrent workers spread over a node's batches
-    /// instead of racing for the same one.
-    pub fn pick_ready(&self, only: Option<(&str, u32)>, salt: u64) -> Option<BatchId> {
+    /// Up to `max` claimable batches of one node, without building every pending task: in the
+    /// first active run (keyspace, then run order; only `only` when given), the first node in
+    /// plan order with unclaimed batches whose dependencies say go, its unclaimed batches from
+    /// `salt % batches` on, wrapping, so that concurrent peers spread over a node's batches
+    /// instead of racing for the same ones.
+    pub fn pick_chunk(&self, only: Option<(&str, u32)>, max: usize, salt: u64) -> Vec<BatchTask> {
         let runs: Vec<(&str, &Run)> = match only {
             Some((ks, run_id)) => self
                 .run(ks, run_id)
@@ -1119,39 +1457,66 @@ impl Ledger {
                 let Some(nr) = run.nodes.get(name) else {
                     continue;
                 };
-                let n = nr.batches.len();
-                if n == 0 || !nr.batches.iter().any(|b| b.status == NodeBatchStatus::None) {
+                if nr.unclaimed.is_empty() {
                     continue;
                 }
-                if !matches!(
-                    self.readiness(ks, run.run_id, name),
-                    Ok(Readiness::Go { .. })
-                ) {
+                let Ok(Readiness::Go {
+                    reader_run,
+                    lookup_run,
+                }) = self.readiness(ks, run.run_id, name)
+                else {
                     continue;
-                }
-                let start = (salt % n as u64) as usize;
-                let idx = (0..n)
-                    .map(|i| (start + i) % n)
-                    .find(|&i| nr.batches[i].status == NodeBatchStatus::None)?;
-                return Some(BatchId {
-                    keyspace: ks.to_owned(),
-                    run_id: run.run_id,
-                    node: name.clone(),
-                    batch_idx: idx as u32,
-                });
+                };
+                let start = (salt % u64::from(nr.batches_total().max(1))) as u32;
+                return nr
+                    .unclaimed
+                    .range(start..)
+                    .chain(nr.unclaimed.range(..start))
+                    .take(max.max(1))
+                    .map(|&i| BatchTask {
+                        plan_hash: run.plan_hash,
+                        keyspace: ks.to_owned(),
+                        run_id: run.run_id,
+                        node: name.clone(),
+                        batch_idx: i,
+                        batches_total: nr.batches_total(),
+                        reader_run,
+                        lookup_run,
+                    })
+                    .collect();
             }
         }
-        None
+        Vec::new()
+    }
+
+    /// How many batches of the run are in the pool, in every node whose dependencies say go.
+    pub fn claimable(&self, keyspace: &str, run_id: u32) -> usize {
+        let Ok(run) = self.run(keyspace, run_id) else {
+            return 0;
+        };
+        if run.status() != RunStatus::Start {
+            return 0;
+        }
+        run.processed
+            .iter()
+            .filter_map(|n| run.nodes.get(n).map(|nr| (n, nr)))
+            .filter(|(n, nr)| {
+                !nr.unclaimed.is_empty()
+                    && matches!(
+                        self.readiness(keyspace, run_id, n),
+                        Ok(Readiness::Go { .. })
+                    )
+            })
+            .map(|(_, nr)| nr.unclaimed.len())
+            .sum()
     }
 
     /// Whether any batch of the run is claimed and not yet final (someone is working on it).
     pub fn has_running(&self, keyspace: &str, run_id: u32) -> bool {
         self.run(keyspace, run_id).is_ok_and(|r| {
-            r.nodes.values().any(|nr| {
-                nr.batches
-                    .iter()
-                    .any(|b| b.status == NodeBatchStatus::Start)
-            })
+            r.nodes
+                .values()
+                .any(|nr| nr.unfinished as usize > nr.unclaimed.len())
         })
     }
 
@@ -1169,6 +1534,9 @@ impl Ledger {
                     let (Some(nr), Some(pn)) = (run.nodes.get(name), plan.node(name)) else {
                         continue;
                     };
+                    if nr.unfinished as usize <= nr.unclaimed.len() {
+                        continue;
+                    }
                     for (i, b) in nr.batches.iter().enumerate() {
                         let Some(c) = &b.claim else { continue };
                         let deadline = c.ts_ms.saturating_add(pn.max_batch_processing_time_ms);
@@ -1411,6 +1779,8 @@ impl NodeRun {
             file_reader: matches!(n.reader, Reader::File(_)),
             batches: vec![empty; n.batches as usize],
             history: Vec::new(),
+            unclaimed: (0..n.batches).collect(),
+            unfinished: n.batches,
         }
     }
 
@@ -1441,6 +1811,16 @@ impl Keyspace {
         bump(&mut self.next_seq)
     }
 
+    /// Counts a claim of `peer` in or out.
+    fn count_claim(&mut self, peer: PeerId, claimed: bool) {
+        let n = self.claimed.entry(peer).or_default();
+        *n = if claimed {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        };
+    }
+
     /// Sets a final batch status, records it, and refreshes the node and run statuses.
     #[allow(clippy::too_many_arguments)]
     fn finish_batch(
@@ -1467,6 +1847,21 @@ impl Keyspace {
         let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
             return;
         };
+        match b.status {
+            NodeBatchStatus::None => {
+                nr.unclaimed.remove(&batch_idx);
+            }
+            NodeBatchStatus::Start => {
+                if let Some(c) = &b.claim {
+                    let n = self.claimed.entry(c.peer).or_default();
+                    *n = n.saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+        if !b.status.is_final() {
+            nr.unfinished = nr.unfinished.saturating_sub(1);
+        }
         b.status = status;
         b.history.push(BatchHistoryRow {
             ts_ms,
@@ -1518,7 +1913,7 @@ impl Keyspace {
         else {
             return;
         };
-        if nr.status.is_final() || !nr.batches.iter().all(|b| b.status.is_final()) {
+        if nr.status.is_final() || nr.unfinished > 0 {
             return;
         }
         let any = |s| nr.batches.iter().any(|b| b.status == s);

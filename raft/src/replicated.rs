@@ -12,8 +12,7 @@ use crate::command::{Command, Event};
 use crate::error::LedgerError;
 use crate::ledger::Ledger;
 
-/// A peer's id in the Raft group (`n3` has id 3).
-pub type PeerId = u64;
+pub use crate::command::PeerId;
 
 /// A peer's address as the group knows it.
 pub type PeerNode = openraft::BasicNode;

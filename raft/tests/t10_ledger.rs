@@ -5,10 +5,30 @@
 mod test_plans;
 
 use plexus_core::plan::StartPolicy;
-use plexus_core::task::BatchTask;
+use plexus_core::task::{BatchId, BatchTask};
+use plexus_raft::command::{SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::{
     Command, Event, Ledger, LedgerError, NodeBatchStatus, PlanHash, Readiness, RunStatus,
 };
+
+/// The one-task claim of `task` by peer 1, with a stand-in for the sealed bytes (the ledger
+/// stores them without reading them).
+fn claim_cmd(task: &BatchTask, ts_ms: i64) -> Command {
+    Command::ClaimTasks {
+        keyspace: task.keyspace.clone(),
+        run_id: task.run_id,
+        peer: 1,
+        worker: "peer1".into(),
+        tasks: vec![SealedClaim {
+            node: task.node.clone(),
+            batch_idx: task.batch_idx,
+            reader_run: task.reader_run,
+            lookup_run: task.lookup_run,
+            sealed: vec![1, task.batch_idx as u8],
+        }],
+        ts_ms,
+    }
+}
 use test_plans::{LOOKUP_NODES, PlanBuilder, lookup_plan, tag_plan};
 
 const KS: &str = "lookup_quicktest";
@@ -77,48 +97,66 @@ impl Harness {
     }
 
     fn claim(&mut self, ks: &str, run_id: u32, node: &str, batch_idx: u32) -> BatchTask {
+        let task = self
+            .ledger
+            .ready_tasks_for(ks, run_id)
+            .unwrap()
+            .into_iter()
+            .find(|t| t.node == node && t.batch_idx == batch_idx)
+            .unwrap_or_else(|| panic!("{node}/{batch_idx} is not ready"));
         let ts_ms = self.tick();
-        let ev = self.ok(Command::ClaimBatch {
-            keyspace: ks.into(),
-            run_id,
-            node: node.into(),
-            batch_idx,
-            worker: "peer1".into(),
-            ts_ms,
-        });
-        ev.into_iter()
-            .find_map(|e| match e {
-                Event::BatchClaimed { task, .. } => Some(task),
-                _ => None,
-            })
-            .expect("BatchClaimed event")
+        let ev = self.ok(claim_cmd(&task, ts_ms));
+        assert!(
+            ev.iter().any(|e| matches!(e, Event::BatchClaimed { .. })),
+            "{ev:?}"
+        );
+        task
     }
 
-    fn done(&mut self, ks: &str, run_id: u32, node: &str, batch_idx: u32) -> Vec<Event> {
+    /// The current claim of a batch.
+    fn current(&self, ks: &str, run_id: u32, node: &str, batch_idx: u32) -> TaskRef {
+        let b = &self.ledger.run(ks, run_id).unwrap().nodes[node].batches[batch_idx as usize];
+        TaskRef {
+            batch: BatchId {
+                keyspace: ks.into(),
+                run_id,
+                node: node.into(),
+                batch_idx,
+            },
+            attempt: b.claim.as_ref().map_or(b.attempts, |c| c.attempt),
+        }
+    }
+
+    fn outcome(&mut self, task: TaskRef, outcome: TaskOutcome) -> Vec<Event> {
         let ts_ms = self.tick();
-        self.ok(Command::BatchDone {
-            keyspace: ks.into(),
-            run_id,
-            node: node.into(),
-            batch_idx,
-            rows_in: 10,
-            rows_out: 9,
-            elapsed_ms: 1234,
+        self.ok(Command::CompleteTasks {
+            peer: 1,
+            results: vec![TaskResult { task, outcome }],
             ts_ms,
         })
     }
 
+    fn done(&mut self, ks: &str, run_id: u32, node: &str, batch_idx: u32) -> Vec<Event> {
+        let task = self.current(ks, run_id, node, batch_idx);
+        self.outcome(
+            task,
+            TaskOutcome::Done {
+                rows_in: 10,
+                rows_out: 9,
+                elapsed_ms: 1234,
+            },
+        )
+    }
+
     fn fail(&mut self, ks: &str, run_id: u32, node: &str, batch_idx: u32, retryable: bool) {
-        let ts_ms = self.tick();
-        self.ok(Command::BatchFailed {
-            keyspace: ks.into(),
-            run_id,
-            node: node.into(),
-            batch_idx,
-            error: "boom, bad data".into(),
-            retryable,
-            ts_ms,
-        });
+        let task = self.current(ks, run_id, node, batch_idx);
+        self.outcome(
+            task,
+            TaskOutcome::Failed {
+                error: "boom, bad data".into(),
+                retryable,
+            },
+        );
     }
 
     fn stop(&mut self, ks: &str, run_id: u32) -> Vec<Event> {
@@ -146,6 +184,15 @@ impl Harness {
                 self.done(ks, run_id, &t.node, t.batch_idx);
                 all.push(t);
             }
+        }
+    }
+
+    /// Claims and completes every ready batch of one node.
+    fn drain_node(&mut self, ks: &str, run_id: u32, node: &str) {
+        let ready = self.ledger.ready_tasks_for(ks, run_id).unwrap();
+        for t in ready.into_iter().filter(|t| t.node == node) {
+            self.claim(ks, run_id, &t.node, t.batch_idx);
+            self.done(ks, run_id, &t.node, t.batch_idx);
         }
     }
 
@@ -476,10 +523,7 @@ fn release_of_a_rerun_fail_node_fails_the_batch() {
     h.claim("ks", run, "a", 0);
     let ts_ms = h.tick();
     h.ok(Command::ReleaseBatch {
-        keyspace: "ks".into(),
-        run_id: run,
-        node: "a".into(),
-        batch_idx: 0,
+        task: h.current("ks", run, "a", 0),
         reason: "lease expired".into(),
         ts_ms,
     });
@@ -498,11 +542,9 @@ fn release_of_a_rerun_node_returns_it() {
     let run = h.start("ks", plan, &["a"]);
     h.claim("ks", run, "a", 0);
     let ts_ms = h.tick();
+    let task = h.current("ks", run, "a", 0);
     let ev = h.ok(Command::ReleaseBatch {
-        keyspace: "ks".into(),
-        run_id: run,
-        node: "a".into(),
-        batch_idx: 0,
+        task,
         reason: "lease expired".into(),
         ts_ms,
     });
@@ -616,22 +658,37 @@ fn invalid_commands_are_rejected_without_state_change() {
     h.claim(KS, run, "read_orders", 0);
     let before = h.ledger.to_bytes().unwrap();
     let ts_ms = h.tick();
-    let claim = |node: &str, idx: u32, run_id: u32, ks: &str| Command::ClaimBatch {
-        keyspace: ks.into(),
-        run_id,
-        node: node.into(),
-        batch_idx: idx,
-        worker: "w".into(),
-        ts_ms,
+    let claim = |node: &str, idx: u32, run_id: u32, ks: &str| {
+        let task = BatchTask {
+            plan_hash: plan,
+            keyspace: ks.into(),
+            run_id,
+            node: node.into(),
+            batch_idx: idx,
+            batches_total: 1,
+            reader_run: None,
+            lookup_run: None,
+        };
+        claim_cmd(&task, ts_ms)
     };
-    let done = |node: &str, idx: u32| Command::BatchDone {
-        keyspace: KS.into(),
-        run_id: run,
-        node: node.into(),
-        batch_idx: idx,
-        rows_in: 0,
-        rows_out: 0,
-        elapsed_ms: 0,
+    let done = |node: &str, idx: u32| Command::CompleteTasks {
+        peer: 1,
+        results: vec![TaskResult {
+            task: TaskRef {
+                batch: BatchId {
+                    keyspace: KS.into(),
+                    run_id: run,
+                    node: node.into(),
+                    batch_idx: idx,
+                },
+                attempt: 1,
+            },
+            outcome: TaskOutcome::Done {
+                rows_in: 0,
+                rows_out: 0,
+                elapsed_ms: 0,
+            },
+        }],
         ts_ms,
     };
     let start = |nodes: &[&str], ks: &str, plan_hash: PlanHash| Command::StartRun {
@@ -895,27 +952,26 @@ fn retry_budget_is_decided_by_the_ledger() {
 }
 
 #[test]
-fn pick_ready_spreads_over_batches_and_follows_readiness() {
+fn pick_chunk_spreads_over_batches_and_follows_readiness() {
     let mut h = Harness::new();
     let plan = h.submit(lookup_plan(StartPolicy::Auto));
     let run = h.start(KS, plan, &["read_orders", "read_order_items"]);
     let ready: Vec<BatchTask> = h.ledger.ready_tasks_for(KS, run).unwrap();
     // Every pick is one of the ready tasks, the same ones whatever the scope says.
     for salt in 0..20u64 {
-        let id = h
-            .ledger
-            .pick_ready(Some((KS, run)), salt)
-            .expect("a ready batch");
-        assert!(ready.iter().any(|t| t.id() == id), "{id} is not ready");
-        assert_eq!(h.ledger.pick_ready(None, salt), Some(id));
+        let chunk = h.ledger.pick_chunk(Some((KS, run)), 1, salt);
+        let [t] = chunk.as_slice() else {
+            panic!("one ready batch expected, got {chunk:?}")
+        };
+        assert!(ready.contains(t), "{t:?} is not ready");
+        assert_eq!(h.ledger.pick_chunk(None, 1, salt), chunk);
     }
-    // Different salts land on different batches of a many-batch node.
-    let picks: std::collections::BTreeSet<u32> = (0..50u64)
-        .filter_map(|s| h.ledger.pick_ready(Some((KS, run)), s))
-        .map(|id| id.batch_idx)
-        .collect();
+    // A chunk holds distinct batches of one node, at most as many as asked for.
+    let chunk = h.ledger.pick_chunk(Some((KS, run)), 100, 3);
     let first_node_batches = ready.iter().filter(|t| t.node == ready[0].node).count();
-    assert_eq!(picks.len().min(2), first_node_batches.min(2));
+    assert_eq!(chunk.len(), first_node_batches);
+    assert!(chunk.iter().all(|t| t.node == ready[0].node));
+    assert_eq!(h.ledger.claimable(KS, run), ready.len());
     // Claim everything ready: nothing is left to pick, and the run has running batches.
     for t in ready {
         h.claim(KS, run, &t.node, t.batch_idx);
@@ -923,7 +979,220 @@ fn pick_ready_spreads_over_batches_and_follows_readiness() {
     assert!(h.ledger.has_running(KS, run));
     let left = h.ledger.ready_tasks_for(KS, run).unwrap();
     assert_eq!(
-        h.ledger.pick_ready(Some((KS, run)), 7).is_some(),
-        !left.is_empty()
+        h.ledger.pick_chunk(Some((KS, run)), 1, 7).is_empty(),
+        left.is_empty()
     );
+}
+
+/// A chunk claims every task still claimable in one entry; the rest are reported, not fatal.
+#[test]
+fn a_chunk_claims_what_is_still_claimable() {
+    let mut h = Harness::new();
+    let plan = h.submit(PlanBuilder::new().file("a", "ta", 4).build());
+    let run = h.start("ks", plan, &["a"]);
+    let first = h.claim("ks", run, "a", 1);
+    let chunk = h.ledger.pick_chunk(Some(("ks", run)), 10, 0);
+    assert_eq!(chunk.len(), 3, "batch 1 is claimed already");
+    let mut tasks: Vec<BatchTask> = chunk;
+    tasks.push(first);
+    let claims = tasks
+        .iter()
+        .map(|t| match claim_cmd(t, 0) {
+            Command::ClaimTasks { mut tasks, .. } => tasks.remove(0),
+            _ => unreachable!(),
+        })
+        .collect();
+    let ts_ms = h.tick();
+    let ev = h.ok(Command::ClaimTasks {
+        keyspace: "ks".into(),
+        run_id: run,
+        peer: 2,
+        worker: "n2".into(),
+        tasks: claims,
+        ts_ms,
+    });
+    let claimed = ev
+        .iter()
+        .filter(|e| matches!(e, Event::BatchClaimed { peer: 2, .. }))
+        .count();
+    let ignored = ev
+        .iter()
+        .filter(|e| matches!(e, Event::Ignored { .. }))
+        .count();
+    assert_eq!((claimed, ignored), (3, 1), "{ev:?}");
+    assert_eq!(h.ledger.claimed_by(2), 3);
+    assert_eq!(h.ledger.claimed_by(1), 1);
+    // The ledger keeps the sealed bytes of each claim.
+    let t = h.current("ks", run, "a", 2);
+    assert_eq!(h.ledger.sealed_task(&t), Some(&[1u8, 2][..]));
+}
+
+/// A task sealed with dependency runs the policy no longer gives is refused.
+#[test]
+fn a_claim_with_other_dependency_runs_is_refused() {
+    let mut h = Harness::new();
+    let plan = h.submit(lookup_plan(StartPolicy::Auto));
+    let run = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    h.drain_node(KS, run, "read_orders");
+    h.drain_node(KS, run, "read_order_items");
+    let mut t = h
+        .ledger
+        .ready_tasks_for(KS, run)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.reader_run.is_some())
+        .expect("a table reader is ready");
+    t.reader_run = Some(run + 5);
+    let err = h.apply(claim_cmd(&t, 0)).unwrap_err();
+    assert!(err.to_string().contains("dependencies now give"), "{err}");
+}
+
+/// Leases: a silent peer's batches return to the pool; a heartbeat in between keeps them; a
+/// late result under the expired lease changes nothing; the new holder's result counts.
+#[test]
+fn leases_expire_and_late_results_change_nothing() {
+    let mut h = Harness::new();
+    let plan = h.submit(PlanBuilder::new().file("a", "ta", 2).build());
+    let run = h.start("ks", plan, &["a"]);
+    h.claim("ks", run, "a", 0);
+    h.claim("ks", run, "a", 1);
+    let old = h.current("ks", run, "a", 0);
+    let claimed_at = h.ts;
+    // Not silent: it heartbeated after the bound.
+    h.ok(Command::Heartbeat {
+        peer: 1,
+        queued: 1,
+        ts_ms: claimed_at + 500,
+    });
+    assert_eq!(h.ledger.peer_leases()[&1].queued, 1);
+    assert!(h.ledger.expired_peers(claimed_at + 1400, 1000).is_empty());
+    assert_eq!(
+        h.ledger.expired_peers(claimed_at + 1600, 1000),
+        [(1, claimed_at + 600)]
+    );
+    let ev = h.ok(Command::ExpireLeases {
+        peer: 1,
+        silent_since_ms: claimed_at + 400,
+        ts_ms: claimed_at + 1600,
+    });
+    assert_eq!(
+        ev,
+        [Event::LeasesExpired {
+            peer: 1,
+            returned: 0
+        }]
+    );
+    let ev = h.ok(Command::ExpireLeases {
+        peer: 1,
+        silent_since_ms: claimed_at + 600,
+        ts_ms: claimed_at + 1600,
+    });
+    assert!(
+        ev.contains(&Event::LeasesExpired {
+            peer: 1,
+            returned: 2
+        }),
+        "{ev:?}"
+    );
+    assert_eq!(h.ledger.claimed_by(1), 0);
+    assert_eq!(h.ledger.claimable("ks", run), 2);
+    // Someone else claims batch 0 again; the old holder's late result is refused.
+    h.claim("ks", run, "a", 0);
+    let late = Command::CompleteTasks {
+        peer: 1,
+        results: vec![TaskResult {
+            task: old,
+            outcome: TaskOutcome::Done {
+                rows_in: 1,
+                rows_out: 1,
+                elapsed_ms: 1,
+            },
+        }],
+        ts_ms: h.tick(),
+    };
+    let before = h.ledger.to_bytes().unwrap();
+    let err = h.apply(late).unwrap_err();
+    assert!(err.to_string().contains("attempt"), "{err}");
+    assert_eq!(h.ledger.to_bytes().unwrap(), before);
+    h.done("ks", run, "a", 0);
+    let b = &h.ledger.run("ks", run).unwrap().nodes["a"].batches[0];
+    assert_eq!((b.status, b.attempts), (NodeBatchStatus::Success, 2));
+}
+
+/// A transfer moves a claim from victim to thief; only the thief's result counts afterwards.
+#[test]
+fn a_transfer_moves_the_lease() {
+    let mut h = Harness::new();
+    let plan = h.submit(PlanBuilder::new().file("a", "ta", 1).build());
+    let run = h.start("ks", plan, &["a"]);
+    h.claim("ks", run, "a", 0);
+    let t = h.current("ks", run, "a", 0);
+    let ts_ms = h.tick();
+    let ev = h.ok(Command::TransferTasks {
+        from: 1,
+        to: 3,
+        to_worker: "n3".into(),
+        tasks: vec![t.clone()],
+        ts_ms,
+    });
+    assert_eq!(
+        ev,
+        [Event::BatchTransferred {
+            task: t.clone(),
+            from: 1,
+            to: 3
+        }]
+    );
+    assert_eq!((h.ledger.claimed_by(1), h.ledger.claimed_by(3)), (0, 1));
+    // Transferring again from the old holder is refused.
+    let again = Command::TransferTasks {
+        from: 1,
+        to: 2,
+        to_worker: "n2".into(),
+        tasks: vec![t.clone()],
+        ts_ms,
+    };
+    assert!(h.apply(again).is_err());
+    let done = |peer| Command::CompleteTasks {
+        peer,
+        results: vec![TaskResult {
+            task: t.clone(),
+            outcome: TaskOutcome::Done {
+                rows_in: 1,
+                rows_out: 1,
+                elapsed_ms: 1,
+            },
+        }],
+        ts_ms,
+    };
+    assert!(
+        h.apply(done(1)).is_err(),
+        "the victim's result must not count"
+    );
+    h.ok(done(3));
+    assert_eq!(h.status("ks", run), RunStatus::Complete);
+    let hist = h.ledger.batch_history("ks", run, "a").unwrap();
+    assert_eq!(hist.last().map(|r| r.instance.as_str()), Some("n3"));
+}
+
+/// The first key check registered for a key id stays.
+#[test]
+fn the_first_key_check_wins() {
+    let mut h = Harness::new();
+    let ev = h.ok(Command::RegisterKey {
+        key_id: 1,
+        check: vec![1],
+    });
+    assert_eq!(
+        ev,
+        [Event::KeyRegistered {
+            key_id: 1,
+            already_known: false
+        }]
+    );
+    h.ok(Command::RegisterKey {
+        key_id: 1,
+        check: vec![2],
+    });
+    assert_eq!(h.ledger.key_check(1), Some(&[1u8][..]));
 }
