@@ -122,6 +122,11 @@ impl Keyring {
         Self::new(keys)
     }
 
+    /// Whether the keyring holds a key with this id.
+    pub fn contains(&self, key_id: u32) -> bool {
+        self.keys.contains_key(&key_id)
+    }
+
     /// The id of the key that seals.
     pub fn sealing_id(&self) -> u32 {
         self.keys.keys().next_back().copied().unwrap_or(0)

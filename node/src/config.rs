@@ -8,6 +8,7 @@
 //! advertise = "10.0.0.1:7400"    # what peers and clients dial (default: listen)
 //! data-dir = "/var/lib/plexus"   # Raft log, snapshots, embedded store
 //! tls-dir = "/etc/plexus/tls"    # ca.pem, n1.pem, n1.key (plexus-node certs init)
+//! cluster-key = "/etc/plexus/tls/cluster.key"  # task keyring (default: in tls-dir)
 //! threads = 4                    # executor threads (default: cores)
 //! python = "python3"             # py_calc interpreter
 //! init = false                   # bootstrap the cluster with [peers] on start
@@ -18,6 +19,8 @@
 //! cql = { contact-points = ["10.0.0.5:9042"], write-consistency = "local_quorum" }
 //! [raft]
 //! heartbeat-ms = 200
+//! lease-ms = 5000                # a silent peer's batches return to the pool after this
+//! lease-renew-ms = 1000          # one heartbeat entry renews all of a peer's leases
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
@@ -99,6 +102,10 @@ pub struct RaftConfig {
     pub election_max_ms: u64,
     /// Entries between snapshots.
     pub snapshot_every: u64,
+    /// A peer not heard from for this long loses its claimed batches.
+    pub lease_ms: u64,
+    /// How often a peer holding batches renews its leases.
+    pub lease_renew_ms: u64,
 }
 
 impl Default for RaftConfig {
@@ -109,6 +116,8 @@ impl Default for RaftConfig {
             election_min_ms: d.election_min.as_millis() as u64,
             election_max_ms: d.election_max.as_millis() as u64,
             snapshot_every: d.snapshot_every,
+            lease_ms: d.lease.as_millis() as u64,
+            lease_renew_ms: d.lease_renew.as_millis() as u64,
         }
     }
 }
@@ -153,6 +162,9 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// Directory with `ca.pem`, `n<id>.pem`, `n<id>.key`.
     pub tls_dir: PathBuf,
+    /// The cluster keyring; default: `cluster.key` in `tls_dir`.
+    #[serde(default)]
+    pub cluster_key: Option<PathBuf>,
     /// Executor threads; default: cores.
     #[serde(default)]
     pub threads: Option<usize>,
@@ -320,6 +332,21 @@ impl NodeConfig {
                 "need 0 < heartbeat-ms < election-min-ms < election-max-ms".into(),
             ));
         }
+        if r.lease_renew_ms == 0 || r.lease_ms <= r.lease_renew_ms * 2 {
+            return Err(bad(
+                "raft",
+                "need 0 < 2 * lease-renew-ms < lease-ms (a lease survives a lost renewal)".into(),
+            ));
+        }
+        if !self.cluster_key_path().is_file() {
+            return Err(bad(
+                "cluster-key",
+                format!(
+                    "{} does not exist (plexus-node certs init writes it)",
+                    self.cluster_key_path().display()
+                ),
+            ));
+        }
         for f in [
             self.tls_dir.join("ca.pem"),
             self.tls_dir.join(format!("n{}.pem", self.id.0)),
@@ -330,6 +357,13 @@ impl NodeConfig {
             }
         }
         Ok(())
+    }
+
+    /// The cluster keyring file.
+    pub fn cluster_key_path(&self) -> PathBuf {
+        self.cluster_key
+            .clone()
+            .unwrap_or_else(|| self.tls_dir.join("cluster.key"))
     }
 
     /// The peer's start settings.
@@ -351,9 +385,13 @@ impl NodeConfig {
                 election_min: Duration::from_millis(self.raft.election_min_ms),
                 election_max: Duration::from_millis(self.raft.election_max_ms),
                 snapshot_every: self.raft.snapshot_every,
+                lease: Duration::from_millis(self.raft.lease_ms),
+                lease_renew: Duration::from_millis(self.raft.lease_renew_ms),
                 ..RaftTimers::default()
             },
             transport: TransportConfig::default(),
+            cluster_key: self.cluster_key_path(),
+            claim_window: Duration::from_millis(100),
         }
     }
 

@@ -240,7 +240,7 @@ impl Engine {
                 reason: "StartRun produced no run".into(),
             });
         };
-        let executor = Executor::new(self.ctx.clone(), ledger.clone());
+        let executor = Executor::new(self.ctx.clone(), ledger.clone(), self.threads)?;
         // Tables of every processed node exist, and every node is prepared, before any batch.
         executor.prepare_run(ks, run_id).map_err(|e| match e {
             ExecutorError::Store { source, .. } => EngineError::Store(source),

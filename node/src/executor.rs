@@ -1,22 +1,28 @@
-//! Executor threads: pick a ready batch from the ledger, claim it, execute it against the
-//! store, commit the outcome — the same loop in `planner run` and on every peer of a cluster.
+//! Executor threads: claim a chunk of ready batches into the process's deque, execute them
+//! against the store, commit their outcomes in batched entries — the same loop in
+//! `planner run` and on every peer of a cluster (ARCHITECTURE.md "Task lifecycle").
 //!
-//! The task an executor runs is the one in the `BatchClaimed` event of its own claim: what the
-//! ledger decided (which runs' tables to read), not what the executor guessed when it picked.
-//! A refused claim is a lost race and costs one pick. Store I/O never happens under the ledger
-//! lock: picks read a snapshot of the ledger, execution holds no lock at all.
+//! A claim chunk is picked from this process's view of the ledger, each task sealed
+//! ([`crate::seal`]) and proposed in one `ClaimTasks` entry; the ledger keeps the sealed bytes
+//! and re-checks every task. Threads pop tasks from the front of the deque and run only what
+//! opens under the keyring. Outcomes are group-committed: whichever thread finds outcomes
+//! pending and no commit in flight proposes all of them in one `CompleteTasks`, while the
+//! others go on executing. An idle peer with nothing to claim asks a [`Stealer`] for tasks from
+//! the back of a busy peer's deque. Store I/O never happens under the ledger lock.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
+use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::{Command, Event, RunStatus};
 
 use crate::exec::{self, BatchErrorKind, BatchStats, CompiledNode, ExecContext, ExecError};
 use crate::ledger::{LedgerClient, ProposeError};
+use crate::seal::{SealError, TaskSealer};
 use crate::store::StoreError;
 
 /// Which batches an executor takes.
@@ -61,6 +67,9 @@ pub enum ExecutorError {
         /// Its plan.
         plan_hash: PlanHash,
     },
+    /// A task could not be sealed (no random source).
+    #[error("{0}")]
+    Seal(#[from] SealError),
     /// Nothing is ready and nothing is running, but the run is not finished.
     #[error(
         "run {run_id} of keyspace {keyspace} cannot progress: {waiting} wait for dependencies that no run provides"
@@ -106,10 +115,87 @@ impl BatchSink for NoSink {
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
+/// A claimed task in a deque: its claim and its sealed bytes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueuedTask {
+    /// The claim.
+    pub task: TaskRef,
+    /// The envelope.
+    pub sealed: Vec<u8>,
+}
+
+/// Takes tasks from other peers' deques for an idle executor.
+pub trait Stealer: Send + Sync {
+    /// Asks a busy peer for tasks and hands them to `executor` ([`Executor::accept`]);
+    /// returns how many arrived.
+    fn steal(&self, executor: &Executor) -> usize;
+}
+
+/// What an executor did, for metrics and tests.
+#[derive(Debug, Default)]
+pub struct ExecutorCounters {
+    /// Claim entries proposed and committed.
+    pub claims: AtomicU64,
+    /// Tasks claimed by them.
+    pub tasks_claimed: AtomicU64,
+    /// Completion entries committed.
+    pub completions: AtomicU64,
+    /// Batches executed (successfully or not).
+    pub executed: AtomicU64,
+    /// Steal requests sent.
+    pub steals_asked: AtomicU64,
+    /// Steal requests that brought tasks.
+    pub steals_granted: AtomicU64,
+    /// Tasks received by stealing.
+    pub tasks_stolen: AtomicU64,
+    /// Tasks handed to thieves.
+    pub tasks_given: AtomicU64,
+    /// Sealed tasks that did not open (tampered, wrong key).
+    pub tasks_refused: AtomicU64,
+}
+
+fn inc(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// How an executor claims: who it is and how much it takes at once.
+#[derive(Clone, Debug)]
+pub struct ExecutorSettings {
+    /// The peer id claims are made under (0 for `planner run`).
+    pub peer: PeerId,
+    /// Executor threads of the process (a chunk feeds all of them).
+    pub threads: usize,
+    /// Seals the claimed tasks and opens the ones to run.
+    pub sealer: TaskSealer,
+    /// A chunk holds about this much work per thread, by the node's measured batch times, so
+    /// a short batch does not cost a Raft round trip of its own.
+    pub chunk_window: Duration,
+    /// Upper bound of a chunk.
+    pub max_chunk: usize,
+    /// Peers the ledger heard from within this window share what is claimable (a drained or
+    /// silent peer does not count).
+    pub live_window: Duration,
+}
+
+impl ExecutorSettings {
+    /// Settings for `threads` threads of peer `peer`.
+    pub fn new(peer: PeerId, threads: usize, sealer: TaskSealer) -> Self {
+        Self {
+            peer,
+            threads: threads.max(1),
+            sealer,
+            chunk_window: Duration::from_millis(100),
+            max_chunk: 256,
+            live_window: Duration::from_secs(10),
+        }
+    }
+}
+
 /// Executes batches of the runs in a ledger; shared by all executor threads of a process.
 pub struct Executor {
     ctx: ExecContext,
     ledger: Arc<dyn LedgerClient>,
+    settings: ExecutorSettings,
     /// Plans by hash, taken from the ledger once.
     plans: Mutex<HashMap<PlanHash, Arc<Plan>>>,
     /// Nodes prepared for execution, by (plan, node).
@@ -117,6 +203,24 @@ pub struct Executor {
     /// Runs whose tables this process created (create is idempotent; this saves the DDL).
     tables: Mutex<HashSet<(String, u32)>>,
     stopping: AtomicBool,
+    /// Set while the peer is drained: no claims and no steals (running tasks go on).
+    paused: AtomicBool,
+    /// Why this process must execute nothing (a cluster key that differs from the cluster's).
+    refusing: Mutex<Option<String>>,
+    /// Claimed, unstarted tasks: threads pop the front, thieves take the back.
+    deque: Mutex<VecDeque<QueuedTask>>,
+    /// Held by the thread that claims a chunk.
+    claiming: Mutex<()>,
+    /// Outcomes not yet committed.
+    outcomes: Mutex<Vec<TaskResult>>,
+    /// Held by the thread that commits outcomes.
+    committing: Mutex<()>,
+    /// Tasks popped whose outcome is not yet in `outcomes`.
+    in_flight: AtomicUsize,
+    /// Mean batch time per (plan, node), for chunk sizes.
+    batch_ms: Mutex<HashMap<(PlanHash, String), f64>>,
+    stealer: OnceLock<Arc<dyn Stealer>>,
+    counters: ExecutorCounters,
 }
 
 fn now_ms() -> i64 {
@@ -125,16 +229,50 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a thread panicked between whole updates; the data is consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Executor {
-    /// An executor over `ctx`'s store and Python pool, taking work from `ledger`.
-    pub fn new(ctx: ExecContext, ledger: Arc<dyn LedgerClient>) -> Self {
+    /// The executor of `planner run`: peer 0, a key of its own (its tasks never leave it).
+    pub fn new(
+        ctx: ExecContext,
+        ledger: Arc<dyn LedgerClient>,
+        threads: usize,
+    ) -> Result<Self, ExecutorError> {
+        let sealer = TaskSealer::ephemeral()?;
+        Ok(Self::with_settings(
+            ctx,
+            ledger,
+            ExecutorSettings::new(0, threads, sealer),
+        ))
+    }
+
+    /// An executor with explicit settings (a cluster peer).
+    pub fn with_settings(
+        ctx: ExecContext,
+        ledger: Arc<dyn LedgerClient>,
+        settings: ExecutorSettings,
+    ) -> Self {
         Self {
             ctx,
             ledger,
+            settings,
             plans: Mutex::new(HashMap::new()),
             prepared: Mutex::new(HashMap::new()),
             tables: Mutex::new(HashSet::new()),
             stopping: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            refusing: Mutex::new(None),
+            deque: Mutex::new(VecDeque::new()),
+            claiming: Mutex::new(()),
+            outcomes: Mutex::new(Vec::new()),
+            committing: Mutex::new(()),
+            in_flight: AtomicUsize::new(0),
+            batch_ms: Mutex::new(HashMap::new()),
+            stealer: OnceLock::new(),
+            counters: ExecutorCounters::default(),
         }
     }
 
@@ -148,6 +286,21 @@ impl Executor {
         &self.ctx
     }
 
+    /// The settings it claims with.
+    pub fn settings(&self) -> &ExecutorSettings {
+        &self.settings
+    }
+
+    /// What it did so far.
+    pub fn counters(&self) -> &ExecutorCounters {
+        &self.counters
+    }
+
+    /// Installs the stealer idle threads use (once).
+    pub fn set_stealer(&self, stealer: Arc<dyn Stealer>) {
+        let _ = self.stealer.set(stealer);
+    }
+
     /// Asks every thread to stop claiming; running batches finish and are committed.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
@@ -159,8 +312,59 @@ impl Executor {
         self.stopping.load(Ordering::SeqCst)
     }
 
+    /// Drains (`true`) or resumes the peer: a drained peer claims and steals nothing, and
+    /// finishes what its deque holds.
+    pub fn pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+        self.ledger.view().bump();
+    }
+
+    /// Makes this process execute nothing, for the reason given (logged once).
+    pub fn refuse(&self, reason: String) {
+        tracing::error!(worker = self.ledger.name(), reason, "executing nothing");
+        *lock(&self.refusing) = Some(reason);
+        self.ledger.view().bump();
+    }
+
+    /// Why this process executes nothing, if it does not.
+    pub fn refusal(&self) -> Option<String> {
+        lock(&self.refusing).clone()
+    }
+
+    /// Unstarted tasks in the deque.
+    pub fn queued(&self) -> usize {
+        lock(&self.deque).len()
+    }
+
+    /// Hands up to `max` unstarted tasks from the back of the deque to a thief (at most half
+    /// of them, rounded up); [`Executor::take_back`] returns them if the transfer fails.
+    pub fn give(&self, max: usize) -> Vec<QueuedTask> {
+        let mut d = lock(&self.deque);
+        let n = max.min(d.len().div_ceil(2));
+        let at = d.len() - n;
+        d.split_off(at).into()
+    }
+
+    /// Puts back tasks [`Executor::give`] handed out, when their transfer did not commit.
+    pub fn take_back(&self, tasks: Vec<QueuedTask>) {
+        lock(&self.deque).extend(tasks);
+        self.ledger.view().bump();
+    }
+
+    /// Takes stolen tasks (their transfer is committed) into the deque.
+    pub fn accept(&self, tasks: Vec<QueuedTask>) {
+        inc(&self.counters.tasks_stolen, tasks.len() as u64);
+        lock(&self.deque).extend(tasks);
+        self.ledger.view().bump();
+    }
+
+    /// Whether the peer neither claims nor steals (drained, refusing or stopping).
+    fn idle_by_choice(&self) -> bool {
+        self.paused.load(Ordering::SeqCst) || self.is_stopping() || self.refusal().is_some()
+    }
+
     fn plan(&self, hash: PlanHash, batch: &BatchId) -> Result<Arc<Plan>, ExecutorError> {
-        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        let mut plans = lock(&self.plans);
         if let Some(p) = plans.get(&hash) {
             return Ok(p.clone());
         }
@@ -186,26 +390,18 @@ impl Executor {
         node: &str,
     ) -> Result<Arc<CompiledNode>, ExecError> {
         let key = (hash, node.to_owned());
-        if let Some(c) = self
-            .prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(c) = lock(&self.prepared).get(&key) {
             return Ok(c.clone());
         }
         let c = Arc::new(exec::compile_node(plan, node)?);
-        self.prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, c.clone());
+        lock(&self.prepared).insert(key, c.clone());
         Ok(c)
     }
 
     /// Creates the keyspace and the tables of every node a run processes and prepares each
     /// node, once per process; errors here are the run's setup errors, not batch failures.
     pub fn prepare_run(&self, keyspace: &str, run_id: u32) -> Result<(), ExecutorError> {
-        let mut made = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let mut made = lock(&self.tables);
         if made.contains(&(keyspace.to_owned(), run_id)) {
             return Ok(());
         }
@@ -245,154 +441,330 @@ impl Executor {
         Ok(())
     }
 
-    /// One executor thread: until the scope is done (or [`Executor::stop`]), claim a ready
-    /// batch, execute it, commit its outcome.
+    /// One executor thread: until the scope is done (or [`Executor::stop`]), run the deque's
+    /// tasks, claiming (or stealing) more when it is empty, and commit their outcomes.
     pub fn work(
         &self,
         thread: usize,
         scope: &Scope,
         sink: &dyn BatchSink,
     ) -> Result<(), ExecutorError> {
-        let worker = format!("{}/{thread}", self.ledger.name());
+        let me = format!("{}/{thread}", self.ledger.name());
         // Different threads and peers start their picks at different batches.
-        let mut salt = xxhash_rust::xxh3::xxh3_64(worker.as_bytes());
+        let mut salt = xxhash_rust::xxh3::xxh3_64(me.as_bytes());
         let view = self.ledger.view();
         loop {
             if self.is_stopping() {
-                return Ok(());
+                return self.flush(scope, sink);
             }
-            let seen = view.version();
-            let picked = {
-                let l = view.read();
-                match scope {
-                    Scope::Run { keyspace, run_id } => {
-                        if !matches!(l.run_status(keyspace, *run_id), Ok(RunStatus::Start)) {
-                            return Ok(());
-                        }
-                        let pick = l.pick_ready(Some((keyspace, *run_id)), salt);
-                        if pick.is_none() && !l.has_running(keyspace, *run_id) {
-                            let waiting = l
-                                .run(keyspace, *run_id)
-                                .map(|r| {
-                                    r.processed
-                                        .iter()
-                                        .filter(|n| !r.node_status(n).is_final())
-                                        .cloned()
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                })
-                                .unwrap_or_default();
-                            return Err(ExecutorError::Stuck {
-                                keyspace: keyspace.clone(),
-                                run_id: *run_id,
-                                waiting,
-                            });
-                        }
-                        pick
-                    }
-                    Scope::Any => l.pick_ready(None, salt),
-                }
-            };
-            let Some(id) = picked else {
-                view.wait_change(seen, IDLE_POLL);
+            let popped = lock(&self.deque).pop_front();
+            if let Some(q) = popped {
+                self.in_flight.fetch_add(1, Ordering::SeqCst);
+                let r = self.run_queued(q, sink);
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                r?;
+                self.flush(scope, sink)?;
                 continue;
-            };
-            salt = salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let claim = Command::ClaimBatch {
-                keyspace: id.keyspace.clone(),
-                run_id: id.run_id,
-                node: id.node.clone(),
-                batch_idx: id.batch_idx,
-                worker: worker.clone(),
-                ts_ms: now_ms(),
-            };
-            let task = match self.ledger.propose(claim) {
-                Ok(events) => {
-                    sink.events(&events);
-                    events.into_iter().find_map(|e| match e {
-                        Event::BatchClaimed { task, worker: w } if w == worker => Some(task),
-                        _ => None,
-                    })
+            }
+            self.flush(scope, sink)?;
+            let seen = view.version();
+            if let Scope::Run { keyspace, run_id } = scope {
+                let l = view.read();
+                if !matches!(l.run_status(keyspace, *run_id), Ok(RunStatus::Start)) {
+                    return Ok(());
                 }
-                // Another worker was faster, or the run moved on: pick again.
-                Err(ProposeError::Refused(_)) => None,
-                Err(e) => match scope {
-                    Scope::Run { .. } => return Err(e.into()),
-                    Scope::Any => {
-                        tracing::warn!(batch = %id, cause = %e, "claim not committed");
-                        std::thread::sleep(IDLE_POLL);
-                        None
-                    }
-                },
-            };
-            let Some(task) = task else { continue };
-            self.run_task(&worker, &task, scope, sink)?;
+            }
+            salt = salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            if self.claim_chunk(scope, salt, sink)? > 0 {
+                continue;
+            }
+            if let Scope::Run { keyspace, run_id } = scope {
+                self.check_stuck(keyspace, *run_id)?;
+            }
+            if !self.idle_by_choice()
+                && let Some(st) = self.stealer.get()
+                && st.steal(self) > 0
+            {
+                continue;
+            }
+            view.wait_change(seen, IDLE_POLL);
         }
     }
 
-    /// Executes one claimed task and commits its outcome.
-    fn run_task(
+    /// Fails a run that has nothing claimable, nothing running and nothing to commit.
+    fn check_stuck(&self, keyspace: &str, run_id: u32) -> Result<(), ExecutorError> {
+        let l = self.ledger.view().read();
+        let idle = l.claimable(keyspace, run_id) == 0
+            && !l.has_running(keyspace, run_id)
+            && lock(&self.deque).is_empty()
+            && lock(&self.outcomes).is_empty()
+            && self.in_flight.load(Ordering::SeqCst) == 0;
+        if !idle || !matches!(l.run_status(keyspace, run_id), Ok(RunStatus::Start)) {
+            return Ok(());
+        }
+        let waiting = l
+            .run(keyspace, run_id)
+            .map(|r| {
+                r.processed
+                    .iter()
+                    .filter(|n| !r.node_status(n).is_final())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        Err(ExecutorError::Stuck {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            waiting,
+        })
+    }
+
+    /// How many tasks of a node to claim at once: enough for about `chunk_window` of work per
+    /// thread, at most a fair share of what is claimable across the cluster's peers.
+    fn chunk_size(&self, key: &(PlanHash, String), claimable: usize, live: usize) -> usize {
+        let s = &self.settings;
+        let per_thread = lock(&self.batch_ms).get(key).map_or(1, |&ms| {
+            (s.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01)).clamp(1.0, s.max_chunk as f64)
+                as usize
+        });
+        let fair = claimable.div_ceil(live.max(1)).max(1);
+        (per_thread * s.threads).min(fair).clamp(1, s.max_chunk)
+    }
+
+    /// Claims a chunk of ready tasks into the deque; returns how many arrived (0: nothing
+    /// claimable, a lost race, or the ledger unavailable on a peer).
+    fn claim_chunk(
         &self,
-        worker: &str,
-        task: &BatchTask,
         scope: &Scope,
+        salt: u64,
         sink: &dyn BatchSink,
-    ) -> Result<(), ExecutorError> {
+    ) -> Result<usize, ExecutorError> {
+        if self.idle_by_choice() {
+            return Ok(0);
+        }
+        let _claiming = lock(&self.claiming);
+        if !lock(&self.deque).is_empty() {
+            // Another thread claimed while this one waited.
+            return Ok(1);
+        }
+        let (mut picked, claimable, live) = {
+            let l = self.ledger.view().read();
+            let since = now_ms() - self.settings.live_window.as_millis() as i64;
+            let me = self.settings.peer;
+            let others = l
+                .peer_leases()
+                .iter()
+                .filter(|(id, p)| **id != me && p.last_seen_ms >= since)
+                .count();
+            let only = match scope {
+                Scope::Run { keyspace, run_id } => Some((keyspace.as_str(), *run_id)),
+                Scope::Any => None,
+            };
+            let picked = l.pick_chunk(only, self.settings.max_chunk, salt);
+            let claimable = picked
+                .first()
+                .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));
+            (picked, claimable, others + 1)
+        };
+        let Some(first) = picked.first() else {
+            return Ok(0);
+        };
+        let (keyspace, run_id) = (first.keyspace.clone(), first.run_id);
+        let key = (first.plan_hash, first.node.clone());
+        picked.truncate(self.chunk_size(&key, claimable, live));
+        let tasks = picked
+            .iter()
+            .map(|t| {
+                Ok(SealedClaim {
+                    node: t.node.clone(),
+                    batch_idx: t.batch_idx,
+                    reader_run: t.reader_run,
+                    lookup_run: t.lookup_run,
+                    sealed: self.settings.sealer.seal(t)?,
+                })
+            })
+            .collect::<Result<Vec<_>, SealError>>()?;
+        let cmd = Command::ClaimTasks {
+            keyspace,
+            run_id,
+            peer: self.settings.peer,
+            worker: self.ledger.name().to_owned(),
+            tasks,
+            ts_ms: now_ms(),
+        };
+        match self.ledger.propose(cmd) {
+            Ok(events) => {
+                sink.events(&events);
+                let me = self.settings.peer;
+                let claimed: Vec<QueuedTask> = events
+                    .into_iter()
+                    .filter_map(|e| match e {
+                        Event::BatchClaimed { task, peer, sealed } if peer == me => {
+                            Some(QueuedTask { task, sealed })
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let n = claimed.len();
+                inc(&self.counters.claims, 1);
+                inc(&self.counters.tasks_claimed, n as u64);
+                lock(&self.deque).extend(claimed);
+                Ok(n)
+            }
+            // Other peers were faster, or the run moved on: pick again.
+            Err(ProposeError::Refused(_)) => Ok(0),
+            Err(e) => match scope {
+                Scope::Run { .. } => Err(e.into()),
+                Scope::Any => {
+                    tracing::warn!(worker = self.ledger.name(), cause = %e, "claim not committed");
+                    std::thread::sleep(IDLE_POLL);
+                    Ok(0)
+                }
+            },
+        }
+    }
+
+    /// Opens a queued task: from the bytes it came with, else again from this process's copy
+    /// of the ledger; a task that opens nowhere is released for another peer.
+    fn open(&self, q: &QueuedTask) -> Option<BatchTask> {
+        let sealer = &self.settings.sealer;
+        let first = match sealer.open(&q.task.batch, &q.sealed) {
+            Ok(t) => return Some(t),
+            Err(e) => e,
+        };
+        inc(&self.counters.tasks_refused, 1);
+        tracing::warn!(
+            batch = %q.task.batch, attempt = q.task.attempt, worker = self.ledger.name(),
+            cause = %first, "task refused: it does not open; fetching it again from the ledger"
+        );
+        let view = self.ledger.view();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut last = first.to_string();
+        while Instant::now() < deadline && !self.is_stopping() {
+            let seen = view.version();
+            let copy = view.read().sealed_task(&q.task).map(<[u8]>::to_vec);
+            if let Some(copy) = copy {
+                match sealer.open(&q.task.batch, &copy) {
+                    Ok(t) => return Some(t),
+                    Err(e) => {
+                        inc(&self.counters.tasks_refused, 1);
+                        last = e.to_string();
+                        break;
+                    }
+                }
+            }
+            view.wait_change(seen, IDLE_POLL);
+        }
+        tracing::error!(batch = %q.task.batch, worker = self.ledger.name(), cause = %last, "task does not open anywhere; releasing it");
+        let release = Command::ReleaseBatch {
+            task: q.task.clone(),
+            reason: format!("{} cannot open the task: {last}", self.ledger.name()),
+            ts_ms: now_ms(),
+        };
+        if let Err(e) = self.ledger.propose(release) {
+            tracing::warn!(batch = %q.task.batch, cause = %e, "release not committed");
+        }
+        None
+    }
+
+    /// Executes one queued task and queues its outcome.
+    fn run_queued(&self, q: QueuedTask, sink: &dyn BatchSink) -> Result<(), ExecutorError> {
+        let Some(task) = self.open(&q) else {
+            return Ok(());
+        };
         let id = task.id();
         let started = Instant::now();
         let cpu_start = thread_cpu();
-        let result = self.execute(task, &id);
+        let result = self.execute(&task, &id);
         let cpu = thread_cpu().saturating_sub(cpu_start);
+        inc(&self.counters.executed, 1);
+        {
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            let mut times = lock(&self.batch_ms);
+            let mean = times.entry((task.plan_hash, task.node.clone())).or_insert(ms);
+            *mean = 0.7 * *mean + 0.3 * ms;
+        }
         sink.executed(&BatchOutcome {
-            task,
+            task: &task,
             result: &result,
             started,
             cpu,
         });
-        let ts_ms = now_ms();
-        let cmd = match &result {
-            Ok(stats) => Command::BatchDone {
-                keyspace: task.keyspace.clone(),
-                run_id: task.run_id,
-                node: task.node.clone(),
-                batch_idx: task.batch_idx,
+        let outcome = match &result {
+            Ok(stats) => TaskOutcome::Done {
                 rows_in: stats.rows_in,
                 rows_out: stats.rows_out,
                 elapsed_ms: stats.total.as_millis() as u64,
-                ts_ms,
             },
             Err(e) => {
-                tracing::warn!(batch = %id, worker, cause = %e, retryable = e.is_retryable(), "batch failed");
-                Command::BatchFailed {
-                    keyspace: task.keyspace.clone(),
-                    run_id: task.run_id,
-                    node: task.node.clone(),
-                    batch_idx: task.batch_idx,
+                tracing::warn!(batch = %id, worker = self.ledger.name(), cause = %e, retryable = e.is_retryable(), "batch failed");
+                TaskOutcome::Failed {
                     error: e.to_string(),
                     retryable: e.is_retryable(),
-                    ts_ms,
                 }
             }
+        };
+        lock(&self.outcomes).push(TaskResult {
+            task: q.task,
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// Commits every pending outcome in as few entries as possible: the thread that finds no
+    /// commit in flight proposes all of them, the others return at once and go on executing.
+    fn flush(&self, scope: &Scope, sink: &dyn BatchSink) -> Result<(), ExecutorError> {
+        loop {
+            {
+                let Ok(_committing) = self.committing.try_lock() else {
+                    return Ok(());
+                };
+                let results = std::mem::take(&mut *lock(&self.outcomes));
+                if results.is_empty() {
+                    return Ok(());
+                }
+                self.commit(results, scope, sink)?;
+            }
+            // Outcomes queued while this thread held the commit lock are committed now, not
+            // left for the next thread that happens to look.
+            if lock(&self.outcomes).is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn commit(
+        &self,
+        results: Vec<TaskResult>,
+        scope: &Scope,
+        sink: &dyn BatchSink,
+    ) -> Result<(), ExecutorError> {
+        let cmd = Command::CompleteTasks {
+            peer: self.settings.peer,
+            results,
+            ts_ms: now_ms(),
         };
         loop {
             match self.ledger.propose(cmd.clone()) {
                 Ok(events) => {
+                    inc(&self.counters.completions, 1);
                     sink.events(&events);
                     return Ok(());
                 }
-                // The claim is gone (lease expired, run stopped): the outcome changes nothing.
+                // Every claim is gone (leases expired, run stopped): the outcomes change
+                // nothing; the writes were idempotent.
                 Err(ProposeError::Refused(e)) => {
-                    tracing::info!(batch = %id, worker, cause = %e, "outcome refused");
+                    tracing::info!(worker = self.ledger.name(), cause = %e, "outcomes refused");
                     return Ok(());
                 }
-                // Without leases a claim that is never completed stays claimed, so a peer keeps
-                // trying (through leader changes and partitions) until it is told to stop; the
-                // write is idempotent, so a late commit is harmless.
+                // Keep trying through leader changes and partitions until stopped: the lease
+                // decides whether the result still counts when it arrives.
                 Err(e) => {
                     if matches!(scope, Scope::Run { .. }) || self.is_stopping() {
                         return Err(e.into());
                     }
-                    tracing::warn!(batch = %id, worker, cause = %e, "outcome not committed, retrying");
+                    tracing::warn!(worker = self.ledger.name(), cause = %e, "outcomes not committed, retrying");
                     std::thread::sleep(IDLE_POLL);
                 }
             }

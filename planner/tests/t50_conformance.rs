@@ -1119,12 +1119,12 @@ mod on_cluster {
             &cluster.tls_dir(),
             "planner",
         )?;
-        let r = own.propose(plexus_raft::Command::ClaimBatch {
+        let r = own.propose(plexus_raft::Command::ClaimTasks {
             keyspace: "ks".into(),
             run_id: 1,
-            node: "n".into(),
-            batch_idx: 0,
+            peer: 1,
             worker: "planner".into(),
+            tasks: Vec::new(),
             ts_ms: 0,
         });
         let msg = format!("{:#}", r.err().context("a client claimed a batch")?);

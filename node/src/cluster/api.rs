@@ -45,6 +45,11 @@ pub enum PeerRequest {
         /// Its advertised address.
         addr: String,
     },
+    /// An idle peer asks for up to `max` unstarted tasks of this peer's deque (peers only).
+    Steal {
+        /// How many at most.
+        max: u32,
+    },
     /// Removes a voter.
     RemovePeer {
         /// Its id.
@@ -89,6 +94,8 @@ pub enum PeerResponse {
     Status(Result<ClusterStatus, ApiError>),
     /// To [`PeerRequest::AddPeer`] and [`PeerRequest::RemovePeer`].
     Membership(Result<(), ApiError>),
+    /// Stolen tasks, their transfer committed.
+    Stolen(Result<Vec<crate::executor::QueuedTask>, ApiError>),
     /// The request was refused before it was handled (wrong identity for it).
     Refused(String),
 }

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::{Peer, PeerSettings, RaftTimers};
 use crate::exec::ExecContext;
+use std::sync::Arc;
+
+use crate::transport::faults::Faults;
 use crate::transport::{TlsFiles, TransportConfig, certs};
 
 /// Why a local cluster could not start or change.
@@ -34,6 +37,7 @@ pub struct LocalCluster {
     dir: PathBuf,
     contexts: ContextFactory,
     threads: usize,
+    faults: Option<Arc<Faults>>,
 }
 
 impl LocalCluster {
@@ -55,6 +59,8 @@ impl LocalCluster {
             heartbeat: Duration::from_millis(100),
             election_min: Duration::from_millis(500),
             election_max: Duration::from_millis(1000),
+            lease: Duration::from_millis(1000),
+            lease_renew: Duration::from_millis(200),
             ..RaftTimers::default()
         }
     }
@@ -83,6 +89,7 @@ impl LocalCluster {
             dir: dir.to_owned(),
             contexts,
             threads,
+            faults: None,
         };
         for id in ids {
             let s = c.settings_for(id, timers.clone());
@@ -109,6 +116,8 @@ impl LocalCluster {
             threads: self.threads,
             raft,
             transport: TransportConfig::default(),
+            cluster_key: self.dir.join("tls").join("cluster.key"),
+            claim_window: Duration::from_millis(100),
         }
     }
 
@@ -134,6 +143,9 @@ impl LocalCluster {
     fn start_peer(&mut self, mut s: PeerSettings) -> Result<()> {
         let ctx = (self.contexts)(s.id).map_err(err)?;
         let peer = self.rt.block_on(Peer::start(s.clone(), ctx)).map_err(err)?;
+        if let Some(f) = &self.faults {
+            peer.core().transport().set_faults(f.clone());
+        }
         // A restart binds the same address, so the others' membership still points at it.
         s.listen = peer.advertise().parse().map_err(err)?;
         s.advertise = Some(peer.advertise().to_owned());
@@ -182,6 +194,29 @@ impl LocalCluster {
         }
     }
 
+    /// Installs fault rules on every peer's transport, now and after restarts.
+    pub fn set_faults(&mut self, faults: Arc<Faults>) {
+        for p in self.peers.values() {
+            p.core().transport().set_faults(faults.clone());
+        }
+        self.faults = Some(faults);
+    }
+
+    /// Stops peer `id` (as [`LocalCluster::kill`] does) and starts it again with its settings
+    /// changed by `change` (another cluster key, a longer claim window).
+    pub fn restart_with(&mut self, id: u64, change: impl FnOnce(&mut PeerSettings)) -> Result<()> {
+        if self.peers.contains_key(&id) {
+            self.kill(id)?;
+        }
+        let mut s = self
+            .settings
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| err(format!("n{id} never ran")))?;
+        change(&mut s);
+        self.start_peer(s)
+    }
+
     /// Stops a peer abruptly (no hand-back, no flush beyond what is durable).
     pub fn kill(&mut self, id: u64) -> Result<()> {
         let p = self
@@ -225,6 +260,8 @@ impl LocalCluster {
             threads: 1,
             raft: Self::fast_timers(),
             transport: TransportConfig::default(),
+            cluster_key: self.dir.join("tls").join("cluster.key"),
+            claim_window: Duration::from_millis(100),
         };
         let ctx = (self.contexts)(id).map_err(err)?;
         let peer = self.rt.block_on(Peer::start(s, ctx)).map_err(err)?;

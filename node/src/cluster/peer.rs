@@ -9,20 +9,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft, SnapshotPolicy};
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
+use plexus_core::envelope::Keyring;
+use plexus_raft::command::TaskRef;
 use plexus_raft::{Command, Event, NodeBatchStatus};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::{Network, resolve};
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::exec::ExecContext;
-use crate::executor::{Executor, NoSink, Scope};
+use crate::executor::{Executor, ExecutorSettings, NoSink, QueuedTask, Scope, Stealer};
 use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
+use crate::seal::TaskSealer;
 use crate::transport::{
     Identity, ServeHandle, Service, TlsFiles, Transport, TransportConfig, TransportError,
 };
@@ -40,6 +44,10 @@ pub struct RaftTimers {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (for slow followers).
     pub keep_behind_snapshot: u64,
+    /// A peer not heard from for this long loses its claims (the leader expires its leases).
+    pub lease: Duration,
+    /// How often a peer holding claims renews all its leases (one heartbeat entry).
+    pub lease_renew: Duration,
 }
 
 impl Default for RaftTimers {
@@ -50,6 +58,8 @@ impl Default for RaftTimers {
             election_max: Duration::from_millis(1600),
             snapshot_every: 5000,
             keep_behind_snapshot: 1000,
+            lease: Duration::from_secs(5),
+            lease_renew: Duration::from_secs(1),
         }
     }
 }
@@ -73,6 +83,10 @@ pub struct PeerSettings {
     pub raft: RaftTimers,
     /// Transport limits and timers.
     pub transport: TransportConfig,
+    /// The cluster keyring file (`id:hex` lines, `plexus-node certs init` writes it).
+    pub cluster_key: PathBuf,
+    /// About this much work per executor thread is claimed in one entry.
+    pub claim_window: Duration,
 }
 
 /// Why a peer could not start or change membership.
@@ -97,6 +111,16 @@ pub enum PeerError {
         /// The transport's error.
         source: TransportError,
     },
+    /// The cluster key cannot be read.
+    #[error("peer {id}: cluster key {}: {reason}", path.display())]
+    Key {
+        /// Peer.
+        id: PeerId,
+        /// The keyring file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// openraft refused the configuration or failed.
     #[error("peer {id}: raft: {reason}")]
     Raft {
@@ -113,6 +137,10 @@ pub struct PeerCore {
     raft: Raft<TypeConfig>,
     transport: Transport,
     ledger: Arc<SharedLedger>,
+    /// The peer's executor (weak: the executor's ledger client holds this core).
+    executor: OnceLock<Weak<Executor>>,
+    /// Steal requests from thieves answered with tasks.
+    steals_served: AtomicU64,
 }
 
 /// How long a proposal waits for a leader before it reports the cluster unavailable.
@@ -122,6 +150,11 @@ impl PeerCore {
     /// This peer's id.
     pub fn id(&self) -> PeerId {
         self.id
+    }
+
+    /// The peer's transport endpoint.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     /// The Raft handle (metrics, membership).
@@ -215,6 +248,54 @@ impl PeerCore {
                 return Err(ApiError::Unavailable(err));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn executor(&self) -> Option<Arc<Executor>> {
+        self.executor.get().and_then(Weak::upgrade)
+    }
+
+    /// A thief asks for tasks: up to `max` unstarted ones from the back of this peer's deque,
+    /// handed over only once their transfer is committed (else they go back to the deque).
+    pub async fn give_tasks(&self, thief: PeerId, max: u32) -> Result<Vec<QueuedTask>, ApiError> {
+        let Some(ex) = self.executor() else {
+            return Ok(Vec::new());
+        };
+        let tasks = ex.give(max as usize);
+        if tasks.is_empty() {
+            return Ok(tasks);
+        }
+        let cmd = Command::TransferTasks {
+            from: self.id,
+            to: thief,
+            to_worker: format!("n{thief}"),
+            tasks: tasks.iter().map(|q| q.task.clone()).collect(),
+            ts_ms: now_ms(),
+        };
+        match self.propose(cmd, false).await {
+            Ok(events) => {
+                let moved: BTreeSet<TaskRef> = events
+                    .into_iter()
+                    .filter_map(|e| match e {
+                        Event::BatchTransferred { task, .. } => Some(task),
+                        _ => None,
+                    })
+                    .collect();
+                // A task the ledger did not move is no longer this peer's (its lease expired).
+                let given: Vec<QueuedTask> =
+                    tasks.into_iter().filter(|q| moved.contains(&q.task)).collect();
+                ex.counters()
+                    .tasks_given
+                    .fetch_add(given.len() as u64, Ordering::Relaxed);
+                self.steals_served.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(me = self.id, thief, tasks = given.len(), "tasks stolen");
+                Ok(given)
+            }
+            Err(ApiError::Refused(_)) => Ok(Vec::new()),
+            Err(e) => {
+                ex.take_back(tasks);
+                Err(e)
+            }
         }
     }
 
@@ -350,6 +431,12 @@ impl Service for PeerCore {
                 PeerResponse::Ledger(self.read_keyspace(&keyspace, forwarded).await)
             }
             PeerRequest::Status => PeerResponse::Status(Ok(self.status())),
+            PeerRequest::Steal { max } => match peer {
+                Some(thief) => PeerResponse::Stolen(self.give_tasks(thief, max).await),
+                None => PeerResponse::Stolen(Err(ApiError::NotAllowed(format!(
+                    "{from} may not steal tasks"
+                )))),
+            },
             PeerRequest::AddPeer { id, addr } => {
                 PeerResponse::Membership(self.add_peer(id, &addr, peer.is_some()).await)
             }
@@ -396,6 +483,8 @@ pub struct Peer {
     executor: Arc<Executor>,
     threads: Vec<std::thread::JoinHandle<()>>,
     advertise: String,
+    /// Heartbeats, key checks and (on the leader) lease expiry.
+    duties: tokio::task::JoinHandle<()>,
 }
 
 impl Peer {
@@ -410,6 +499,7 @@ impl Peer {
             id,
             reason: e.to_string(),
         };
+        let sealer = load_sealer(&s)?;
         std::fs::create_dir_all(&s.data_dir).map_err(|e| PeerError::Restore {
             id,
             reason: format!("cannot create {}: {e}", s.data_dir.display()),
@@ -454,6 +544,8 @@ impl Peer {
             raft,
             transport: transport.clone(),
             ledger,
+            executor: OnceLock::new(),
+            steals_served: AtomicU64::new(0),
         });
         let serve = transport.serve(core.clone());
         let client: Arc<dyn LedgerClient> = Arc::new(RaftLedger {
@@ -464,7 +556,15 @@ impl Peer {
         let Some(ctx) = ctx.0.take() else {
             return Err(raft_err(&"the execution context is gone"));
         };
-        let executor = Arc::new(Executor::new(ctx, client));
+        let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
+        exec_settings.chunk_window = s.claim_window;
+        exec_settings.live_window = s.raft.lease * 2;
+        let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
+        let _ = core.executor.set(Arc::downgrade(&executor));
+        executor.set_stealer(Arc::new(PeerStealer {
+            core: core.clone(),
+            rt: tokio::runtime::Handle::current(),
+        }));
         let threads = (0..s.threads.max(1))
             .map(|t| {
                 let executor = executor.clone();
@@ -478,6 +578,7 @@ impl Peer {
                     .map_err(|e| raft_err(&e))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.clone()));
         tracing::info!(peer = id, addr = %advertise, threads = threads.len(), "peer started");
         Ok(Self {
             core,
@@ -485,6 +586,7 @@ impl Peer {
             executor,
             threads,
             advertise,
+            duties,
         })
     }
 
@@ -532,6 +634,7 @@ impl Peer {
     pub async fn shutdown(self) {
         let id = self.core.id;
         self.executor.stop();
+        self.duties.abort();
         let threads = self.threads;
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {
@@ -552,6 +655,7 @@ impl Peer {
     /// beyond what is already durable.
     pub async fn kill(self) {
         self.executor.stop();
+        self.duties.abort();
         let _ = self.core.raft.shutdown().await;
         self.serve.stop();
         self.core.transport.close().await;
@@ -580,5 +684,209 @@ impl<T: Send + 'static> Drop for OffRuntime<T> {
         if let Some(v) = self.0.take() {
             let _ = std::thread::spawn(move || drop(v)).join();
         }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The peer's sealer: its keyring, and the cluster id every envelope binds (a digest of the
+/// cluster CA, so two clusters never open each other's tasks even under one key).
+fn load_sealer(s: &PeerSettings) -> Result<TaskSealer, PeerError> {
+    let key_err = |path: &std::path::Path, reason: String| PeerError::Key {
+        id: s.id,
+        path: path.to_owned(),
+        reason,
+    };
+    let text = std::fs::read_to_string(&s.cluster_key)
+        .map_err(|e| key_err(&s.cluster_key, e.to_string()))?;
+    let keys = Keyring::parse(&text).map_err(|e| key_err(&s.cluster_key, e.to_string()))?;
+    let ca = std::fs::read(&s.tls.ca).map_err(|e| key_err(&s.tls.ca, e.to_string()))?;
+    let digest = blake3::hash(&ca);
+    let cluster: String = digest.as_bytes()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(TaskSealer::new(keys, &cluster))
+}
+
+/// What a peer does besides executing: renew its leases, register and verify the cluster key,
+/// and, while it leads, expire the leases of silent peers and release batches that ran past
+/// their node's `max_batch_processing_time`.
+async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers) {
+    let mut tick = tokio::time::interval(timers.lease_renew);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let lease_ms = timers.lease.as_millis() as i64;
+    let mut reported_queued = 0u32;
+    let mut key_checked = false;
+    let mut leading_since: Option<Instant> = None;
+    loop {
+        tick.tick().await;
+        let me = core.id;
+        if !key_checked {
+            key_checked = check_key(&core, &executor).await;
+        }
+        let queued = executor.queued() as u32;
+        let holding = core.ledger.read().claimed_by(me);
+        if holding > 0 || queued != reported_queued {
+            let beat = Command::Heartbeat {
+                peer: me,
+                queued,
+                ts_ms: now_ms(),
+            };
+            match core.propose(beat, false).await {
+                Ok(_) => reported_queued = queued,
+                Err(e) => tracing::warn!(me, cause = %e, "heartbeat not committed"),
+            }
+        }
+        let leader = core.raft.metrics().borrow().current_leader;
+        if leader != Some(me) {
+            leading_since = None;
+            continue;
+        }
+        // A new leader gives every peer a full lease before judging it: heartbeats could not
+        // commit while there was no leader.
+        let since = *leading_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < timers.lease {
+            continue;
+        }
+        let now = now_ms();
+        let (expired, stale) = {
+            let l = core.ledger.read();
+            (l.expired_peers(now, lease_ms), l.stale_claims(now))
+        };
+        for (peer, silent_since_ms) in expired {
+            tracing::warn!(me, peer, silent_since_ms, "peer silent: expiring its leases");
+            let cmd = Command::ExpireLeases {
+                peer,
+                silent_since_ms,
+                ts_ms: now,
+            };
+            match core.propose(cmd, false).await {
+                Ok(ev) => {
+                    for e in ev {
+                        if let Event::LeasesExpired { peer, returned } = e {
+                            tracing::warn!(me, peer, returned, "leases expired");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(me, peer, cause = %e, "lease expiry not committed"),
+            }
+        }
+        for (task, claim) in stale {
+            tracing::warn!(me, batch = %task.id(), holder = claim.worker, "batch ran past max_batch_processing_time: releasing it");
+            let cmd = Command::ReleaseBatch {
+                task: TaskRef {
+                    batch: task.id(),
+                    attempt: claim.attempt,
+                },
+                reason: format!(
+                    "{} held it past the node's max_batch_processing_time",
+                    claim.worker
+                ),
+                ts_ms: now,
+            };
+            if let Err(e) = core.propose(cmd, false).await {
+                tracing::warn!(me, batch = %task.id(), cause = %e, "release not committed");
+            }
+        }
+    }
+}
+
+/// Registers this peer's key check if the cluster has none for its sealing key, then verifies
+/// every registered check; a peer whose key differs executes nothing. Returns whether the
+/// check is settled (false: try again on the next tick).
+async fn check_key(core: &PeerCore, executor: &Executor) -> bool {
+    let sealer = &executor.settings().sealer;
+    let id = sealer.sealing_id();
+    if core.ledger.read().key_check(id).is_none() {
+        let check = match sealer.key_check() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(me = core.id, cause = %e, "cannot make the key check");
+                return false;
+            }
+        };
+        if let Err(e) = core
+            .propose(Command::RegisterKey { key_id: id, check }, false)
+            .await
+        {
+            tracing::debug!(me = core.id, cause = %e, "key check not registered yet");
+            return false;
+        }
+    }
+    let verdict = sealer.verify(core.ledger.read().key_checks());
+    if let Err(reason) = verdict {
+        executor.refuse(reason);
+    }
+    true
+}
+
+/// An idle peer's thief: asks the peer with the most unstarted tasks (as its heartbeats say)
+/// for a share of them.
+struct PeerStealer {
+    core: Arc<PeerCore>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Stealer for PeerStealer {
+    fn steal(&self, executor: &Executor) -> usize {
+        let me = self.core.id;
+        let since = now_ms() - executor.settings().live_window.as_millis() as i64;
+        let victim = {
+            let l = self.core.ledger.read();
+            l.peer_leases()
+                .iter()
+                .filter(|(id, p)| **id != me && p.queued > 0 && p.last_seen_ms >= since)
+                .max_by_key(|(id, p)| (p.queued, std::cmp::Reverse(**id)))
+                .map(|(id, p)| (*id, p.queued))
+        };
+        let Some((victim, queued)) = victim else {
+            return 0;
+        };
+        let addr = {
+            let m = self.core.raft.metrics().borrow().clone();
+            m.membership_config
+                .membership()
+                .get_node(&victim)
+                .map(|n| n.addr.clone())
+        };
+        let Some(addr) = addr.and_then(|a| resolve(&a).ok()) else {
+            return 0;
+        };
+        let c = executor.counters();
+        c.steals_asked.fetch_add(1, Ordering::Relaxed);
+        let max = queued.div_ceil(2).max(1);
+        let req = PeerRequest::Steal { max };
+        let resp = self
+            .rt
+            .block_on(self.core.transport.call(addr, Some(victim), &req));
+        let mut tasks = match resp {
+            Ok(PeerResponse::Stolen(Ok(t))) => t,
+            Ok(other) => {
+                tracing::debug!(me, victim, answer = ?other, "steal refused");
+                return 0;
+            }
+            Err(e) => {
+                tracing::debug!(me, victim, cause = %e, "steal failed");
+                return 0;
+            }
+        };
+        if tasks.is_empty() {
+            return 0;
+        }
+        if let Some(f) = self.core.transport.faults() {
+            for t in &mut tasks {
+                f.tamper(&mut t.sealed);
+            }
+        }
+        c.steals_granted.fetch_add(1, Ordering::Relaxed);
+        let n = tasks.len();
+        tracing::debug!(me, victim, tasks = n, "stole tasks");
+        executor.accept(tasks);
+        n
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod certs;
 mod error;
+pub mod faults;
 pub mod frame;
 pub mod identity;
 mod pool;
@@ -22,7 +23,7 @@ mod serve;
 pub mod tls;
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -111,6 +112,7 @@ struct Inner {
     local_addr: SocketAddr,
     cfg: TransportConfig,
     pool: Pool,
+    faults: OnceLock<Arc<faults::Faults>>,
 }
 
 /// Loads the TLS files and checks that they name `me`.
@@ -199,8 +201,19 @@ impl Transport {
                 me,
                 local_addr,
                 cfg,
+                faults: OnceLock::new(),
             }),
         })
+    }
+
+    /// Installs fault rules on this endpoint's outgoing requests (tests; once).
+    pub fn set_faults(&self, faults: Arc<faults::Faults>) {
+        let _ = self.inner.faults.set(faults);
+    }
+
+    /// The fault rules installed, if any.
+    pub fn faults(&self) -> Option<&Arc<faults::Faults>> {
+        self.inner.faults.get()
     }
 
     /// The bound address (the real port when bound to port 0), for peers to advertise.
@@ -236,6 +249,22 @@ impl Transport {
         req: &Req,
     ) -> Result<Resp, TransportError> {
         let inner = &self.inner;
+        if let Some(f) = inner.faults.get() {
+            let from = match &inner.me {
+                Identity::Peer(id) => Some(*id),
+                Identity::Client(_) => None,
+            };
+            match f.verdict(from, expect) {
+                faults::Verdict::Drop => {
+                    return Err(TransportError::Unreachable {
+                        addr,
+                        reason: "dropped by a fault rule".to_owned(),
+                    });
+                }
+                faults::Verdict::Deliver(d) if !d.is_zero() => tokio::time::sleep(d).await,
+                faults::Verdict::Deliver(_) => {}
+            }
+        }
         let max = inner.cfg.max_frame_bytes;
         let payload = frame::encode(&frame::Envelope {
             from: inner.me.clone(),
