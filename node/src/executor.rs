@@ -115,6 +115,9 @@ impl BatchSink for NoSink {
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
+/// The batch time assumed for a node none of whose batches was measured yet.
+const FIRST_GUESS_MS: f64 = 50.0;
+
 /// A claimed task in a deque: its claim and its sealed bytes.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueuedTask {
@@ -326,6 +329,18 @@ impl Executor {
         self.ledger.view().bump();
     }
 
+    /// Holds execution until [`Executor::unhold`] (a peer whose cluster key is not verified
+    /// yet), without logging an error.
+    pub fn hold(&self, reason: &str) {
+        *lock(&self.refusing) = Some(reason.to_owned());
+    }
+
+    /// Ends a [`Executor::hold`].
+    pub fn unhold(&self) {
+        *lock(&self.refusing) = None;
+        self.ledger.view().bump();
+    }
+
     /// Why this process executes nothing, if it does not.
     pub fn refusal(&self) -> Option<String> {
         lock(&self.refusing).clone()
@@ -524,10 +539,13 @@ impl Executor {
     /// thread, at most a fair share of what is claimable across the cluster's peers.
     fn chunk_size(&self, key: &(PlanHash, String), claimable: usize, live: usize) -> usize {
         let s = &self.settings;
-        let per_thread = lock(&self.batch_ms).get(key).map_or(1, |&ms| {
-            (s.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01)).clamp(1.0, s.max_chunk as f64)
-                as usize
-        });
+        // Until a batch of the node was measured, guess a typical short batch.
+        let ms = lock(&self.batch_ms)
+            .get(key)
+            .copied()
+            .unwrap_or(FIRST_GUESS_MS);
+        let per_thread = (s.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01))
+            .clamp(1.0, s.max_chunk as f64) as usize;
         let fair = claimable.div_ceil(live.max(1)).max(1);
         (per_thread * s.threads).min(fair).clamp(1, s.max_chunk)
     }

@@ -882,6 +882,8 @@ mod on_cql {
 /// store (byte for byte where `top` fixes the row order, as sorted lines elsewhere).
 mod on_cluster {
     use super::*;
+
+    mod faults;
     use cluster_harness::TestCluster;
     use plexus_node::cluster::RaftTimers;
     use std::time::Duration;

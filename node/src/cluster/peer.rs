@@ -561,6 +561,7 @@ impl Peer {
         exec_settings.live_window = s.raft.lease * 2;
         let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
         let _ = core.executor.set(Arc::downgrade(&executor));
+        executor.hold("the cluster key is not verified yet");
         executor.set_stealer(Arc::new(PeerStealer {
             core: core.clone(),
             rt: tokio::runtime::Handle::current(),
@@ -747,10 +748,10 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
             leading_since = None;
             continue;
         }
-        // A new leader gives every peer a full lease before judging it: heartbeats could not
+        // A new leader gives every peer two renewals before judging it: heartbeats could not
         // commit while there was no leader.
         let since = *leading_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < timers.lease {
+        if since.elapsed() < timers.lease_renew * 2 {
             continue;
         }
         let now = now_ms();
@@ -818,9 +819,17 @@ async fn check_key(core: &PeerCore, executor: &Executor) -> bool {
             return false;
         }
     }
-    let verdict = sealer.verify(core.ledger.read().key_checks());
-    if let Err(reason) = verdict {
-        executor.refuse(reason);
+    // Judge only once this peer's copy of the ledger holds the cluster's check for its key.
+    let verdict = {
+        let l = core.ledger.read();
+        if l.key_check(id).is_none() {
+            return false;
+        }
+        sealer.verify(l.key_checks())
+    };
+    match verdict {
+        Ok(()) => executor.unhold(),
+        Err(reason) => executor.refuse(reason),
     }
     true
 }

@@ -180,6 +180,38 @@ impl CqlDouble {
         )
     }
 
+    /// Every live row of every table of `ks`, by table, each row as its cells in hex, sorted:
+    /// what tests compare to prove two runs wrote the same rows (none lost, none duplicated).
+    pub fn dump_keyspace(&self, ks: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+        let engine = self.shared.engine();
+        let now = std::time::Instant::now();
+        let mut out = std::collections::BTreeMap::new();
+        let Some(k) = engine.store.keyspaces.get(ks) else {
+            return out;
+        };
+        for (name, tb) in &k.tables {
+            let mut rows: Vec<String> = tb
+                .partitions
+                .values()
+                .flat_map(|p| p.values())
+                .filter_map(|r| tb.live_cells(r, now))
+                .map(|cells| {
+                    cells
+                        .iter()
+                        .map(|c| match c {
+                            Some(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+                            None => "null".to_owned(),
+                        })
+                        .collect::<Vec<String>>()
+                        .join(",")
+                })
+                .collect();
+            rows.sort_unstable();
+            out.insert(name.clone(), rows);
+        }
+        out
+    }
+
     /// Stops accepting, closes every connection and waits for the server thread.
     pub fn shutdown(mut self) {
         self.stop();

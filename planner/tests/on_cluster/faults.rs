@@ -1,0 +1,444 @@
+//! Fault tests of the cluster (`on_cluster::faults` of t50_conformance.rs): peers
+//! killed at random moments, the leader killed mid-run, a partitioned peer, a tampered task, a
+//! peer with the wrong cluster key, and stealing from a peer that holds every task.
+//!
+//! Every random choice comes from one seed, printed at the start of each test; replay a
+//! failing run with `PLEXUS_FAULT_SEED=<seed> cargo test -p planner --test t50_conformance
+//! faults::<name>`. `PLEXUS_FAULT_TRIALS` changes the number of kill trials (default 20).
+
+use super::*;
+use plexus_node::transport::faults::Faults;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The test's seed: `PLEXUS_FAULT_SEED`, else the clock; printed so a failure can be replayed.
+fn seed(test: &str) -> u64 {
+    let seed = std::env::var("PLEXUS_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: fault seed {seed} (replay with PLEXUS_FAULT_SEED={seed})");
+    seed
+}
+
+/// splitmix64: the n-th draw of a seed.
+fn draw(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The lookup conformance run, all nodes, into keyspace `ks`.
+fn lookup_in(c: &Case, ks: &str) -> Result<String> {
+    let params = lookup_params(c, "script_params_quick_fs_one.yaml")?;
+    c.run_from(
+        &url(&c.cfg("script_quick.yaml")),
+        &url(&params),
+        ks,
+        "read_orders,read_order_items",
+    )
+}
+
+/// Every output file of `a` equals, byte for byte, the one of `b`.
+fn same_bytes(a: &Case, b: &Case) -> Result<()> {
+    let mut n = 0;
+    for e in std::fs::read_dir(a.dir("out"))? {
+        let name = e?.file_name();
+        let x = std::fs::read(a.dir("out").join(&name))?;
+        let y = std::fs::read(b.dir("out").join(&name))
+            .with_context(|| format!("{name:?} missing"))?;
+        ensure!(x == y, "{name:?}: bytes differ");
+        n += 1;
+    }
+    ensure!(n > 0, "no output files");
+    Ok(())
+}
+
+/// The one-process run of the lookup test on the cluster's CQL double: the files and the
+/// table rows every cluster run must reproduce.
+struct Baseline {
+    case: Case,
+    tables: BTreeMap<String, Vec<String>>,
+}
+
+fn baseline(cluster: &TestCluster) -> Result<Baseline> {
+    let case = Case::on("lookup", Some(cluster.double.addr().to_string()))?
+        .context("conformance data")?;
+    lookup_in(&case, "faults_baseline")?;
+    check_lookup_outputs(&case)?;
+    let mut tables = cluster.double.dump_keyspace("faults_baseline");
+    // The one-process ledger's command log; a cluster's ledger lives in Raft instead.
+    tables.remove("wf_meta");
+    ensure!(!tables.is_empty(), "the baseline wrote no tables");
+    Ok(Baseline { case, tables })
+}
+
+/// A cluster run's files and table rows are those of the one-process run.
+fn matches(base: &Baseline, cluster: &TestCluster, c: &Case, ks: &str) -> Result<()> {
+    same_bytes(&base.case, c)?;
+    let mut tables = cluster.double.dump_keyspace(ks);
+    tables.remove("wf_meta");
+    for (name, rows) in &base.tables {
+        let got = tables
+            .get(name)
+            .with_context(|| format!("table {name} missing in {ks}"))?;
+        ensure!(
+            got == rows,
+            "table {name} of {ks}: {} rows, the one-process run has {} (lost or duplicated rows)",
+            got.len(),
+            rows.len()
+        );
+    }
+    ensure!(tables.len() == base.tables.len(), "{ks} has other tables");
+    Ok(())
+}
+
+/// Runs the lookup test on the cluster into `ks` while `fault` acts from this thread.
+fn run_during(
+    cluster: &mut TestCluster,
+    ks: &str,
+    fault: impl FnOnce(&mut TestCluster) -> Result<()>,
+) -> Result<Case> {
+    let c = Case::on_cluster("lookup", cluster)?.context("conformance data")?;
+    std::thread::scope(|s| {
+        let run = s.spawn(|| lookup_in(&c, ks));
+        let f = fault(cluster);
+        let r = run.join().map_err(|_| anyhow::anyhow!("the run panicked"))?;
+        f?;
+        r.map(|_| ())
+    })?;
+    Ok(c)
+}
+
+/// The leader's copy of the ledger.
+fn ledger(cluster: &TestCluster) -> Result<plexus_raft::Ledger> {
+    let leader = cluster.wait_leader(Duration::from_secs(10))?;
+    let p = cluster.peer(leader).context("leader")?;
+    Ok(p.executor().ledger().view().read().clone())
+}
+
+/// Kill a random peer of 5 at a random moment of a run, 20 seeded trials: every run
+/// completes with the one-process run's files and table rows.
+#[test]
+fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let seed = seed("a_random_peer_killed_mid_run_loses_nothing");
+    let trials: u64 = std::env::var("PLEXUS_FAULT_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let mut cluster = TestCluster::start(5)?;
+    let base = baseline(&cluster)?;
+    for trial in 0..trials {
+        let victim = 1 + draw(seed, 2 * trial) % 5;
+        let at = Duration::from_millis(draw(seed, 2 * trial + 1) % 1500);
+        let ks = format!("faults_kill_{trial}");
+        let c = run_during(&mut cluster, &ks, |cl| {
+            std::thread::sleep(at);
+            cl.kill(victim)?;
+            Ok(())
+        })
+        .with_context(|| format!("trial {trial}: n{victim} killed after {at:?}"))?;
+        matches(&base, &cluster, &c, &ks)
+            .with_context(|| format!("trial {trial}: n{victim} killed after {at:?}"))?;
+        cluster.restart(victim)?;
+        cluster.wait_caught_up(Duration::from_secs(20))?;
+    }
+    Ok(())
+}
+
+/// Kill the leader mid-run: the run completes, and the longest stretch without a committed
+/// batch stays under two election timeouts plus one batch.
+#[test]
+fn the_leader_killed_mid_run() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let seed = seed("the_leader_killed_mid_run");
+    let mut cluster = TestCluster::start(3)?;
+    let base = baseline(&cluster)?;
+    let at = Duration::from_millis(300 + draw(seed, 0) % 700);
+    let mut killed = 0;
+    let c = run_during(&mut cluster, "faults_leader", |cl| {
+        std::thread::sleep(at);
+        killed = cl.wait_leader(Duration::from_secs(5))?;
+        cl.kill(killed)?;
+        Ok(())
+    })?;
+    matches(&base, &cluster, &c, "faults_leader")?;
+    let l = ledger(&cluster)?;
+    let run = l.run("faults_leader", 1)?;
+    let mut done: Vec<i64> = Vec::new();
+    let mut longest_batch = 0;
+    for nr in run.nodes.values() {
+        for b in &nr.batches {
+            for h in &b.history {
+                if h.status == plexus_raft::NodeBatchStatus::Success {
+                    done.push(h.ts_ms);
+                    longest_batch = longest_batch.max(h.elapsed_ms.unwrap_or(0));
+                }
+            }
+        }
+    }
+    done.sort_unstable();
+    let gap = done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let limit = 2 * TestCluster::fast_timers().election_max.as_millis() as i64
+        + longest_batch as i64
+        + 100;
+    eprintln!("leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)");
+    ensure!(gap <= limit, "{gap} ms without a committed batch (limit {limit} ms)");
+    Ok(())
+}
+
+/// Partition a peer that holds batches from the others for longer than a lease, then heal:
+/// its batches were taken over, the run completes with the same bytes and rows.
+#[test]
+fn a_partitioned_peer_is_taken_over() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let seed = seed("a_partitioned_peer_is_taken_over");
+    let mut cluster = TestCluster::start(3)?;
+    let faults = Arc::new(Faults::new(seed));
+    cluster.set_faults(faults.clone());
+    let base = baseline(&cluster)?;
+    let mut cut = 0;
+    let c = run_during(&mut cluster, "faults_partition", |cl| {
+        let leader = cl.wait_leader(Duration::from_secs(5))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // The first follower seen holding batches is cut off.
+        loop {
+            let l = ledger(cl)?;
+            if let Some(p) = cl
+                .running()
+                .into_iter()
+                .find(|p| *p != leader && l.claimed_by(*p) > 0)
+            {
+                cut = p;
+                break;
+            }
+            ensure!(Instant::now() < deadline, "no follower ever held a batch");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        faults.isolate(cut);
+        std::thread::sleep(TestCluster::fast_timers().lease * 3);
+        faults.heal();
+        Ok(())
+    })?;
+    matches(&base, &cluster, &c, "faults_partition")?;
+    let l = ledger(&cluster)?;
+    let run = l.run("faults_partition", 1)?;
+    let expired = format!("the lease of n{cut} expired");
+    let taken_over = run.nodes.values().any(|nr| {
+        nr.batches
+            .iter()
+            .any(|b| b.history.iter().any(|h| h.comment.contains(&expired)))
+    });
+    ensure!(taken_over, "no batch of the partitioned n{cut} was taken over");
+    Ok(())
+}
+
+/// Writes `n` CSV files of `rows` rows each and the script of one reader node over all of
+/// them (made by `proto-file-reader-creator`, its urls widened to every file).
+fn steal_workload(c: &Case, n: usize, rows: usize) -> Result<PathBuf> {
+    let dir = c.dir("in");
+    for f in 0..n {
+        let mut text = String::from("col_id\tcol_name\tcol_value\n");
+        for r in 0..rows {
+            text.push_str(&format!("{}\tname {f} {r}\t{}.{:02}\n", f * rows + r, r * 7, r % 100));
+        }
+        std::fs::write(dir.join(format!("part_{f:03}.tsv")), text)?;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .arg("proto-file-reader-creator")
+        .arg("--file")
+        .arg(dir.join("part_000.tsv"))
+        .args(["--file-type", "csv", "--in-dir"])
+        .arg(&dir)
+        .arg("--out-dir")
+        .arg(c.dir("out"))
+        .args(["--csv-hdr-line-idx", "0", "--csv-first-line-idx", "1"])
+        .args(["--csv-separator", "\t"])
+        .output()?;
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut script: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let urls: Vec<serde_json::Value> = (0..n)
+        .map(|f| serde_json::Value::String(url(&dir.join(format!("part_{f:03}.tsv")))))
+        .collect();
+    let r = script
+        .pointer_mut("/nodes/read_file/r")
+        .and_then(|r| r.as_object_mut())
+        .context("generated script has no nodes.read_file.r")?;
+    r.insert("urls".into(), serde_json::Value::Array(urls));
+    let path = c.dir("steal_script.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&script)?)?;
+    Ok(path)
+}
+
+/// Batches of `node` completed per peer, from the run's batch history.
+fn done_by_peer(l: &plexus_raft::Ledger, ks: &str, node: &str) -> Result<BTreeMap<String, u32>> {
+    let mut by = BTreeMap::new();
+    for h in l.batch_history(ks, 1, node)? {
+        if h.status == plexus_raft::NodeBatchStatus::Success {
+            *by.entry(h.instance.clone()).or_default() += 1;
+        }
+    }
+    Ok(by)
+}
+
+/// One stealing run: n1 (drained others) claims every task of the reader node, the others
+/// resume and steal. Returns the wall time and the batches done per peer.
+fn steal_run(
+    cluster: &mut TestCluster,
+    ks: &str,
+    lopsided: bool,
+) -> Result<(Duration, BTreeMap<String, u32>)> {
+    const FILES: usize = 24;
+    let c = Case::on_cluster("lookup", cluster)?.context("conformance data")?;
+    let script = steal_workload(&c, FILES, 4000)?;
+    let peers = cluster.running();
+    if lopsided {
+        for p in &peers[1..] {
+            cluster.peer(*p).context("peer")?.executor().pause(true);
+        }
+    }
+    let started = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let run = s.spawn(|| {
+            c.run(&[&url(&script), "--keyspace", ks, "--start-nodes", "read_file"])
+        });
+        if lopsided {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let l = ledger(cluster)?;
+                if l.claimed_by(peers[0]) as usize == FILES {
+                    break;
+                }
+                ensure!(Instant::now() < deadline, "n1 never held every task");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            for p in &peers[1..] {
+                cluster.peer(*p).context("peer")?.executor().pause(false);
+            }
+        }
+        run.join().map_err(|_| anyhow::anyhow!("the run panicked"))??;
+        Ok(())
+    })?;
+    let wall = started.elapsed();
+    let by = done_by_peer(&ledger(cluster)?, ks, "read_file")?;
+    Ok((wall, by))
+}
+
+/// Stealing: one peer starts with every task of a node; the others end up executing a fair
+/// share (each within ±30 % of even), and the wall time is within 15 % of an even start.
+#[test]
+fn idle_peers_steal_a_fair_share() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let mut cluster = TestCluster::start(3)?;
+    // n1 claims as much as it likes: a long claim window makes its chunk every claimable task.
+    cluster.restart_with(1, |s| s.claim_window = Duration::from_secs(3600))?;
+    cluster.wait_caught_up(Duration::from_secs(20))?;
+    let (even_wall, even) = steal_run(&mut cluster, "steal_even", false)?;
+    // Peers heard from recently share what is claimable; let n2 and n3 fall silent first.
+    std::thread::sleep(TestCluster::fast_timers().lease * 2 + Duration::from_millis(500));
+    let (wall, by) = steal_run(&mut cluster, "steal_lopsided", true)?;
+    eprintln!("even start: {even_wall:?} {even:?}; one peer with every task: {wall:?} {by:?}");
+    let total: u32 = by.values().sum();
+    ensure!(total == 24, "{total} batches done, expected 24: {by:?}");
+    let fair = f64::from(total) / 3.0;
+    for p in ["n1", "n2", "n3"] {
+        let got = f64::from(by.get(p).copied().unwrap_or(0));
+        ensure!(
+            (got - fair).abs() <= 0.3 * fair,
+            "{p} did {got} batches, fair share {fair:.1} ±30 %: {by:?}"
+        );
+    }
+    let steals: u64 = cluster
+        .running()
+        .iter()
+        .filter_map(|p| cluster.peer(*p))
+        .map(|p| {
+            p.executor()
+                .counters()
+                .tasks_stolen
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    ensure!(steals > 0, "nothing was stolen");
+    ensure!(
+        wall.as_secs_f64() <= even_wall.as_secs_f64() * 1.15 + 0.5,
+        "lopsided start took {wall:?}, even start {even_wall:?}"
+    );
+    Ok(())
+}
+
+/// Tamper: one bit of a stolen task flipped in transit: the thief rejects it, counts it,
+/// fetches it again from its copy of the ledger, and the run completes.
+#[test]
+fn a_tampered_task_is_refused_and_fetched_again() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let seed = seed("a_tampered_task_is_refused_and_fetched_again");
+    let mut cluster = TestCluster::start(3)?;
+    cluster.restart_with(1, |s| s.claim_window = Duration::from_secs(3600))?;
+    cluster.wait_caught_up(Duration::from_secs(20))?;
+    let faults = Arc::new(Faults::new(seed));
+    faults.tamper_next_steals(1);
+    cluster.set_faults(faults.clone());
+    let (_, by) = steal_run(&mut cluster, "steal_tampered", true)?;
+    ensure!(by.values().sum::<u32>() == 24, "{by:?}");
+    ensure!(faults.tampered() == 1, "no stolen task was tampered with");
+    let refused: u64 = cluster
+        .running()
+        .iter()
+        .filter_map(|p| cluster.peer(*p))
+        .map(|p| {
+            p.executor()
+                .counters()
+                .tasks_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    ensure!(refused == 1, "{refused} tasks refused, expected the tampered one");
+    Ok(())
+}
+
+/// A peer with the wrong cluster key executes nothing and says why; the others finish.
+#[test]
+fn a_peer_with_the_wrong_key_executes_nothing() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let mut cluster = TestCluster::start(3)?;
+    let wrong = cluster.dir.path().join("wrong.key");
+    std::fs::write(&wrong, format!("1:{}\n", "ab".repeat(32)))?;
+    cluster.restart_with(3, |s| s.cluster_key = wrong.clone())?;
+    let n3 = cluster.peer(3).context("n3")?.executor().clone();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while n3.refusal().is_none_or(|r| !r.contains("differs")) {
+        ensure!(Instant::now() < deadline, "n3 never noticed its key: {:?}", n3.refusal());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let base = baseline(&cluster)?;
+    let c = run_during(&mut cluster, "faults_wrong_key", |_| Ok(()))?;
+    matches(&base, &cluster, &c, "faults_wrong_key")?;
+    let executed = n3
+        .counters()
+        .executed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    ensure!(executed == 0, "n3 executed {executed} batches with the wrong key");
+    let reason = n3.refusal().unwrap_or_default();
+    ensure!(reason.contains("cluster key 1"), "{reason}");
+    Ok(())
+}
