@@ -96,6 +96,8 @@ cql = { contact-points = ["$cql"] }
 heartbeat-ms = 150
 election-min-ms = 600
 election-max-ms = 1200
+lease-ms = 2000
+lease-renew-ms = 400
 EOF
     start_peer "n$i"
     cat "$state/n$i.pid" >>"$state/pids"

@@ -1309,7 +1309,7 @@ mod multi_process {
                 .ok()
                 .and_then(|s| applied(&s));
             if mine.is_some_and(|m| m >= target) {
-                return Ok(());
+                break;
             }
             ensure!(
                 Instant::now() < deadline,
@@ -1318,5 +1318,29 @@ mod multi_process {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+
+        // SIGKILL a peer in the middle of a run: its leases expire, the others take its
+        // batches over, and the files are the same.
+        let embedded = Case::on("lookup", None)?.context("conformance data")?;
+        lookup_one(&embedded)?;
+        let c = Case::on_cluster_at("lookup", &cluster, &tls)?.context("conformance data")?;
+        let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        std::thread::scope(|s| -> Result<()> {
+            let run = s.spawn(|| {
+                c.run_from(
+                    &url(&c.cfg("script_quick.yaml")),
+                    &url(&params),
+                    "lookup_sigkill",
+                    "read_orders,read_order_items",
+                )
+            });
+            std::thread::sleep(Duration::from_millis(400));
+            local.script(&["kill", &follower.0])?;
+            run.join()
+                .map_err(|_| anyhow::anyhow!("the run panicked"))??;
+            Ok(())
+        })?;
+        check_lookup_outputs(&c)?;
+        on_cluster::same_files(&embedded, &c)
     }
 }
