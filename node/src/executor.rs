@@ -22,6 +22,7 @@ use plexus_raft::{Command, Event, RunStatus};
 
 use crate::exec::{self, BatchErrorKind, BatchStats, CompiledNode, ExecContext, ExecError};
 use crate::ledger::{LedgerClient, ProposeError};
+use crate::schedule;
 use crate::seal::{SealError, TaskSealer};
 use crate::store::StoreError;
 
@@ -114,9 +115,6 @@ impl BatchSink for NoSink {
 
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
-
-/// The batch time assumed for a node none of whose batches was measured yet.
-const FIRST_GUESS_MS: f64 = 50.0;
 
 /// A claimed task in a deque: its claim and its sealed bytes.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -355,7 +353,7 @@ impl Executor {
     /// of them, rounded up); [`Executor::take_back`] returns them if the transfer fails.
     pub fn give(&self, max: usize) -> Vec<QueuedTask> {
         let mut d = lock(&self.deque);
-        let n = max.min(d.len().div_ceil(2));
+        let n = schedule::give_count(max, d.len());
         let at = d.len() - n;
         d.split_off(at).into()
     }
@@ -535,21 +533,6 @@ impl Executor {
         })
     }
 
-    /// How many tasks of a node to claim at once: enough for about `chunk_window` of work per
-    /// thread, at most a fair share of what is claimable across the cluster's peers.
-    fn chunk_size(&self, key: &(PlanHash, String), claimable: usize, live: usize) -> usize {
-        let s = &self.settings;
-        // Until a batch of the node was measured, guess a typical short batch.
-        let ms = lock(&self.batch_ms)
-            .get(key)
-            .copied()
-            .unwrap_or(FIRST_GUESS_MS);
-        let per_thread = (s.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01))
-            .clamp(1.0, s.max_chunk as f64) as usize;
-        let fair = claimable.div_ceil(live.max(1)).max(1);
-        (per_thread * s.threads).min(fair).clamp(1, s.max_chunk)
-    }
-
     /// Claims a chunk of ready tasks into the deque; returns how many arrived (0: nothing
     /// claimable, a lost race, or the ledger unavailable on a peer).
     fn claim_chunk(
@@ -569,12 +552,7 @@ impl Executor {
         let (mut picked, claimable, live) = {
             let l = self.ledger.view().read();
             let since = now_ms() - self.settings.live_window.as_millis() as i64;
-            let me = self.settings.peer;
-            let others = l
-                .peer_leases()
-                .iter()
-                .filter(|(id, p)| **id != me && p.last_seen_ms >= since)
-                .count();
+            let live = schedule::live_peers(&l, self.settings.peer, since);
             let only = match scope {
                 Scope::Run { keyspace, run_id } => Some((keyspace.as_str(), *run_id)),
                 Scope::Any => None,
@@ -583,14 +561,23 @@ impl Executor {
             let claimable = picked
                 .first()
                 .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));
-            (picked, claimable, others + 1)
+            (picked, claimable, live)
         };
         let Some(first) = picked.first() else {
             return Ok(0);
         };
         let (keyspace, run_id) = (first.keyspace.clone(), first.run_id);
         let key = (first.plan_hash, first.node.clone());
-        picked.truncate(self.chunk_size(&key, claimable, live));
+        let s = &self.settings;
+        let batch_ms = lock(&self.batch_ms).get(&key).copied();
+        picked.truncate(schedule::chunk_size(
+            s.chunk_window,
+            batch_ms,
+            s.threads,
+            s.max_chunk,
+            claimable,
+            live,
+        ));
         let tasks = picked
             .iter()
             .map(|t| {
@@ -700,7 +687,9 @@ impl Executor {
         {
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let mut times = lock(&self.batch_ms);
-            let mean = times.entry((task.plan_hash, task.node.clone())).or_insert(ms);
+            let mean = times
+                .entry((task.plan_hash, task.node.clone()))
+                .or_insert(ms);
             *mean = 0.7 * *mean + 0.3 * ms;
         }
         sink.executed(&BatchOutcome {

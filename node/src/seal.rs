@@ -46,7 +46,12 @@ pub struct TaskSealer {
 
 impl std::fmt::Debug for TaskSealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TaskSealer({}, key {})", self.cluster, self.keys.sealing_id())
+        write!(
+            f,
+            "TaskSealer({}, key {})",
+            self.cluster,
+            self.keys.sealing_id()
+        )
     }
 }
 
@@ -82,12 +87,13 @@ impl TaskSealer {
 
     /// Seals a task under a fresh random nonce.
     pub fn seal(&self, task: &BatchTask) -> Result<Vec<u8>, SealError> {
-        let plain = bincode::serde::encode_to_vec(task, bincode::config::standard()).map_err(
-            |e| SealError::Content {
-                batch: task.id(),
-                reason: format!("cannot encode: {e}"),
-            },
-        )?;
+        let plain =
+            bincode::serde::encode_to_vec(task, bincode::config::standard()).map_err(|e| {
+                SealError::Content {
+                    batch: task.id(),
+                    reason: format!("cannot encode: {e}"),
+                }
+            })?;
         Ok(envelope::seal(
             &self.keys,
             &self.cluster,

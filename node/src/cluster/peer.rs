@@ -15,9 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft, SnapshotPolicy};
-use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_core::envelope::Keyring;
 use plexus_raft::command::TaskRef;
+use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, NodeBatchStatus};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
@@ -26,6 +26,7 @@ use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::exec::ExecContext;
 use crate::executor::{Executor, ExecutorSettings, NoSink, QueuedTask, Scope, Stealer};
 use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
+use crate::schedule;
 use crate::seal::TaskSealer;
 use crate::transport::{
     Identity, ServeHandle, Service, TlsFiles, Transport, TransportConfig, TransportError,
@@ -282,8 +283,10 @@ impl PeerCore {
                     })
                     .collect();
                 // A task the ledger did not move is no longer this peer's (its lease expired).
-                let given: Vec<QueuedTask> =
-                    tasks.into_iter().filter(|q| moved.contains(&q.task)).collect();
+                let given: Vec<QueuedTask> = tasks
+                    .into_iter()
+                    .filter(|q| moved.contains(&q.task))
+                    .collect();
                 ex.counters()
                     .tasks_given
                     .fetch_add(given.len() as u64, Ordering::Relaxed);
@@ -720,7 +723,6 @@ fn load_sealer(s: &PeerSettings) -> Result<TaskSealer, PeerError> {
 async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers) {
     let mut tick = tokio::time::interval(timers.lease_renew);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let lease_ms = timers.lease.as_millis() as i64;
     let mut reported_queued = 0u32;
     let mut key_checked = false;
     let mut leading_since: Option<Instant> = None;
@@ -731,8 +733,18 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
             key_checked = check_key(&core, &executor).await;
         }
         let queued = executor.queued() as u32;
-        let holding = core.ledger.read().claimed_by(me);
-        if holding > 0 || queued != reported_queued {
+        let beat = {
+            let l = core.ledger.read();
+            schedule::needs_heartbeat(
+                &l,
+                me,
+                now_ms(),
+                timers.lease_renew,
+                queued,
+                reported_queued,
+            )
+        };
+        if beat {
             let beat = Command::Heartbeat {
                 peer: me,
                 queued,
@@ -748,24 +760,36 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
             leading_since = None;
             continue;
         }
-        // A new leader gives every peer two renewals before judging it: heartbeats could not
-        // commit while there was no leader.
         let since = *leading_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < timers.lease_renew * 2 {
-            continue;
-        }
-        let now = now_ms();
-        let (expired, stale) = {
+        let commands = {
             let l = core.ledger.read();
-            (l.expired_peers(now, lease_ms), l.stale_claims(now))
+            schedule::leader_commands(
+                &l,
+                now_ms(),
+                timers.lease,
+                timers.lease_renew,
+                since.elapsed(),
+            )
         };
-        for (peer, silent_since_ms) in expired {
-            tracing::warn!(me, peer, silent_since_ms, "peer silent: expiring its leases");
-            let cmd = Command::ExpireLeases {
-                peer,
-                silent_since_ms,
-                ts_ms: now,
-            };
+        for cmd in commands {
+            match &cmd {
+                Command::ExpireLeases {
+                    peer,
+                    silent_since_ms,
+                    ..
+                } => {
+                    tracing::warn!(
+                        me,
+                        peer,
+                        silent_since_ms,
+                        "peer silent: expiring its leases"
+                    );
+                }
+                Command::ReleaseBatch { task, reason, .. } => {
+                    tracing::warn!(me, batch = %task.batch, reason, "releasing a batch");
+                }
+                _ => {}
+            }
             match core.propose(cmd, false).await {
                 Ok(ev) => {
                     for e in ev {
@@ -774,24 +798,7 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
                         }
                     }
                 }
-                Err(e) => tracing::warn!(me, peer, cause = %e, "lease expiry not committed"),
-            }
-        }
-        for (task, claim) in stale {
-            tracing::warn!(me, batch = %task.id(), holder = claim.worker, "batch ran past max_batch_processing_time: releasing it");
-            let cmd = Command::ReleaseBatch {
-                task: TaskRef {
-                    batch: task.id(),
-                    attempt: claim.attempt,
-                },
-                reason: format!(
-                    "{} held it past the node's max_batch_processing_time",
-                    claim.worker
-                ),
-                ts_ms: now,
-            };
-            if let Err(e) = core.propose(cmd, false).await {
-                tracing::warn!(me, batch = %task.id(), cause = %e, "release not committed");
+                Err(e) => tracing::warn!(me, cause = %e, "leader command not committed"),
             }
         }
     }
@@ -845,15 +852,8 @@ impl Stealer for PeerStealer {
     fn steal(&self, executor: &Executor) -> usize {
         let me = self.core.id;
         let since = now_ms() - executor.settings().live_window.as_millis() as i64;
-        let victim = {
-            let l = self.core.ledger.read();
-            l.peer_leases()
-                .iter()
-                .filter(|(id, p)| **id != me && p.queued > 0 && p.last_seen_ms >= since)
-                .max_by_key(|(id, p)| (p.queued, std::cmp::Reverse(**id)))
-                .map(|(id, p)| (*id, p.queued))
-        };
-        let Some((victim, queued)) = victim else {
+        let target = schedule::steal_target(&self.core.ledger.read(), me, since);
+        let Some((victim, max)) = target else {
             return 0;
         };
         let addr = {
@@ -868,7 +868,6 @@ impl Stealer for PeerStealer {
         };
         let c = executor.counters();
         c.steals_asked.fetch_add(1, Ordering::Relaxed);
-        let max = queued.div_ceil(2).max(1);
         let req = PeerRequest::Steal { max };
         let resp = self
             .rt

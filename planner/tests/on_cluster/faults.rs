@@ -51,8 +51,8 @@ fn same_bytes(a: &Case, b: &Case) -> Result<()> {
     for e in std::fs::read_dir(a.dir("out"))? {
         let name = e?.file_name();
         let x = std::fs::read(a.dir("out").join(&name))?;
-        let y = std::fs::read(b.dir("out").join(&name))
-            .with_context(|| format!("{name:?} missing"))?;
+        let y =
+            std::fs::read(b.dir("out").join(&name)).with_context(|| format!("{name:?} missing"))?;
         ensure!(x == y, "{name:?}: bytes differ");
         n += 1;
     }
@@ -68,8 +68,8 @@ struct Baseline {
 }
 
 fn baseline(cluster: &TestCluster) -> Result<Baseline> {
-    let case = Case::on("lookup", Some(cluster.double.addr().to_string()))?
-        .context("conformance data")?;
+    let case =
+        Case::on("lookup", Some(cluster.double.addr().to_string()))?.context("conformance data")?;
     lookup_in(&case, "faults_baseline")?;
     check_lookup_outputs(&case)?;
     let mut tables = cluster.double.dump_keyspace("faults_baseline");
@@ -109,7 +109,9 @@ fn run_during(
     std::thread::scope(|s| {
         let run = s.spawn(|| lookup_in(&c, ks));
         let f = fault(cluster);
-        let r = run.join().map_err(|_| anyhow::anyhow!("the run panicked"))?;
+        let r = run
+            .join()
+            .map_err(|_| anyhow::anyhow!("the run panicked"))?;
         f?;
         r.map(|_| ())
     })?;
@@ -190,11 +192,15 @@ fn the_leader_killed_mid_run() -> Result<()> {
     }
     done.sort_unstable();
     let gap = done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-    let limit = 2 * TestCluster::fast_timers().election_max.as_millis() as i64
-        + longest_batch as i64
-        + 100;
-    eprintln!("leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)");
-    ensure!(gap <= limit, "{gap} ms without a committed batch (limit {limit} ms)");
+    let limit =
+        2 * TestCluster::fast_timers().election_max.as_millis() as i64 + longest_batch as i64 + 100;
+    eprintln!(
+        "leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)"
+    );
+    ensure!(
+        gap <= limit,
+        "{gap} ms without a committed batch (limit {limit} ms)"
+    );
     Ok(())
 }
 
@@ -242,7 +248,10 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
             .iter()
             .any(|b| b.history.iter().any(|h| h.comment.contains(&expired)))
     });
-    ensure!(taken_over, "no batch of the partitioned n{cut} was taken over");
+    ensure!(
+        taken_over,
+        "no batch of the partitioned n{cut} was taken over"
+    );
     Ok(())
 }
 
@@ -253,7 +262,12 @@ fn steal_workload(c: &Case, n: usize, rows: usize) -> Result<PathBuf> {
     for f in 0..n {
         let mut text = String::from("col_id\tcol_name\tcol_value\n");
         for r in 0..rows {
-            text.push_str(&format!("{}\tname {f} {r}\t{}.{:02}\n", f * rows + r, r * 7, r % 100));
+            text.push_str(&format!(
+                "{}\tname {f} {r}\t{}.{:02}\n",
+                f * rows + r,
+                r * 7,
+                r % 100
+            ));
         }
         std::fs::write(dir.join(format!("part_{f:03}.tsv")), text)?;
     }
@@ -268,7 +282,11 @@ fn steal_workload(c: &Case, n: usize, rows: usize) -> Result<PathBuf> {
         .args(["--csv-hdr-line-idx", "0", "--csv-first-line-idx", "1"])
         .args(["--csv-separator", "\t"])
         .output()?;
-    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut script: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let urls: Vec<serde_json::Value> = (0..n)
         .map(|f| serde_json::Value::String(url(&dir.join(format!("part_{f:03}.tsv")))))
@@ -313,7 +331,13 @@ fn steal_run(
     let started = Instant::now();
     std::thread::scope(|s| -> Result<()> {
         let run = s.spawn(|| {
-            c.run(&[&url(&script), "--keyspace", ks, "--start-nodes", "read_file"])
+            c.run(&[
+                &url(&script),
+                "--keyspace",
+                ks,
+                "--start-nodes",
+                "read_file",
+            ])
         });
         if lopsided {
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -329,7 +353,8 @@ fn steal_run(
                 cluster.peer(*p).context("peer")?.executor().pause(false);
             }
         }
-        run.join().map_err(|_| anyhow::anyhow!("the run panicked"))??;
+        run.join()
+            .map_err(|_| anyhow::anyhow!("the run panicked"))??;
         Ok(())
     })?;
     let wall = started.elapsed();
@@ -410,7 +435,10 @@ fn a_tampered_task_is_refused_and_fetched_again() -> Result<()> {
                 .load(std::sync::atomic::Ordering::Relaxed)
         })
         .sum();
-    ensure!(refused == 1, "{refused} tasks refused, expected the tampered one");
+    ensure!(
+        refused == 1,
+        "{refused} tasks refused, expected the tampered one"
+    );
     Ok(())
 }
 
@@ -427,7 +455,11 @@ fn a_peer_with_the_wrong_key_executes_nothing() -> Result<()> {
     let n3 = cluster.peer(3).context("n3")?.executor().clone();
     let deadline = Instant::now() + Duration::from_secs(20);
     while n3.refusal().is_none_or(|r| !r.contains("differs")) {
-        ensure!(Instant::now() < deadline, "n3 never noticed its key: {:?}", n3.refusal());
+        ensure!(
+            Instant::now() < deadline,
+            "n3 never noticed its key: {:?}",
+            n3.refusal()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let base = baseline(&cluster)?;
@@ -437,7 +469,10 @@ fn a_peer_with_the_wrong_key_executes_nothing() -> Result<()> {
         .counters()
         .executed
         .load(std::sync::atomic::Ordering::Relaxed);
-    ensure!(executed == 0, "n3 executed {executed} batches with the wrong key");
+    ensure!(
+        executed == 0,
+        "n3 executed {executed} batches with the wrong key"
+    );
     let reason = n3.refusal().unwrap_or_default();
     ensure!(reason.contains("cluster key 1"), "{reason}");
     Ok(())
