@@ -6,3 +6,4 @@
 // `gen` is reserved in edition 2024, hence the raw identifier (the directory stays `gen/`).
 pub mod r#gen;
 pub mod run;
+pub mod sim;

@@ -1,4 +1,5 @@
-//! `plexus-bench`: generate benchmark data (`gen`).
+//! `plexus-bench`: generate benchmark data (`gen`), compare engines (`run`), simulate a large
+//! cluster (`sim`).
 
 use std::time::Instant;
 
@@ -20,6 +21,8 @@ enum Cmd {
     Gen(GenCmd),
     /// Run a pipeline on Plexus and peer engines over the same data and compare.
     Run(plexus_bench::run::RunArgs),
+    /// Simulate a large cluster: the real ledger and scheduling on simulated peers and time.
+    Sim(plexus_bench::sim::SimArgs),
     /// Run a script once on Plexus (the child `run` measures).
     #[command(hide = true)]
     ExecPlexus(plexus_bench::run::ExecArgs),
@@ -38,6 +41,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             eprintln!("done in {secs:.2} s");
         }
         Cmd::Run(args) => plexus_bench::run::main(&args)?,
+        Cmd::Sim(args) => plexus_bench::sim::main(&args)?,
         Cmd::ExecPlexus(args) => return plexus_bench::run::exec(&args),
     }
     Ok(std::process::ExitCode::SUCCESS)
