@@ -260,9 +260,7 @@ impl<'a> Sim<'a> {
         }
         let me = self.peers[p].id;
         let since = self.ms() - 2 * self.a.lease_ms as i64;
-        self.peers[p].salt = self.peers[p]
-            .salt
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.peers[p].salt = self.peers[p].salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let picked: Vec<BatchTask> = self.ledger.pick_chunk(None, 256, self.peers[p].salt);
         if let Some(first) = picked.first() {
             let claimable = self.ledger.claimable(&first.keyspace, first.run_id);
@@ -494,7 +492,9 @@ fn simulate(a: &SimArgs, plan: &Plan, n: usize) -> Result<()> {
         .enumerate()
         .map(|(k, node)| {
             let from = k * PER_NODE as usize;
-            durations[from..from + node.batches as usize].iter().sum::<f64>()
+            durations[from..from + node.batches as usize]
+                .iter()
+                .sum::<f64>()
         })
         .sum();
     let ideal_ms = total_ms / (n * a.threads) as f64;

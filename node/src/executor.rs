@@ -358,6 +358,11 @@ impl Executor {
         d.split_off(at).into()
     }
 
+    /// Takes every unstarted task out of the deque (a stopping peer hands them back).
+    pub fn drain(&self) -> Vec<QueuedTask> {
+        std::mem::take(&mut *lock(&self.deque)).into()
+    }
+
     /// Puts back tasks [`Executor::give`] handed out, when their transfer did not commit.
     pub fn take_back(&self, tasks: Vec<QueuedTask>) {
         lock(&self.deque).extend(tasks);

@@ -161,8 +161,15 @@ fn main() -> Result<()> {
         && let Some(nr) = run.nodes.get("spread")
     {
         for b in &nr.batches {
-            let start = b.history.iter().rev().find(|h| h.status == NodeBatchStatus::Start);
-            let done = b.history.iter().find(|h| h.status == NodeBatchStatus::Success);
+            let start = b
+                .history
+                .iter()
+                .rev()
+                .find(|h| h.status == NodeBatchStatus::Start);
+            let done = b
+                .history
+                .iter()
+                .find(|h| h.status == NodeBatchStatus::Success);
             if let (Some(s), Some(d)) = (start, done) {
                 latency.push(d.ts_ms - s.ts_ms);
             }

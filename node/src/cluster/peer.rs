@@ -646,6 +646,17 @@ impl Peer {
             }
         })
         .await;
+        // Unstarted tasks go back to the pool now rather than after the lease.
+        for q in self.executor.drain() {
+            let cmd = Command::ReleaseBatch {
+                task: q.task,
+                reason: format!("n{id} is shutting down"),
+                ts_ms: now_ms(),
+            };
+            if let Err(e) = self.core.propose(cmd, false).await {
+                tracing::info!(peer = id, cause = %e, "an unstarted task is left to lease expiry");
+            }
+        }
         if let Err(e) = self.core.raft.shutdown().await {
             tracing::warn!(peer = id, cause = %e, "raft shutdown");
         }
