@@ -2,7 +2,6 @@
 
 use crate::command::PlanHash;
 use crate::status::{NodeBatchStatus, RunStatus};
-use plexus_core::task::BatchId;
 
 /// A command the ledger refuses, or a query about something it does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -134,8 +133,8 @@ pub enum LedgerError {
     /// peer and attempt (a lease expired, the batch moved on).
     #[error("{batch}: held by {holder}, not by peer {peer} under attempt {attempt}")]
     NotHolder {
-        /// The batch.
-        batch: BatchId,
+        /// The batch (`BatchId`'s text).
+        batch: String,
         /// The peer that sent the command.
         peer: u64,
         /// The attempt it named.

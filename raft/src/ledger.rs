@@ -329,12 +329,12 @@ impl Ledger {
                 let mut touched = BTreeSet::new();
                 let mut first_err = None;
                 for r in results {
-                    let ks = r.task.batch.keyspace.clone();
+                    let batch = r.task.batch.clone();
                     match self.complete(peer, r, ts_ms, &mut ev) {
                         Ok(()) => {
-                            touched.insert(ks);
+                            touched.insert(batch.keyspace);
                         }
-                        Err((batch, e)) => {
+                        Err(e) => {
                             ev.push(Event::Ignored {
                                 batch,
                                 reason: e.to_string(),
@@ -625,7 +625,7 @@ impl Ledger {
                 status: b.status,
             }),
             c => Err(LedgerError::NotHolder {
-                batch: id.clone(),
+                batch: id.to_string(),
                 peer: c.as_ref().map_or(0, |c| c.peer),
                 attempt: task.attempt,
                 holder: c.as_ref().map_or("nobody".to_owned(), |c| {
@@ -640,7 +640,7 @@ impl Ledger {
         let holder = self.holder_of(task)?;
         if holder != peer {
             return Err(LedgerError::NotHolder {
-                batch: task.batch.clone(),
+                batch: task.batch.to_string(),
                 peer,
                 attempt: task.attempt,
                 holder: format!("n{holder}"),
@@ -665,10 +665,9 @@ impl Ledger {
         r: TaskResult,
         ts_ms: i64,
         ev: &mut Vec<Event>,
-    ) -> Result<(), (BatchId, LedgerError)> {
+    ) -> Result<(), LedgerError> {
         let id = r.task.batch.clone();
-        let fail = |e| (id.clone(), e);
-        self.held_by(peer, &r.task).map_err(fail)?;
+        self.held_by(peer, &r.task)?;
         let (ks_name, run_id, node, batch_idx) = (&id.keyspace, id.run_id, &id.node, id.batch_idx);
         match r.outcome {
             TaskOutcome::Done {
@@ -687,7 +686,7 @@ impl Ledger {
                     elapsed_ms: Some(elapsed_ms),
                     error: None,
                 };
-                self.ks_mut(ks_name).map_err(fail)?.finish_batch(
+                self.ks_mut(ks_name)?.finish_batch(
                     ks_name,
                     run_id,
                     node,
@@ -708,13 +707,13 @@ impl Ledger {
                     self.return_to_pool(
                         ks_name, run_id, node, batch_idx, comment, error, ts_ms, ev,
                     )
-                    .map_err(fail)?;
+                    ?;
                 } else {
                     let outcome = Outcome {
                         error: Some(error.clone()),
                         ..Outcome::default()
                     };
-                    self.ks_mut(ks_name).map_err(fail)?.finish_batch(
+                    self.ks_mut(ks_name)?.finish_batch(
                         ks_name,
                         run_id,
                         node,
