@@ -132,6 +132,103 @@ mod tests {
         assert_eq!(chunk_size(w, Some(1.0), 2, 256, 0, 3), 1);
     }
 
+    /// A ledger whose run has two batches claimed by peer 2 at time 0.
+    fn claimed_by_peer_2() -> Ledger {
+        let dir = tempfile::tempdir().unwrap();
+        let rules: Vec<serde_json::Value> = plexus_core::plan::DEFAULT_POLICY_RULES
+            .iter()
+            .map(|(cmd, expr)| serde_json::json!({"cmd": cmd, "expression": expr}))
+            .collect();
+        let script = serde_json::json!({
+            "dependency_policies": {"p": {"is_default": true,
+                "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER, "rules": rules}},
+            "nodes": {"read": {"type": "file_table",
+                "r": {"urls": ["/a.csv", "/b.csv"], "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
+                      "columns": {"col_a": {"col_type": "int", "csv": {"col_hdr": "a", "col_format": "%d"}}}},
+                "w": {"name": "t", "fields": {"a": {"expression": "r.col_a", "type": "int"}}}}}
+        });
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        let plan = planner::build_plan(&path.to_string_lossy(), None).unwrap();
+        let hash = plexus_core::task::PlanHash(plan.content_hash().unwrap());
+        let mut l = Ledger::new();
+        l.apply(Command::SubmitPlan { plan }).unwrap();
+        l.apply(Command::StartRun {
+            keyspace: "ks".into(),
+            plan_hash: hash,
+            start_nodes: vec!["read".into()],
+            description: String::new(),
+            only_start_nodes: false,
+            ts_ms: 0,
+        })
+        .unwrap();
+        let tasks = l
+            .pick_chunk(None, 10, 0)
+            .into_iter()
+            .map(|t| plexus_raft::command::SealedClaim {
+                node: t.node,
+                batch_idx: t.batch_idx,
+                reader_run: t.reader_run,
+                lookup_run: t.lookup_run,
+                sealed: vec![1],
+            })
+            .collect();
+        l.apply(Command::ClaimTasks {
+            keyspace: "ks".into(),
+            run_id: 1,
+            peer: 2,
+            worker: "n2".into(),
+            tasks,
+            ts_ms: 0,
+        })
+        .unwrap();
+        l
+    }
+
+    #[test]
+    fn the_leader_expires_silent_peers_and_overdue_batches() {
+        let l = claimed_by_peer_2();
+        let (lease, renew) = (Duration::from_secs(5), Duration::from_secs(1));
+        let long = Duration::from_secs(60);
+        assert!(leader_commands(&l, 4_000, lease, renew, long).is_empty());
+        // Silent for a lease: expire, but not before the leader gave two renewals.
+        assert!(leader_commands(&l, 6_000, lease, renew, Duration::from_millis(1500)).is_empty());
+        let cmds = leader_commands(&l, 6_000, lease, renew, long);
+        assert!(
+            matches!(
+                cmds.as_slice(),
+                [Command::ExpireLeases {
+                    peer: 2,
+                    silent_since_ms: 1000,
+                    ..
+                }]
+            ),
+            "{cmds:?}"
+        );
+        // Past max_batch_processing_time, both batches are released too.
+        let max = l.plan(&l.run("ks", 1).unwrap().plan_hash).unwrap().nodes[0]
+            .max_batch_processing_time_ms;
+        let cmds = leader_commands(&l, max, lease, renew, long);
+        let releases = cmds
+            .iter()
+            .filter(|c| matches!(c, Command::ReleaseBatch { .. }))
+            .count();
+        assert_eq!(releases, 2, "{cmds:?}");
+    }
+
+    #[test]
+    fn heartbeats_only_when_leases_need_renewing() {
+        let l = claimed_by_peer_2();
+        let renew = Duration::from_secs(1);
+        // The claim at 0 renewed the leases.
+        assert!(!needs_heartbeat(&l, 2, 500, renew, 0, 0));
+        assert!(needs_heartbeat(&l, 2, 1500, renew, 0, 0));
+        // A changed deque depth is always reported; a peer holding nothing stays quiet.
+        assert!(needs_heartbeat(&l, 2, 500, renew, 3, 0));
+        assert!(!needs_heartbeat(&l, 5, 9_000, renew, 0, 0));
+        assert_eq!(steal_target(&l, 1, 0), None, "nobody reported queued tasks");
+    }
+
     #[test]
     fn victims_give_half() {
         assert_eq!(give_count(10, 7), 4);

@@ -706,8 +706,7 @@ impl Ledger {
                     let comment = format!("retryable failure: {error}");
                     self.return_to_pool(
                         ks_name, run_id, node, batch_idx, comment, error, ts_ms, ev,
-                    )
-                    ?;
+                    )?;
                 } else {
                     let outcome = Outcome {
                         error: Some(error.clone()),

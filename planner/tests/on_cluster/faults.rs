@@ -26,6 +26,19 @@ fn seed(test: &str) -> u64 {
     seed
 }
 
+/// A lossy, jittery network between peers (clients are spared): 2 % of peer-to-peer requests
+/// dropped, every one delayed by up to 3 ms.
+fn lossy(seed: u64) -> Arc<Faults> {
+    let f = Arc::new(Faults::new(seed));
+    let any = plexus_node::transport::faults::Route {
+        from: None,
+        to: None,
+    };
+    f.drop_requests(any.clone(), 0.02);
+    f.delay_requests(any, Duration::ZERO, Duration::from_millis(3));
+    f
+}
+
 /// splitmix64: the n-th draw of a seed.
 fn draw(seed: u64, n: u64) -> u64 {
     let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -139,6 +152,7 @@ fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
         .unwrap_or(20);
     let mut cluster = TestCluster::start(5)?;
     let base = baseline(&cluster)?;
+    cluster.set_faults(lossy(seed));
     for trial in 0..trials {
         let victim = 1 + draw(seed, 2 * trial) % 5;
         let at = Duration::from_millis(draw(seed, 2 * trial + 1) % 1500);
@@ -167,6 +181,7 @@ fn the_leader_killed_mid_run() -> Result<()> {
     let seed = seed("the_leader_killed_mid_run");
     let mut cluster = TestCluster::start(3)?;
     let base = baseline(&cluster)?;
+    cluster.set_faults(lossy(seed));
     let at = Duration::from_millis(300 + draw(seed, 0) % 700);
     let mut killed = 0;
     let c = run_during(&mut cluster, "faults_leader", |cl| {
@@ -401,7 +416,7 @@ fn idle_peers_steal_a_fair_share() -> Result<()> {
         .sum();
     ensure!(steals > 0, "nothing was stolen");
     ensure!(
-        wall.as_secs_f64() <= even_wall.as_secs_f64() * 1.15 + 0.5,
+        wall.as_secs_f64() <= even_wall.as_secs_f64() * 1.15,
         "lopsided start took {wall:?}, even start {even_wall:?}"
     );
     Ok(())
