@@ -18,5 +18,6 @@ pub mod executor;
 pub mod files;
 pub mod ledger;
 pub mod pycalc;
+pub mod remote;
 pub mod store;
 pub mod transport;

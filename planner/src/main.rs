@@ -12,6 +12,12 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Remote file settings (TOML, the keys of node.toml's [files]: s3-endpoint, s3-region,
+    /// ca-path, private-keys, known-hosts, retries …) for s3://, sftp:// and http(s):// scripts
+    /// and data files; `PLEXUS_FILES__*` variables override its keys, and S3 credentials come
+    /// from the AWS variables or profile files.
+    #[arg(long, global = true, env = "PLEXUS_FILES_CONFIG")]
+    files_config: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -382,7 +388,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Installs the process-wide remote file access: `--files-config`, then `PLEXUS_FILES__*`.
+fn install_file_access(config: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use plexus_node::remote::{FileAccess, FileSettings};
+    let settings = match config {
+        Some(path) => FileSettings::load(path)?,
+        None => FileSettings::default(),
+    };
+    FileAccess::new(settings.with_env(|k| std::env::var(k).ok())?).install();
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    install_file_access(cli.files_config.as_deref())?;
     match cli.command {
         Command::Validate {
             script,
