@@ -103,23 +103,39 @@ fn map_err(e: &opendal::Error, op: Operation, url: &str) -> RemoteError {
     }
 }
 
-/// `S3 <Code>: <Message>` from an error body, else OpenDAL's kind and the first line of its
-/// message (never the request, its headers or the raw body).
+/// `S3 <Code>: <Message>` from an error body, else a plain reading of OpenDAL's kind, the
+/// first line of its message and the causes (never the request headers or the raw body).
 fn describe(e: &opendal::Error) -> String {
     let msg = e.message();
     match (xml_tag(msg, "Code"), xml_tag(msg, "Message")) {
-        (Some(c), Some(m)) => format!("S3 {c}: {m}"),
-        (Some(c), None) => format!("S3 {c}"),
-        _ => {
-            let first = msg.lines().next().unwrap_or("").trim();
-            let first: String = first.chars().take(200).collect();
+        (Some(c), Some(m)) => return format!("S3 {c}: {m}"),
+        (Some(c), None) => return format!("S3 {c}"),
+        _ => {}
+    }
+    let mut text = match e.kind() {
+        ErrorKind::PermissionDenied => {
+            "HTTP 403: the key or secret was refused, or lacks the permission".to_owned()
+        }
+        ErrorKind::NotFound => "no such bucket or key".to_owned(),
+        kind => {
+            let first: String = msg.lines().next().unwrap_or("").trim().chars().take(200).collect();
             if first.is_empty() || first.starts_with('<') {
-                e.kind().to_string()
+                kind.to_string()
             } else {
-                format!("{}: {first}", e.kind())
+                first
             }
         }
+    };
+    let mut src = std::error::Error::source(e);
+    while let Some(cause) = src {
+        let t = cause.to_string();
+        if !t.is_empty() && !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        src = cause.source();
     }
+    text
 }
 
 /// The text of the first `<tag>…</tag>` in `xml`.
