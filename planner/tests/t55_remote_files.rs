@@ -80,13 +80,20 @@ fn same_lines(got: &str, want: &str, what: &str) -> Result<()> {
 
 fn same_file(got: &Path, want: &Path) -> Result<()> {
     let g = std::fs::read_to_string(got).with_context(|| format!("{} missing", got.display()))?;
-    same_lines(&g, &std::fs::read_to_string(want)?, &got.display().to_string())
+    same_lines(
+        &g,
+        &std::fs::read_to_string(want)?,
+        &got.display().to_string(),
+    )
 }
 
 /// The tag_and_denormalize outputs in `out` against the baselines (the review file sorted).
 fn check_tag_outputs(conf: &Conformance, out: &Path) -> Result<()> {
     let base = conf.out("tag_and_denormalize");
-    same_file(&out.join("tag_totals.tsv"), &base.join("tag_totals_baseline.tsv"))?;
+    same_file(
+        &out.join("tag_totals.tsv"),
+        &base.join("tag_totals_baseline.tsv"),
+    )?;
     let got = std::fs::read_to_string(out.join("tagged_products_for_operator_review.csv"))?;
     let mut got: Vec<&str> = got.lines().map(|l| l.trim_end_matches('\r')).collect();
     got.sort_unstable();
@@ -110,7 +117,10 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 /// Capillaries' s3 params with the bucket filled in, as its test scripts do.
 fn s3_params(conf: &Conformance, name: &str, dir: &Path) -> Result<PathBuf> {
     let text = std::fs::read_to_string(conf.cfg("lookup").join(name))?;
-    ensure!(text.contains("$CAPILLARIES_AWS_TESTBUCKET"), "{name} names no bucket");
+    ensure!(
+        text.contains("$CAPILLARIES_AWS_TESTBUCKET"),
+        "{name} names no bucket"
+    );
     let path = dir.join(name);
     std::fs::write(&path, text.replace("$CAPILLARIES_AWS_TESTBUCKET", BUCKET))?;
     Ok(path)
@@ -131,7 +141,11 @@ fn s3_lookup_conformance_and_wrong_secret() -> Result<()> {
     s3.make_bucket(BUCKET)?;
     let input = conf.input("lookup");
     for f in ["olist_orders_dataset.csv", "olist_order_items_dataset.csv"] {
-        s3.put(BUCKET, &format!("capi_in/lookup_quicktest/{f}"), &input.join(f))?;
+        s3.put(
+            BUCKET,
+            &format!("capi_in/lookup_quicktest/{f}"),
+            &input.join(f),
+        )?;
     }
     s3.put(
         BUCKET,
@@ -179,7 +193,10 @@ fn s3_lookup_conformance_and_wrong_secret() -> Result<()> {
                 &format!("capi_out/lookup_quicktest/{out}.csv"),
                 &got,
             )?;
-            same_file(&got, &conf.out("lookup").join(format!("{out}_baseline.csv")))?;
+            same_file(
+                &got,
+                &conf.out("lookup").join(format!("{out}_baseline.csv")),
+            )?;
         }
     }
 
@@ -197,7 +214,10 @@ fn s3_lookup_conformance_and_wrong_secret() -> Result<()> {
         "expected an access-denied error naming {script}:\n{text}"
     );
     ensure!(!text.contains(wrong), "the secret leaked into:\n{text}");
-    ensure!(!text.contains(&s3.secret), "the secret leaked into:\n{text}");
+    ensure!(
+        !text.contains(&s3.secret),
+        "the secret leaked into:\n{text}"
+    );
     Ok(())
 }
 
@@ -249,7 +269,10 @@ fn sftp_lookup_reads_and_writes() -> Result<()> {
     let other = tmp.path().join("other_known_hosts");
     std::fs::write(&other, "")?;
     let (ok, text) = planner(
-        &["validate", &sshd.url(&conf.cfg("lookup").join("script_quick.yaml"))],
+        &[
+            "validate",
+            &sshd.url(&conf.cfg("lookup").join("script_quick.yaml")),
+        ],
         &[
             ("PLEXUS_FILES__KNOWN_HOSTS", url(&other)),
             (
@@ -258,7 +281,10 @@ fn sftp_lookup_reads_and_writes() -> Result<()> {
             ),
         ],
     )?;
-    ensure!(!ok && text.contains("sftp://"), "unknown host key must fail:\n{text}");
+    ensure!(
+        !ok && text.contains("sftp://"),
+        "unknown host key must fail:\n{text}"
+    );
     Ok(())
 }
 
@@ -285,7 +311,9 @@ fn https_tag_and_denormalize_with_custom_ca() -> Result<()> {
     std::fs::create_dir_all(&out)?;
     let params = params_with(
         &root.join("cfg"),
-        &conf.cfg("tag_and_denormalize").join("script_params_https_one.json"),
+        &conf
+            .cfg("tag_and_denormalize")
+            .join("script_params_https_one.json"),
         &[
             ("dir_cfg", &srv.url("cfg")),
             ("dir_in", &srv.url("in")),
@@ -297,7 +325,10 @@ fn https_tag_and_denormalize_with_custom_ca() -> Result<()> {
     let script = srv.url("cfg/script.json");
     let params_url = srv.url(&format!(
         "cfg/{}",
-        params.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        params
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     ));
     planner_ok(
         &[
@@ -343,7 +374,9 @@ fn http_connection_dropped_mid_file_is_retried() -> Result<()> {
     std::fs::create_dir_all(&out)?;
     let params = params_with(
         tmp.path(),
-        &conf.cfg("tag_and_denormalize").join("script_params_https_multi.json"),
+        &conf
+            .cfg("tag_and_denormalize")
+            .join("script_params_https_multi.json"),
         &[
             ("dir_cfg", &srv.url("cfg")),
             ("dir_in", &srv.url("in")),
@@ -371,7 +404,11 @@ fn http_connection_dropped_mid_file_is_retried() -> Result<()> {
             &env,
         )?;
     }
-    ensure!(srv.dropped() == 1, "the server dropped {} connections", srv.dropped());
+    ensure!(
+        srv.dropped() == 1,
+        "the server dropped {} connections",
+        srv.dropped()
+    );
     ensure!(
         srv.gets("flipcart_products.tsv") >= 2,
         "the products batch was not retried"

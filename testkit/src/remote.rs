@@ -33,9 +33,7 @@ fn skip<T>(what: &str, why: &str) -> Result<Option<T>> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         bail!("{what} is needed by this test under CI=true: {why}");
     }
-    eprintln!(
-        "SKIP: {what} is not available ({why}); run testkit/remote/install.sh to install it"
-    );
+    eprintln!("SKIP: {what} is not available ({why}); run testkit/remote/install.sh to install it");
     Ok(None)
 }
 
@@ -422,10 +420,7 @@ fn test_tls(dir: &Path) -> Result<(tokio_rustls::TlsAcceptor, PathBuf)> {
             vec![cert.der().clone()],
             rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
         )?;
-    Ok((
-        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        ca_path,
-    ))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), ca_path))
 }
 
 async fn serve(
@@ -583,7 +578,10 @@ mod tests {
         let srv = HttpFiles::start(dir.path(), false)?;
         let get = |extra: &str| -> Result<String> {
             let mut c = TcpStream::connect(srv.addr)?;
-            write!(c, "GET /a.txt HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n")?;
+            write!(
+                c,
+                "GET /a.txt HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
+            )?;
             c.shutdown(std::net::Shutdown::Write)?;
             let mut out = String::new();
             c.read_to_string(&mut out)?;

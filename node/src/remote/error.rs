@@ -83,7 +83,7 @@ pub enum RemoteError {
         detail: String,
     },
     /// A failure that may go away (connection reset or dropped, 5xx, throttling): retryable.
-    #[error("cannot {op} {url}: {detail} (transient, retried)")]
+    #[error("cannot {op} {url}: {detail} (transient)")]
     Transient {
         /// The operation.
         op: Operation,

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 pub use error::{Operation, RemoteError, redact};
-pub use settings::{ENV_OVERRIDES, FileSettings};
+pub use settings::{ENV_OVERRIDES, FileSettings, S3Credentials};
 
 /// Bytes buffered by a streaming reader ahead of the parser: this many chunks of at most
 /// [`STREAM_CHUNK`] bytes.

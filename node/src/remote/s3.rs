@@ -43,6 +43,9 @@ pub(super) fn operator(
     {
         b = b.endpoint(&ep);
     }
+    if let Some(c) = &s.s3_credentials {
+        b = b.access_key_id(&c.key_id).secret_access_key(&c.secret);
+    }
     if let Some(p) = &s.s3_profile {
         b = b.profile(p);
     }
@@ -118,7 +121,14 @@ fn describe(e: &opendal::Error) -> String {
         }
         ErrorKind::NotFound => "no such bucket or key".to_owned(),
         kind => {
-            let first: String = msg.lines().next().unwrap_or("").trim().chars().take(200).collect();
+            let first: String = msg
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(200)
+                .collect();
             if first.is_empty() || first.starts_with('<') {
                 kind.to_string()
             } else {

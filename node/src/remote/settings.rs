@@ -53,6 +53,25 @@ pub struct FileSettings {
     pub timeout_secs: u64,
     /// Part size of S3 multipart uploads in MiB (S3 needs at least 5).
     pub multipart_chunk_mib: usize,
+    /// S3 keys handed over in code (embedding, tests); never read from a settings file, never
+    /// shown. `None`: the AWS variables and profile files.
+    #[serde(skip)]
+    pub s3_credentials: Option<S3Credentials>,
+}
+
+/// An S3 access key given in code; its `Debug` form hides both parts.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Credentials {
+    /// Access key id.
+    pub key_id: String,
+    /// Secret access key.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("S3Credentials(***)")
+    }
 }
 
 impl Default for FileSettings {
@@ -68,6 +87,7 @@ impl Default for FileSettings {
             retries: 3,
             timeout_secs: 60,
             multipart_chunk_mib: 16,
+            s3_credentials: None,
         }
     }
 }
