@@ -36,11 +36,10 @@ use tokio::sync::mpsc;
 pub use error::{Operation, RemoteError, redact};
 pub use settings::{ENV_OVERRIDES, FileSettings, S3Credentials};
 
-/// Bytes buffered by a streaming reader ahead of the parser: this many chunks of at most
-/// [`STREAM_CHUNK`] bytes.
+/// Chunks (as the transport delivers them) buffered by a streaming reader ahead of the parser.
 const STREAM_DEPTH: usize = 4;
 
-/// Largest chunk a reader pump hands over at once (S3 and HTTP deliver smaller ones).
+/// Range size of [`RangedReader`] requests: 4 of these per request.
 const STREAM_CHUNK: usize = 1024 * 1024;
 
 /// Bytes a writer collects before handing them to the upload task.

@@ -174,6 +174,10 @@ pub(super) async fn stream(
     tx: mpsc::Sender<Chunk>,
 ) -> Result<(), RemoteError> {
     let len = length(op.clone(), key.clone(), url.clone()).await?;
+    if len == 0 {
+        // Nothing to pump: dropping `tx` is the end of the stream.
+        return Ok(());
+    }
     let reader = op
         .reader(&key)
         .await
