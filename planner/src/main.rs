@@ -388,19 +388,39 @@ fn main() -> ExitCode {
     }
 }
 
-/// Installs the process-wide remote file access: `--files-config`, then `PLEXUS_FILES__*`.
-fn install_file_access(config: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// Installs the process-wide remote file access: `--files-config`, then `PLEXUS_FILES__*`,
+/// then what a Capillaries config adds (`ca_path`, `private_keys`) where those left a gap.
+fn install_file_access(
+    config: Option<&std::path::Path>,
+    capi: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     use plexus_node::remote::{FileAccess, FileSettings};
     let settings = match config {
         Some(path) => FileSettings::load(path)?,
         None => FileSettings::default(),
     };
-    FileAccess::new(settings.with_env(|k| std::env::var(k).ok())?).install();
+    let mut settings = settings.with_env(|k| std::env::var(k).ok())?;
+    if let Some(path) = capi {
+        let capi = planner::capi::load(Some(path))?;
+        if settings.ca_path.is_none() {
+            settings.ca_path = capi.ca_path;
+        }
+        for (user, key) in capi.private_keys {
+            settings.private_keys.entry(user).or_insert(key);
+        }
+    }
+    FileAccess::new(settings).install();
     Ok(())
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    install_file_access(cli.files_config.as_deref())?;
+    let capi = match &cli.command {
+        Command::Run { target, .. } | Command::ExecNode { target, .. } => {
+            target.capi_config.clone()
+        }
+        _ => None,
+    };
+    install_file_access(cli.files_config.as_deref(), capi.as_deref())?;
     match cli.command {
         Command::Validate {
             script,

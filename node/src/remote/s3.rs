@@ -81,6 +81,14 @@ fn map_err(e: &opendal::Error, op: Operation, url: &str) -> RemoteError {
         ErrorKind::NotFound => RemoteError::NotFound { op, url, detail },
         ErrorKind::PermissionDenied => RemoteError::AccessDenied { op, url, detail },
         ErrorKind::RateLimited => RemoteError::Transient { op, url, detail },
+        // No credentials at all: a set-up problem, not a transient one.
+        _ if e.to_string().contains("signing credential") => RemoteError::AccessDenied {
+            op,
+            url,
+            detail: "no S3 credentials found (set AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY, or AWS_PROFILE / ~/.aws/credentials)"
+                .into(),
+        },
         _ if e.is_temporary() || e.is_persistent() => {
             let text = e.to_string().to_ascii_lowercase();
             if text.contains("timeout") || text.contains("timed out") {

@@ -145,14 +145,21 @@ async fn connect(
 ) -> Result<(client::Handle<HostKeys>, SftpSession), RemoteError> {
     let key_path =
         s.private_key_for(&t.user, &t.host, t.port)
-            .ok_or_else(|| RemoteError::Settings {
+            .ok_or_else(|| RemoteError::Failed {
+                op,
+                url: t.shown.clone(),
                 detail: format!(
                     "no sftp private key for {}@{} (set files.private-keys \"{}@{}\" or \"{}\")",
                     t.user, t.host, t.user, t.host, t.host
                 ),
             })?;
-    let key = russh::keys::load_secret_key(key_path, None).map_err(|e| RemoteError::Settings {
-        detail: format!("sftp private key {}: {e}", key_path.display()),
+    let key = russh::keys::load_secret_key(key_path, None).map_err(|e| RemoteError::Failed {
+        op,
+        url: t.shown.clone(),
+        detail: format!(
+            "cannot load the sftp private key {}: {e}",
+            key_path.display()
+        ),
     })?;
     let config = Arc::new(client::Config {
         inactivity_timeout: Some(s.timeout()),
