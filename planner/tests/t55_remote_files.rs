@@ -266,6 +266,31 @@ fn sftp_lookup_reads_and_writes() -> Result<()> {
             &conf.out("lookup").join(format!("{name}_baseline.csv")),
         )?;
     }
+    // Parquet by ranged reads over sftp: proto-file-reader-creator sees the same schema.
+    let proto = conf
+        .input("proto_file_reader_creator")
+        .join("products.parquet");
+    let files_url = url(&files);
+    let proto_script = |file: &str| {
+        planner_ok(
+            &[
+                "proto-file-reader-creator",
+                "--file",
+                file,
+                "--file-type",
+                "parquet",
+                "--files-config",
+                &files_url,
+            ],
+            &[],
+        )
+    };
+    let local_script = proto_script(&url(&proto))?;
+    let remote_script = proto_script(&sshd.url(&proto))?;
+    ensure!(
+        local_script == remote_script,
+        "parquet schema over sftp differs"
+    );
     // A host key that is not in known_hosts is refused, by name.
     let other = tmp.path().join("other_known_hosts");
     std::fs::write(&other, "")?;
