@@ -1,7 +1,8 @@
 //! The file-access layer against moto's S3 server on loopback: a multipart upload read back
 //! by an independent client (boto3), streamed and ranged reads, an abandoned upload that
 //! leaves no object, clear not-found and access-denied errors, and reading a large object
-//! without holding it in memory.
+//! without holding it in memory; and against the testkit HTTP server: a body cut short is
+//! resumed by a `Range` request.
 
 use std::io::{Read as _, Write as _};
 
@@ -140,7 +141,7 @@ fn s3_multipart_streamed_ranged_and_errors() -> Result<()> {
 /// server on loopback. `cargo test --release -p plexus-node --test t35_remote_files --
 /// --ignored --nocapture bench_csv`.
 #[test]
-#[ignore = "benchmark: minutes in release"]
+#[ignore = "benchmark: run it in release"]
 fn bench_csv_read_s3_vs_local() -> Result<()> {
     use std::time::Instant;
 
@@ -225,6 +226,43 @@ fn bench_csv_read_s3_vs_local() -> Result<()> {
         size as f64 / 1e6 / t_s3,
         upload.as_secs_f64(),
         size as f64 / 1e6 / upload.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A connection dropped in the middle of an http body is resumed from the byte where it broke
+/// (a `Range` GET) within the same read; with retries off, the read fails as retryable.
+#[test]
+fn http_read_resumes_after_a_dropped_connection() -> Result<()> {
+    use plexus_testkit::remote::HttpFiles;
+    let dir = tempfile::tempdir()?;
+    let want = data(3 * 1024 * 1024 + 7);
+    std::fs::write(dir.path().join("f.bin"), &want)?;
+    let srv = HttpFiles::start(dir.path(), false)?;
+    srv.drop_connection("f.bin", 1_000_000, 1);
+    let files = FileAccess::new(FileSettings::default());
+    let mut got = Vec::new();
+    files.open_read(&srv.url("f.bin"))?.read_to_end(&mut got)?;
+    ensure!(got == want, "resumed read differs ({} bytes)", got.len());
+    ensure!(
+        srv.dropped() == 1 && srv.gets("f.bin") == 2,
+        "gets {}",
+        srv.gets("f.bin")
+    );
+
+    srv.drop_connection("f.bin", 1_000_000, 1);
+    let no_retries = FileAccess::new(FileSettings {
+        retries: 0,
+        ..FileSettings::default()
+    });
+    let err = no_retries
+        .open_read(&srv.url("f.bin"))?
+        .read_to_end(&mut Vec::new())
+        .err()
+        .context("a dropped connection without retries must fail")?;
+    ensure!(
+        plexus_node::remote::io_is_retryable(&err),
+        "not retryable: {err}"
     );
     Ok(())
 }

@@ -1,8 +1,10 @@
 //! `http://` and `https://` reads through reqwest (HTTP/1.1, rustls on ring): one streamed GET
-//! for sequential reads, `Range` GETs for Parquet. The client trusts the public web roots plus
+//! for sequential reads (a body cut short is resumed from where it broke with a `Range` GET),
+//! `Range` GETs for Parquet. The client trusts the public web roots plus
 //! the `ca-path` certificates; S3 requests go through the same client.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use reqwest::StatusCode;
@@ -130,19 +132,73 @@ pub(super) async fn stream(
     })
     .await?;
     tokio::spawn(async move {
+        // A body cut short is resumed from the bytes already received (a `Range` GET), up to
+        // `retries` times with backoff; what cannot be resumed ends the stream with an error.
+        let mut received: u64 = 0;
+        let mut resumes = 0usize;
+        let mut delay = Duration::from_millis(100);
         loop {
-            let chunk = match resp.chunk().await {
-                Ok(Some(b)) => Ok(b),
+            match resp.chunk().await {
+                Ok(Some(b)) => {
+                    received += b.len() as u64;
+                    if !send_chunk(&tx, Ok(b)).await {
+                        return;
+                    }
+                }
                 Ok(None) => return,
-                Err(e) => Err(map_err(e, Operation::Read, &url)),
-            };
-            let stop = chunk.is_err();
-            if !send_chunk(&tx, chunk).await || stop {
-                return;
+                Err(e) => {
+                    let err = map_err(e, Operation::Read, &url);
+                    if !err.is_retryable() || resumes >= s.retries {
+                        send_chunk(&tx, Err(err)).await;
+                        return;
+                    }
+                    resumes += 1;
+                    tracing::debug!("{err}; resuming at byte {received} in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                    match resume(&client, &url, received).await {
+                        Ok(r) => resp = r,
+                        Err(e) => {
+                            send_chunk(&tx, Err(e)).await;
+                            return;
+                        }
+                    }
+                }
             }
         }
     });
     Ok(())
+}
+
+/// GETs `url` from byte `from` on; the answer must be a 206 starting there.
+async fn resume(
+    client: &reqwest::Client,
+    url: &str,
+    from: u64,
+) -> Result<reqwest::Response, RemoteError> {
+    let r = client
+        .get(url)
+        .header(reqwest::header::RANGE, format!("bytes={from}-"))
+        .send()
+        .await
+        .map_err(|e| map_err(e, Operation::Read, url))?;
+    let starts_there = r
+        .headers()
+        .get(reqwest::header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(&format!("bytes {from}-")));
+    if r.status() == StatusCode::PARTIAL_CONTENT && starts_there {
+        return Ok(r);
+    }
+    if !r.status().is_success() && r.status() != StatusCode::PARTIAL_CONTENT {
+        return Err(status_err(r.status(), Operation::Read, url));
+    }
+    // Retryable: the whole batch can still read the file again from the start.
+    Err(RemoteError::Transient {
+        op: Operation::Read,
+        url: redact(url),
+        detail: format!("connection lost at byte {from} and the server cannot resume there"),
+    })
 }
 
 /// Size of the resource (HEAD's `Content-Length`).
