@@ -1,8 +1,10 @@
 //! Remote data files against real servers on loopback (testkit::remote): Capillaries' own s3
 //! params of the lookup test on moto's S3 server, the lookup test reading from and writing to
 //! OpenSSH's sftp, the https params of tag_and_denormalize on a TLS server with a test CA (and
-//! the multi-run params on plain http with a connection dropped mid-file), Parquet by ranged
-//! reads over http. Outputs are compared with the conformance baselines.
+//! the multi-run params on plain http with a connection dropped mid-file), Parquet read by
+//! ranges and written back over s3 and sftp, Parquet by ranged reads over http, and a
+//! three-peer cluster reading its inputs over http. Outputs are compared with the conformance
+//! baselines.
 
 mod cluster_harness;
 mod common;
@@ -201,6 +203,33 @@ fn s3_lookup_conformance_and_wrong_secret() -> Result<()> {
         }
     }
 
+    // Parquet on S3 both ways: the footer and column chunks by ranged GETs, the copy written
+    // back by an upload, fetched with boto3 and compared row by row.
+    let pq = conf
+        .input("proto_file_reader_creator")
+        .join("products.parquet");
+    s3.put(BUCKET, "capi_in/proto/products.parquet", &pq)?;
+    let (in_url, out_url) = (
+        format!("s3://{BUCKET}/capi_in/proto"),
+        format!("s3://{BUCKET}/capi_out/proto"),
+    );
+    let text = proto_parquet(
+        &format!("{in_url}/products.parquet"),
+        &in_url,
+        &out_url,
+        &[],
+        &env,
+    )?;
+    ensure!(
+        text == proto_parquet(&url(&pq), &in_url, &out_url, &[], &env)?,
+        "parquet schema over S3 differs"
+    );
+    let pq_script = tmp.path().join("script_parquet.json");
+    run_proto_parquet(&text, &pq_script, &tmp.path().join("data_pq"), &[], &env)?;
+    let copy = tmp.path().join("products_copy.parquet");
+    s3.get(BUCKET, "capi_out/proto/products.parquet", &copy)?;
+    same_parquet_rows(&pq_script, &pq, &copy)?;
+
     let wrong = "wrong-secret-0123456789";
     let mut bad_env = env.clone();
     for (k, v) in &mut bad_env {
@@ -266,31 +295,45 @@ fn sftp_lookup_reads_and_writes() -> Result<()> {
             &conf.out("lookup").join(format!("{name}_baseline.csv")),
         )?;
     }
-    // Parquet by ranged reads over sftp: proto-file-reader-creator sees the same schema.
-    let proto = conf
-        .input("proto_file_reader_creator")
-        .join("products.parquet");
-    let files_url = url(&files);
-    let proto_script = |file: &str| {
-        planner_ok(
-            &[
-                "proto-file-reader-creator",
-                "--file",
-                file,
-                "--file-type",
-                "parquet",
-                "--files-config",
-                &files_url,
-            ],
-            &[],
-        )
-    };
-    let local_script = proto_script(&url(&proto))?;
-    let remote_script = proto_script(&sshd.url(&proto))?;
+    // Parquet over sftp both ways: proto-file-reader-creator reads the footer by ranges (the
+    // same script as from the local file), the generated script reads the file over sftp and
+    // writes its Parquet copy back over sftp, with the same rows.
+    let (pq_in, pq_out) = (tmp.path().join("pq_in"), tmp.path().join("pq_out"));
+    copy_dir(&conf.input("proto_file_reader_creator"), &pq_in)?;
+    std::fs::create_dir_all(&pq_out)?;
+    let extra = ["--files-config".to_owned(), url(&files)];
+    let (in_url, out_url) = (sshd.url(&pq_in), sshd.url(&pq_out));
+    let local_script = proto_parquet(
+        &url(&pq_in.join("products.parquet")),
+        &in_url,
+        &out_url,
+        &extra,
+        &[],
+    )?;
+    let script = tmp.path().join("script_parquet.json");
+    let remote_script = proto_parquet(
+        &sshd.url(&pq_in.join("products.parquet")),
+        &in_url,
+        &out_url,
+        &extra,
+        &[],
+    )?;
     ensure!(
         local_script == remote_script,
         "parquet schema over sftp differs"
     );
+    run_proto_parquet(
+        &remote_script,
+        &script,
+        &tmp.path().join("data_pq"),
+        &extra,
+        &[],
+    )?;
+    same_parquet_rows(
+        &script,
+        &pq_in.join("products.parquet"),
+        &pq_out.join("products.parquet"),
+    )?;
     // A host key that is not in known_hosts is refused, by name.
     let other = tmp.path().join("other_known_hosts");
     std::fs::write(&other, "")?;
@@ -548,6 +591,87 @@ fn cluster_reads_inputs_over_http() -> Result<()> {
     ensure!(
         srv.gets("flipcart_products.tsv") >= 1,
         "products not read over http"
+    );
+    Ok(())
+}
+
+/// `planner proto-file-reader-creator` for a Parquet `file` with these dirs: the script text.
+fn proto_parquet(
+    file: &str,
+    in_dir: &str,
+    out_dir: &str,
+    extra: &[String],
+    env: &[(&str, String)],
+) -> Result<String> {
+    let mut args = vec![
+        "proto-file-reader-creator",
+        "--file",
+        file,
+        "--file-type",
+        "parquet",
+        "--in-dir",
+        in_dir,
+        "--out-dir",
+        out_dir,
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    planner_ok(&args, env)
+}
+
+/// Runs a generated proto script (with `top` on `col_id`, as upstream does), written to
+/// `script`.
+fn run_proto_parquet(
+    text: &str,
+    script: &Path,
+    data: &Path,
+    extra: &[String],
+    env: &[(&str, String)],
+) -> Result<()> {
+    let mut json: serde_json::Value = serde_json::from_str(text)?;
+    json.pointer_mut("/nodes/write_file/w")
+        .and_then(|w| w.as_object_mut())
+        .context("generated script has no nodes.write_file.w")?
+        .insert("top".into(), serde_json::json!({"order": "col_id(asc)"}));
+    std::fs::write(script, serde_json::to_string_pretty(&json)?)?;
+    let (script_url, data_url) = (url(script), url(data));
+    let mut args = vec![
+        "run",
+        &script_url,
+        "--keyspace",
+        "proto_parquet_remote",
+        "--start-nodes",
+        "read_file",
+        "--data-dir",
+        &data_url,
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    planner_ok(&args, env).map(|_| ())
+}
+
+/// The local Parquet files `want` and `got` hold the same 48 rows (read with the reader of
+/// `script`'s read_file node).
+fn same_parquet_rows(script: &Path, want: &Path, got: &Path) -> Result<()> {
+    let plan = planner::build_plan(&url(script), None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Some(plexus_core::plan::Reader::File(reader)) =
+        plan.node("read_file").map(|n| n.reader.clone())
+    else {
+        bail!("read_file is not a file reader");
+    };
+    let rows = |p: &Path| -> Result<Vec<Vec<plexus_core::value::Value>>> {
+        let mut src = plexus_node::files::open_source(&reader, &url(p))?;
+        let (mut all, mut chunk) = (Vec::new(), Vec::new());
+        while src.next_chunk(&mut chunk, 1000)? > 0 {
+            all.append(&mut chunk);
+        }
+        Ok(all)
+    };
+    let want_rows = rows(want)?;
+    ensure!(want_rows.len() == 48, "input has {} rows", want_rows.len());
+    ensure!(
+        rows(got)? == want_rows,
+        "{} has other rows than {}",
+        got.display(),
+        want.display()
     );
     Ok(())
 }
