@@ -273,6 +273,25 @@ pub fn map(
     Ok(out)
 }
 
+impl CapiSettings {
+    /// `base` completed with `ca_path` and `private_keys` where it leaves them unset (our own
+    /// settings win over a Capillaries config).
+    pub fn file_settings(
+        &self,
+        mut base: plexus_node::remote::FileSettings,
+    ) -> plexus_node::remote::FileSettings {
+        if base.ca_path.is_none() {
+            base.ca_path = self.ca_path.clone();
+        }
+        for (user, key) in &self.private_keys {
+            base.private_keys
+                .entry(user.clone())
+                .or_insert_with(|| key.clone());
+        }
+        base
+    }
+}
+
 /// Reads `path` (when given) and maps it with the process's `CAPI_*` variables.
 pub fn load(path: Option<&Path>) -> Result<CapiSettings, CapiError> {
     let text = match path {

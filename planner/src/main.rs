@@ -401,13 +401,7 @@ fn install_file_access(
     };
     let mut settings = settings.with_env(|k| std::env::var(k).ok())?;
     if let Some(path) = capi {
-        let capi = planner::capi::load(Some(path))?;
-        if settings.ca_path.is_none() {
-            settings.ca_path = capi.ca_path;
-        }
-        for (user, key) in capi.private_keys {
-            settings.private_keys.entry(user).or_insert(key);
-        }
+        settings = planner::capi::load(Some(path))?.file_settings(settings);
     }
     FileAccess::new(settings).install();
     Ok(())

@@ -364,8 +364,8 @@ fn tag_root(conf: &Conformance, root: &Path) -> Result<()> {
 }
 
 /// tag_and_denormalize with Capillaries' `script_params_https_one.json` (dir_cfg and dir_in
-/// moved to a local TLS server whose test CA is the configured `ca-path`); without the CA the
-/// certificate is refused with the URL named.
+/// moved to a local TLS server whose test CA is the configured `ca-path`, then Capillaries'
+/// `ca_path` in capidaemon.json); without the CA the certificate is refused, the URL named.
 #[test]
 fn https_tag_and_denormalize_with_custom_ca() -> Result<()> {
     let Some(conf) = common::conformance()? else {
@@ -413,6 +413,35 @@ fn https_tag_and_denormalize_with_custom_ca() -> Result<()> {
             &url(&tmp.path().join("data")),
             "--files-config",
             &url(&files),
+        ],
+        &[],
+    )?;
+    check_tag_outputs(&conf, &out)?;
+
+    // The same CA given as Capillaries' `ca_path` (a directory of PEM files) in capidaemon.json.
+    let ca_dir = ca.parent().context("CA file without a directory")?;
+    let capi = tmp.path().join("capidaemon.json");
+    std::fs::write(
+        &capi,
+        serde_json::json!({ "ca_path": url(ca_dir) }).to_string(),
+    )?;
+    for f in ["tag_totals.tsv", "tagged_products_for_operator_review.csv"] {
+        std::fs::remove_file(out.join(f))?;
+    }
+    planner_ok(
+        &[
+            "run",
+            &script,
+            "--params",
+            &params_url,
+            "--keyspace",
+            "tag_https_capi",
+            "--start-nodes",
+            "read_tags,read_products",
+            "--data-dir",
+            &url(&tmp.path().join("data_capi")),
+            "--capi-config",
+            &url(&capi),
         ],
         &[],
     )?;
