@@ -212,11 +212,14 @@ fn bench_csv_read_s3_vs_local() -> Result<()> {
         Ok((n, start.elapsed().as_secs_f64()))
     };
     let (n_local, t_local) = read(&local.to_string_lossy())?;
+    let hwm_before = peak_rss().unwrap_or(0);
     let (n_s3, t_s3) = read(&url)?;
+    let hwm_rise = peak_rss().unwrap_or(0).saturating_sub(hwm_before);
     ensure!(n_local == rows && n_s3 == rows, "rows {n_local} / {n_s3}");
     println!(
         "csv {rows} rows, {:.0} MB: local disk {:.2} s = {:.0} rows/s ({:.0} MB/s); \
-         S3 (moto, loopback) {:.2} s = {:.0} rows/s ({:.0} MB/s); upload {:.1} s ({:.0} MB/s)",
+         S3 (moto, loopback) {:.2} s = {:.0} rows/s ({:.0} MB/s), peak RSS +{} MiB; \
+         upload {:.1} s ({:.0} MB/s)",
         size as f64 / 1e6,
         t_local,
         rows as f64 / t_local,
@@ -224,6 +227,7 @@ fn bench_csv_read_s3_vs_local() -> Result<()> {
         t_s3,
         rows as f64 / t_s3,
         size as f64 / 1e6 / t_s3,
+        hwm_rise >> 20,
         upload.as_secs_f64(),
         size as f64 / 1e6 / upload.as_secs_f64()
     );
