@@ -21,11 +21,16 @@
 //! heartbeat-ms = 200
 //! lease-ms = 5000                # a silent peer's batches return to the pool after this
 //! lease-renew-ms = 1000          # one heartbeat entry renews all of a peer's leases
+//! [files]                        # remote data files (node::remote::FileSettings)
+//! s3-endpoint = "http://10.0.0.7:9000"
+//! ca-path = "/etc/plexus/files-ca.pem"
+//! private-keys = { "capi@10.0.0.8" = "/etc/plexus/sftp_key" }
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
 //! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
-//! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated).
+//! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated), and the `[files]` ones of
+//! [`crate::remote::ENV_OVERRIDES`] (`PLEXUS_FILES__S3_ENDPOINT`, …).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -185,6 +190,9 @@ pub struct NodeConfig {
     /// Raft timing.
     #[serde(default)]
     pub raft: RaftConfig,
+    /// Remote data files: S3 endpoint and region, CA file, sftp keys, retries.
+    #[serde(default)]
+    pub files: crate::remote::FileSettings,
 }
 
 fn default_python() -> PathBuf {
@@ -272,7 +280,7 @@ impl NodeConfig {
             }
             t.insert((*last).to_owned(), env_value(last, &raw));
         }
-        let cfg: Self =
+        let mut cfg: Self =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
                 ConfigError::Field {
                     path: path.to_owned(),
@@ -280,6 +288,11 @@ impl NodeConfig {
                     reason: e.inner().message().to_owned(),
                 }
             })?;
+        cfg.files = cfg.files.with_env(&env).map_err(|e| ConfigError::Field {
+            path: path.to_owned(),
+            field: "files".into(),
+            reason: e.to_string(),
+        })?;
         cfg.validate(path)?;
         Ok(cfg)
     }

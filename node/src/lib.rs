@@ -18,6 +18,7 @@ pub mod executor;
 pub mod files;
 pub mod ledger;
 pub mod pycalc;
+pub mod remote;
 pub mod schedule;
 pub mod seal;
 pub mod store;

@@ -125,6 +125,8 @@ fn start(path: &std::path::Path, init_flag: bool) -> Result<ExitCode> {
     let cfg = NodeConfig::load(path, |k| std::env::var(k).ok())?;
     let settings = cfg.peer_settings();
     let store = open_store(&cfg)?;
+    // Every executor thread reads and writes remote files with the [files] settings.
+    plexus_node::remote::FileAccess::new(cfg.files.clone()).install();
     let mut py = PyPoolConfig::new(cfg.python.clone(), settings.threads);
     py.args = cfg.python_args.clone();
     let ctx = ExecContext::new(store).with_py(Arc::new(PyPool::new(py)));

@@ -236,3 +236,30 @@ kind = "embedded"
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_files_section_and_its_environment_overrides() -> Result<()> {
+    let d = tls()?;
+    let text = format!(
+        "{}[files]\ns3-endpoint = \"http://127.0.0.1:9000\"\nca-path = \"/etc/ca.pem\"\n\
+         private-keys = {{ \"capi@10.0.0.8\" = \"/k\" }}\n",
+        good(d.path())
+    );
+    let env = |k: &str| match k {
+        "PLEXUS_FILES__S3_REGION" => Some("eu-west-1".to_owned()),
+        "PLEXUS_FILES__RETRIES" => Some("7".to_owned()),
+        _ => None,
+    };
+    let cfg = parse(&text, env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.files.s3_endpoint.as_deref() == Some("http://127.0.0.1:9000"));
+    ensure!(cfg.files.s3_region.as_deref() == Some("eu-west-1"));
+    ensure!(cfg.files.retries == 7);
+    ensure!(cfg.files.private_key_for("capi", "10.0.0.8", 22) == Some(Path::new("/k")));
+    let bad = format!("{}[files]\nbucket = \"x\"\n", good(d.path()));
+    let err = parse(&bad, no_env).err().unwrap_or_default();
+    ensure!(err.contains("files") && err.contains("bucket"), "{err}");
+    let bad_env = |k: &str| (k == "PLEXUS_FILES__RETRIES").then(|| "many".to_owned());
+    let err = parse(&good(d.path()), bad_env).err().unwrap_or_default();
+    ensure!(err.contains("PLEXUS_FILES__RETRIES"), "{err}");
+    Ok(())
+}

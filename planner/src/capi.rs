@@ -33,6 +33,10 @@ pub struct CapiSettings {
     pub pycalc_timeout: Option<Duration>,
     /// Log level (`log.level`, `CAPI_LOG_LEVEL`).
     pub log_level: Option<String>,
+    /// Extra CA certificates for https inputs (`ca_path`): the file settings' `ca-path`.
+    pub ca_path: Option<PathBuf>,
+    /// sftp private keys by user (`private_keys`): the file settings' `private-keys`.
+    pub private_keys: BTreeMap<String, PathBuf>,
     /// Keys and variables with no Plexus counterpart, each once.
     pub ignored: Vec<Ignored>,
 }
@@ -189,7 +193,7 @@ const KEYS: &[(&str, Option<&str>, Option<&str>)] = &[
     ),
 ];
 
-/// Reason for every key not in [`KEYS`] (queue, webapi, handler type, sftp keys, …).
+/// Reason for every key not in [`KEYS`] (queue, webapi, handler type, …).
 const NO_COUNTERPART: &str = "no Plexus counterpart";
 
 /// Maps a Capillaries config (file text, if any) and environment (`CAPI_*` pairs; others are
@@ -200,6 +204,8 @@ pub fn map(
 ) -> Result<CapiSettings, CapiError> {
     let mut found: BTreeMap<String, Raw> = BTreeMap::new();
     let mut ignored: Vec<Ignored> = Vec::new();
+    let mut file_ca: Option<PathBuf> = None;
+    let mut file_keys: BTreeMap<String, PathBuf> = BTreeMap::new();
     if let Some((path, text)) = file {
         let root: Value = serde_json::from_str(text).map_err(|e| CapiError::NotJson {
             path: path.to_path_buf(),
@@ -214,6 +220,17 @@ pub fn map(
         let mut leaves = Vec::new();
         flatten("", &root, &mut leaves);
         for (key, value) in leaves {
+            // Remote file settings (node::remote::FileSettings), not store settings.
+            if let Some(text) = value.as_str() {
+                if key == "ca_path" {
+                    file_ca = Some(PathBuf::from(text));
+                    continue;
+                }
+                if let Some(user) = key.strip_prefix("private_keys.") {
+                    file_keys.insert(user.to_owned(), PathBuf::from(text));
+                    continue;
+                }
+            }
             match KEYS.iter().find(|(k, _, _)| *k == key) {
                 Some((_, _, None)) => {
                     found.insert(key.clone(), Raw { key, value });
@@ -251,7 +268,28 @@ pub fn map(
     }
     let mut out = build(&found)?;
     out.ignored = ignored;
+    out.ca_path = file_ca;
+    out.private_keys = file_keys;
     Ok(out)
+}
+
+impl CapiSettings {
+    /// `base` completed with `ca_path` and `private_keys` where it leaves them unset (our own
+    /// settings win over a Capillaries config).
+    pub fn file_settings(
+        &self,
+        mut base: plexus_node::remote::FileSettings,
+    ) -> plexus_node::remote::FileSettings {
+        if base.ca_path.is_none() {
+            base.ca_path = self.ca_path.clone();
+        }
+        for (user, key) in &self.private_keys {
+            base.private_keys
+                .entry(user.clone())
+                .or_insert_with(|| key.clone());
+        }
+        base
+    }
 }
 
 /// Reads `path` (when given) and maps it with the process's `CAPI_*` variables.

@@ -12,6 +12,12 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Remote file settings (TOML, the keys of node.toml's [files]: s3-endpoint, s3-region,
+    /// ca-path, private-keys, known-hosts, retries …) for s3://, sftp:// and http(s):// scripts
+    /// and data files; `PLEXUS_FILES__*` variables override its keys, and S3 credentials come
+    /// from the AWS variables or profile files.
+    #[arg(long, global = true, env = "PLEXUS_FILES_CONFIG")]
+    files_config: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -382,7 +388,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// Installs the process-wide remote file access: `--files-config`, then `PLEXUS_FILES__*`,
+/// then what a Capillaries config adds (`ca_path`, `private_keys`) where those left a gap.
+fn install_file_access(
+    config: Option<&std::path::Path>,
+    capi: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use plexus_node::remote::{FileAccess, FileSettings};
+    let settings = match config {
+        Some(path) => FileSettings::load(path)?,
+        None => FileSettings::default(),
+    };
+    let mut settings = settings.with_env(|k| std::env::var(k).ok())?;
+    if let Some(path) = capi {
+        settings = planner::capi::load(Some(path))?.file_settings(settings);
+    }
+    FileAccess::new(settings).install();
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let capi = match &cli.command {
+        Command::Run { target, .. } | Command::ExecNode { target, .. } => {
+            target.capi_config.clone()
+        }
+        _ => None,
+    };
+    install_file_access(cli.files_config.as_deref(), capi.as_deref())?;
     match cli.command {
         Command::Validate {
             script,

@@ -2,19 +2,17 @@
 //!
 //! Supported forms: a plain local path (no scheme), `file://` (the scheme is stripped — Capillaries
 //! uses the whole string as a path so `file://` never works there; accepting it is a superset),
-//! `http://` and `https://` (blocking client, rustls on ring). `s3://` and `sftp://` are
-//! recognised but not implemented yet and yield [`SourceError::UnsupportedScheme`].
+//! and the remote URLs of the file-access layer ([`plexus_node::remote`]): `http://`,
+//! `https://` (with the configured `ca-path`), `s3://bucket/key` and `sftp://user@host/path`,
+//! with the process-wide settings (`planner --files-config`, `PLEXUS_FILES__*`, AWS variables).
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Upper bound on a fetched HTTP body; scripts and criteria files are small, this only stops a
-/// runaway server from exhausting memory.
-const MAX_HTTP_BODY: u64 = 256 * 1024 * 1024;
+use plexus_node::remote::{FileAccess, RemoteError};
 
-/// Overall HTTP timeout; a stuck server must not hang the planner forever.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound on a fetched remote file; scripts and criteria files are small, this only stops
+/// a runaway server from exhausting memory.
+const MAX_REMOTE_BODY: u64 = 256 * 1024 * 1024;
 
 /// Failure to fetch the bytes behind a URL.
 #[derive(Debug, thiserror::Error)]
@@ -28,22 +26,17 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
-    /// The URL scheme is recognised by Capillaries but not implemented by us yet.
-    #[error("{scheme}:// URLs are not supported yet ({url})")]
-    UnsupportedScheme {
-        /// The scheme without `://`, e.g. `s3`.
-        scheme: String,
-        /// The full URL.
-        url: String,
-    },
-    /// An HTTP(S) request failed (connection, TLS, non-2xx status, body too large…).
-    #[error("cannot fetch {url}: {message}")]
-    Http {
-        /// The full URL.
-        url: String,
-        /// What the HTTP client reported.
-        message: String,
-    },
+    /// A remote fetch (http, https, s3, sftp) failed; the message names the URL and what
+    /// went wrong (not found, access denied, timeout …).
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+}
+
+impl SourceError {
+    /// Whether fetching again may succeed (a timeout or a dropped connection).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Remote(e) if e.is_retryable())
+    }
 }
 
 /// The scheme of `url` (text before `://`) if it has one, lower-cased.
@@ -61,11 +54,11 @@ pub fn fetch(url: &str, base_dir: Option<&Path>) -> Result<Vec<u8>, SourceError>
     match scheme_of(url).as_deref() {
         None => read_local(url, url, base_dir),
         Some("file") => read_local(url, url.get("file://".len()..).unwrap_or(""), base_dir),
-        Some("http" | "https") => fetch_http(url),
-        Some(scheme) => Err(SourceError::UnsupportedScheme {
-            scheme: scheme.to_string(),
-            url: url.to_string(),
-        }),
+        Some("http" | "https" | "s3" | "sftp") => {
+            Ok(FileAccess::global().fetch(url, MAX_REMOTE_BODY)?)
+        }
+        // Capillaries reads any other string as a path.
+        Some(_) => read_local(url, url, base_dir),
     }
 }
 
@@ -82,28 +75,6 @@ fn read_local(url: &str, path: &str, base_dir: Option<&Path>) -> Result<Vec<u8>,
     })
 }
 
-/// Downloads an http(s) URL with a blocking client.
-fn fetch_http(url: &str) -> Result<Vec<u8>, SourceError> {
-    let http_err = |message: String| SourceError::Http {
-        url: url.to_string(),
-        message,
-    };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(HTTP_TIMEOUT))
-        .build()
-        .into();
-    let mut response = agent.get(url).call().map_err(|e| http_err(e.to_string()))?;
-    let mut body = Vec::new();
-    response
-        .body_mut()
-        .with_config()
-        .limit(MAX_HTTP_BODY)
-        .reader()
-        .read_to_end(&mut body)
-        .map_err(|e| http_err(e.to_string()))?;
-    Ok(body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,10 +89,13 @@ mod tests {
     }
 
     #[test]
-    fn s3_and_sftp_are_clear_errors() {
-        for url in ["s3://bucket/key.json", "sftp://u@h/p/x.json"] {
+    fn bad_remote_urls_are_clear_errors() {
+        for (url, why) in [
+            ("s3://bucket", "no object key"),
+            ("sftp://h/p/x.json", "no user"),
+        ] {
             let err = fetch(url, None).unwrap_err().to_string();
-            assert!(err.contains("URLs are not supported yet"), "{err}");
+            assert!(err.contains(why), "{err}");
             assert!(err.contains(url), "{err}");
         }
     }

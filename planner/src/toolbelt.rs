@@ -650,6 +650,15 @@ pub fn backend_from_env() -> Result<Box<dyn Backend>, ToolbeltError> {
         .chain([PathBuf::from(CONFIG_FILE)])
         .find(|p| p.is_file());
     let capi = crate::capi::load(config.as_deref())?;
+    // Remote files: `PLEXUS_FILES__*`, then the config's `ca_path` and `private_keys` (a
+    // no-op under `planner toolbelt`, whose own settings are installed already).
+    let files = plexus_node::remote::FileSettings::default()
+        .with_env(|k| std::env::var(k).ok())
+        .map_err(|e| ToolbeltError::Failed {
+            command: "read the PLEXUS_FILES__ settings",
+            source: e.into(),
+        })?;
+    plexus_node::remote::FileAccess::new(capi.file_settings(files)).install();
     let store = std::env::var(STORE_VAR).ok().filter(|s| !s.is_empty());
     let data_dir = std::env::var_os(DATA_DIR_VAR)
         .filter(|v| !v.is_empty())

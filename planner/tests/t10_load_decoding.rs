@@ -325,7 +325,7 @@ fn http_urls_on_loopback() -> Result<()> {
         .context("must fail")?
         .to_string();
     assert!(
-        msg.contains(&format!("cannot fetch {base}/missing.json")) && msg.contains("404"),
+        msg.contains(&format!("cannot open {base}/missing.json: not found")) && msg.contains("404"),
         "{msg}"
     );
     Ok(())

@@ -83,6 +83,12 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
     let tls = cql.tls.as_ref().context("ssl_opts.ca_path gives TLS")?;
     ensure!(tls.ca_file == Path::new("/etc/ca.pem"));
     ensure!(tls.cert_file.as_deref() == Some(Path::new("/etc/c.pem")));
+    // ca_path and private_keys feed the remote file settings (https CA, sftp keys).
+    ensure!(s.ca_path.as_deref() == Some(Path::new("/etc/ssl/certs")));
+    ensure!(
+        s.private_keys.get("sftpuser").map(|p| p.as_path())
+            == Some(Path::new("/home/u/.ssh/id_rsa"))
+    );
 
     let ignored: Vec<&str> = s.ignored.iter().map(|i| i.key.as_str()).collect();
     for key in [
@@ -102,8 +108,6 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
         "webapi.access_control_allow_origin",
         "log.log_file",
         "log.prometheus_exporter_port",
-        "ca_path",
-        "private_keys.sftpuser",
     ] {
         ensure!(ignored.contains(&key), "{key} not reported: {ignored:?}");
     }

@@ -5,6 +5,9 @@
 //! that the unmodified scylla driver connects to, so the CQL storage backend can be tested
 //! without Cassandra (see DESIGN.md "Testing CQL without a real server").
 //!
+//! [`remote`] starts real file servers on loopback (moto's S3, OpenSSH's sftp, an HTTP(S)
+//! file server with connection drops on demand) for the remote-file tests.
+//!
 //! [`conformance`] finds Capillaries' integration data (ours or a Capillaries checkout) for
 //! every test that reads it, and reports the tests it skips when there is none.
 //!
@@ -21,3 +24,4 @@
 //! ```
 pub mod conformance;
 pub mod cql;
+pub mod remote;

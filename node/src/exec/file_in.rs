@@ -72,10 +72,11 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// Input file errors are never retryable: the file or the script is wrong (files layer).
+/// Input file errors are retryable only when remote access may heal (a timeout, a dropped
+/// connection); otherwise the file or the script is wrong (files layer).
 fn input_err(e: FileError) -> BatchErrorKind {
     BatchErrorKind::Input {
+        retryable: e.is_retryable(),
         detail: e.to_string(),
-        retryable: false,
     }
 }

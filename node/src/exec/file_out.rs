@@ -2,7 +2,6 @@
 //! over `w.<column>`, and write the rows — or, with `top`, keep the `limit` smallest keys and
 //! write them sorted at the end. One file per batch, created even when no row qualifies.
 
-use std::path::Path;
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
@@ -22,7 +21,7 @@ pub(crate) fn run(
 ) -> Result<(), BatchErrorKind> {
     let url = resolve_url_template(&out.writer.url_template, b.task.batch_idx, b.task.run_id);
     // Created before reading, so a batch without rows still leaves its (header-only) file.
-    let mut sink = create_sink(&out.writer, Path::new(&url)).map_err(output_err)?;
+    let mut sink = create_sink(&out.writer, &url).map_err(output_err)?;
     let mut top = match &out.writer.top {
         Some(t) => Some(TopBuffer::new(t, &out.writer.columns).map_err(output_err)?),
         None => None,
@@ -79,10 +78,11 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// Output file errors are never retryable: the path or the data is wrong (files layer).
+/// Output file errors are retryable only when remote access may heal (an upload timed out or
+/// its connection dropped); otherwise the path or the data is wrong (files layer).
 fn output_err(e: FileError) -> BatchErrorKind {
     BatchErrorKind::Output {
+        retryable: e.is_retryable(),
         detail: e.to_string(),
-        retryable: false,
     }
 }

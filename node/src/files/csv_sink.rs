@@ -1,13 +1,12 @@
 //! CSV row sink (spec §4.4).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
 use plexus_core::cell::{csv_quote_into, write_cell};
 use plexus_core::plan::FileColumn;
 use plexus_core::value::Value;
 
+use super::location::{OutputFile, create_output, display};
 use super::{FileError, RowSink};
 
 /// Rows are rendered into one line buffer and flushed to the file in blocks of this size.
@@ -16,7 +15,7 @@ const WRITE_BUF: usize = 256 * 1024;
 /// Writes a CSV file the way Capillaries does, byte for byte.
 pub(crate) struct CsvSink {
     path: String,
-    out: BufWriter<File>,
+    out: BufWriter<OutputFile>,
     separator: String,
     columns: Vec<FileColumn>,
     /// The line being built.
@@ -27,19 +26,15 @@ pub(crate) struct CsvSink {
 }
 
 impl CsvSink {
-    /// Creates (truncates) `path` and writes the header line.
+    /// Creates (truncates) `url` (a local path, or an s3/sftp upload) and writes the header.
     pub(crate) fn create(
-        path: &Path,
+        url: &str,
         separator: &str,
         columns: &[FileColumn],
     ) -> Result<Self, FileError> {
-        let display = path.display().to_string();
-        let file = File::create(path).map_err(|source| FileError::Create {
-            path: display.clone(),
-            source,
-        })?;
+        let file = create_output(url)?;
         let mut sink = Self {
-            path: display,
+            path: display(url),
             out: BufWriter::with_capacity(WRITE_BUF, file),
             separator: separator.to_owned(),
             columns: columns.to_vec(),
@@ -108,11 +103,13 @@ impl RowSink for CsvSink {
         self.flush_line()
     }
 
-    fn finish(mut self: Box<Self>) -> Result<(), FileError> {
+    fn finish(self: Box<Self>) -> Result<(), FileError> {
         let path = self.path.clone();
-        self.out
-            .flush()
-            .and_then(|()| self.out.get_ref().sync_data())
-            .map_err(|source| FileError::Write { path, source })
+        let write = |source| FileError::Write {
+            path: path.clone(),
+            source,
+        };
+        let out = self.out.into_inner().map_err(|e| write(e.into_error()))?;
+        out.finish().map_err(write)
     }
 }

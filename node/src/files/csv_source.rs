@@ -1,8 +1,6 @@
 //! CSV row source (spec §3.6 reader settings, §4.3 cell conversion).
 
-use std::fs::File;
-use std::io::BufReader;
-use std::path::Path;
+use std::io::{BufReader, Read};
 
 use plexus_core::cell::read_cell;
 use plexus_core::plan::{CsvReaderSettings, ReaderColumn};
@@ -18,7 +16,7 @@ const READ_BUF: usize = 256 * 1024;
 /// Reads one CSV file record by record and converts the reader's columns.
 pub(crate) struct CsvSource {
     path: String,
-    rdr: GoCsvReader<BufReader<File>>,
+    rdr: GoCsvReader<BufReader<Box<dyn Read + Send>>>,
     settings: CsvReaderSettings,
     columns: Vec<ReaderColumn>,
     /// Fast conversion path per column.
@@ -36,13 +34,13 @@ pub(crate) struct CsvSource {
 }
 
 impl CsvSource {
-    /// Opens `path` for reading with the reader's CSV settings.
+    /// Opens `url` (a local path or a remote URL, streamed) with the reader's CSV settings.
     pub(crate) fn open(
-        path: &Path,
+        url: &str,
         settings: &CsvReaderSettings,
         columns: &[ReaderColumn],
     ) -> Result<Self, FileError> {
-        let display = path.display().to_string();
+        let display = super::location::display(url);
         let sep = settings.separator;
         // Go csv rejects these delimiters; a non-ASCII first byte would be turned into another
         // rune by Capillaries' `rune(separator[0])`, which no script relies on.
@@ -52,10 +50,7 @@ impl CsvSource {
                 separator: String::from_utf8_lossy(&[sep]).into_owned(),
             });
         }
-        let file = File::open(path).map_err(|source| FileError::Read {
-            path: display.clone(),
-            source,
-        })?;
+        let file = super::location::open_stream(url)?;
         let resolved = !settings.by_header;
         let idx = columns
             .iter()

@@ -8,21 +8,23 @@ use plexus_core::value::Type;
 use thiserror::Error;
 
 /// Why reading or writing a data file failed; every variant names the file, and cell-level
-/// variants also the line, the column and the cell text. None of them is retryable: the file
-/// or the script is wrong.
+/// variants also the line, the column and the cell text. Only failures of remote access that
+/// may heal (timeouts, dropped connections, 5xx) are retryable ([`FileError::is_retryable`]);
+/// the others mean the file or the script is wrong.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum FileError {
-    /// A remote URL scheme (http, https, s3, sftp) that Plexus cannot read or write yet.
-    #[error(
-        "cannot access {url}: {scheme} URLs are not supported yet (only local paths and file://)"
-    )]
+    /// A remote URL (http, https, s3, sftp) where only a local path can be used.
+    #[error("cannot access {url}: {scheme} URLs are not a local path here")]
     UnsupportedUrl {
         /// The URL as given.
         url: String,
         /// The scheme without `://`.
         scheme: String,
     },
+    /// Remote file access failed (it names the URL and the operation).
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// The input file could not be opened or read.
     #[error("cannot read file {path}: {source}")]
     Read {
@@ -268,6 +270,18 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// Whether the batch may succeed when tried again: a remote failure that may heal.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Remote(e) => e.is_retryable(),
+            Self::Read { source, .. }
+            | Self::Write { source, .. }
+            | Self::Create { source, .. } => crate::remote::io_is_retryable(source),
+            Self::Parquet { source, .. } => parquet_retryable(source),
+            _ => false,
+        }
+    }
+
     /// Wraps a Parquet library error for `path`.
     pub(crate) fn parquet(path: &str, source: parquet::errors::ParquetError) -> Self {
         Self::Parquet {
@@ -275,4 +289,17 @@ impl FileError {
             source: Box::new(source),
         }
     }
+}
+
+/// Whether a Parquet error wraps a retryable remote failure (from our chunk reader).
+fn parquet_retryable(e: &parquet::errors::ParquetError) -> bool {
+    let parquet::errors::ParquetError::External(inner) = e else {
+        return false;
+    };
+    if let Some(r) = inner.downcast_ref::<crate::remote::RemoteError>() {
+        return r.is_retryable();
+    }
+    inner
+        .downcast_ref::<io::Error>()
+        .is_some_and(crate::remote::io_is_retryable)
 }

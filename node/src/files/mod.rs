@@ -9,20 +9,22 @@
 //! * [`TopBuffer`]: the bounded "smallest `limit` keys" buffer of `top`;
 //! * [`proto_script_csv`] / [`proto_script_parquet`]: the generated two-node script.
 //!
-//! Only local paths (and `file://`) are supported; remote schemes fail with
-//! [`FileError::UnsupportedUrl`].
+//! Files are local paths (and `file://`), or `s3://`, `sftp://` and `http(s)://` URLs read and
+//! written through [`crate::remote::FileAccess::global`] (`location.rs`): CSV streamed,
+//! Parquet by ranged reads, outputs uploaded as they are written.
 
 mod csv_sink;
 mod csv_source;
 mod error;
 mod fastcell;
 mod gocsv;
+mod location;
 mod parquet_sink;
 mod parquet_source;
 mod proto;
 mod top;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use plexus_core::plan::{FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
 use plexus_core::value::Value;
@@ -48,7 +50,8 @@ pub trait RowSink: Send {
     fn finish(self: Box<Self>) -> Result<(), FileError>;
 }
 
-/// Maps a reader URL or writer path to a local path, rejecting remote schemes.
+/// Maps a local reader URL or writer path to a path, rejecting remote schemes (which go
+/// through [`crate::remote`] instead).
 pub fn local_path(url: &str) -> Result<PathBuf, FileError> {
     if let Some(rest) = url.strip_prefix("file://") {
         return Ok(PathBuf::from(rest));
@@ -67,30 +70,30 @@ pub fn local_path(url: &str) -> Result<PathBuf, FileError> {
 
 /// Opens the rows of one reader URL (one batch), CSV or Parquet as the reader says.
 pub fn open_source(reader: &FileReader, url: &str) -> Result<Box<dyn RowSource>, FileError> {
-    let path = local_path(url)?;
     match &reader.format {
         FileReaderFormat::Csv(settings) => Ok(Box::new(csv_source::CsvSource::open(
-            &path,
+            url,
             settings,
             &reader.columns,
         )?)),
         FileReaderFormat::Parquet => Ok(Box::new(parquet_source::ParquetSource::open(
-            &path,
+            url,
             &reader.columns,
         )?)),
     }
 }
 
-/// Creates (truncating) the output file at `path` and writes its header when it has one.
-pub fn create_sink(writer: &FileWriter, path: &Path) -> Result<Box<dyn RowSink>, FileError> {
+/// Creates (truncating) the output file at `url` (a local path, or an s3/sftp URL) and writes
+/// its header when it has one.
+pub fn create_sink(writer: &FileWriter, url: &str) -> Result<Box<dyn RowSink>, FileError> {
     match &writer.format {
         FileWriterFormat::Csv { separator } => Ok(Box::new(csv_sink::CsvSink::create(
-            path,
+            url,
             separator,
             &writer.columns,
         )?)),
         FileWriterFormat::Parquet { codec } => Ok(Box::new(parquet_sink::ParquetSink::create(
-            path,
+            url,
             *codec,
             &writer.columns,
         )?)),
@@ -153,7 +156,7 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(
-                err.contains(url) && err.contains("not supported yet"),
+                err.contains(url) && err.contains("not a local path"),
                 "{err}"
             );
         }

@@ -1,7 +1,5 @@
 //! Parquet row sink (spec §4.6), on the column-level writer API of the `parquet` crate.
 
-use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
 use parquet::basic::{
@@ -17,6 +15,7 @@ use plexus_core::value::{Time, Type, Value};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
+use super::location::{OutputFile, create_output, display};
 use super::{FileError, RowSink};
 
 /// Rows per row group: bounds the memory of the column buffers on large outputs.
@@ -53,7 +52,7 @@ struct Column {
 /// Writes a Parquet file with OPTIONAL columns typed as spec §4.6 says.
 pub(crate) struct ParquetSink {
     path: String,
-    writer: SerializedFileWriter<File>,
+    writer: SerializedFileWriter<OutputFile>,
     columns: Vec<Column>,
     /// Rows in the current row group.
     buffered: usize,
@@ -88,13 +87,13 @@ fn schema_field(col: &FileColumn) -> parquet::errors::Result<SchemaType> {
 }
 
 impl ParquetSink {
-    /// Creates (truncates) `path` for the writer's columns.
+    /// Creates (truncates) `url` (a local path, or an s3/sftp upload) for the writer's columns.
     pub(crate) fn create(
-        path: &Path,
+        url: &str,
         codec: ParquetCodec,
         columns: &[FileColumn],
     ) -> Result<Self, FileError> {
-        let display = path.display().to_string();
+        let display = display(url);
         let pq = |e| FileError::parquet(&display, e);
         let fields = columns
             .iter()
@@ -114,10 +113,7 @@ impl ParquetSink {
             .set_compression(compression)
             .set_created_by(CREATED_BY.to_owned())
             .build();
-        let file = File::create(path).map_err(|source| FileError::Create {
-            path: display.clone(),
-            source,
-        })?;
+        let file = create_output(url)?;
         let writer =
             SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).map_err(pq)?;
         let columns = columns
@@ -270,7 +266,7 @@ impl RowSink for ParquetSink {
             .writer
             .into_inner()
             .map_err(|e| FileError::parquet(&path, e))?;
-        file.sync_data()
+        file.finish()
             .map_err(|source| FileError::Write { path, source })
     }
 }

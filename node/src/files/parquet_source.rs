@@ -1,8 +1,6 @@
 //! Parquet row source (spec §3.6, §4.5), on the column-level API of the `parquet` crate: typed
 //! column readers decode straight into plain vectors, no Arrow arrays in between.
 
-use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
 use parquet::basic::{ConvertedType, LogicalType, TimeUnit, Type as PhysicalType};
@@ -15,6 +13,7 @@ use plexus_core::plan::ReaderColumn;
 use plexus_core::value::{Time, Type, Value};
 use rust_decimal::Decimal;
 
+use super::location::ParquetInput;
 use super::{FileError, RowSource, row_slot};
 
 /// How the values of a Parquet column become Capillaries values (spec §4.5).
@@ -306,7 +305,7 @@ struct Column {
 /// Reads the requested columns of one Parquet file, row group by row group.
 pub(crate) struct ParquetSource {
     path: String,
-    file: Arc<SerializedFileReader<File>>,
+    file: Arc<SerializedFileReader<ParquetInput>>,
     columns: Vec<Column>,
     next_group: usize,
     /// Rows left in the current row group.
@@ -316,16 +315,14 @@ pub(crate) struct ParquetSource {
 }
 
 impl ParquetSource {
-    /// Opens `path` and maps the requested columns.
+    /// Opens `url` (a local path, or a remote URL read by ranges: the footer, then each row
+    /// group's column chunks) and maps the requested columns.
     ///
     /// Quirk (spec §3.6, §14 #59) relaxed: only the requested columns are mapped, so a column of
     /// an unsupported type that the reader does not ask for does not fail the batch.
-    pub(crate) fn open(path: &Path, columns: &[ReaderColumn]) -> Result<Self, FileError> {
-        let display = path.display().to_string();
-        let f = File::open(path).map_err(|source| FileError::Read {
-            path: display.clone(),
-            source,
-        })?;
+    pub(crate) fn open(url: &str, columns: &[ReaderColumn]) -> Result<Self, FileError> {
+        let display = super::location::display(url);
+        let f = super::location::open_parquet(url)?;
         let file = SerializedFileReader::new(f).map_err(|e| FileError::parquet(&display, e))?;
         let schema = file.metadata().file_metadata().schema_descr();
         let mut cols = Vec::with_capacity(columns.len());
@@ -476,6 +473,8 @@ mod tests {
 
 #[cfg(test)]
 mod schema_tests {
+    use std::fs::File;
+    use std::path::Path;
     use std::sync::Arc;
 
     use parquet::basic::{DecimalType, IntType, Repetition, TimestampType};
@@ -631,7 +630,7 @@ mod schema_tests {
 
     fn read(path: &Path, names: &[&str]) -> Result<Vec<Vec<Value>>, FileError> {
         let cols: Vec<ReaderColumn> = names.iter().map(|n| reader_col(n)).collect();
-        let mut src = ParquetSource::open(path, &cols)?;
+        let mut src = ParquetSource::open(&path.to_string_lossy(), &cols)?;
         let mut out = Vec::new();
         let mut all = Vec::new();
         while src.next_chunk(&mut out, 10)? > 0 {

@@ -1,7 +1,6 @@
 //! `proto_file_reader_creator` (spec §10): generates a two-node script (`read_file` →
 //! `write_file`) from a sample CSV or Parquet file, guessing column types.
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
@@ -189,10 +188,8 @@ pub fn proto_script_csv(
         Some(&b) if b.is_ascii() && !matches!(b, b'\r' | b'\n' | b'"') => b,
         _ => return Err(proto_err(path, format!("invalid separator {separator:?}"))),
     };
-    let f = File::open(path).map_err(|source| FileError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    // A local path, or a remote URL (streamed; only the first records are read).
+    let f = super::location::open_stream(&path.to_string_lossy())?;
     let mut rdr = GoCsvReader::new(BufReader::new(f), sep);
     let mut rec = Record::default();
     let mut header: Option<Vec<String>> = None;
@@ -323,10 +320,8 @@ pub fn proto_script_csv(
 /// Generates the script for a Parquet sample (`-file_type=parquet`), typed from its schema.
 pub fn proto_script_parquet(path: &Path, dirs: &ProtoDirs) -> Result<Json, FileError> {
     let display = path.display().to_string();
-    let f = File::open(path).map_err(|source| FileError::Read {
-        path: display.clone(),
-        source,
-    })?;
+    // A local path, or a remote URL read by ranges (only the footer is needed).
+    let f = super::location::open_parquet(&path.to_string_lossy())?;
     let file = SerializedFileReader::new(f).map_err(|e| FileError::parquet(&display, e))?;
     let schema = file.metadata().file_metadata().schema_descr();
     let mut columns = Vec::new();

@@ -1,0 +1,136 @@
+//! Where the bytes of a data file come from and go to: the local file system for paths and
+//! `file://`, the process-wide [`FileAccess`] for s3, sftp and http(s) URLs.
+
+use std::fs::File;
+use std::io::{self, Read, Seek as _, SeekFrom, Write};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::file::reader::{ChunkReader, Length};
+
+use super::{FileError, local_path};
+use crate::remote::{FileAccess, Location, RangedFile, RangedReader, RemoteWrite, redact};
+
+/// The URL as shown in messages: a local path as given, a remote URL without secrets.
+pub(crate) fn display(url: &str) -> String {
+    match Location::parse(url) {
+        Ok(Location::Local(p)) => p,
+        _ => redact(url),
+    }
+}
+
+/// Opens `url` for sequential reading (streamed when remote).
+pub(crate) fn open_stream(url: &str) -> Result<Box<dyn Read + Send>, FileError> {
+    if Location::parse(url)?.is_local() {
+        let path = local_path(url)?;
+        let f = File::open(&path).map_err(|source| FileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        return Ok(Box::new(f));
+    }
+    Ok(FileAccess::global().open_read(url)?)
+}
+
+/// A Parquet input: a local file, or a remote one read by ranges.
+pub(crate) enum ParquetInput {
+    /// A local file.
+    Local(File),
+    /// A remote file; footer and column chunks are ranged reads.
+    Remote(Arc<RangedFile>),
+}
+
+/// Opens `url` for Parquet's ranged reads.
+pub(crate) fn open_parquet(url: &str) -> Result<ParquetInput, FileError> {
+    if Location::parse(url)?.is_local() {
+        let path = local_path(url)?;
+        let f = File::open(&path).map_err(|source| FileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        return Ok(ParquetInput::Local(f));
+    }
+    Ok(ParquetInput::Remote(Arc::new(
+        FileAccess::global().open_ranged(url)?,
+    )))
+}
+
+impl Length for ParquetInput {
+    fn len(&self) -> u64 {
+        match self {
+            Self::Local(f) => f.len(),
+            Self::Remote(r) => r.len(),
+        }
+    }
+}
+
+impl ChunkReader for ParquetInput {
+    type T = Box<dyn Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self {
+            Self::Local(f) => {
+                let mut f = f.try_clone()?;
+                f.seek(SeekFrom::Start(start))?;
+                Ok(Box::new(io::BufReader::new(f)))
+            }
+            Self::Remote(r) => Ok(Box::new(RangedReader::new(r.clone(), start))),
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            Self::Local(f) => f.get_bytes(start, length),
+            Self::Remote(r) => r
+                .read_range(start, length)
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+        }
+    }
+}
+
+/// An output file: local, or a remote upload.
+pub(crate) enum OutputFile {
+    /// A local file.
+    Local(File),
+    /// A remote upload (S3 multipart, SFTP write).
+    Remote(Box<dyn RemoteWrite>),
+}
+
+/// Creates (truncates) the output file at `url`.
+pub(crate) fn create_output(url: &str) -> Result<OutputFile, FileError> {
+    if Location::parse(url)?.is_local() {
+        let path = local_path(url)?;
+        let f = File::create(&path).map_err(|source| FileError::Create {
+            path: path.display().to_string(),
+            source,
+        })?;
+        return Ok(OutputFile::Local(f));
+    }
+    Ok(OutputFile::Remote(FileAccess::global().create(url)?))
+}
+
+impl OutputFile {
+    /// Makes the written bytes durable (local) or completes the upload (remote).
+    pub(crate) fn finish(self) -> io::Result<()> {
+        match self {
+            Self::Local(f) => f.sync_data(),
+            Self::Remote(w) => w.finish().map_err(io::Error::other),
+        }
+    }
+}
+
+impl Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Local(f) => f.write(buf),
+            Self::Remote(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Local(f) => f.flush(),
+            Self::Remote(w) => w.flush(),
+        }
+    }
+}
