@@ -168,18 +168,8 @@ fn plan(batches: u32) -> Result<Plan> {
         );
         k += 1;
     }
-    let rules: Vec<serde_json::Value> = plexus_core::plan::DEFAULT_POLICY_RULES
-        .iter()
-        .map(|(cmd, expr)| serde_json::json!({"cmd": cmd, "expression": expr}))
-        .collect();
     let script = serde_json::json!({
-        "dependency_policies": {
-            plexus_core::plan::DEFAULT_POLICY_NAME: {
-                "is_default": true,
-                "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER,
-                "rules": rules
-            }
-        },
+        "dependency_policies": plexus_node::files::default_policies(),
         "nodes": nodes
     });
     let loaded = planner::load::load_script_text(

@@ -135,13 +135,8 @@ mod tests {
     /// A ledger whose run has two batches claimed by peer 2 at time 0.
     fn claimed_by_peer_2() -> Ledger {
         let dir = tempfile::tempdir().unwrap();
-        let rules: Vec<serde_json::Value> = plexus_core::plan::DEFAULT_POLICY_RULES
-            .iter()
-            .map(|(cmd, expr)| serde_json::json!({"cmd": cmd, "expression": expr}))
-            .collect();
         let script = serde_json::json!({
-            "dependency_policies": {"p": {"is_default": true,
-                "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER, "rules": rules}},
+            "dependency_policies": crate::files::default_policies(),
             "nodes": {"read": {"type": "file_table",
                 "r": {"urls": ["/a.csv", "/b.csv"], "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
                       "columns": {"col_a": {"col_type": "int", "csv": {"col_hdr": "a", "col_format": "%d"}}}},

@@ -33,18 +33,8 @@ fn arg(name: &str, default: u64) -> Result<u64> {
 fn script(dir: &std::path::Path, batches: u64) -> Result<std::path::PathBuf> {
     let input = dir.join("empty.csv");
     std::fs::write(&input, "id\n")?;
-    let rules: Vec<serde_json::Value> = plexus_core::plan::DEFAULT_POLICY_RULES
-        .iter()
-        .map(|(cmd, expr)| serde_json::json!({"cmd": cmd, "expression": expr}))
-        .collect();
     let s = serde_json::json!({
-        "dependency_policies": {
-            plexus_core::plan::DEFAULT_POLICY_NAME: {
-                "is_default": true,
-                "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER,
-                "rules": rules
-            }
-        },
+        "dependency_policies": plexus_node::files::default_policies(),
         "nodes": {
             "read": {
                 "type": "file_table",

@@ -30,7 +30,7 @@ use plexus_core::plan::{FileReader, FileReaderFormat, FileWriter, FileWriterForm
 use plexus_core::value::Value;
 
 pub use error::FileError;
-pub use proto::{ProtoDirs, proto_script_csv, proto_script_parquet};
+pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
 pub use top::{DEFAULT_TOP_LIMIT, TopBuffer};
 
 /// A stream of rows read from one input file; each row is aligned with `FileReader::columns`.

@@ -433,21 +433,22 @@ fn script(
                 "w": writer,
             },
         },
-        "dependency_policies": { plexus_core::plan::DEFAULT_POLICY_NAME: default_policy() },
+        "dependency_policies": default_policies(),
     }))
 }
 
-/// The default dependency policy every Capillaries test script carries (spec §9.6).
-fn default_policy() -> Json {
+/// The `dependency_policies` of a script holding only the default policy every Capillaries
+/// test script carries (spec §9.6), for generated scripts.
+pub fn default_policies() -> Json {
     const RULES: [(&str, &str); 10] = plexus_core::plan::DEFAULT_POLICY_RULES;
-    json!({
+    json!({ plexus_core::plan::DEFAULT_POLICY_NAME: {
         "is_default": true,
         "event_priority_order": plexus_core::plan::DEFAULT_POLICY_ORDER,
         "rules": RULES
             .iter()
             .map(|(cmd, expr)| json!({ "cmd": cmd, "expression": expr }))
             .collect::<Vec<_>>(),
-    })
+    }})
 }
 
 #[cfg(test)]

@@ -377,6 +377,34 @@ fn steal_run(
     Ok((wall, by))
 }
 
+/// Each of the 3 peers did its fair share of the 24 batches, within ±30 %.
+fn check_fair(by: &BTreeMap<String, u32>) -> Result<()> {
+    let total: u32 = by.values().sum();
+    ensure!(total == 24, "{total} batches done, expected 24: {by:?}");
+    let fair = f64::from(total) / 3.0;
+    for p in ["n1", "n2", "n3"] {
+        let got = f64::from(by.get(p).copied().unwrap_or(0));
+        ensure!(
+            (got - fair).abs() <= 0.3 * fair,
+            "{p} did {got} batches, fair share {fair:.1} ±30 %: {by:?}"
+        );
+    }
+    Ok(())
+}
+
+/// One executor counter summed over the running peers.
+fn counted(
+    cluster: &TestCluster,
+    which: impl Fn(&plexus_node::executor::ExecutorCounters) -> &std::sync::atomic::AtomicU64,
+) -> u64 {
+    cluster
+        .running()
+        .iter()
+        .filter_map(|p| cluster.peer(*p))
+        .map(|p| which(p.executor().counters()).load(std::sync::atomic::Ordering::Relaxed))
+        .sum()
+}
+
 /// Stealing: one peer starts with every task of a node; the others end up executing a fair
 /// share (each within ±30 % of even), and the wall time is within 15 % of an even start.
 #[test]
@@ -388,32 +416,22 @@ fn idle_peers_steal_a_fair_share() -> Result<()> {
     // n1 claims as much as it likes: a long claim window makes its chunk every claimable task.
     cluster.restart_with(1, |s| s.claim_window = Duration::from_secs(3600))?;
     cluster.wait_caught_up(Duration::from_secs(20))?;
-    let (even_wall, even) = steal_run(&mut cluster, "steal_even", false)?;
-    // Peers heard from recently share what is claimable; let n2 and n3 fall silent first.
-    std::thread::sleep(TestCluster::fast_timers().lease * 2 + Duration::from_millis(500));
-    let (wall, by) = steal_run(&mut cluster, "steal_lopsided", true)?;
-    eprintln!("even start: {even_wall:?} {even:?}; one peer with every task: {wall:?} {by:?}");
-    let total: u32 = by.values().sum();
-    ensure!(total == 24, "{total} batches done, expected 24: {by:?}");
-    let fair = f64::from(total) / 3.0;
-    for p in ["n1", "n2", "n3"] {
-        let got = f64::from(by.get(p).copied().unwrap_or(0));
-        ensure!(
-            (got - fair).abs() <= 0.3 * fair,
-            "{p} did {got} batches, fair share {fair:.1} ±30 %: {by:?}"
+    // Interleaved rounds, the fastest of each kind compared: the machine is shared, and a
+    // noisy neighbour slows one run, not the scheduling.
+    let (mut even_wall, mut wall) = (Duration::MAX, Duration::MAX);
+    for round in 0..3 {
+        let (w, even) = steal_run(&mut cluster, &format!("steal_even_{round}"), false)?;
+        even_wall = even_wall.min(w);
+        // Peers heard from recently share what is claimable; let n2 and n3 fall silent first.
+        std::thread::sleep(TestCluster::fast_timers().lease * 2 + Duration::from_millis(500));
+        let (w, b) = steal_run(&mut cluster, &format!("steal_lopsided_{round}"), true)?;
+        eprintln!(
+            "round {round}: even start {even_wall:?} {even:?}; one peer with every task {w:?} {b:?}"
         );
+        wall = wall.min(w);
+        check_fair(&b)?;
     }
-    let steals: u64 = cluster
-        .running()
-        .iter()
-        .filter_map(|p| cluster.peer(*p))
-        .map(|p| {
-            p.executor()
-                .counters()
-                .tasks_stolen
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .sum();
+    let steals = counted(&cluster, |c| &c.tasks_stolen);
     ensure!(steals > 0, "nothing was stolen");
     ensure!(
         wall.as_secs_f64() <= even_wall.as_secs_f64() * 1.15,
@@ -439,17 +457,7 @@ fn a_tampered_task_is_refused_and_fetched_again() -> Result<()> {
     let (_, by) = steal_run(&mut cluster, "steal_tampered", true)?;
     ensure!(by.values().sum::<u32>() == 24, "{by:?}");
     ensure!(faults.tampered() == 1, "no stolen task was tampered with");
-    let refused: u64 = cluster
-        .running()
-        .iter()
-        .filter_map(|p| cluster.peer(*p))
-        .map(|p| {
-            p.executor()
-                .counters()
-                .tasks_refused
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .sum();
+    let refused = counted(&cluster, |c| &c.tasks_refused);
     ensure!(
         refused == 1,
         "{refused} tasks refused, expected the tampered one"
