@@ -94,6 +94,9 @@ pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32
         .context("the cluster started no run")
 }
 
+/// How long `wait` keeps polling through a cluster that does not answer.
+const WAIT_OUTAGE: Duration = Duration::from_secs(60);
+
 /// Follows a run until it is complete or stopped, feeding `observer` the same progress events
 /// `planner run` produces; returns the run's report from the ledger.
 pub fn wait(
@@ -106,8 +109,24 @@ pub fn wait(
     let mut announced = false;
     let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
     let mut finished: BTreeSet<String> = BTreeSet::new();
+    let mut outage: Option<std::time::Instant> = None;
     loop {
-        let ledger = client.keyspace(keyspace)?;
+        // A leader change or a lost message makes one poll fail; the run goes on meanwhile.
+        let ledger = match client.keyspace(keyspace) {
+            Ok(l) => {
+                outage = None;
+                l
+            }
+            Err(e)
+                if e.is_transient()
+                    && outage.get_or_insert_with(std::time::Instant::now).elapsed()
+                        < WAIT_OUTAGE =>
+            {
+                std::thread::sleep(poll);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let run = ledger.run(keyspace, run_id)?;
         if !announced {
             let plan = ledger.plan(&run.plan_hash);

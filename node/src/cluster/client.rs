@@ -54,6 +54,17 @@ pub struct ClusterClient {
     spec: String,
 }
 
+impl ClientError {
+    /// Whether asking again later may succeed (no peer answered, no leader, no quorum yet).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::Api(ApiError::Unavailable(_)) => true,
+            Self::Transport(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
 impl ClusterClient {
     /// Connects with the client certificate `<tls_dir>/<name>.pem` (and `ca.pem`) to the peers
     /// at `addrs` (comma-separated `host:port`); calls try them in order.

@@ -238,6 +238,9 @@ impl PeerCore {
                         keyspace: keyspace.to_owned(),
                     };
                     match self.call_leader(&f, &req).await? {
+                        // The leader could not confirm its leadership this time (a lost
+                        // heartbeat, an election): ask again until the deadline.
+                        Some(PeerResponse::Ledger(Err(ApiError::Unavailable(e)))) => e,
                         Some(PeerResponse::Ledger(r)) => return r,
                         Some(_) => "leader gave an unexpected answer".to_owned(),
                         None => "no leader yet".to_owned(),
