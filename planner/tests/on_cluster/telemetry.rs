@@ -181,13 +181,13 @@ fn parse_prometheus(page: &str) -> Result<BTreeMap<String, f64>> {
             .with_context(|| format!("value of {line:?}"))?;
         let name = series.split('{').next().unwrap_or_default();
         ensure!(name_ok(name), "bad sample name {line:?}");
-        if let Some(labels) = series.strip_prefix(name) {
-            if !labels.is_empty() {
-                ensure!(
-                    labels.starts_with('{') && labels.ends_with('}'),
-                    "labels of {line:?}"
-                );
-            }
+        if let Some(labels) = series.strip_prefix(name)
+            && !labels.is_empty()
+        {
+            ensure!(
+                labels.starts_with('{') && labels.ends_with('}'),
+                "labels of {line:?}"
+            );
         }
         let family = ["_total", "_bucket", "_count", "_sum", "_created"]
             .iter()
