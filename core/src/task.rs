@@ -183,6 +183,33 @@ mod tests {
     }
 
     #[test]
+    fn trace_ids_are_derived_from_the_run() {
+        let a = run_trace_id("ks", 1, 1_700_000_000_000);
+        assert_eq!(
+            a,
+            run_trace_id("ks", 1, 1_700_000_000_000),
+            "same run, same trace"
+        );
+        assert_ne!(a, run_trace_id("ks", 2, 1_700_000_000_000));
+        assert_ne!(
+            a,
+            run_trace_id("ks", 1, 1_700_000_000_001),
+            "a re-created keyspace"
+        );
+        assert_ne!(a, run_trace_id("kt", 1, 1_700_000_000_000));
+        let run = span_id(&a, None);
+        let node = span_id(&a, Some("read_orders"));
+        assert_ne!(run, node);
+        assert_ne!(node, span_id(&a, Some("read_order_items")));
+        assert_eq!(node, span_id(&a, Some("read_orders")));
+        let t = TraceRef {
+            trace_id: [0xab; 16],
+            span_id: run,
+        };
+        assert_eq!(t.trace_hex(), "ab".repeat(16));
+    }
+
+    #[test]
     fn task_round_trips_through_bincode() {
         let t = BatchTask {
             plan_hash: PlanHash([9; 32]),

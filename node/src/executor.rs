@@ -860,7 +860,22 @@ impl Executor {
                 keyspace, run_id, ..
             } = e
             {
-                let l = self.ledger.view().read();
+                // A peer that forwarded the entry may apply it a moment later: the spans take
+                // their end times from the applied histories.
+                let view = self.ledger.view();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    let seen = view.version();
+                    let done = matches!(
+                        view.read().run_status(keyspace, *run_id),
+                        Ok(RunStatus::Complete | RunStatus::Stop)
+                    );
+                    if done || Instant::now() >= deadline {
+                        break;
+                    }
+                    view.wait_change(seen, Duration::from_millis(50));
+                }
+                let l = view.read();
                 t.run_spans(&l, keyspace, *run_id);
             }
         }

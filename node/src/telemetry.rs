@@ -165,6 +165,8 @@ pub struct Tracing {
     tracer: SdkTracer,
     rt: Mutex<Option<tokio::runtime::Runtime>>,
     endpoint: String,
+    /// Set by the first [`Tracing::shutdown`] (a shared export is shut down once).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Tracing {
@@ -248,6 +250,7 @@ impl Tracing {
             tracer,
             rt: Mutex::new(Some(rt)),
             endpoint,
+            closed: std::sync::atomic::AtomicBool::new(false),
         })))
     }
 
@@ -408,6 +411,9 @@ impl Tracing {
 
     /// Flushes and stops the export (spans ended later are dropped).
     pub fn shutdown(&self) {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         self.flush();
         if let Err(e) = self.provider.shutdown() {
             tracing::debug!(endpoint = %self.endpoint, cause = %e, "span export shutdown");
