@@ -106,8 +106,25 @@ pub fn wait(
     let mut announced = false;
     let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
     let mut finished: BTreeSet<String> = BTreeSet::new();
+    // A read the cluster cannot serve for a moment (a peer just died, an election) is tried
+    // again on the next poll, for up to this long in a row.
+    const UNAVAILABLE_FOR: Duration = Duration::from_secs(15);
+    let mut failing_since: Option<std::time::Instant> = None;
     loop {
-        let ledger = client.keyspace(keyspace)?;
+        let ledger = match client.keyspace(keyspace) {
+            Ok(l) => {
+                failing_since = None;
+                l
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= UNAVAILABLE_FOR {
+                    return Err(e.into());
+                }
+                std::thread::sleep(poll);
+                continue;
+            }
+        };
         let run = ledger.run(keyspace, run_id)?;
         if !announced {
             let plan = ledger.plan(&run.plan_hash);
