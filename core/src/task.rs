@@ -68,6 +68,54 @@ pub struct BatchTask {
     pub reader_run: Option<u32>,
     /// Run whose copy of the lookup table is read; `None` without a lookup.
     pub lookup_run: Option<u32>,
+    /// The trace the batch's span joins (its run's trace, parented by its node's span); set by
+    /// the claimer before sealing, `None` when nothing is traced.
+    #[serde(default)]
+    pub trace: Option<TraceRef>,
+}
+
+/// A remote span parent carried inside a sealed task: the W3C trace id and parent span id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TraceRef {
+    /// The 16-byte trace id (one per run).
+    pub trace_id: [u8; 16],
+    /// The 8-byte id of the parent span (the script node's span).
+    pub span_id: [u8; 8],
+}
+
+impl TraceRef {
+    /// The trace id in the lowercase hex form Jaeger shows.
+    pub fn trace_hex(&self) -> String {
+        self.trace_id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The trace of a run: the same on every peer without coordination, derived from the
+/// keyspace, run id and the run's start time in the ledger's run history.
+pub fn run_trace_id(keyspace: &str, run_id: u32, started_ms: i64) -> [u8; 16] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"plexus-trace");
+    h.update(&(keyspace.len() as u64).to_le_bytes());
+    h.update(keyspace.as_bytes());
+    h.update(&run_id.to_le_bytes());
+    h.update(&started_ms.to_le_bytes());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    id
+}
+
+/// The span id of a run's span (`node` = `None`) or of one script node's span in the trace.
+pub fn span_id(trace_id: &[u8; 16], node: Option<&str>) -> [u8; 8] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"plexus-span");
+    h.update(trace_id);
+    match node {
+        None => h.update(b"run"),
+        Some(n) => h.update(b"node:").update(n.as_bytes()),
+    };
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&h.finalize().as_bytes()[..8]);
+    id
 }
 
 impl BatchTask {
@@ -135,6 +183,33 @@ mod tests {
     }
 
     #[test]
+    fn trace_ids_are_derived_from_the_run() {
+        let a = run_trace_id("ks", 1, 1_700_000_000_000);
+        assert_eq!(
+            a,
+            run_trace_id("ks", 1, 1_700_000_000_000),
+            "same run, same trace"
+        );
+        assert_ne!(a, run_trace_id("ks", 2, 1_700_000_000_000));
+        assert_ne!(
+            a,
+            run_trace_id("ks", 1, 1_700_000_000_001),
+            "a re-created keyspace"
+        );
+        assert_ne!(a, run_trace_id("kt", 1, 1_700_000_000_000));
+        let run = span_id(&a, None);
+        let node = span_id(&a, Some("read_orders"));
+        assert_ne!(run, node);
+        assert_ne!(node, span_id(&a, Some("read_order_items")));
+        assert_eq!(node, span_id(&a, Some("read_orders")));
+        let t = TraceRef {
+            trace_id: [0xab; 16],
+            span_id: run,
+        };
+        assert_eq!(t.trace_hex(), "ab".repeat(16));
+    }
+
+    #[test]
     fn task_round_trips_through_bincode() {
         let t = BatchTask {
             plan_hash: PlanHash([9; 32]),
@@ -145,6 +220,10 @@ mod tests {
             batches_total: 10,
             reader_run: Some(1),
             lookup_run: None,
+            trace: Some(TraceRef {
+                trace_id: run_trace_id("ks", 3, 1_700_000_000_000),
+                span_id: [7; 8],
+            }),
         };
         let bytes = bincode::serde::encode_to_vec(&t, bincode::config::standard()).unwrap();
         let (back, _): (BatchTask, _) =

@@ -98,6 +98,9 @@ election-min-ms = 600
 election-max-ms = 1200
 lease-ms = 2000
 lease-renew-ms = 400
+[telemetry]
+# Several peers on one host: each takes a free port (logged as "serving /metrics").
+metrics-listen = "127.0.0.1:0"
 EOF
     start_peer "n$i"
     cat "$state/n$i.pid" >>"$state/pids"

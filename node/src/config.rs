@@ -25,11 +25,20 @@
 //! s3-endpoint = "http://10.0.0.7:9000"
 //! ca-path = "/etc/plexus/files-ca.pem"
 //! private-keys = { "capi@10.0.0.8" = "/etc/plexus/sftp_key" }
+//! [telemetry]
+//! log = "info,plexus_node=debug" # RUST_LOG-style filter (default: RUST_LOG, else info)
+//! log-format = "json"            # or "text" (default)
+//! log-file = "/var/log/plexus/node.log"   # default: stderr
+//! otlp-endpoint = "http://jaeger:4317"    # default: OTEL_EXPORTER_OTLP_ENDPOINT, else none
+//! service-name = "plexus-node"            # default: OTEL_SERVICE_NAME, else plexus-node
+//! metrics-listen = "0.0.0.0:9400"         # /metrics, /healthz, /readyz; "off" for none
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
 //! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
-//! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated), and the `[files]` ones of
+//! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated), `PLEXUS_TELEMETRY__LOG`,
+//! `PLEXUS_TELEMETRY__LOG_FORMAT`, `PLEXUS_TELEMETRY__LOG_FILE`,
+//! `PLEXUS_TELEMETRY__OTLP_ENDPOINT`, `PLEXUS_TELEMETRY__METRICS_LISTEN`, and the `[files]` ones of
 //! [`crate::remote::ENV_OVERRIDES`] (`PLEXUS_FILES__S3_ENDPOINT`, …).
 
 use std::collections::BTreeMap;
@@ -193,6 +202,86 @@ pub struct NodeConfig {
     /// Remote data files: S3 endpoint and region, CA file, sftp keys, retries.
     #[serde(default)]
     pub files: crate::remote::FileSettings,
+    /// Logs, span export, metrics and health endpoints.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The `[telemetry]` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct TelemetryConfig {
+    /// `RUST_LOG`-style filter (`info,plexus_node=debug`); default: `RUST_LOG`, else `info`.
+    pub log: Option<String>,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+    /// Append logs to this file instead of stderr.
+    pub log_file: Option<PathBuf>,
+    /// OTLP/gRPC endpoint of Jaeger or a collector (`http://jaeger:4317`); default:
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, else no export.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the spans; default: `OTEL_SERVICE_NAME`, else `plexus-node`.
+    pub service_name: Option<String>,
+    /// Address of `/metrics`, `/healthz` and `/readyz`; `"off"` serves nothing.
+    pub metrics_listen: Option<String>,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            log: None,
+            log_format: LogFormat::Text,
+            log_file: None,
+            otlp_endpoint: None,
+            service_name: None,
+            metrics_listen: Some("127.0.0.1:9400".to_owned()),
+        }
+    }
+}
+
+impl TelemetryConfig {
+    /// Span export and metrics settings: the file's values, with the standard
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_SERVICE_NAME` variables filling in what it leaves
+    /// out.
+    pub fn settings(&self) -> crate::telemetry::TelemetrySettings {
+        let env = crate::telemetry::TelemetrySettings {
+            otlp_endpoint: None,
+            service_name: "plexus-node".to_owned(),
+            metrics_listen: None,
+            shared: None,
+        }
+        .with_env();
+        crate::telemetry::TelemetrySettings {
+            otlp_endpoint: self.otlp_endpoint.clone().or(env.otlp_endpoint),
+            service_name: self.service_name.clone().unwrap_or(env.service_name),
+            metrics_listen: self
+                .metrics_listen
+                .as_deref()
+                .filter(|s| *s != "off")
+                .and_then(|s| s.parse().ok()),
+            shared: None,
+        }
+    }
+
+    /// The log settings.
+    pub fn log_settings(&self) -> crate::telemetry::LogSettings {
+        crate::telemetry::LogSettings {
+            filter: self.log.clone(),
+            json: self.log_format == LogFormat::Json,
+            file: self.log_file.clone(),
+        }
+    }
 }
 
 fn default_python() -> PathBuf {
@@ -210,6 +299,17 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("PLEXUS_PYTHON", &["python"]),
     ("PLEXUS_INIT", &["init"]),
     ("PLEXUS_STORE__KIND", &["store", "kind"]),
+    ("PLEXUS_TELEMETRY__LOG", &["telemetry", "log"]),
+    ("PLEXUS_TELEMETRY__LOG_FORMAT", &["telemetry", "log-format"]),
+    ("PLEXUS_TELEMETRY__LOG_FILE", &["telemetry", "log-file"]),
+    (
+        "PLEXUS_TELEMETRY__OTLP_ENDPOINT",
+        &["telemetry", "otlp-endpoint"],
+    ),
+    (
+        "PLEXUS_TELEMETRY__METRICS_LISTEN",
+        &["telemetry", "metrics-listen"],
+    ),
     (
         "PLEXUS_STORE__CQL_CONTACT_POINTS",
         &["store", "cql", "contact-points"],
@@ -305,6 +405,15 @@ impl NodeConfig {
         };
         if self.threads == Some(0) {
             return Err(bad("threads", "must be at least 1".into()));
+        }
+        if let Some(m) = &self.telemetry.metrics_listen
+            && m != "off"
+            && m.parse::<SocketAddr>().is_err()
+        {
+            return Err(bad(
+                "telemetry.metrics-listen",
+                format!("{m:?} is not an address like 127.0.0.1:9400 (or \"off\")"),
+            ));
         }
         for name in self.peers.keys() {
             if parse_peer_name(name).is_none_or(|i| i == 0) {
@@ -405,6 +514,7 @@ impl NodeConfig {
             transport: TransportConfig::default(),
             cluster_key: self.cluster_key_path(),
             claim_window: Duration::from_millis(100),
+            telemetry: self.telemetry.settings(),
         }
     }
 

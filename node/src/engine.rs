@@ -172,6 +172,7 @@ impl RunReport {
 pub struct Engine {
     ctx: ExecContext,
     threads: usize,
+    tracing: Option<Arc<crate::telemetry::Tracing>>,
 }
 
 impl Engine {
@@ -180,7 +181,14 @@ impl Engine {
         Self {
             ctx,
             threads: threads.max(1),
+            tracing: None,
         }
+    }
+
+    /// The engine exporting run, node and batch spans to `tracing`.
+    pub fn with_tracing(mut self, tracing: Option<Arc<crate::telemetry::Tracing>>) -> Self {
+        self.tracing = tracing;
+        self
     }
 
     /// The store the engine runs against.
@@ -240,7 +248,8 @@ impl Engine {
                 reason: "StartRun produced no run".into(),
             });
         };
-        let executor = Executor::new(self.ctx.clone(), ledger.clone(), self.threads)?;
+        let executor = Executor::new(self.ctx.clone(), ledger.clone(), self.threads)?
+            .traced(self.tracing.clone());
         // Tables of every processed node exist, and every node is prepared, before any batch.
         executor.prepare_run(ks, run_id).map_err(|e| match e {
             ExecutorError::Store { source, .. } => EngineError::Store(source),

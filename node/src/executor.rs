@@ -22,9 +22,11 @@ use plexus_raft::{Command, Event, RunStatus};
 
 use crate::exec::{self, BatchErrorKind, BatchStats, CompiledNode, ExecContext, ExecError};
 use crate::ledger::{LedgerClient, ProposeError};
+use crate::metrics::{MeteredStore, Metrics};
 use crate::schedule;
 use crate::seal::{SealError, TaskSealer};
 use crate::store::StoreError;
+use crate::telemetry::{self, Tracing};
 
 /// Which batches an executor takes.
 #[derive(Clone, Debug)]
@@ -176,6 +178,8 @@ pub struct ExecutorSettings {
     /// Peers the ledger heard from within this window share what is claimable (a drained or
     /// silent peer does not count).
     pub live_window: Duration,
+    /// Exports batch and run spans; `None` exports nothing.
+    pub tracing: Option<Arc<Tracing>>,
 }
 
 impl ExecutorSettings {
@@ -188,6 +192,7 @@ impl ExecutorSettings {
             chunk_window: Duration::from_millis(100),
             max_chunk: 256,
             live_window: Duration::from_secs(10),
+            tracing: None,
         }
     }
 }
@@ -222,6 +227,7 @@ pub struct Executor {
     batch_ms: Mutex<HashMap<(PlanHash, String), f64>>,
     stealer: OnceLock<Arc<dyn Stealer>>,
     counters: ExecutorCounters,
+    metrics: Metrics,
 }
 
 fn now_ms() -> i64 {
@@ -256,6 +262,9 @@ impl Executor {
         ledger: Arc<dyn LedgerClient>,
         settings: ExecutorSettings,
     ) -> Self {
+        let metrics = Metrics::default();
+        let mut ctx = ctx;
+        ctx.store = Arc::new(MeteredStore::new(ctx.store.clone(), metrics.clone()));
         Self {
             ctx,
             ledger,
@@ -274,7 +283,14 @@ impl Executor {
             batch_ms: Mutex::new(HashMap::new()),
             stealer: OnceLock::new(),
             counters: ExecutorCounters::default(),
+            metrics,
         }
+    }
+
+    /// The executor exporting its batch and run spans to `tracing` (`None`: no export).
+    pub fn traced(mut self, tracing: Option<Arc<Tracing>>) -> Self {
+        self.settings.tracing = tracing;
+        self
     }
 
     /// The ledger this executor works for.
@@ -295,6 +311,11 @@ impl Executor {
     /// What it did so far.
     pub fn counters(&self) -> &ExecutorCounters {
         &self.counters
+    }
+
+    /// Its live metrics (batches and rows per node type, durations).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Installs the stealer idle threads use (once).
@@ -554,7 +575,7 @@ impl Executor {
             // Another thread claimed while this one waited.
             return Ok(1);
         }
-        let (mut picked, claimable, live) = {
+        let (mut picked, claimable, live, trace) = {
             let l = self.ledger.view().read();
             let since = now_ms() - self.settings.live_window.as_millis() as i64;
             let live = schedule::live_peers(&l, self.settings.peer, since);
@@ -566,7 +587,10 @@ impl Executor {
             let claimable = picked
                 .first()
                 .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));
-            (picked, claimable, live)
+            let trace = picked
+                .first()
+                .and_then(|t| telemetry::run_trace(&l, &t.keyspace, t.run_id));
+            (picked, claimable, live, trace)
         };
         let Some(first) = picked.first() else {
             return Ok(0);
@@ -583,6 +607,11 @@ impl Executor {
             claimable,
             live,
         ));
+        if let Some(run) = trace {
+            for t in &mut picked {
+                t.trace = Some(telemetry::node_trace(run, &t.node));
+            }
+        }
         let tasks = picked
             .iter()
             .map(|t| {
@@ -685,6 +714,7 @@ impl Executor {
         };
         let id = task.id();
         let started = Instant::now();
+        let started_at = SystemTime::now();
         let cpu_start = thread_cpu();
         let result = self.execute(&task, &id);
         let cpu = thread_cpu().saturating_sub(cpu_start);
@@ -696,6 +726,41 @@ impl Executor {
                 .entry((task.plan_hash, task.node.clone()))
                 .or_insert(ms);
             *mean = 0.7 * *mean + 0.3 * ms;
+        }
+        let wall = started.elapsed();
+        let node_type = self
+            .plan(task.plan_hash, &id)
+            .ok()
+            .and_then(|p| {
+                p.nodes
+                    .iter()
+                    .find(|n| n.name == task.node)
+                    .map(|n| n.node_type.name())
+            })
+            .unwrap_or("unknown");
+        match &result {
+            Ok(s) => self
+                .metrics
+                .batch(node_type, Some((s.rows_in, s.rows_out)), false, wall),
+            Err(e) => self.metrics.batch(node_type, None, e.is_retryable(), wall),
+        }
+        if let Some(t) = &self.settings.tracing {
+            let msg;
+            let r = match &result {
+                Ok(s) => Ok(s),
+                Err(e) => {
+                    msg = e.to_string();
+                    Err(msg.as_str())
+                }
+            };
+            t.batch_span(
+                &task,
+                self.settings.peer,
+                self.ledger.name(),
+                started_at,
+                wall,
+                r,
+            );
         }
         sink.executed(&BatchOutcome {
             task: &task,
@@ -762,6 +827,7 @@ impl Executor {
                 Ok(events) => {
                     inc(&self.counters.completions, 1);
                     sink.events(&events);
+                    self.export_runs(&events);
                     return Ok(());
                 }
                 // Every claim is gone (leases expired, run stopped): the outcomes change
@@ -779,6 +845,38 @@ impl Executor {
                     tracing::warn!(worker = self.ledger.name(), cause = %e, "outcomes not committed, retrying");
                     std::thread::sleep(IDLE_POLL);
                 }
+            }
+        }
+    }
+
+    /// Exports the run and node spans of the runs a committed entry completed or stopped.
+    fn export_runs(&self, events: &[Event]) {
+        let Some(t) = &self.settings.tracing else {
+            return;
+        };
+        for e in events {
+            if let Event::RunCompleted { keyspace, run_id }
+            | Event::RunStopped {
+                keyspace, run_id, ..
+            } = e
+            {
+                // A peer that forwarded the entry may apply it a moment later: the spans take
+                // their end times from the applied histories.
+                let view = self.ledger.view();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    let seen = view.version();
+                    let done = matches!(
+                        view.read().run_status(keyspace, *run_id),
+                        Ok(RunStatus::Complete | RunStatus::Stop)
+                    );
+                    if done || Instant::now() >= deadline {
+                        break;
+                    }
+                    view.wait_change(seen, Duration::from_millis(50));
+                }
+                let l = view.read();
+                t.run_spans(&l, keyspace, *run_id);
             }
         }
     }

@@ -11,6 +11,7 @@ use plexus_node::config::{NodeConfig, StoreKindConfig};
 use plexus_node::exec::ExecContext;
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{CqlStore, EmbeddedStore, Store};
+use plexus_node::telemetry::{LogSettings, Tracing, init_logging};
 use plexus_node::transport::{certs, parse_peer_name};
 
 /// Plexus peer daemon.
@@ -55,14 +56,10 @@ enum CertsOp {
     },
 }
 
+/// The log filter when neither the config nor `RUST_LOG` gives one.
+const DEFAULT_LOG: &str = "info,openraft=warn,scylla=warn";
+
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn,scylla=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
@@ -82,6 +79,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     clients,
                 },
         } => {
+            let log = LogSettings {
+                filter: Some(std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_LOG.to_owned())),
+                ..LogSettings::default()
+            };
+            init_logging(&log, None)?;
             let ids = peers
                 .iter()
                 .map(|p| {
@@ -123,7 +125,18 @@ fn open_store(cfg: &NodeConfig) -> Result<Arc<dyn Store>> {
 
 fn start(path: &std::path::Path, init_flag: bool) -> Result<ExitCode> {
     let cfg = NodeConfig::load(path, |k| std::env::var(k).ok())?;
-    let settings = cfg.peer_settings();
+    let mut settings = cfg.peer_settings();
+    // One export for the process: the peer's run spans and the bridged `tracing` spans.
+    let spans = Tracing::start(&settings.telemetry, Some(cfg.id.0))?;
+    let mut log = cfg.telemetry.log_settings();
+    if log.filter.is_none() {
+        log.filter = Some(std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_LOG.to_owned()));
+    }
+    init_logging(&log, spans.as_deref())?;
+    if let Some(ep) = &settings.telemetry.otlp_endpoint {
+        tracing::info!(endpoint = %ep, service = %settings.telemetry.service_name, "exporting spans over OTLP");
+    }
+    settings.telemetry.shared = spans.clone();
     let store = open_store(&cfg)?;
     // Every executor thread reads and writes remote files with the [files] settings.
     plexus_node::remote::FileAccess::new(cfg.files.clone()).install();
@@ -151,6 +164,9 @@ fn start(path: &std::path::Path, init_flag: bool) -> Result<ExitCode> {
         });
         peer.shutdown().await;
         second.abort();
+        if let Some(t) = spans {
+            let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+        }
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)

@@ -165,6 +165,7 @@ mod tests {
             batches_total: 9,
             reader_run: None,
             lookup_run: Some(1),
+            trace: None,
         }
     }
 

@@ -214,6 +214,7 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
         batches_total: total,
         reader_run: Some(run),
         lookup_run: Some(run),
+        trace: None,
     }
 }
 

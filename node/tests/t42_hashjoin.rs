@@ -219,6 +219,7 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
         batches_total: total,
         reader_run: Some(SRC),
         lookup_run: Some(SRC),
+        trace: None,
     }
 }
 

@@ -263,3 +263,57 @@ fn the_files_section_and_its_environment_overrides() -> Result<()> {
     ensure!(err.contains("PLEXUS_FILES__RETRIES"), "{err}");
     Ok(())
 }
+
+#[test]
+fn the_telemetry_section_parses_and_is_checked() -> Result<()> {
+    use plexus_node::config::LogFormat;
+    let d = tls()?;
+    let text = format!(
+        "{}[telemetry]\nlog = \"debug\"\nlog-format = \"json\"\notlp-endpoint = \"http://127.0.0.1:4317\"\nservice-name = \"edge\"\nmetrics-listen = \"127.0.0.1:9555\"\n",
+        good(d.path())
+    );
+    let cfg = parse(&text, no_env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.telemetry.log_format == LogFormat::Json);
+    let s = cfg.peer_settings().telemetry;
+    ensure!(
+        s.otlp_endpoint.as_deref() == Some("http://127.0.0.1:4317"),
+        "{s:?}"
+    );
+    ensure!(s.service_name == "edge", "{s:?}");
+    ensure!(s.metrics_listen == Some("127.0.0.1:9555".parse()?), "{s:?}");
+    let log = cfg.telemetry.log_settings();
+    ensure!(
+        log.json && log.filter.as_deref() == Some("debug"),
+        "{log:?}"
+    );
+
+    // Defaults: metrics on loopback, no export unless OTEL_EXPORTER_OTLP_ENDPOINT says so.
+    let cfg = parse(&good(d.path()), no_env).map_err(anyhow::Error::msg)?;
+    let s = cfg.peer_settings().telemetry;
+    ensure!(s.metrics_listen == Some("127.0.0.1:9400".parse()?), "{s:?}");
+    if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none() {
+        ensure!(s.otlp_endpoint.is_none(), "{s:?}");
+        ensure!(
+            plexus_node::telemetry::Tracing::start(&s, Some(1))?.is_none(),
+            "no endpoint: nothing is exported"
+        );
+    }
+
+    // "off", environment overrides, bad values and unknown keys.
+    let env = |k: &str| (k == "PLEXUS_TELEMETRY__METRICS_LISTEN").then(|| "off".to_owned());
+    let cfg = parse(&good(d.path()), env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.peer_settings().telemetry.metrics_listen.is_none());
+    let bad = format!("{}[telemetry]\nmetrics-listen = \"nine\"\n", good(d.path()));
+    let e = parse(&bad, no_env)
+        .err()
+        .context("a bad address is refused")?;
+    ensure!(e.contains("telemetry.metrics-listen"), "{e}");
+    let bad = format!("{}[telemetry]\nlog-colour = \"red\"\n", good(d.path()));
+    let e = parse(&bad, no_env)
+        .err()
+        .context("an unknown key is refused")?;
+    ensure!(e.contains("log-colour"), "{e}");
+    let bad = format!("{}[telemetry]\nlog-format = \"xml\"\n", good(d.path()));
+    ensure!(parse(&bad, no_env).is_err(), "log-format is text or json");
+    Ok(())
+}

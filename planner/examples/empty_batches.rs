@@ -86,6 +86,7 @@ fn main() -> Result<()> {
         cql_contact_points: String::new(),
         cql_config: None,
         capi: None,
+        tracing: None,
     };
     let started = Instant::now();
     let report = planner::run::run(&plan, &settings, &Silent)?;

@@ -14,7 +14,9 @@
 //! - file output: the four table_file nodes (rows read and written to CSV).
 //!
 //! `cargo run --release -p planner --example lookup_bench -- --scale 100 [--threads N]
-//! [--batches N] [--keep DIR] [--store cql] [--cluster N]`
+//! [--batches N] [--keep DIR] [--store cql] [--cluster N] [--otlp]`
+//!
+//! `--otlp` exports the run's spans to an in-process OTLP receiver (telemetry overhead).
 //!
 //! `--store cql` runs on a CQL wire double started in this process; `--cluster N` submits the
 //! run to N in-process peers (openraft over QUIC on loopback) sharing such a double, with the
@@ -52,6 +54,7 @@ struct Args {
     keep: Option<PathBuf>,
     cql: bool,
     cluster: Option<u64>,
+    otlp: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -62,6 +65,7 @@ fn parse_args() -> Result<Args> {
         keep: None,
         cql: false,
         cluster: None,
+        otlp: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -73,6 +77,7 @@ fn parse_args() -> Result<Args> {
             "--keep" => args.keep = Some(PathBuf::from(value()?)),
             "--store" => args.cql = value()? == "cql",
             "--cluster" => args.cluster = Some(value()?.parse().context("--cluster")?),
+            "--otlp" => args.otlp = true,
             "-h" | "--help" => {
                 println!(
                     "lookup_bench [--scale N] [--threads N] [--batches N] [--keep DIR]\n\
@@ -314,7 +319,23 @@ fn main() -> Result<()> {
         cql_contact_points: String::new(),
         cql_config: None,
         capi: None,
+        tracing: None,
     };
+    // `--otlp`: spans exported to an in-process OTLP receiver (the telemetry overhead).
+    let receiver = if args.otlp {
+        Some(plexus_testkit::otlp::OtlpReceiver::start()?)
+    } else {
+        None
+    };
+    let mut settings = settings;
+    if let Some(rx) = &receiver {
+        let t = plexus_node::telemetry::TelemetrySettings {
+            otlp_endpoint: Some(rx.endpoint()),
+            service_name: "lookup_bench".to_owned(),
+            ..Default::default()
+        };
+        settings.tracing = plexus_node::telemetry::Tracing::start(&t, None)?;
+    }
 
     let threads_total = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -338,8 +359,14 @@ fn main() -> Result<()> {
         (Some(n), Some(d)) => run_on_cluster(&plan, &dir, n, threads_total, &d.addr().to_string())?,
         _ => planner::run::run(&plan, &settings, &Silent)?,
     };
+    if let Some(t) = &settings.tracing {
+        t.shutdown();
+    }
     let wall = start.elapsed();
     let (cpu1, peak_kib) = cpu_and_peak_rss();
+    if let Some(rx) = &receiver {
+        println!("spans received: {}", rx.spans().len());
+    }
 
     let failed: Vec<String> = report
         .failed()
@@ -367,6 +394,7 @@ fn main() -> Result<()> {
     let mode = match (args.cluster, args.cql) {
         (Some(n), _) => format!("{n}-peer cluster, cql double"),
         (None, true) => "planner run, cql double".to_owned(),
+        (None, false) if args.otlp => "planner run, embedded, OTLP spans on".to_owned(),
         (None, false) => "planner run, embedded".to_owned(),
     };
     println!(

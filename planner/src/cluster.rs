@@ -225,6 +225,9 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
         Some(id) => {
             let run = ledger.run(keyspace, id)?;
             let _ = writeln!(out, "run {id}: {}", run.status());
+            if let Some(t) = plexus_node::telemetry::run_trace(ledger, keyspace, id) {
+                let _ = writeln!(out, "trace {}", t.trace_hex());
+            }
             let _ = writeln!(out, "node,status,batches_done,batches,running");
             for name in &run.processed {
                 let Some(nr) = run.nodes.get(name) else {

@@ -552,6 +552,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let run_id = planner::cluster::submit(&client, &plan, &sub)?;
             println!("keyspace {keyspace} run {run_id}");
+            if let Ok(ledger) = planner::cluster::ledger(&client, &keyspace)
+                && let Some(t) = plexus_node::telemetry::run_trace(&ledger, &keyspace, run_id)
+            {
+                println!("trace {}", t.trace_hex());
+            }
             if !wait {
                 return Ok(ExitCode::SUCCESS);
             }
@@ -688,10 +693,37 @@ fn run_plan(
         start_nodes: start.names,
         exec_node: exec_node.is_some(),
         capi: Some(capi),
+        tracing: start_tracing()?,
     };
     let progress = planner::progress::RunProgress::new();
-    let report = planner::run::run(&plan, &settings, &progress)?;
-    Ok(finish_report(&report))
+    let report = planner::run::run(&plan, &settings, &progress);
+    // Spans are flushed before the process exits, whatever the run's outcome.
+    if let Some(t) = &settings.tracing {
+        t.shutdown();
+    }
+    Ok(finish_report(&report?))
+}
+
+/// The span export of `planner run` when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (service name
+/// `OTEL_SERVICE_NAME`, else `planner`), with warnings logged to stderr and `tracing` spans
+/// bridged; `None` otherwise (nothing is exported, no subscriber is installed).
+fn start_tracing() -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
+    use plexus_node::telemetry::{LogSettings, TelemetrySettings, Tracing, init_logging};
+    let settings = TelemetrySettings {
+        service_name: "planner".to_owned(),
+        ..TelemetrySettings::default()
+    }
+    .with_env();
+    let Some(t) = Tracing::start(&settings, None)? else {
+        return Ok(None);
+    };
+    let log = LogSettings {
+        filter: Some(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned())),
+        ..LogSettings::default()
+    };
+    // A subscriber installed already (a library caller) keeps its place.
+    let _ = init_logging(&log, Some(&t));
+    Ok(Some(t))
 }
 
 /// Prints the final table and the failed nodes; exit 1 when a node failed.

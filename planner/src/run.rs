@@ -44,6 +44,8 @@ pub struct RunSettings {
     /// Capillaries environment settings (`--capi-config`, `CAPI_*`); flags above win over
     /// them. `None`: the `CAPI_*` variables only.
     pub capi: Option<crate::capi::CapiSettings>,
+    /// Exports the run's spans (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: nothing is exported.
+    pub tracing: Option<Arc<plexus_node::telemetry::Tracing>>,
 }
 
 /// Which storage backend `planner run` uses.
@@ -241,7 +243,7 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         Some(p) => format!("planner run {} --params {p}", s.script),
         None => format!("planner run {}", s.script),
     };
-    let engine = Engine::new(ctx, threads);
+    let engine = Engine::new(ctx, threads).with_tracing(s.tracing.clone());
     let req = RunRequest {
         keyspace,
         start_nodes,

@@ -398,6 +398,7 @@ impl InProcess {
             start_nodes: Vec::new(),
             exec_node: false,
             capi: Some(self.capi.clone()),
+            tracing: None,
         }
     }
 

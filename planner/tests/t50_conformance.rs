@@ -21,6 +21,8 @@ struct Case {
     /// `planner submit --wait` to this cluster (addresses, client certificate dir) instead of
     /// `planner run`.
     cluster: Option<(String, PathBuf)>,
+    /// Extra environment of the planner process (e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    env: Vec<(String, String)>,
 }
 
 impl Case {
@@ -69,6 +71,7 @@ impl Case {
             test: test.to_string(),
             cql,
             cluster: None,
+            env: Vec::new(),
         })
     }
 
@@ -124,6 +127,7 @@ impl Case {
             cmd.arg("run").args(args).arg("--data-dir").arg(&data);
         }
         self.store_flags(&mut cmd, args);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = cmd.output()?;
         let text = format!(
             "{}{}",
@@ -884,6 +888,7 @@ mod on_cluster {
     use super::*;
 
     mod faults;
+    mod telemetry;
     use cluster_harness::TestCluster;
     use plexus_node::cluster::RaftTimers;
     use std::time::Duration;

@@ -1422,6 +1422,7 @@ impl Ledger {
                     batches_total: nr.batches_total(),
                     reader_run,
                     lookup_run,
+                    trace: None,
                 });
             }
         }
@@ -1480,6 +1481,7 @@ impl Ledger {
                         batches_total: nr.batches_total(),
                         reader_run,
                         lookup_run,
+                        trace: None,
                     })
                     .collect();
             }
@@ -1549,6 +1551,7 @@ impl Ledger {
                                     batches_total: nr.batches_total(),
                                     reader_run: c.reader_run,
                                     lookup_run: c.lookup_run,
+                                    trace: None,
                                 },
                                 c.clone(),
                             ));

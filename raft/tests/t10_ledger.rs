@@ -668,6 +668,7 @@ fn invalid_commands_are_rejected_without_state_change() {
             batches_total: 1,
             reader_run: None,
             lookup_run: None,
+            trace: None,
         };
         claim_cmd(&task, ts_ms)
     };

@@ -8,6 +8,8 @@
 //! [`remote`] starts real file servers on loopback (moto's S3, OpenSSH's sftp, an HTTP(S)
 //! file server with connection drops on demand) for the remote-file tests.
 //!
+//! [`otlp`] is an in-process OTLP/gRPC trace receiver (what Jaeger accepts) for span tests.
+//!
 //! [`conformance`] finds Capillaries' integration data (ours or a Capillaries checkout) for
 //! every test that reads it, and reports the tests it skips when there is none.
 //!
@@ -24,4 +26,5 @@
 //! ```
 pub mod conformance;
 pub mod cql;
+pub mod otlp;
 pub mod remote;

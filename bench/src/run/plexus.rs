@@ -53,6 +53,7 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         cql_contact_points: String::new(),
         cql_config: None,
         capi: None,
+        tracing: None,
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

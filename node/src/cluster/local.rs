@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::{Peer, PeerSettings, RaftTimers};
 use crate::exec::ExecContext;
+use crate::telemetry::TelemetrySettings;
 use std::sync::Arc;
 
 use crate::transport::faults::Faults;
@@ -38,6 +39,7 @@ pub struct LocalCluster {
     contexts: ContextFactory,
     threads: usize,
     faults: Option<Arc<Faults>>,
+    telemetry: TelemetrySettings,
 }
 
 impl LocalCluster {
@@ -73,6 +75,26 @@ impl LocalCluster {
         contexts: ContextFactory,
         timers: RaftTimers,
     ) -> Result<Self> {
+        Self::start_observed(
+            dir,
+            n,
+            threads,
+            contexts,
+            timers,
+            TelemetrySettings::default(),
+        )
+    }
+
+    /// Like [`LocalCluster::start_with`], every peer exporting spans and serving metrics as
+    /// `telemetry` says (a `metrics_listen` port 0 gives each peer a port of its own).
+    pub fn start_observed(
+        dir: &std::path::Path,
+        n: u64,
+        threads: usize,
+        contexts: ContextFactory,
+        timers: RaftTimers,
+        telemetry: TelemetrySettings,
+    ) -> Result<Self> {
         let ids: Vec<u64> = (1..=n).collect();
         // One spare certificate, for a peer added later (`start_spare`).
         let with_spare: Vec<u64> = (1..=n + 1).collect();
@@ -90,6 +112,7 @@ impl LocalCluster {
             contexts,
             threads,
             faults: None,
+            telemetry,
         };
         for id in ids {
             let s = c.settings_for(id, timers.clone());
@@ -118,6 +141,7 @@ impl LocalCluster {
             transport: TransportConfig::default(),
             cluster_key: self.dir.join("tls").join("cluster.key"),
             claim_window: Duration::from_millis(100),
+            telemetry: self.telemetry.clone(),
         }
     }
 
@@ -262,6 +286,7 @@ impl LocalCluster {
             transport: TransportConfig::default(),
             cluster_key: self.dir.join("tls").join("cluster.key"),
             claim_window: Duration::from_millis(100),
+            telemetry: TelemetrySettings::default(),
         };
         let ctx = (self.contexts)(id).map_err(err)?;
         let peer = self.rt.block_on(Peer::start(s, ctx)).map_err(err)?;
@@ -290,6 +315,16 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Shuts every peer down gracefully (as on drop): batches finish, spans are flushed.
+    pub fn stop_all(&mut self) {
+        let peers = std::mem::take(&mut self.peers);
+        self.rt.block_on(async move {
+            for (_, p) in peers {
+                p.shutdown().await;
+            }
+        });
     }
 
     /// Ids of running peers.

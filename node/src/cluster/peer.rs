@@ -26,8 +26,10 @@ use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::exec::ExecContext;
 use crate::executor::{Executor, ExecutorSettings, NoSink, QueuedTask, Scope, Stealer};
 use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
+use crate::metrics::{HttpServer, Metrics, Probe, Snapshot};
 use crate::schedule;
 use crate::seal::TaskSealer;
+use crate::telemetry::{TelemetrySettings, Tracing};
 use crate::transport::{
     Identity, ServeHandle, Service, TlsFiles, Transport, TransportConfig, TransportError,
 };
@@ -88,6 +90,8 @@ pub struct PeerSettings {
     pub cluster_key: PathBuf,
     /// About this much work per executor thread is claimed in one entry.
     pub claim_window: Duration,
+    /// Span export and the metrics/health listener.
+    pub telemetry: TelemetrySettings,
 }
 
 /// Why a peer could not start or change membership.
@@ -491,6 +495,10 @@ pub struct Peer {
     advertise: String,
     /// Heartbeats, key checks and (on the leader) lease expiry.
     duties: tokio::task::JoinHandle<()>,
+    /// `/metrics`, `/healthz`, `/readyz`.
+    http: Option<HttpServer>,
+    /// The span export, flushed on shutdown.
+    tracing: Option<Arc<Tracing>>,
 }
 
 impl Peer {
@@ -562,7 +570,9 @@ impl Peer {
         let Some(ctx) = ctx.0.take() else {
             return Err(raft_err(&"the execution context is gone"));
         };
+        let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| raft_err(&e))?;
         let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
+        exec_settings.tracing = spans.clone();
         exec_settings.chunk_window = s.claim_window;
         exec_settings.live_window = s.raft.lease * 2;
         let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
@@ -586,6 +596,20 @@ impl Peer {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.clone()));
+        let http = match s.telemetry.metrics_listen {
+            Some(addr) => {
+                let probe = Arc::new(PeerProbe {
+                    core: core.clone(),
+                    executor: Arc::downgrade(&executor),
+                });
+                Some(
+                    HttpServer::start(addr, probe)
+                        .await
+                        .map_err(|e| raft_err(&format!("metrics listener {addr}: {e}")))?,
+                )
+            }
+            None => None,
+        };
         tracing::info!(peer = id, addr = %advertise, threads = threads.len(), "peer started");
         Ok(Self {
             core,
@@ -594,6 +618,8 @@ impl Peer {
             threads,
             advertise,
             duties,
+            http,
+            tracing: spans,
         })
     }
 
@@ -631,6 +657,11 @@ impl Peer {
         &self.advertise
     }
 
+    /// The bound address of `/metrics`, `/healthz` and `/readyz`, if served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(HttpServer::addr)
+    }
+
     /// The peer's executor (its ledger view, stop).
     pub fn executor(&self) -> &Arc<Executor> {
         &self.executor
@@ -665,6 +696,13 @@ impl Peer {
         }
         self.serve.shutdown().await;
         self.core.transport.close().await;
+        if let Some(h) = self.http {
+            h.stop().await;
+        }
+        if let Some(t) = self.tracing {
+            // Flushing blocks until the export is done.
+            let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+        }
         drop_outside_runtime(self.executor).await;
         tracing::info!(peer = id, "peer stopped");
     }
@@ -677,6 +715,10 @@ impl Peer {
         let _ = self.core.raft.shutdown().await;
         self.serve.stop();
         self.core.transport.close().await;
+        drop(self.http);
+        if let Some(t) = self.tracing {
+            let _ = tokio::task::spawn_blocking(move || drop(t)).await;
+        }
         let threads = self.threads;
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {
@@ -685,6 +727,115 @@ impl Peer {
         })
         .await;
         drop_outside_runtime(self.executor).await;
+    }
+}
+
+/// What the HTTP endpoints of a peer read.
+struct PeerProbe {
+    core: Arc<PeerCore>,
+    executor: Weak<Executor>,
+}
+
+impl Probe for PeerProbe {
+    fn metrics(&self) -> String {
+        let st = self.core.status();
+        let mut snap = Snapshot::default();
+        snap.gauges.extend([
+            ("raft_term", "Current Raft term", st.term as i64),
+            (
+                "raft_leader",
+                "Id of the leader this peer knows (0: none)",
+                st.leader.unwrap_or(0) as i64,
+            ),
+            (
+                "raft_is_leader",
+                "1 if this peer leads",
+                i64::from(st.leader == Some(self.core.id)),
+            ),
+            (
+                "raft_last_log_index",
+                "Last log index (appended)",
+                st.last_log_index.unwrap_or(0) as i64,
+            ),
+            (
+                "raft_commit_index",
+                "Committed index this peer applied up to",
+                st.applied_index.unwrap_or(0) as i64,
+            ),
+            (
+                "raft_applied_index",
+                "Applied index",
+                st.applied_index.unwrap_or(0) as i64,
+            ),
+            (
+                "raft_voters",
+                "Voters in the membership",
+                st.voters.len() as i64,
+            ),
+        ]);
+        let Some(ex) = self.executor.upgrade() else {
+            return Metrics::default().render(&snap);
+        };
+        let c = ex.counters();
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        snap.gauges.push((
+            "queue_depth",
+            "Claimed, unstarted tasks in the deque",
+            ex.queued() as i64,
+        ));
+        snap.counters.extend([
+            ("claims", "Claim entries committed", g(&c.claims)),
+            ("tasks_claimed", "Tasks claimed", g(&c.tasks_claimed)),
+            (
+                "completions",
+                "Completion entries committed",
+                g(&c.completions),
+            ),
+            (
+                "batches_executed",
+                "Batches executed (any outcome)",
+                g(&c.executed),
+            ),
+            ("steals_asked", "Steal requests sent", g(&c.steals_asked)),
+            (
+                "steals_granted",
+                "Steal requests that brought tasks",
+                g(&c.steals_granted),
+            ),
+            (
+                "tasks_stolen",
+                "Tasks received by stealing",
+                g(&c.tasks_stolen),
+            ),
+            ("tasks_given", "Tasks handed to thieves", g(&c.tasks_given)),
+            (
+                "tasks_refused",
+                "Sealed tasks that did not open",
+                g(&c.tasks_refused),
+            ),
+        ]);
+        ex.metrics().render(&snap)
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        let st = self.core.status();
+        let member =
+            st.voters.contains_key(&self.core.id) || st.learners.contains_key(&self.core.id);
+        if !member {
+            return Err("not a member of a cluster".to_owned());
+        }
+        if st.leader.is_none() {
+            return Err("no leader".to_owned());
+        }
+        let ex = self
+            .executor
+            .upgrade()
+            .ok_or_else(|| "stopping".to_owned())?;
+        ex.context()
+            .store
+            .list_keyspaces()
+            .map(|_| ())
+            .map_err(|e| format!("store unreachable: {e}"))
     }
 }
 
@@ -808,6 +959,7 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
                 Ok(ev) => {
                     for e in ev {
                         if let Event::LeasesExpired { peer, returned } = e {
+                            executor.metrics().lease_expiries.inc();
                             tracing::warn!(me, peer, returned, "leases expired");
                         }
                     }

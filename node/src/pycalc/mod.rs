@@ -14,6 +14,7 @@ mod program;
 mod worker;
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -245,6 +246,8 @@ impl PyPool {
                 // is reused for a fresh one rather than failing a chunk it never saw.
                 if lease.worker.as_mut().is_some_and(Worker::has_exited) {
                     lease.worker = None;
+                    tracing::warn!("a python worker died while idle; starting a new one");
+                    crate::metrics::PY_WORKERS_RESTARTED.fetch_add(1, Ordering::Relaxed);
                     lease.worker = Some(Worker::spawn(&self.config)?);
                 }
                 return Ok(lease);
@@ -259,6 +262,7 @@ impl PyPool {
                     worker: None,
                 };
                 lease.worker = Some(Worker::spawn(&self.config)?);
+                crate::metrics::PY_WORKERS_STARTED.fetch_add(1, Ordering::Relaxed);
                 return Ok(lease);
             }
             state = self

@@ -9,6 +9,7 @@ use plexus_node::cluster::{LocalCluster, RaftTimers};
 use plexus_node::exec::ExecContext;
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{CqlConfig, CqlStore};
+use plexus_node::telemetry::TelemetrySettings;
 use plexus_testkit::cql::CqlDouble;
 
 /// A [`LocalCluster`] with the store and directory it needs.
@@ -69,6 +70,15 @@ impl TestCluster {
 
     /// `n` peers with these Raft timers.
     pub(crate) fn start_with(n: u64, timers: RaftTimers) -> Result<Self> {
+        Self::start_observed(n, timers, TelemetrySettings::default())
+    }
+
+    /// `n` peers exporting spans and serving metrics as `telemetry` says.
+    pub(crate) fn start_observed(
+        n: u64,
+        timers: RaftTimers,
+        telemetry: TelemetrySettings,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let double = CqlDouble::start()?;
         let addr = double.addr().to_string();
@@ -78,7 +88,7 @@ impl TestCluster {
             let py = PyPool::new(PyPoolConfig::new("python3", 2));
             Ok(ExecContext::new(Arc::new(store)).with_py(Arc::new(py)))
         });
-        let cluster = LocalCluster::start_with(dir.path(), n, 2, contexts, timers)?;
+        let cluster = LocalCluster::start_observed(dir.path(), n, 2, contexts, timers, telemetry)?;
         Ok(Self {
             cluster,
             double,

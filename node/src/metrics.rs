@@ -1,0 +1,476 @@
+//! Prometheus metrics of a peer and its HTTP endpoints: `/metrics` (text format),
+//! `/healthz` (the process is up) and `/readyz` (a cluster member with a leader and a
+//! reachable store).
+//!
+//! Live counters (batches and rows per node type, batch durations, store calls) are
+//! updated by the executor threads; the rest (executor counters, Raft state, queue depth) is
+//! read from its owner at scrape time.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::store::{
+    MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec, WriteMode,
+    WriteReport,
+};
+
+/// Labels of the per-node-type batch metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeTypeLabels {
+    /// The script node's type (`table_lookup_table`, …).
+    pub node_type: String,
+}
+
+/// Labels of the store call metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    /// `read` or `write`.
+    pub op: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// The live metrics of one peer (or of `planner run`).
+#[derive(Clone)]
+pub struct Metrics {
+    /// Batches executed successfully.
+    pub batches_done: Family<NodeTypeLabels, Counter>,
+    /// Batches that failed (not retried).
+    pub batches_failed: Family<NodeTypeLabels, Counter>,
+    /// Batches that failed retryably (back to the pool).
+    pub batches_retried: Family<NodeTypeLabels, Counter>,
+    /// Rows read by batches.
+    pub rows_in: Family<NodeTypeLabels, Counter>,
+    /// Rows written by batches.
+    pub rows_out: Family<NodeTypeLabels, Counter>,
+    /// Wall time of batches.
+    pub batch_seconds: Family<NodeTypeLabels, Histogram, fn() -> Histogram>,
+    /// Store calls.
+    pub store_calls: Family<StoreLabels, Counter>,
+    /// Store calls that failed.
+    pub store_errors: Family<StoreLabels, Counter>,
+    /// Latency of store calls.
+    pub store_seconds: Family<StoreLabels, Histogram, fn() -> Histogram>,
+    /// Lease expiries this peer committed or observed (as leader).
+    pub lease_expiries: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            batches_done: Family::default(),
+            batches_failed: Family::default(),
+            batches_retried: Family::default(),
+            rows_in: Family::default(),
+            rows_out: Family::default(),
+            batch_seconds: Family::new_with_constructor(seconds_histogram),
+            store_calls: Family::default(),
+            store_errors: Family::default(),
+            store_seconds: Family::new_with_constructor(seconds_histogram),
+            lease_expiries: Counter::default(),
+        }
+    }
+}
+
+/// Values read at scrape time from their owners.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Monotonic counters: (name, help, value).
+    pub counters: Vec<(&'static str, &'static str, u64)>,
+    /// Gauges: (name, help, value).
+    pub gauges: Vec<(&'static str, &'static str, i64)>,
+}
+
+/// Python workers started and restarted in this process.
+pub static PY_WORKERS_STARTED: AtomicU64 = AtomicU64::new(0);
+/// Python workers replaced after dying.
+pub static PY_WORKERS_RESTARTED: AtomicU64 = AtomicU64::new(0);
+
+impl Metrics {
+    /// Records one executed batch.
+    pub fn batch(&self, node_type: &str, ok: Option<(u64, u64)>, retryable: bool, wall: Duration) {
+        let l = NodeTypeLabels {
+            node_type: node_type.to_owned(),
+        };
+        match ok {
+            Some((i, o)) => {
+                self.batches_done.get_or_create(&l).inc();
+                self.rows_in.get_or_create(&l).inc_by(i);
+                self.rows_out.get_or_create(&l).inc_by(o);
+            }
+            None if retryable => {
+                self.batches_retried.get_or_create(&l).inc();
+            }
+            None => {
+                self.batches_failed.get_or_create(&l).inc();
+            }
+        }
+        self.batch_seconds
+            .get_or_create(&l)
+            .observe(wall.as_secs_f64());
+    }
+
+    /// Records one store call.
+    pub fn store_call(&self, op: &str, ok: bool, took: Duration) {
+        let l = StoreLabels { op: op.to_owned() };
+        self.store_calls.get_or_create(&l).inc();
+        if !ok {
+            self.store_errors.get_or_create(&l).inc();
+        }
+        self.store_seconds
+            .get_or_create(&l)
+            .observe(took.as_secs_f64());
+    }
+
+    /// The page in the Prometheus text format.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        let mut r = Registry::with_prefix("plexus");
+        r.register(
+            "batches_done",
+            "Batches executed successfully, by node type",
+            self.batches_done.clone(),
+        );
+        r.register(
+            "batches_failed",
+            "Batches failed for good, by node type",
+            self.batches_failed.clone(),
+        );
+        r.register(
+            "batches_retried",
+            "Batches failed retryably (returned to the pool), by node type",
+            self.batches_retried.clone(),
+        );
+        r.register("rows_in", "Rows read by batches", self.rows_in.clone());
+        r.register("rows_out", "Rows written by batches", self.rows_out.clone());
+        r.register(
+            "batch_duration_seconds",
+            "Wall time of batches",
+            self.batch_seconds.clone(),
+        );
+        r.register("store_calls", "Store calls", self.store_calls.clone());
+        r.register(
+            "store_errors",
+            "Store calls that failed",
+            self.store_errors.clone(),
+        );
+        r.register(
+            "store_call_duration_seconds",
+            "Latency of store calls",
+            self.store_seconds.clone(),
+        );
+        r.register(
+            "lease_expiries",
+            "Peers whose leases expired (seen by this peer)",
+            self.lease_expiries.clone(),
+        );
+        let py = [
+            (
+                "python_workers_started",
+                "Python workers started",
+                PY_WORKERS_STARTED.load(Ordering::Relaxed),
+            ),
+            (
+                "python_workers_restarted",
+                "Python workers restarted after dying",
+                PY_WORKERS_RESTARTED.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, help, v) in snap.counters.iter().copied().chain(py) {
+            let c: Counter = Counter::default();
+            c.inc_by(v);
+            r.register(name, help, c);
+        }
+        for (name, help, v) in snap.gauges.iter().copied() {
+            let g: Gauge = Gauge::default();
+            g.set(v);
+            r.register(name, help, g);
+        }
+        let mut out = String::new();
+        // Writing into a String does not fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        out
+    }
+}
+
+/// What the HTTP endpoints ask their peer.
+pub trait Probe: Send + Sync + 'static {
+    /// The `/metrics` page.
+    fn metrics(&self) -> String;
+    /// `Ok(())` when ready, else why not.
+    fn ready(&self) -> Result<(), String>;
+}
+
+/// A running HTTP listener; stops when dropped or on [`HttpServer::stop`].
+pub struct HttpServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Binds `addr` (port 0 picks one) and serves `/metrics`, `/healthz` and `/readyz` on the
+    /// current runtime.
+    pub async fn start(addr: SocketAddr, probe: Arc<dyn Probe>) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            loop {
+                let conn = tokio::select! {
+                    _ = &mut rx => break,
+                    c = listener.accept() => c,
+                };
+                let Ok((stream, _)) = conn else { continue };
+                let probe = probe.clone();
+                tokio::spawn(async move {
+                    let svc =
+                        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                            let probe = probe.clone();
+                            let path = req.uri().path().to_owned();
+                            async move {
+                                // The probe may block on a store call (a CQL store runs its own
+                                // runtime and refuses runtime threads): on a plain thread.
+                                let (tx, rx) = tokio::sync::oneshot::channel();
+                                let spawned = std::thread::Builder::new()
+                                    .name("probe".to_owned())
+                                    .spawn(move || {
+                                        let _ = tx.send(route(&*probe, &path));
+                                    });
+                                let failed = || {
+                                    plain(
+                                        StatusCode::INTERNAL_SERVER_ERROR,
+                                        "text/plain",
+                                        "probe failed\n".to_owned(),
+                                    )
+                                };
+                                let resp = match spawned {
+                                    Ok(_) => rx.await.unwrap_or_else(|_| failed()),
+                                    Err(_) => failed(),
+                                };
+                                Ok::<_, Infallible>(resp)
+                            }
+                        });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    if let Err(e) = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await
+                    {
+                        tracing::debug!(cause = %e, "metrics connection");
+                    }
+                });
+            }
+        });
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+        Ok(Self {
+            addr,
+            stop: Some(tx),
+            task: Some(task),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting and waits for the accept loop to end.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+fn route(probe: &dyn Probe, path: &str) -> Response<Full<Bytes>> {
+    let (status, ctype, body) = match path {
+        "/metrics" => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            probe.metrics(),
+        ),
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => match probe.ready() {
+            Ok(()) => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
+            Err(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("not ready: {why}\n"),
+            ),
+        },
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
+    };
+    plain(status, ctype, body)
+}
+
+fn plain(status: StatusCode, ctype: &str, body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// A store whose every call is counted and timed into [`Metrics`] (`op` = `read`, `write`
+/// or `admin`); the executor wraps its context's store in one.
+pub struct MeteredStore {
+    inner: Arc<dyn Store>,
+    metrics: Metrics,
+}
+
+impl MeteredStore {
+    /// Wraps `inner`, recording into `metrics`.
+    pub fn new(inner: Arc<dyn Store>, metrics: Metrics) -> Self {
+        Self { inner, metrics }
+    }
+
+    fn timed<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let t = Instant::now();
+        let r = f();
+        self.metrics.store_call(op, r.is_ok(), t.elapsed());
+        r
+    }
+}
+
+impl Store for MeteredStore {
+    fn backend_name(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+    fn create_keyspace(&self, keyspace: &str) -> Result<(), StoreError> {
+        self.timed("admin", || self.inner.create_keyspace(keyspace))
+    }
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), StoreError> {
+        self.timed("admin", || self.inner.drop_keyspace(keyspace))
+    }
+    fn list_keyspaces(&self) -> Result<Vec<String>, StoreError> {
+        self.timed("admin", || self.inner.list_keyspaces())
+    }
+    fn create_table(&self, keyspace: &str, spec: &TableSpec) -> Result<(), StoreError> {
+        self.timed("admin", || self.inner.create_table(keyspace, spec))
+    }
+    fn drop_table(&self, keyspace: &str, table: &TableRef) -> Result<(), StoreError> {
+        self.timed("admin", || self.inner.drop_table(keyspace, table))
+    }
+    fn table_exists(&self, keyspace: &str, table: &TableRef) -> Result<bool, StoreError> {
+        self.timed("admin", || self.inner.table_exists(keyspace, table))
+    }
+    fn count_rows(&self, keyspace: &str, table: &TableRef) -> Result<u64, StoreError> {
+        self.timed("read", || self.inner.count_rows(keyspace, table))
+    }
+    fn write_rows(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        rows: &[RowWrite],
+        mode: WriteMode,
+    ) -> Result<WriteReport, StoreError> {
+        self.timed("write", || {
+            self.inner.write_rows(keyspace, spec, rows, mode)
+        })
+    }
+    fn get_rows(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        rowids: &[Rowid],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.timed("read", || self.inner.get_rows(keyspace, table, rowids))
+    }
+    fn lookup_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Rowid>>, StoreError> {
+        self.timed("read", || self.inner.lookup_unique(keyspace, index, keys))
+    }
+    fn lookup_non_unique(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Vec<Rowid>>, StoreError> {
+        self.timed("read", || {
+            self.inner.lookup_non_unique(keyspace, index, keys)
+        })
+    }
+    fn scan_batch(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        batch_idx: u32,
+        batches_total: u32,
+        page_size: usize,
+        resume_after: Option<Rowid>,
+    ) -> Result<ScanPage, StoreError> {
+        self.timed("read", || {
+            self.inner.scan_batch(
+                keyspace,
+                table,
+                batch_idx,
+                batches_total,
+                page_size,
+                resume_after,
+            )
+        })
+    }
+    fn range_position(&self, rowid: Rowid) -> i64 {
+        self.inner.range_position(rowid)
+    }
+    fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.timed("write", || self.inner.put_meta(keyspace, key, value))
+    }
+    fn get_meta(&self, keyspace: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.timed("read", || self.inner.get_meta(keyspace, key))
+    }
+    fn scan_meta_prefix(
+        &self,
+        keyspace: &str,
+        prefix: &[u8],
+    ) -> Result<Vec<MetaRecord>, StoreError> {
+        self.timed("read", || self.inner.scan_meta_prefix(keyspace, prefix))
+    }
+    fn next_run_id(&self, keyspace: &str) -> Result<u32, StoreError> {
+        self.timed("write", || self.inner.next_run_id(keyspace))
+    }
+    fn sync(&self) -> Result<(), StoreError> {
+        self.timed("write", || self.inner.sync())
+    }
+}

@@ -1,0 +1,391 @@
+//! Telemetry tests (`on_cluster::telemetry` of t50_conformance.rs): the span tree of a run
+//! exported over OTLP/gRPC to the in-process receiver (3-peer cluster and `planner run`),
+//! `/metrics` against the run's history, `/readyz` before and after a peer joins.
+
+use super::*;
+use plexus_node::telemetry::TelemetrySettings;
+use plexus_raft::{Ledger, NodeBatchStatus};
+use plexus_testkit::otlp::{OtlpReceiver, ReceivedSpan};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read as _, Write as _};
+use std::net::SocketAddr;
+
+const KS: &str = "lookup_quicktest_one";
+
+/// (node, batch) → (rows in, rows out) of every successful batch of run 1.
+fn successes(ledger: &Ledger) -> Result<BTreeMap<(String, u32), (u64, u64)>> {
+    let run = ledger.run(KS, 1)?;
+    let mut out = BTreeMap::new();
+    for node in &run.processed {
+        for row in ledger.batch_history(KS, 1, node)? {
+            if row.status == NodeBatchStatus::Success {
+                out.insert(
+                    (node.clone(), row.batch_idx),
+                    (
+                        row.rows_in.context("rows in")?,
+                        row.rows_out.context("rows out")?,
+                    ),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Checks the received spans form the run's tree: one trace, a root `run` span, `node` spans
+/// under it, every `batch` span under its node's span with the ledger's row counts, and
+/// `read`/`write` children under each batch. Returns the peers that exported batch spans.
+fn check_tree(spans: &[ReceivedSpan], ledger: &Ledger) -> Result<BTreeSet<i64>> {
+    let ours: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| {
+            s.str("plexus.keyspace") == Some(KS)
+                || matches!(s.name.as_str(), "read" | "lookup" | "python" | "write")
+        })
+        .collect();
+    let runs: Vec<_> = ours.iter().filter(|s| s.name == "run").collect();
+    ensure!(runs.len() == 1, "one run span, got {}", runs.len());
+    let run = runs[0];
+    ensure!(run.parent_span_id.is_empty(), "the run span is the root");
+    ensure!(run.int("plexus.run_id") == Some(1), "{run:?}");
+    let trace = &run.trace_id;
+    let expected = plexus_node::telemetry::run_trace(ledger, KS, 1).context("run trace")?;
+    ensure!(
+        *trace == expected.trace_hex(),
+        "trace id derived from the ledger"
+    );
+    let nodes: BTreeMap<&str, &ReceivedSpan> = ours
+        .iter()
+        .filter(|s| s.name == "node")
+        .map(|s| (s.str("plexus.node").unwrap_or_default(), *s))
+        .collect();
+    let processed = &ledger.run(KS, 1)?.processed;
+    ensure!(
+        nodes.len() == processed.len(),
+        "a node span per processed node: {:?} vs {processed:?}",
+        nodes.keys()
+    );
+    for n in nodes.values() {
+        ensure!(
+            &n.trace_id == trace && n.parent_span_id == run.span_id,
+            "{n:?}"
+        );
+    }
+    let want = successes(ledger)?;
+    let mut seen = BTreeMap::new();
+    let mut peers = BTreeSet::new();
+    let batches: Vec<_> = ours.iter().filter(|s| s.name == "batch").collect();
+    for b in &batches {
+        let node = b.str("plexus.node").context("batch node")?;
+        let parent = nodes.get(node).context("node span of a batch")?;
+        ensure!(&b.trace_id == trace, "batch in the run's trace: {b:?}");
+        ensure!(
+            b.parent_span_id == parent.span_id,
+            "batch under its node: {b:?}"
+        );
+        let idx = b.int("plexus.batch_idx").context("batch idx")? as u32;
+        let rows = (
+            b.int("plexus.rows_in").unwrap_or(-1) as u64,
+            b.int("plexus.rows_out").unwrap_or(-1) as u64,
+        );
+        seen.insert((node.to_owned(), idx), rows);
+        let resource_peer = b.resource.get("plexus.peer").and_then(|a| a.as_int());
+        peers.insert(resource_peer.unwrap_or(-1));
+        if resource_peer.is_some() {
+            ensure!(
+                b.int("plexus.peer") == resource_peer,
+                "peer attribute: {b:?}"
+            );
+        }
+        let kids: BTreeSet<&str> = ours
+            .iter()
+            .filter(|s| s.parent_span_id == b.span_id)
+            .map(|s| s.name.as_str())
+            .collect();
+        ensure!(
+            kids.contains("read") && kids.contains("write"),
+            "children of {b:?}: {kids:?}"
+        );
+    }
+    for (k, rows) in &want {
+        ensure!(
+            seen.get(k) == Some(rows),
+            "batch {k:?}: span {:?}, history {rows:?}",
+            seen.get(k)
+        );
+    }
+    ensure!(
+        seen.len() == want.len(),
+        "{} batch spans for {} batches",
+        seen.len(),
+        want.len()
+    );
+    Ok(peers)
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("status line")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    // hyper sends small bodies with a length, but tolerate chunked encoding.
+    Ok((code, body.to_owned()))
+}
+
+/// Parses a Prometheus/OpenMetrics text page strictly: every sample belongs to a declared
+/// family, names and labels are well formed, values are numbers. Returns name{labels} → value.
+fn parse_prometheus(page: &str) -> Result<BTreeMap<String, f64>> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let mut families = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    let mut ended = false;
+    for line in page.lines() {
+        ensure!(!ended, "text after # EOF");
+        if line == "# EOF" {
+            ended = true;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let kind = parts.next().unwrap_or_default();
+            let name = parts.next().unwrap_or_default();
+            ensure!(
+                matches!(kind, "HELP" | "TYPE" | "UNIT"),
+                "bad comment {line:?}"
+            );
+            ensure!(name_ok(name), "bad family name {line:?}");
+            families.insert(name.to_owned());
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').context("sample without value")?;
+        let value: f64 = value
+            .parse()
+            .with_context(|| format!("value of {line:?}"))?;
+        let name = series.split('{').next().unwrap_or_default();
+        ensure!(name_ok(name), "bad sample name {line:?}");
+        if let Some(labels) = series.strip_prefix(name)
+            && !labels.is_empty()
+        {
+            ensure!(
+                labels.starts_with('{') && labels.ends_with('}'),
+                "labels of {line:?}"
+            );
+        }
+        let family = ["_total", "_bucket", "_count", "_sum", "_created"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|f| families.contains(*f))
+            .unwrap_or(name);
+        ensure!(
+            families.contains(family),
+            "sample {name} of no declared family"
+        );
+        out.insert(series.to_owned(), value);
+    }
+    ensure!(ended, "no # EOF");
+    Ok(out)
+}
+
+fn sum_of(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn observed() -> Result<(OtlpReceiver, TestCluster)> {
+    let rx = OtlpReceiver::start()?;
+    let cluster = TestCluster::start_observed(
+        3,
+        TestCluster::fast_timers(),
+        TelemetrySettings {
+            otlp_endpoint: Some(rx.endpoint()),
+            service_name: "plexus-node".to_owned(),
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            shared: None,
+        },
+    )?;
+    Ok((rx, cluster))
+}
+
+/// A 3-peer run of the lookup test: one trace, batch spans under node spans under the run
+/// span, from at least two peers, with the history's row counts; `/metrics` of the peers add
+/// up to the history and parse as Prometheus text; `planner status` prints the trace id.
+#[test]
+fn cluster_run_exports_one_trace_and_metrics() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let (rx, mut cluster) = observed()?;
+    let c = Case::on_cluster("lookup", &cluster)?.context("conformance data")?;
+    let submitted = c.run_from(
+        &url(&c.cfg("script_quick.yaml")),
+        &url(&lookup_params(&c, "script_params_quick_fs_one.yaml")?),
+        KS,
+        "read_orders,read_order_items",
+    )?;
+    check_lookup_outputs(&c)?;
+    let leader = cluster.wait_leader(Duration::from_secs(5))?;
+    cluster.wait_caught_up(Duration::from_secs(10))?;
+    let ledger: Ledger = cluster
+        .peer(leader)
+        .context("leader")?
+        .executor()
+        .ledger()
+        .view()
+        .read()
+        .clone();
+    let trace = plexus_node::telemetry::run_trace(&ledger, KS, 1).context("trace")?;
+    ensure!(
+        submitted.contains(&format!("trace {}", trace.trace_hex())),
+        "planner submit prints the trace id: {submitted}"
+    );
+    let status = cluster.cli(
+        env!("CARGO_BIN_EXE_planner"),
+        &["status", "--keyspace", KS, "--run-id", "1"],
+        None,
+    )?;
+    ensure!(
+        status.contains(&format!("trace {}", trace.trace_hex())),
+        "{status}"
+    );
+
+    // Metrics: every peer's page parses; their batch and row counters add up to the history.
+    let want = successes(&ledger)?;
+    let (mut done, mut rows_in, mut rows_out) = (0.0, 0.0, 0.0);
+    for id in cluster.running() {
+        let addr = cluster
+            .peer(id)
+            .and_then(|p| p.metrics_addr())
+            .context("metrics addr")?;
+        let (code, page) = http_get(addr, "/metrics")?;
+        ensure!(code == 200, "/metrics of n{id}: {code}");
+        let samples = parse_prometheus(&page).with_context(|| format!("n{id}:\n{page}"))?;
+        done += sum_of(&samples, "plexus_batches_done_total");
+        rows_in += sum_of(&samples, "plexus_rows_in_total");
+        rows_out += sum_of(&samples, "plexus_rows_out_total");
+        for g in [
+            "plexus_raft_term",
+            "plexus_raft_applied_index",
+            "plexus_queue_depth",
+            "plexus_steals_asked_total",
+            "plexus_store_calls_total",
+        ] {
+            ensure!(
+                samples.keys().any(|k| k.starts_with(g)),
+                "n{id} has no {g}:\n{page}"
+            );
+        }
+        ensure!(
+            samples.get("plexus_raft_leader") == Some(&(leader as f64)),
+            "n{id} leader"
+        );
+        let (code, _) = http_get(addr, "/healthz")?;
+        ensure!(code == 200, "healthz");
+        let (code, body) = http_get(addr, "/readyz")?;
+        ensure!(code == 200, "readyz of n{id}: {body}");
+    }
+    ensure!(
+        done == want.len() as f64,
+        "batches done {done} vs {}",
+        want.len()
+    );
+    let (hi, ho) = want.values().fold((0, 0), |(a, b), (i, o)| (a + i, b + o));
+    ensure!(
+        rows_in == hi as f64 && rows_out == ho as f64,
+        "rows {rows_in}/{rows_out} vs {hi}/{ho}"
+    );
+
+    // Spans are flushed on shutdown.
+    cluster.stop_all();
+    let spans = rx.wait_for(Duration::from_secs(10), |s| {
+        s.iter().any(|s| s.name == "run")
+            && s.iter().filter(|s| s.name == "batch").count() >= want.len()
+    });
+    let peers = check_tree(&spans, &ledger)?;
+    ensure!(
+        peers.len() >= 2,
+        "batch spans from at least two peers: {peers:?}"
+    );
+    Ok(())
+}
+
+/// `planner run` with `OTEL_EXPORTER_OTLP_ENDPOINT` set exports the same tree (from peer 0).
+#[test]
+fn planner_run_exports_the_same_shape() -> Result<()> {
+    let Some(mut c) = Case::new("lookup")? else {
+        return Ok(());
+    };
+    let rx = OtlpReceiver::start()?;
+    c.env
+        .push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), rx.endpoint()));
+    c.env
+        .push(("OTEL_SERVICE_NAME".into(), "planner-test".into()));
+    lookup_one(&c)?;
+    // The process flushed before exiting: everything is there already.
+    let spans = rx.spans();
+    let store = plexus_node::store::EmbeddedStore::open(&c.dir("data"))?;
+    let engine = plexus_node::engine::Engine::new(
+        plexus_node::exec::ExecContext::new(std::sync::Arc::new(store)),
+        1,
+    );
+    let (ledger, _) = engine.load_ledger(KS)?;
+    let peers = check_tree(&spans, &ledger)?;
+    ensure!(
+        peers == BTreeSet::from([-1]),
+        "planner run has no peer resource: {peers:?}"
+    );
+    ensure!(
+        spans.iter().all(|s| s.service == "planner-test"),
+        "OTEL_SERVICE_NAME"
+    );
+    Ok(())
+}
+
+/// `/readyz` of a peer that is not a member (no leader known) says not ready; once added to
+/// the cluster it says ready. `/healthz` is up all along.
+#[test]
+fn readyz_turns_ready_when_the_peer_joins() -> Result<()> {
+    let (_rx, mut cluster) = observed()?;
+    let (id, addr) = cluster.start_spare()?;
+    let metrics = cluster
+        .peer(id)
+        .and_then(|p| p.metrics_addr())
+        .context("metrics addr")?;
+    let (code, body) = http_get(metrics, "/readyz")?;
+    ensure!(code == 503, "a spare peer is not ready: {code} {body}");
+    ensure!(http_get(metrics, "/healthz")?.0 == 200, "healthz");
+    cluster.cli(
+        env!("CARGO_BIN_EXE_planner"),
+        &["cluster", "add", &format!("n{id}"), &addr],
+        None,
+    )?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, body) = http_get(metrics, "/readyz")?;
+        if code == 200 {
+            return Ok(());
+        }
+        ensure!(std::time::Instant::now() < deadline, "never ready: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
