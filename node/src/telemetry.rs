@@ -290,6 +290,8 @@ impl Tracing {
         if let Ok(s) = result {
             attrs.push(kv_u("plexus.rows_in", s.rows_in));
             attrs.push(kv_u("plexus.rows_out", s.rows_out));
+            attrs.push(kv_u("plexus.bytes_in", s.bytes_in));
+            attrs.push(kv_u("plexus.bytes_out", s.bytes_out));
         }
         let mut span = self
             .tracer

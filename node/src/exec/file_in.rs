@@ -43,6 +43,7 @@ pub(crate) fn run(
             .next_chunk(&mut chunk, CHUNK_ROWS)
             .map_err(input_err)?;
         stats.read += start.elapsed();
+        stats.bytes_in = source.bytes_read();
         if n == 0 {
             break;
         }

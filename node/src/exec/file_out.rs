@@ -73,7 +73,7 @@ pub(crate) fn run(
             stats.rows_out += 1;
         }
     }
-    sink.finish().map_err(output_err)?;
+    stats.bytes_out = sink.finish().map_err(output_err)?;
     stats.write += start.elapsed();
     Ok(())
 }

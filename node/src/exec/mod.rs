@@ -104,6 +104,11 @@ pub struct BatchStats {
     pub rows_in: u64,
     /// Rows written to the table (kept rows for distinct) or the output file.
     pub rows_out: u64,
+    /// Bytes read: of the input file (CSV lines, Parquet column chunks) or of the encoded
+    /// source-table rows.
+    pub bytes_in: u64,
+    /// Bytes written: of the output file, or of the encoded rows handed to the store.
+    pub bytes_out: u64,
     /// distinct_table rows dropped because their unique key was already taken.
     pub duplicates_skipped: u64,
     /// Time reading and decoding input.
@@ -183,6 +188,7 @@ pub fn execute(
             // writes are (spec §7.1); the first error wins.
             let finished = w.finish();
             stats.rows_out = w.rows_written;
+            stats.bytes_out = w.bytes_written;
             stats.duplicates_skipped = w.duplicates_skipped;
             stats.write += w.write_time;
             r.and(finished)
@@ -272,6 +278,7 @@ impl<'a> Scan<'a> {
         self.resume = page.resume_after;
         self.done = page.resume_after.is_none();
         stats.rows_in += page.rows.len() as u64;
+        stats.bytes_in += page.rows.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         if page.rows.is_empty() && self.done {
             return Ok(None);
         }

@@ -143,6 +143,8 @@ pub(crate) struct RowWriter<'a> {
     dup_count: u64,
     dup_messages: Vec<String>,
     pub(crate) rows_written: u64,
+    /// Encoded bytes of the rows handed to the store.
+    pub(crate) bytes_written: u64,
     pub(crate) duplicates_skipped: u64,
     pub(crate) write_time: Duration,
 }
@@ -172,6 +174,7 @@ impl<'a> RowWriter<'a> {
             dup_count: 0,
             dup_messages: Vec::new(),
             rows_written: 0,
+            bytes_written: 0,
             duplicates_skipped: 0,
             write_time: Duration::ZERO,
         }
@@ -236,6 +239,7 @@ impl<'a> RowWriter<'a> {
             .write_rows(self.keyspace, &self.spec, rows, self.out.mode)
             .map_err(BatchErrorKind::store("write_rows"))?;
         self.rows_written += report.rows_written as u64;
+        self.bytes_written += rows.iter().map(|r| r.row.len() as u64).sum::<u64>();
         match self.out.mode {
             // distinct_table (spec §7.5): later rows with a known key are dropped silently.
             WriteMode::Distinct => self.duplicates_skipped += report.duplicates.len() as u64,

@@ -103,7 +103,7 @@ impl RowSink for CsvSink {
         self.flush_line()
     }
 
-    fn finish(self: Box<Self>) -> Result<(), FileError> {
+    fn finish(self: Box<Self>) -> Result<u64, FileError> {
         let path = self.path.clone();
         let write = |source| FileError::Write {
             path: path.clone(),

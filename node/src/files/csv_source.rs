@@ -204,4 +204,8 @@ impl RowSource for CsvSource {
         out.truncate(n);
         Ok(n)
     }
+
+    fn bytes_read(&self) -> u64 {
+        self.rdr.bytes_consumed()
+    }
 }

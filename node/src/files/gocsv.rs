@@ -53,6 +53,8 @@ pub(crate) struct GoCsvReader<R> {
     line: Vec<u8>,
     /// Physical lines read so far (Go `numLine`).
     num_line: u64,
+    /// Bytes of those lines, line ends included.
+    bytes: u64,
 }
 
 impl<R: BufRead> GoCsvReader<R> {
@@ -63,7 +65,13 @@ impl<R: BufRead> GoCsvReader<R> {
             sep,
             line: Vec::with_capacity(256),
             num_line: 0,
+            bytes: 0,
         }
+    }
+
+    /// Bytes of input consumed so far.
+    pub(crate) fn bytes_consumed(&self) -> u64 {
+        self.bytes
     }
 
     /// Go `readLine`: the next physical line into `self.line`; `false` at end of input.
@@ -73,6 +81,7 @@ impl<R: BufRead> GoCsvReader<R> {
         if n == 0 {
             return Ok(false);
         }
+        self.bytes += n as u64;
         // Go drops a trailing `\r` right before EOF, "for backwards compatibility".
         if self.line.last() == Some(&b'\r') {
             self.line.pop();

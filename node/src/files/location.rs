@@ -88,8 +88,14 @@ impl ChunkReader for ParquetInput {
     }
 }
 
-/// An output file: local, or a remote upload.
-pub(crate) enum OutputFile {
+/// An output file: local, or a remote upload, with the bytes written to it so far.
+pub(crate) struct OutputFile {
+    dest: Destination,
+    written: u64,
+}
+
+/// Where an output file's bytes go.
+enum Destination {
     /// A local file.
     Local(File),
     /// A remote upload (S3 multipart, SFTP write).
@@ -98,39 +104,45 @@ pub(crate) enum OutputFile {
 
 /// Creates (truncates) the output file at `url`.
 pub(crate) fn create_output(url: &str) -> Result<OutputFile, FileError> {
-    if Location::parse(url)?.is_local() {
+    let dest = if Location::parse(url)?.is_local() {
         let path = local_path(url)?;
         let f = File::create(&path).map_err(|source| FileError::Create {
             path: path.display().to_string(),
             source,
         })?;
-        return Ok(OutputFile::Local(f));
-    }
-    Ok(OutputFile::Remote(FileAccess::global().create(url)?))
+        Destination::Local(f)
+    } else {
+        Destination::Remote(FileAccess::global().create(url)?)
+    };
+    Ok(OutputFile { dest, written: 0 })
 }
 
 impl OutputFile {
-    /// Makes the written bytes durable (local) or completes the upload (remote).
-    pub(crate) fn finish(self) -> io::Result<()> {
-        match self {
-            Self::Local(f) => f.sync_data(),
-            Self::Remote(w) => w.finish().map_err(io::Error::other),
+    /// Makes the written bytes durable (local) or completes the upload (remote); returns the
+    /// file's size.
+    pub(crate) fn finish(self) -> io::Result<u64> {
+        match self.dest {
+            Destination::Local(f) => f.sync_data()?,
+            Destination::Remote(w) => w.finish().map_err(io::Error::other)?,
         }
+        Ok(self.written)
     }
 }
 
 impl Write for OutputFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Self::Local(f) => f.write(buf),
-            Self::Remote(w) => w.write(buf),
-        }
+        let n = match &mut self.dest {
+            Destination::Local(f) => f.write(buf)?,
+            Destination::Remote(w) => w.write(buf)?,
+        };
+        self.written += n as u64;
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Self::Local(f) => f.flush(),
-            Self::Remote(w) => w.flush(),
+        match &mut self.dest {
+            Destination::Local(f) => f.flush(),
+            Destination::Remote(w) => w.flush(),
         }
     }
 }

@@ -38,6 +38,10 @@ pub trait RowSource: Send {
     /// Replaces the rows of `out` with up to `max` next rows (reusing the row vectors already
     /// in `out`) and returns how many there are; 0 means the file is exhausted.
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError>;
+
+    /// Bytes taken from the file so far (for batch spans: CSV counts the lines consumed, Parquet
+    /// the compressed column chunks of the row groups opened).
+    fn bytes_read(&self) -> u64;
 }
 
 /// A destination for the rows of one output file; each row is aligned with
@@ -46,8 +50,9 @@ pub trait RowSink: Send {
     /// Appends one row; the values must have the column types.
     fn write_row(&mut self, values: &[Value]) -> Result<(), FileError>;
 
-    /// Flushes and closes the file; a sink dropped without `finish` may leave a partial file.
-    fn finish(self: Box<Self>) -> Result<(), FileError>;
+    /// Flushes and closes the file and returns its size in bytes; a sink dropped without
+    /// `finish` may leave a partial file.
+    fn finish(self: Box<Self>) -> Result<u64, FileError>;
 }
 
 /// Maps a local reader URL or writer path to a path, rejecting remote schemes (which go

@@ -259,7 +259,7 @@ impl RowSink for ParquetSink {
         Ok(())
     }
 
-    fn finish(mut self: Box<Self>) -> Result<(), FileError> {
+    fn finish(mut self: Box<Self>) -> Result<u64, FileError> {
         self.flush_group()?;
         let path = self.path.clone();
         let file = self

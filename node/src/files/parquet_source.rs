@@ -312,6 +312,8 @@ pub(crate) struct ParquetSource {
     left: usize,
     /// Rows returned so far (for error messages).
     row: u64,
+    /// Compressed bytes of the row groups opened so far.
+    bytes: u64,
 }
 
 impl ParquetSource {
@@ -356,6 +358,7 @@ impl ParquetSource {
             next_group: 0,
             left: 0,
             row: 0,
+            bytes: 0,
         })
     }
 
@@ -375,6 +378,8 @@ impl ParquetSource {
                     .get_column_reader(c.leaf)
                     .map_err(|e| FileError::parquet(&self.path, e))?;
                 c.reader = Some(Typed::new(r));
+                let chunk = rg.metadata().column(c.leaf).compressed_size();
+                self.bytes += u64::try_from(chunk).unwrap_or(0);
             }
             self.next_group += 1;
         }
@@ -432,6 +437,10 @@ impl RowSource for ParquetSource {
         self.left -= n;
         self.row += n as u64;
         Ok(n)
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.bytes
     }
 }
 

@@ -89,6 +89,7 @@ fn check_tree(spans: &[ReceivedSpan], ledger: &Ledger) -> Result<BTreeSet<i64>> 
             b.int("plexus.rows_out").unwrap_or(-1) as u64,
         );
         seen.insert((node.to_owned(), idx), rows);
+        check_bytes(b, ledger, node, idx)?;
         let resource_peer = b.resource.get("plexus.peer").and_then(|a| a.as_int());
         peers.insert(resource_peer.unwrap_or(-1));
         if resource_peer.is_some() {
@@ -121,6 +122,54 @@ fn check_tree(spans: &[ReceivedSpan], ledger: &Ledger) -> Result<BTreeSet<i64>> 
         want.len()
     );
     Ok(peers)
+}
+
+/// A file reader's batch span carries the size of the file it read (CSV: every line is
+/// consumed), a file writer's the size of the file it wrote; table writes carry the bytes of
+/// the encoded rows, which are at least a byte per row.
+fn check_bytes(b: &ReceivedSpan, ledger: &Ledger, node: &str, idx: u32) -> Result<()> {
+    let run = ledger.run(KS, 1)?;
+    let plan = ledger.plan(&run.plan_hash).context("plan")?;
+    let pn = plan.node(node).context("plan node")?;
+    let (bytes_in, bytes_out) = (
+        b.int("plexus.bytes_in").context("bytes_in")? as u64,
+        b.int("plexus.bytes_out").context("bytes_out")? as u64,
+    );
+    let size = |path: &str| -> Result<u64> {
+        Ok(std::fs::metadata(path.trim_start_matches("file://"))
+            .with_context(|| path.to_owned())?
+            .len())
+    };
+    if let plexus_core::plan::Reader::File(r) = &pn.reader {
+        let url = r.urls.get(idx as usize).context("reader url")?;
+        ensure!(
+            bytes_in == size(url)?,
+            "{node} batch {idx} read {bytes_in} bytes of {url}"
+        );
+    } else {
+        let rows_in = b.int("plexus.rows_in").unwrap_or(0) as u64;
+        ensure!(
+            bytes_in >= rows_in,
+            "{node} batch {idx}: {bytes_in} bytes for {rows_in} rows"
+        );
+    }
+    match &pn.writer {
+        plexus_core::plan::Writer::File(w) => {
+            let url = plexus_node::files::resolve_url_template(&w.url_template, idx, 1);
+            ensure!(
+                bytes_out == size(&url)?,
+                "{node} batch {idx} wrote {bytes_out} bytes to {url}"
+            );
+        }
+        plexus_core::plan::Writer::Table(_) => {
+            let rows_out = b.int("plexus.rows_out").unwrap_or(0) as u64;
+            ensure!(
+                bytes_out >= rows_out,
+                "{node} batch {idx}: {bytes_out} bytes for {rows_out} rows"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
