@@ -738,12 +738,8 @@ impl Executor {
                     .map(|n| n.node_type.name())
             })
             .unwrap_or("unknown");
-        match &result {
-            Ok(s) => self
-                .metrics
-                .batch(node_type, Some((s.rows_in, s.rows_out)), false, wall),
-            Err(e) => self.metrics.batch(node_type, None, e.is_retryable(), wall),
-        }
+        let rows = result.as_ref().ok().map(|s| (s.rows_in, s.rows_out));
+        self.metrics.batch(node_type, rows, q.task.attempt, wall);
         if let Some(t) = &self.settings.tracing {
             let msg;
             let r = match &result {

@@ -50,9 +50,9 @@ fn seconds_histogram() -> Histogram {
 pub struct Metrics {
     /// Batches executed successfully.
     pub batches_done: Family<NodeTypeLabels, Counter>,
-    /// Batches that failed (not retried).
+    /// Batch executions that failed.
     pub batches_failed: Family<NodeTypeLabels, Counter>,
-    /// Batches that failed retryably (back to the pool).
+    /// Batch executions under a later attempt than the first.
     pub batches_retried: Family<NodeTypeLabels, Counter>,
     /// Rows read by batches.
     pub rows_in: Family<NodeTypeLabels, Counter>,
@@ -96,14 +96,16 @@ pub struct Snapshot {
     pub gauges: Vec<(&'static str, &'static str, i64)>,
 }
 
-/// Python workers started and restarted in this process.
+/// Python workers started in a fresh slot in this process.
 pub static PY_WORKERS_STARTED: AtomicU64 = AtomicU64::new(0);
-/// Python workers replaced after dying.
+/// Python workers started in place of one that died or was killed (a crash, a chunk timeout).
 pub static PY_WORKERS_RESTARTED: AtomicU64 = AtomicU64::new(0);
 
 impl Metrics {
-    /// Records one executed batch.
-    pub fn batch(&self, node_type: &str, ok: Option<(u64, u64)>, retryable: bool, wall: Duration) {
+    /// Records one executed batch: its rows when it succeeded, `None` when it failed; an
+    /// execution under a later attempt than the first (after a failure, an expired lease or a
+    /// release) also counts as a retry.
+    pub fn batch(&self, node_type: &str, ok: Option<(u64, u64)>, attempt: u32, wall: Duration) {
         let l = NodeTypeLabels {
             node_type: node_type.to_owned(),
         };
@@ -113,12 +115,12 @@ impl Metrics {
                 self.rows_in.get_or_create(&l).inc_by(i);
                 self.rows_out.get_or_create(&l).inc_by(o);
             }
-            None if retryable => {
-                self.batches_retried.get_or_create(&l).inc();
-            }
             None => {
                 self.batches_failed.get_or_create(&l).inc();
             }
+        }
+        if attempt > 1 {
+            self.batches_retried.get_or_create(&l).inc();
         }
         self.batch_seconds
             .get_or_create(&l)
@@ -147,12 +149,12 @@ impl Metrics {
         );
         r.register(
             "batches_failed",
-            "Batches failed for good, by node type",
+            "Batch executions that failed, by node type",
             self.batches_failed.clone(),
         );
         r.register(
             "batches_retried",
-            "Batches failed retryably (returned to the pool), by node type",
+            "Batch executions under a later attempt than the first (a retry), by node type",
             self.batches_retried.clone(),
         );
         r.register("rows_in", "Rows read by batches", self.rows_in.clone());

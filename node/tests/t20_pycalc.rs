@@ -469,6 +469,9 @@ def die(x):
 
 #[test]
 fn dead_worker_fails_the_chunk_and_is_replaced() -> Result<()> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let restarted = || plexus_node::metrics::PY_WORKERS_RESTARTED.load(Relaxed);
+    let restarts_before = restarted();
     let pool = pool(&py(), 1);
     let program = PyProgram::new(
         &[DIE_CODE],
@@ -493,6 +496,11 @@ fn dead_worker_fails_the_chunk_and_is_replaced() -> Result<()> {
         other => bail!("expected a dead worker, got {other:?}"),
     }
     pid_of(single(&pool, &program, vec![Value::Int(0)])?)?;
+    // Other tests of this binary run beside this one and may restart workers too.
+    ensure!(
+        restarted() >= restarts_before + 2,
+        "both replacements count as restarts"
+    );
     Ok(())
 }
 

@@ -72,6 +72,8 @@ impl Default for PyPoolConfig {
 struct PoolState {
     idle: Vec<Worker>,
     live: usize,
+    /// Slots freed by a worker that died or was killed; the next start in one is a restart.
+    lost: usize,
 }
 
 /// A pool of Python worker processes shared by the executor threads (`Arc<PyPool>`).
@@ -101,6 +103,7 @@ impl PyPool {
             state: Mutex::new(PoolState {
                 idle: Vec::new(),
                 live: 0,
+                lost: 0,
             }),
             freed: Condvar::new(),
         }
@@ -241,6 +244,7 @@ impl PyPool {
                 let mut lease = Lease {
                     pool: self,
                     worker: Some(worker),
+                    lost: false,
                 };
                 // An idle worker can die (OOM killer, a user thread calling os._exit): its slot
                 // is reused for a fresh one rather than failing a chunk it never saw.
@@ -254,15 +258,23 @@ impl PyPool {
             }
             if state.live < self.config.workers {
                 state.live += 1;
+                let restart = state.lost > 0;
+                state.lost = state.lost.saturating_sub(1);
                 drop(state);
                 // The slot is counted already; a failed start gives it back when the empty
                 // lease drops.
                 let mut lease = Lease {
                     pool: self,
                     worker: None,
+                    lost: false,
                 };
                 lease.worker = Some(Worker::spawn(&self.config)?);
-                crate::metrics::PY_WORKERS_STARTED.fetch_add(1, Ordering::Relaxed);
+                let counter = if restart {
+                    &crate::metrics::PY_WORKERS_RESTARTED
+                } else {
+                    &crate::metrics::PY_WORKERS_STARTED
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
                 return Ok(lease);
             }
             state = self
@@ -289,12 +301,15 @@ fn failure(row: usize, site: FailureSite, message: String, rows: &[Vec<Value>]) 
 struct Lease<'a> {
     pool: &'a PyPool,
     worker: Option<Worker>,
+    /// The worker died or was killed under this lease.
+    lost: bool,
 }
 
 impl Lease<'_> {
     /// Kills the worker; its slot is freed when the lease drops.
     fn discard(&mut self) {
         self.worker = None;
+        self.lost = true;
     }
 
     /// Runs one chunk program, sending the code only if the worker lacks it. Any transport
@@ -346,7 +361,10 @@ impl Drop for Lease<'_> {
         let mut state = self.pool.lock();
         match self.worker.take() {
             Some(worker) => state.idle.push(worker),
-            None => state.live = state.live.saturating_sub(1),
+            None => {
+                state.live = state.live.saturating_sub(1);
+                state.lost += usize::from(self.lost);
+            }
         }
         drop(state);
         self.pool.freed.notify_one();

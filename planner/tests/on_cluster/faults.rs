@@ -267,6 +267,25 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
         taken_over,
         "no batch of the partitioned n{cut} was taken over"
     );
+    // The leader counted the expiry, and the taken-over batches ran again as retries.
+    let metric = |f: &dyn Fn(&plexus_node::metrics::Metrics) -> u64| -> u64 {
+        cluster
+            .running()
+            .iter()
+            .filter_map(|p| cluster.peer(*p))
+            .map(|p| f(p.executor().metrics()))
+            .sum()
+    };
+    let expiries = metric(&|m| m.lease_expiries.get());
+    let retried = metric(&|m| {
+        let page = m.render(&Default::default());
+        page.lines()
+            .filter(|l| l.starts_with("plexus_batches_retried_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    });
+    ensure!(expiries >= 1, "lease expiries counted: {expiries}");
+    ensure!(retried >= 1, "retried batch executions counted: {retried}");
     Ok(())
 }
 

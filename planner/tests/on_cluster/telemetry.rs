@@ -438,3 +438,78 @@ fn readyz_turns_ready_when_the_peer_joins() -> Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Every write of one table fails as unavailable: the batch is retried up to the ledger's
+/// budget, then fails. The peers' failed and retried counters equal what the history shows:
+/// every execution that returned the batch to the pool or failed it, and every execution
+/// after the first.
+#[test]
+fn failed_and_retried_batches_are_counted() -> Result<()> {
+    use plexus_testkit::cql::{FaultKind, Target};
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let (_rx, cluster) = observed()?;
+    cluster.double.faults().fail_every_nth(
+        Target::Writes,
+        Some("orders_00001"),
+        1,
+        FaultKind::Unavailable,
+    );
+    let c = Case::on_cluster("lookup", &cluster)?.context("conformance data")?;
+    let ks = "telemetry_failures";
+    let outcome = c.run_from(
+        &url(&c.cfg("script_quick.yaml")),
+        &url(&lookup_params(&c, "script_params_quick_fs_one.yaml")?),
+        ks,
+        "read_orders,read_order_items",
+    );
+    ensure!(outcome.is_err(), "the run must fail: {outcome:?}");
+    let leader = cluster.wait_leader(Duration::from_secs(5))?;
+    cluster.wait_caught_up(Duration::from_secs(10))?;
+    let ledger: Ledger = cluster
+        .peer(leader)
+        .context("leader")?
+        .executor()
+        .ledger()
+        .view()
+        .read()
+        .clone();
+    let (mut failed, mut executions, mut executed_batches) = (0u64, 0u64, 0u64);
+    for node in &ledger.run(ks, 1)?.processed {
+        let mut per_batch: BTreeMap<u32, u64> = BTreeMap::new();
+        for row in ledger.batch_history(ks, 1, node)? {
+            // A failure of an execution carries its error; a retryable one returns the batch
+            // to the pool (status None), the last one fails it.
+            let executed_and_failed = row.error.is_some() && !row.instance.is_empty();
+            failed += u64::from(executed_and_failed);
+            let finished = row.status == NodeBatchStatus::Success || executed_and_failed;
+            if finished {
+                *per_batch.entry(row.batch_idx).or_default() += 1;
+            }
+        }
+        executions += per_batch.values().sum::<u64>();
+        executed_batches += per_batch.len() as u64;
+    }
+    ensure!(failed >= 2, "the batch failed more than once: {failed}");
+    let (mut got_failed, mut got_retried) = (0.0, 0.0);
+    for id in cluster.running() {
+        let addr = cluster
+            .peer(id)
+            .and_then(|p| p.metrics_addr())
+            .context("metrics addr")?;
+        let samples = parse_prometheus(&http_get(addr, "/metrics")?.1)?;
+        got_failed += sum_of(&samples, "plexus_batches_failed_total");
+        got_retried += sum_of(&samples, "plexus_batches_retried_total");
+    }
+    ensure!(
+        got_failed == failed as f64,
+        "failed {got_failed} vs history {failed}"
+    );
+    let retries = executions - executed_batches;
+    ensure!(
+        got_retried == retries as f64,
+        "retried {got_retried} vs history {retries}"
+    );
+    Ok(())
+}
