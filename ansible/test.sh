@@ -71,7 +71,7 @@ done
 phase "installing tools"
 
 # --- lint --------------------------------------------------------------------------------------
-(cd "$here" && ansible-lint --nocolor -q) || die "ansible-lint (production profile) is not clean"
+(cd "$here" && ansible-lint --offline --nocolor -q) || die "ansible-lint (production profile) is not clean"
 phase "ansible-lint (production profile)"
 
 # --- state and clean-up ------------------------------------------------------------------------
@@ -81,7 +81,7 @@ id=$(($$ % 10000))
 nss=("plx$id-1" "plx$id-2" "plx$id-3")
 bridge="plxbr$id"
 pids=()
-test_user=plexustest
+test_user=plexustest$id
 user_existed=0
 getent passwd "$test_user" >/dev/null && user_existed=1
 
@@ -225,6 +225,15 @@ for _ in $(seq 1 100); do
 done
 [ -n "$cql" ] || die "the CQL double did not start: $(cat "$tmp/cql.log")"
 
+# --- the binary the playbooks install: without debug info when strip is there (cargo test's
+# target/debug one is ~450 MB, copied to three hosts) ------------------------------------------
+node_bin=$bin/plexus-node
+if command -v strip >/dev/null 2>&1; then
+  mkdir -p "$tmp/bin"
+  strip --strip-debug -o "$tmp/bin/plexus-node" "$bin/plexus-node"
+  node_bin=$tmp/bin/plexus-node
+fi
+
 # --- the inventory: every path of every host under its own root ------------------------------
 mkdir -p "$tmp/inventory/group_vars" "$tmp/secrets" "$tmp/ansible-local" "$tmp/cp"
 head -c 32 /dev/urandom | base64 >"$tmp/secrets/vault-pass"
@@ -262,7 +271,7 @@ ansible_become: false
 ansible_python_interpreter: /usr/bin/python3
 ansible_ssh_private_key_file: $tmp/ssh/id_ed25519
 ansible_ssh_common_args: -o UserKnownHostsFile=$tmp/ssh/known_hosts -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes
-plexus_node_binary_src: $bin/plexus-node
+plexus_node_binary_src: $node_bin
 plexus_node_certs_src: $tmp/secrets/tls
 plexus_node_user: $test_user
 plexus_node_group: $test_user
@@ -433,6 +442,8 @@ else
 fi
 
 # --- 4. site.yml again: nothing changes -------------------------------------------------------
+peer_pids() { for i in 1 2 3; do printf '%s ' "$(cat "$tmp/hosts/n$i/run/plexus/plexus-node.pid")"; done; }
+before=$(peer_pids)
 playbook site-2.log site.yml
 recap=$(sed -n '/^PLAY RECAP/,$p' "$tmp/site-2.log" | grep -E 'ok=')
 [ "$(grep -c . <<<"$recap")" = 4 ] || die "the recap of the second site.yml lacks hosts"
@@ -440,10 +451,21 @@ if grep -vqE 'changed=0 ' <<<"$recap"; then
   grep -B3 -E '^changed:' "$tmp/site-2.log" >&2 || true
   die "the second site.yml changed something"
 fi
-say "second site.yml: changed=0 on every host"
+[ "$(peer_pids)" = "$before" ] || die "the second site.yml restarted a peer"
+say "second site.yml: changed=0 on every host, no peer restarted"
 phase "site.yml (second run)"
 
-# --- 5. teardown.yml --------------------------------------------------------------------------
+# --- 5. a config change on one peer restarts that peer only ----------------------------------
+playbook site-3.log site.yml --limit n2 -e plexus_node_threads=1
+read -r p1 p2 p3 <<<"$before"
+read -r q1 q2 q3 <<<"$(peer_pids)"
+[ "$p1 $p3" = "$q1 $q3" ] && [ "$p2" != "$q2" ] ||
+  die "a config change on n2 restarted: n1 $p1->$q1, n2 $p2->$q2, n3 $p3->$q3"
+grep -q '^threads = 1$' "$tmp/hosts/n2/etc/plexus/node.toml" || die "n2's node.toml lacks threads = 1"
+say "a config change on n2 restarted n2 only"
+phase "site.yml --limit n2 with a changed config"
+
+# --- 6. teardown.yml --------------------------------------------------------------------------
 playbook teardown.log teardown.yml
 for i in 1 2 3; do
   [ -z "$(ip netns pids "${nss[$((i - 1))]}" | xargs -r -n1 ps -o comm= -p | grep plexus-node)" ] ||
