@@ -40,6 +40,7 @@ missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   apt-get update -qq >/dev/null || true
@@ -148,6 +149,8 @@ EOF
   systemd-analyze verify "$tmp/unit/plexus-node.service" ||
     die "systemd-analyze verify rejects roles/plexus_node/templates/plexus-node.service.j2"
   phase "systemd-analyze verify of the unit"
+else
+  say "systemd-analyze is missing: the unit template is not verified"
 fi
 
 # --- namespaces and a bridge -------------------------------------------------------------------
