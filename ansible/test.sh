@@ -283,6 +283,7 @@ plexus_node_threads: 2
 plexus_node_cql_contact_points: ["$cql"]
 plexus_node_cql_settings:
   request-timeout-ms: 5000
+  replication: { class: SimpleStrategy, replication-factor: 1 }
 plexus_node_raft:
   heartbeat-ms: 150
   election-min-ms: 600
@@ -318,7 +319,14 @@ playbook() {
 playbook site-1.log site.yml
 for i in 1 2 3; do
   [ -s "$tmp/hosts/n$i/run/plexus/plexus-node.pid" ] || die "n$i has no pid file"
+  owner=$(ps -o user= -p "$(cat "$tmp/hosts/n$i/run/plexus/plexus-node.pid")" | tr -d ' ')
+  [ "$owner" = "$test_user" ] || die "n$i runs as ${owner:-nobody}, not $test_user"
+  key_mode=$(stat -c '%a %U' "$tmp/hosts/n$i/etc/plexus/tls/n$i.key" "$tmp/hosts/n$i/etc/plexus/tls/cluster.key" | sort -u)
+  [ "$key_mode" = "600 $test_user" ] || die "n$i's keys are $key_mode, not 600 $test_user"
 done
+[ ! -e "$tmp/secrets/tls/cluster.key" ] && head -n 1 "$tmp/secrets/tls/cluster.key.vault" | grep -q '^\$ANSIBLE_VAULT' ||
+  die "the control node's cluster key is not vaulted"
+say "peers run as $test_user; keys 0600; the control node's cluster key is vaulted"
 cluster="$subnet.1:7400,$subnet.2:7400,$subnet.3:7400"
 status=$("$bin/planner" cluster status --cluster "$cluster" --tls-dir "$tmp/secrets/tls")
 echo "$status"
