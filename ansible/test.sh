@@ -65,7 +65,7 @@ for b in plexus-node planner cql-double; do
   if [ ! -x "$bin/$b" ]; then
     say "$bin/$b missing: building the dev binaries"
     (cd "$root" && cargo build -p plexus-node -p planner -p plexus-testkit)
-    bin=$root/target/debug
+    bin=${CARGO_TARGET_DIR:-$root/target}/debug
     break
   fi
 done
@@ -86,6 +86,13 @@ test_user=plexustest$id
 user_existed=0
 getent passwd "$test_user" >/dev/null && user_existed=1
 
+# A pid and its descendants (the rolling restart runs ansible-playbook under a subshell).
+tree() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done
+  echo "$1"
+}
+
 cleanup() {
   local rc=$?
   set +e
@@ -95,14 +102,17 @@ cleanup() {
     in_ns=$(ip netns pids "$ns" 2>/dev/null)
     [ -n "$in_ns" ] && kill $in_ns 2>/dev/null
   done
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  local all=()
+  for p in "${pids[@]}"; do all+=($(tree "$p")); done
+  for p in "${all[@]}"; do kill "$p" 2>/dev/null; done
   sleep 0.5
   for ns in "${nss[@]}"; do
     local in_ns
     in_ns=$(ip netns pids "$ns" 2>/dev/null)
     [ -n "$in_ns" ] && kill -9 $in_ns 2>/dev/null
   done
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  for p in "${all[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   for ns in "${nss[@]}"; do ip netns delete "$ns" 2>/dev/null; done
   ip link delete "$bridge" 2>/dev/null
   if [ "$user_existed" = 0 ]; then
