@@ -28,6 +28,8 @@ phase() {
   say "$1 took $((SECONDS - phase_start))s"
   phase_start=$SECONDS
 }
+passed=0
+skipped=0
 
 # --- can this machine make namespaces? -----------------------------------------------------
 if [ "$(id -u)" != 0 ]; then
@@ -73,6 +75,7 @@ phase "installing tools"
 
 # --- lint --------------------------------------------------------------------------------------
 (cd "$here" && ansible-lint --offline --nocolor -q) || die "ansible-lint (production profile) is not clean"
+passed=$((passed + 1))
 phase "ansible-lint (production profile)"
 
 # --- state and clean-up ------------------------------------------------------------------------
@@ -158,9 +161,11 @@ EOF
     >"$tmp/unit/render.log" 2>&1 || { cat "$tmp/unit/render.log"; die "cannot render the unit"; }
   systemd-analyze verify "$tmp/unit/plexus-node.service" ||
     die "systemd-analyze verify rejects roles/plexus_node/templates/plexus-node.service.j2"
+  passed=$((passed + 1))
   phase "systemd-analyze verify of the unit"
 else
   say "systemd-analyze is missing: the unit template is not verified"
+  skipped=$((skipped + 1))
 fi
 
 # --- namespaces and a bridge -------------------------------------------------------------------
@@ -341,6 +346,7 @@ cluster="$subnet.1:7400,$subnet.2:7400,$subnet.3:7400"
 status=$("$bin/planner" cluster status --cluster "$cluster" --tls-dir "$tmp/secrets/tls")
 echo "$status"
 [ "$(grep -cE '^n[123],(leader|voter),' <<<"$status")" = 3 ] || die "not three voters after site.yml"
+passed=$((passed + 1))
 phase "site.yml (first run)"
 
 # --- the conformance data: the lookup test -------------------------------------------------
@@ -412,6 +418,7 @@ if [ -n "$conf" ]; then
   submit 1 >"$tmp/run1.log" 2>&1 || { cat "$tmp/run1.log"; die "run 1 failed"; }
   tail -n 2 "$tmp/run1.log"
   check_outputs 1
+  passed=$((passed + 1))
   phase "conformance run 1 (planner submit --wait)"
 
   # --- 3. a rolling restart during a second run ----------------------------------------------
@@ -454,11 +461,13 @@ EOF
 )
   say "run 2 ($(awk -v a="$run2_start" -v b="$run2_end" 'BEGIN { printf "%.1f", b - a }')s) saw: ${during:-nothing}"
   [ -n "$during" ] || die "no peer was drained or restarted while run 2 ran: nothing was tested"
+  passed=$((passed + 1))
   phase "conformance run 2 with rolling_restart.yml"
 else
   [ "${CI:-}" = true ] && die "CI=true but no conformance data (PLEXUS_CONFORMANCE_DIR, PLEXUS_CAPILLARIES_DIR, ../shared/conformance)"
   say "skipped the conformance runs: no conformance data"
   playbook rolling.log rolling_restart.yml
+  skipped=$((skipped + 2))
   phase "rolling_restart.yml"
 fi
 
@@ -474,6 +483,7 @@ if grep -vqE 'changed=0 ' <<<"$recap"; then
 fi
 [ "$(peer_pids)" = "$before" ] || die "the second site.yml restarted a peer"
 say "second site.yml: changed=0 on every host, no peer restarted"
+passed=$((passed + 1))
 phase "site.yml (second run)"
 
 # --- 5. a config change on one peer restarts that peer only ----------------------------------
@@ -484,6 +494,7 @@ read -r q1 q2 q3 <<<"$(peer_pids)"
   die "a config change on n2 restarted: n1 $p1->$q1, n2 $p2->$q2, n3 $p3->$q3"
 grep -q '^threads = 1$' "$tmp/hosts/n2/etc/plexus/node.toml" || die "n2's node.toml lacks threads = 1"
 say "a config change on n2 restarted n2 only"
+passed=$((passed + 1))
 phase "site.yml --limit n2 with a changed config"
 
 # --- 6. teardown.yml --------------------------------------------------------------------------
@@ -496,6 +507,8 @@ for i in 1 2 3; do
 done
 getent passwd "$test_user" >/dev/null && die "teardown left the user $test_user"
 say "teardown.yml: no peer runs, no files, no user left"
+passed=$((passed + 1))
 phase "teardown.yml"
 
 say "passed in $((SECONDS - start_all))s"
+echo "ansible: $passed passed, 0 failed, $skipped skipped"
