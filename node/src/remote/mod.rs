@@ -83,18 +83,22 @@ pub enum Location {
         key: String,
     },
     /// `sftp://user@host[:port]/abs/path`.
-    Sftp {
-        /// Login user.
-        user: String,
-        /// Host name or address.
-        host: String,
-        /// TCP port (22 by default).
-        port: u16,
-        /// Absolute path on the server.
-        path: String,
-    },
+    Sftp(SftpUrl),
     /// `http://…` or `https://…`, kept whole (query strings included).
     Http(String),
+}
+
+/// The parts of an `sftp://user@host[:port]/abs/path` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SftpUrl {
+    /// Login user.
+    pub user: String,
+    /// Host name or address.
+    pub host: String,
+    /// TCP port (22 by default).
+    pub port: u16,
+    /// Absolute path on the server.
+    pub path: String,
 }
 
 impl Location {
@@ -148,12 +152,12 @@ impl Location {
                 if user.is_empty() || host.is_empty() {
                     return Err(invalid("empty user or host"));
                 }
-                Ok(Self::Sftp {
+                Ok(Self::Sftp(SftpUrl {
                     user: user.to_owned(),
                     host: host.to_owned(),
                     port,
                     path: path.to_owned(),
-                })
+                }))
             }
             _ => Ok(Self::Local(url.to_owned())),
         }
@@ -268,17 +272,9 @@ impl FileAccess {
                 let settings = self.inner.settings.clone();
                 block(http::stream(client, settings, u, tx))?
             }
-            Location::Sftp {
-                user,
-                host,
-                port,
-                path,
-            } => {
+            Location::Sftp(url) => {
                 let target = sftp::Target {
-                    user,
-                    host,
-                    port,
-                    path,
+                    url,
                     shown: shown.clone(),
                 };
                 block(sftp::stream(self.inner.settings.clone(), target, tx))?
@@ -321,17 +317,9 @@ impl FileAccess {
                     len,
                 )
             }
-            Location::Sftp {
-                user,
-                host,
-                port,
-                path,
-            } => {
+            Location::Sftp(url) => {
                 let target = sftp::Target {
-                    user,
-                    host,
-                    port,
-                    path,
+                    url,
                     shown: shown.clone(),
                 };
                 let file = block(sftp::open_ranged(self.inner.settings.clone(), target))??;
@@ -372,17 +360,9 @@ impl FileAccess {
                 let writer = block(s3::create(op, key, chunk, shown.clone()))??;
                 spawn(s3::upload(writer, rx, shown.clone()))?
             }
-            Location::Sftp {
-                user,
-                host,
-                port,
-                path,
-            } => {
+            Location::Sftp(url) => {
                 let target = sftp::Target {
-                    user,
-                    host,
-                    port,
-                    path,
+                    url,
                     shown: shown.clone(),
                 };
                 let file = block(sftp::create(self.inner.settings.clone(), target))??;
@@ -738,12 +718,12 @@ mod tests {
         );
         assert_eq!(
             Location::parse("sftp://u@h:2222/p/x.csv").ok(),
-            Some(Location::Sftp {
+            Some(Location::Sftp(SftpUrl {
                 user: "u".into(),
                 host: "h".into(),
                 port: 2222,
                 path: "/p/x.csv".into()
-            })
+            }))
         );
         assert_eq!(
             Location::parse("HTTPS://h/x?y=1").ok(),

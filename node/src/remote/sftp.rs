@@ -27,10 +27,7 @@ static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// One sftp URL, parsed.
 pub(super) struct Target {
-    pub(super) user: String,
-    pub(super) host: String,
-    pub(super) port: u16,
-    pub(super) path: String,
+    pub(super) url: super::SftpUrl,
     /// The URL for messages.
     pub(super) shown: String,
 }
@@ -86,7 +83,10 @@ fn ssh_err(e: &russh::Error, op: Operation, t: &Target) -> RemoteError {
         russh::Error::UnknownKey | russh::Error::KeyChanged { .. } => RemoteError::AccessDenied {
             op,
             url,
-            detail: format!("host key of {}:{} not trusted ({detail})", t.host, t.port),
+            detail: format!(
+                "host key of {}:{} not trusted ({detail})",
+                t.url.host, t.url.port
+            ),
         },
         russh::Error::ConnectionTimeout | russh::Error::InactivityTimeout => {
             RemoteError::Timeout { op, url, detail }
@@ -143,16 +143,16 @@ async fn connect(
     t: &Target,
     op: Operation,
 ) -> Result<(client::Handle<HostKeys>, SftpSession), RemoteError> {
-    let key_path =
-        s.private_key_for(&t.user, &t.host, t.port)
-            .ok_or_else(|| RemoteError::Failed {
-                op,
-                url: t.shown.clone(),
-                detail: format!(
-                    "no sftp private key for {}@{} (set files.private-keys \"{}@{}\" or \"{}\")",
-                    t.user, t.host, t.user, t.host, t.host
-                ),
-            })?;
+    let key_path = s
+        .private_key_for(&t.url.user, &t.url.host, t.url.port)
+        .ok_or_else(|| RemoteError::Failed {
+            op,
+            url: t.shown.clone(),
+            detail: format!(
+                "no sftp private key for {}@{} (set files.private-keys \"{}@{}\" or \"{}\")",
+                t.url.user, t.url.host, t.url.user, t.url.host, t.url.host
+            ),
+        })?;
     let key = russh::keys::load_secret_key(key_path, None).map_err(|e| RemoteError::Failed {
         op,
         url: t.shown.clone(),
@@ -166,11 +166,11 @@ async fn connect(
         ..Default::default()
     });
     let handler = HostKeys {
-        host: t.host.clone(),
-        port: t.port,
+        host: t.url.host.clone(),
+        port: t.url.port,
         known_hosts: s.known_hosts.clone(),
     };
-    let connecting = client::connect(config, (t.host.as_str(), t.port), handler);
+    let connecting = client::connect(config, (t.url.host.as_str(), t.url.port), handler);
     let mut ssh = match tokio::time::timeout(s.timeout(), connecting).await {
         Err(_) => {
             return Err(RemoteError::Timeout {
@@ -187,7 +187,7 @@ async fn connect(
         .map_err(|e| ssh_err(&e, op, t))?
         .flatten();
     let auth = ssh
-        .authenticate_publickey(&t.user, PrivateKeyWithHashAlg::new(Arc::new(key), hash))
+        .authenticate_publickey(&t.url.user, PrivateKeyWithHashAlg::new(Arc::new(key), hash))
         .await
         .map_err(|e| ssh_err(&e, op, t))?;
     if !auth.success() {
@@ -197,7 +197,7 @@ async fn connect(
             detail: format!(
                 "the server refused the key {} for user {}",
                 key_path.display(),
-                t.user
+                t.url.user
             ),
         });
     }
@@ -220,7 +220,7 @@ async fn connect(
 async fn open_once(s: &FileSettings, t: &Target) -> Result<OpenFile, RemoteError> {
     let (ssh, sftp) = connect(s, t, Operation::Open).await?;
     let file = sftp
-        .open(&t.path)
+        .open(&t.url.path)
         .await
         .map_err(|e| sftp_err(&e, Operation::Open, &t.shown))?;
     let len = file
@@ -234,7 +234,7 @@ async fn open_once(s: &FileSettings, t: &Target) -> Result<OpenFile, RemoteError
         file,
         len,
         shown: t.shown.clone(),
-        path: t.path.clone(),
+        path: t.url.path.clone(),
     })
 }
 
@@ -296,7 +296,7 @@ pub(super) async fn create(s: FileSettings, t: Target) -> Result<OpenFile, Remot
         let (ssh, sftp) = connect(&s, &t, Operation::Create).await?;
         let file = sftp
             .open_with_flags(
-                &t.path,
+                &t.url.path,
                 OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE,
             )
             .await
@@ -307,7 +307,7 @@ pub(super) async fn create(s: FileSettings, t: Target) -> Result<OpenFile, Remot
             file,
             len: 0,
             shown: t.shown.clone(),
-            path: t.path.clone(),
+            path: t.url.path.clone(),
         })
     })
     .await
