@@ -476,7 +476,7 @@ window.addEventListener("hashchange", route);
 (async () => {
   try {
     info = await api("GET", "/info");
-    $("#backend").textContent = info.backend === "cluster" ? `cluster peer ${info.name}` : `embedded store ${info.name}`;
+    $("#backend").textContent = info.backend === "cluster" ? `cluster · ${info.name}` : `embedded store · ${info.name}`;
     $("#token-btn").hidden = !info.token_required;
   } catch (e) {
     toast(`cannot reach the API: ${e.message}`, true);
