@@ -477,7 +477,8 @@ impl Probe for ServeProbe {
 }
 
 /// Opens the store (or connects to the cluster), starts the listener, calls `ready` with the
-/// bound address, then serves until ctrl-c.
+/// bound address, then serves until ctrl-c or SIGTERM; the embedded store is synced before it
+/// returns.
 pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let mut store: Option<Arc<dyn Store>> = None;
     let backend: Box<dyn ConsoleBackend> = match &s.cluster {
@@ -508,6 +509,19 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", s.listen))?;
         ready(server.addr());
+        // SIGTERM as well as ctrl-c: service managers stop it that way, and the store is
+        // synced below either way.
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .context("cannot wait for SIGTERM")?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r.context("cannot wait for ctrl-c")?,
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
         tokio::signal::ctrl_c()
             .await
             .context("cannot wait for ctrl-c")?;

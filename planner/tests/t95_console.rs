@@ -261,6 +261,24 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// Sends SIGTERM and waits for the process: it must exit cleanly.
+    fn terminate(mut self) -> Result<()> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(status.success(), "planner serve exited with {status}");
+                return Ok(());
+            }
+            ensure!(Instant::now() < end, "planner serve ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -670,6 +688,15 @@ mod embedded {
             409,
         )?;
         assert!(e.contains("executing"), "{e}");
+
+        // SIGTERM stops the server cleanly; what the console started is in the store after a
+        // restart.
+        serve.terminate()?;
+        let serve = Serve::start(Path::new(&inp.path("data")), Some(TOKEN))?;
+        let a = serve.addr;
+        let m = get(a, &start_path)?;
+        assert_eq!(run_status(&m, 3), "complete", "{m}");
+        assert_eq!(get(a, "/api/keyspaces/slow_ks/runs/1")?["status"], "stop");
 
         // Drop: the keyspace is gone afterwards; an unknown one is a 404.
         let v = call(
