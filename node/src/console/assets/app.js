@@ -27,6 +27,7 @@ function fmtDur(ms) {
   const m = Math.floor(ms / 60000), s = Math.round((ms % 60000) / 1000);
   return `${m} min ${s} s`;
 }
+function plural(n, one, many = `${one}s`) { return `${n} ${n === 1 ? one : many}`; }
 function fmtNum(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
 
 let toastTimer = null;
@@ -334,7 +335,7 @@ async function pageMatrix(ks) {
     }).join("");
     const going = m.runs.some((r) => r.status === "start");
     main.innerHTML = `
-      <h1><span class="mono">${esc(ks)}</span> <span class="sub">${m.runs.length} run${m.runs.length === 1 ? "" : "s"} × ${m.nodes.length} nodes${going ? " · refreshing every second" : ""}</span>
+      <h1><span class="mono">${esc(ks)}</span> <span class="sub">${plural(m.runs.length, "run")} × ${plural(m.nodes.length, "node")}${going ? " · refreshing every second" : ""}</span>
         <span class="toolbar">
           ${info.writes.start ? `<button class="primary" id="start-run">Start run…</button>` : ""}
           ${info.writes.drop ? `<button id="drop-ks">Drop keyspace…</button>` : ""}
@@ -441,7 +442,7 @@ async function pageBatches(ks, runId, node) {
     const failed = b.batches.filter((x) => x.status === "fail").length;
     const going = b.batches.some((x) => x.status === "start" || x.status === "none") && b.run_status === "start";
     main.innerHTML = `
-      <h1><span class="mono">${esc(node)}</span> ${pill(b.status)} <span class="sub">run ${esc(runId)} · ${b.batches_total} batches${failed ? ` · ${failed} failed` : ""} · ${esc(b.node_type || "")}</span></h1>
+      <h1><span class="mono">${esc(node)}</span> ${pill(b.status)} <span class="sub">run ${esc(runId)} · ${plural(b.batches_total, "batch", "batches")}${failed ? ` · ${failed} failed` : ""} · ${esc(b.node_type || "")}</span></h1>
       <div class="panel"><table id="batches"><thead><tr><th class="num">batch</th><th>status</th><th>peer</th><th class="num">attempts</th><th>started</th>
         <th class="num">duration</th><th>timeline (${esc(fmtDur(span))})</th><th class="num">rows in</th><th class="num">rows out</th><th>error</th></tr></thead>
         <tbody>${rows}</tbody></table></div>
