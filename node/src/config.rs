@@ -32,13 +32,17 @@
 //! otlp-endpoint = "http://jaeger:4317"    # default: OTEL_EXPORTER_OTLP_ENDPOINT, else none
 //! service-name = "plexus-node"            # default: OTEL_SERVICE_NAME, else plexus-node
 //! metrics-listen = "0.0.0.0:9400"         # /metrics, /healthz, /readyz; "off" for none
+//! [console]                      # the web console and /api on the metrics listener
+//! token = "…"                    # bearer token for start/stop/drop; without one they are refused
+//! protect-reads = false          # true: reads need the token too
+//! enabled = true                 # false: the listener serves no console
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
 //! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
 //! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated), `PLEXUS_TELEMETRY__LOG`,
 //! `PLEXUS_TELEMETRY__LOG_FORMAT`, `PLEXUS_TELEMETRY__LOG_FILE`,
-//! `PLEXUS_TELEMETRY__OTLP_ENDPOINT`, `PLEXUS_TELEMETRY__METRICS_LISTEN`, and the `[files]` ones of
+//! `PLEXUS_TELEMETRY__OTLP_ENDPOINT`, `PLEXUS_TELEMETRY__METRICS_LISTEN`, `PLEXUS_CONSOLE__TOKEN`, and the `[files]` ones of
 //! [`crate::remote::ENV_OVERRIDES`] (`PLEXUS_FILES__S3_ENDPOINT`, …).
 
 use std::collections::BTreeMap;
@@ -205,6 +209,53 @@ pub struct NodeConfig {
     /// Logs, span export, metrics and health endpoints.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// The web console and its API on the metrics listener.
+    #[serde(default)]
+    pub console: ConsoleConfig,
+}
+
+/// The `[console]` section.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ConsoleConfig {
+    /// Serve the console and `/api` on the metrics listener.
+    pub enabled: bool,
+    /// Bearer token for state changes (start, stop, drop); without one they are refused.
+    pub token: Option<String>,
+    /// Reads need the token too.
+    pub protect_reads: bool,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            token: None,
+            protect_reads: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for ConsoleConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a secret: never in logs.
+        f.debug_struct("ConsoleConfig")
+            .field("enabled", &self.enabled)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("protect_reads", &self.protect_reads)
+            .finish()
+    }
+}
+
+impl ConsoleConfig {
+    /// The console settings of the peer; `None` when disabled.
+    pub fn settings(&self) -> Option<crate::console::ConsoleSettings> {
+        self.enabled.then(|| crate::console::ConsoleSettings {
+            token: self.token.clone().filter(|t| !t.is_empty()),
+            writes_open: false,
+            protect_reads: self.protect_reads,
+        })
+    }
 }
 
 /// Log output format.
@@ -310,6 +361,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
         "PLEXUS_TELEMETRY__METRICS_LISTEN",
         &["telemetry", "metrics-listen"],
     ),
+    ("PLEXUS_CONSOLE__TOKEN", &["console", "token"]),
     (
         "PLEXUS_STORE__CQL_CONTACT_POINTS",
         &["store", "cql", "contact-points"],
@@ -317,6 +369,10 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 fn env_value(key: &str, raw: &str) -> toml::Value {
+    // A token of digits is still a string.
+    if key == "token" {
+        return toml::Value::String(raw.to_owned());
+    }
     if key == "contact-points" {
         return toml::Value::Array(
             raw.split(',')
@@ -515,6 +571,7 @@ impl NodeConfig {
             cluster_key: self.cluster_key_path(),
             claim_window: Duration::from_millis(100),
             telemetry: self.telemetry.settings(),
+            console: self.console.settings(),
         }
     }
 

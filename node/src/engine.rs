@@ -224,10 +224,23 @@ impl Engine {
         req: &RunRequest,
         observer: &dyn Observer,
     ) -> Result<RunReport, EngineError> {
+        self.ctx.store.create_keyspace(&req.keyspace)?;
+        let ledger = Arc::new(LocalLedger::open(self.ctx.store.clone(), &req.keyspace)?);
+        self.run_on(ledger, plan, req, observer)
+    }
+
+    /// Like [`Engine::run`] on a keyspace ledger the caller keeps open (`planner serve`: its
+    /// pages read the same ledger while the run goes, and a stop reaches the running
+    /// executors). The keyspace must exist in the store.
+    pub fn run_on(
+        &self,
+        ledger: Arc<LocalLedger>,
+        plan: &Plan,
+        req: &RunRequest,
+        observer: &dyn Observer,
+    ) -> Result<RunReport, EngineError> {
         let started = Instant::now();
         let ks = req.keyspace.as_str();
-        self.ctx.store.create_keyspace(ks)?;
-        let ledger = Arc::new(LocalLedger::open(self.ctx.store.clone(), ks)?);
         let hash = PlanHash(plan.content_hash().map_err(|e| EngineError::PlanEncode {
             reason: e.to_string(),
         })?);

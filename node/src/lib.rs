@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod engine;
 pub mod exec;
 pub mod executor;

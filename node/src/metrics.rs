@@ -22,6 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::console::{Console, HttpRequest, HttpResponse, MAX_BODY_BYTES};
 use crate::store::{
     MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec, WriteMode,
     WriteReport,
@@ -228,9 +229,20 @@ impl HttpServer {
     /// Binds `addr` (port 0 picks one) and serves `/metrics`, `/healthz` and `/readyz` on the
     /// current runtime.
     pub async fn start(addr: SocketAddr, probe: Arc<dyn Probe>) -> std::io::Result<Self> {
+        Self::serve(addr, probe, None).await
+    }
+
+    /// Like [`HttpServer::start`], and the web console with its API on the same listener
+    /// (one HTTP server per process, not a second one).
+    pub async fn serve(
+        addr: SocketAddr,
+        probe: Arc<dyn Probe>,
+        console: Option<Arc<Console>>,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let with_console = console.is_some();
         let task = tokio::spawn(async move {
             loop {
                 let conn = tokio::select! {
@@ -239,33 +251,13 @@ impl HttpServer {
                 };
                 let Ok((stream, _)) = conn else { continue };
                 let probe = probe.clone();
+                let console = console.clone();
                 tokio::spawn(async move {
                     let svc =
                         hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                             let probe = probe.clone();
-                            let path = req.uri().path().to_owned();
-                            async move {
-                                // The probe may block on a store call (a CQL store runs its own
-                                // runtime and refuses runtime threads): on a plain thread.
-                                let (tx, rx) = tokio::sync::oneshot::channel();
-                                let spawned = std::thread::Builder::new()
-                                    .name("probe".to_owned())
-                                    .spawn(move || {
-                                        let _ = tx.send(route(&*probe, &path));
-                                    });
-                                let failed = || {
-                                    plain(
-                                        StatusCode::INTERNAL_SERVER_ERROR,
-                                        "text/plain",
-                                        "probe failed\n".to_owned(),
-                                    )
-                                };
-                                let resp = match spawned {
-                                    Ok(_) => rx.await.unwrap_or_else(|_| failed()),
-                                    Err(_) => failed(),
-                                };
-                                Ok::<_, Infallible>(resp)
-                            }
+                            let console = console.clone();
+                            async move { Ok::<_, Infallible>(answer(req, probe, console).await) }
                         });
                     let io = hyper_util::rt::TokioIo::new(stream);
                     if let Err(e) = hyper::server::conn::http1::Builder::new()
@@ -277,7 +269,11 @@ impl HttpServer {
                 });
             }
         });
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+        if with_console {
+            tracing::info!(%addr, "serving the console, /api, /metrics, /healthz, /readyz");
+        } else {
+            tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+        }
         Ok(Self {
             addr,
             stop: Some(tx),
@@ -310,6 +306,91 @@ impl Drop for HttpServer {
             t.abort();
         }
     }
+}
+
+/// One request: the body is read here (bounded), the answer computed on a plain thread.
+async fn answer(
+    req: Request<hyper::body::Incoming>,
+    probe: Arc<dyn Probe>,
+    console: Option<Arc<Console>>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt as _;
+    let path = req.uri().path().to_owned();
+    let method = req.method().as_str().to_owned();
+    let auth = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let console = console.filter(|_| Console::owns(&path));
+    let body = if console.is_some() && method != "GET" && method != "HEAD" {
+        let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+        match limited.collect().await {
+            Ok(b) => b.to_bytes().to_vec(),
+            Err(_) => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "application/json",
+                    format!(
+                        "{{\"error\":\"the request body is over {MAX_BODY_BYTES} bytes or was cut off\",\"errors\":[]}}"
+                    ),
+                );
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    // The probe and the console may block on a store call (a CQL store runs its own runtime
+    // and refuses runtime threads), and the console on a Raft read: on a plain thread.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("http".to_owned())
+        .spawn(move || {
+            let resp = match &console {
+                Some(c) => to_hyper(c.handle(&HttpRequest {
+                    method: &method,
+                    path: &path,
+                    authorization: auth.as_deref(),
+                    body: &body,
+                })),
+                None => route(&*probe, &path),
+            };
+            let _ = tx.send(resp);
+        });
+    let failed = || {
+        plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "probe failed\n".to_owned(),
+        )
+    };
+    match spawned {
+        Ok(_) => rx.await.unwrap_or_else(|_| failed()),
+        Err(_) => failed(),
+    }
+}
+
+fn to_hyper(r: HttpResponse) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(r.body)));
+    *resp.status_mut() =
+        StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(r.content_type),
+    );
+    // Pages and API answers change with every batch: never from a cache.
+    h.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    if let Some(allow) = r.allow {
+        h.insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static(allow),
+        );
+    }
+    resp
 }
 
 fn route(probe: &dyn Probe, path: &str) -> Response<Full<Bytes>> {

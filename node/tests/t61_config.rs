@@ -317,3 +317,49 @@ fn the_telemetry_section_parses_and_is_checked() -> Result<()> {
     ensure!(parse(&bad, no_env).is_err(), "log-format is text or json");
     Ok(())
 }
+
+#[test]
+fn the_console_section_parses_keeps_its_token_out_of_debug_and_takes_the_environment() -> Result<()>
+{
+    let d = tls()?;
+    // Default: a console with reads open and state changes refused (no token).
+    let cfg = parse(&good(d.path()), no_env).map_err(anyhow::Error::msg)?;
+    let s = cfg
+        .peer_settings()
+        .console
+        .context("console on by default")?;
+    ensure!(
+        s.token.is_none() && !s.writes_open && !s.protect_reads,
+        "{s:?}"
+    );
+
+    let text = format!(
+        "{}[console]\ntoken = \"tok-123\"\nprotect-reads = true\n",
+        good(d.path())
+    );
+    let cfg = parse(&text, no_env).map_err(anyhow::Error::msg)?;
+    let s = cfg.peer_settings().console.context("console")?;
+    ensure!(
+        s.token.as_deref() == Some("tok-123") && s.protect_reads,
+        "{s:?}"
+    );
+    let shown = format!("{cfg:?} {s:?}");
+    ensure!(
+        !shown.contains("tok-123"),
+        "the token leaks into Debug: {shown}"
+    );
+
+    // A token of digits from the environment stays a string.
+    let env = |k: &str| (k == "PLEXUS_CONSOLE__TOKEN").then(|| "4711".to_owned());
+    let cfg = parse(&good(d.path()), env).map_err(anyhow::Error::msg)?;
+    let s = cfg.peer_settings().console.context("console")?;
+    ensure!(s.token.as_deref() == Some("4711"), "{s:?}");
+
+    let off = format!("{}[console]\nenabled = false\n", good(d.path()));
+    let cfg = parse(&off, no_env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.peer_settings().console.is_none());
+    let bad = format!("{}[console]\ntokn = \"x\"\n", good(d.path()));
+    let err = parse(&bad, no_env).expect_err("unknown key");
+    ensure!(err.contains("tokn"), "{err}");
+    Ok(())
+}

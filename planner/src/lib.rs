@@ -14,6 +14,7 @@ pub mod progress;
 pub mod pycalc;
 pub mod run;
 pub mod script;
+pub mod serve;
 pub mod source;
 pub mod start_nodes;
 pub mod template;

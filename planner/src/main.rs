@@ -223,6 +223,38 @@ enum Command {
         )]
         out_dir: String,
     },
+    /// Serve the web console and its JSON API (under /api/) over the embedded store: keyspaces,
+    /// the run × node matrix, node and batch history, the DAG by status, start and stop.
+    ///
+    /// Runs started from the console execute in this process. Without --token, state changes
+    /// (start, stop, drop) are allowed only when listening on a loopback address.
+    Serve {
+        /// Data directory of the embedded store.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data_dir: PathBuf,
+        /// Address to listen on, `HOST:PORT` (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Bearer token that start, stop and drop must send (`Authorization: Bearer …`).
+        #[arg(long, env = "PLEXUS_CONSOLE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Reads need the token too.
+        #[arg(long, requires = "token")]
+        protect_reads: bool,
+        /// Executor threads of each started run; default: the number of cores.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Python interpreter for py_calc nodes.
+        #[arg(long, default_value = "python3")]
+        python: PathBuf,
+        /// Extra interpreter arguments.
+        #[arg(long = "python-arg", allow_hyphen_values = true)]
+        python_args: Vec<String>,
+        /// With --cluster (or PLEXUS_CLUSTER): serve that cluster's ledger instead; runs are
+        /// validated here and started on the cluster, like `planner submit`.
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
     /// Capillaries' toolbelt with its own command names and Go-style flags, e.g.
     /// `planner toolbelt start_run -keyspace=ks -script_file=s.json -start_nodes=a,b`
     /// (the same as the `capitoolbelt` binary).
@@ -466,6 +498,50 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             target,
             start_nodes,
         } => run_plan(&target, start_nodes, None),
+        Command::Serve {
+            data_dir,
+            listen,
+            token,
+            protect_reads,
+            threads,
+            python,
+            python_args,
+            cluster,
+        } => {
+            use std::net::ToSocketAddrs as _;
+            let addr = listen
+                .to_socket_addrs()
+                .with_context(|| format!("--listen {listen:?}: expected HOST:PORT"))?
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("--listen {listen:?} resolves to no address"))?;
+            let token = token.filter(|t| !t.is_empty());
+            let writes_open = token.is_none() && addr.ip().is_loopback();
+            if token.is_none() && !writes_open {
+                eprintln!(
+                    "warning: no --token and {addr} is not a loopback address: start, stop and drop are disabled"
+                );
+            }
+            let settings = planner::serve::ServeSettings {
+                data_dir,
+                listen: addr,
+                threads: threads
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
+                python,
+                python_args,
+                console: plexus_node::console::ConsoleSettings {
+                    token,
+                    writes_open,
+                    protect_reads,
+                },
+                cluster: cluster.target()?,
+            };
+            planner::serve::serve(&settings, |bound| {
+                use std::io::Write as _;
+                println!("listening on http://{bound}");
+                let _ = std::io::stdout().flush();
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Toolbelt { args } => Ok(match planner::toolbelt::main_with(&args) {
             0 => ExitCode::SUCCESS,
             _ => ExitCode::FAILURE,

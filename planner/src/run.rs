@@ -185,7 +185,7 @@ fn python_config(
 
 /// Loads every py_calc node's formula files in one worker before the run starts, so a syntax
 /// error is a load-time error naming the node, the file and the line.
-fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
+pub(crate) fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
     for node in &plan.nodes {
         if let Some(plexus_core::plan::Processor::PyCalc(p)) = &node.processor {
             let origins = p

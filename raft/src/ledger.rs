@@ -246,6 +246,15 @@ impl Ledger {
         out
     }
 
+    /// Every keyspace, without its runs: what a client reads to list keyspaces.
+    pub fn keyspace_list(&self) -> Self {
+        let mut out = Self::new();
+        for name in self.keyspaces.keys() {
+            out.keyspaces.insert(name.clone(), Keyspace::default());
+        }
+        out
+    }
+
     /// A submitted plan.
     pub fn plan(&self, plan_hash: &PlanHash) -> Option<&Plan> {
         self.plans.get(plan_hash)

@@ -33,7 +33,7 @@ pub enum PeerRequest {
     },
     /// The ledger of one keyspace (its runs and their plans), as of the leader's applied state.
     ReadKeyspace {
-        /// Keyspace; empty for the whole ledger's keyspace list only.
+        /// Keyspace; empty for every keyspace without its runs (the keyspace list).
         keyspace: String,
     },
     /// Members, leader, term, indexes and running batches.

@@ -153,6 +153,11 @@ impl ClusterClient {
         }
     }
 
+    /// Names of every keyspace of the cluster, as the leader has them.
+    pub fn keyspace_names(&self) -> Result<Vec<String>, ClientError> {
+        Ok(self.keyspace("")?.keyspace_names())
+    }
+
     /// What the first reachable peer knows of the cluster.
     pub fn status(&self) -> Result<ClusterStatus, ClientError> {
         match self.call(&PeerRequest::Status)? {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cluster::{Peer, PeerSettings, RaftTimers};
+use crate::console::ConsoleSettings;
 use crate::exec::ExecContext;
 use crate::telemetry::TelemetrySettings;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub struct LocalCluster {
     threads: usize,
     faults: Option<Arc<Faults>>,
     telemetry: TelemetrySettings,
+    console: Option<ConsoleSettings>,
 }
 
 impl LocalCluster {
@@ -95,6 +97,20 @@ impl LocalCluster {
         timers: RaftTimers,
         telemetry: TelemetrySettings,
     ) -> Result<Self> {
+        Self::start_with_console(dir, n, threads, contexts, timers, telemetry, None)
+    }
+
+    /// Like [`LocalCluster::start_observed`], every peer also serving the web console with
+    /// `console` on its metrics listener.
+    pub fn start_with_console(
+        dir: &std::path::Path,
+        n: u64,
+        threads: usize,
+        contexts: ContextFactory,
+        timers: RaftTimers,
+        telemetry: TelemetrySettings,
+        console: Option<ConsoleSettings>,
+    ) -> Result<Self> {
         let ids: Vec<u64> = (1..=n).collect();
         // One spare certificate, for a peer added later (`start_spare`).
         let with_spare: Vec<u64> = (1..=n + 1).collect();
@@ -113,6 +129,7 @@ impl LocalCluster {
             threads,
             faults: None,
             telemetry,
+            console,
         };
         for id in ids {
             let s = c.settings_for(id, timers.clone());
@@ -142,6 +159,7 @@ impl LocalCluster {
             cluster_key: self.dir.join("tls").join("cluster.key"),
             claim_window: Duration::from_millis(100),
             telemetry: self.telemetry.clone(),
+            console: self.console.clone(),
         }
     }
 
@@ -287,6 +305,7 @@ impl LocalCluster {
             cluster_key: self.dir.join("tls").join("cluster.key"),
             claim_window: Duration::from_millis(100),
             telemetry: TelemetrySettings::default(),
+            console: None,
         };
         let ctx = (self.contexts)(id).map_err(err)?;
         let peer = self.rt.block_on(Peer::start(s, ctx)).map_err(err)?;

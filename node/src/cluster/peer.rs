@@ -21,8 +21,10 @@ use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, NodeBatchStatus};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
+use crate::cluster::console::PeerConsole;
 use crate::cluster::network::{Network, resolve};
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
+use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
 use crate::executor::{Executor, ExecutorSettings, NoSink, QueuedTask, Scope, Stealer};
 use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
@@ -92,6 +94,8 @@ pub struct PeerSettings {
     pub claim_window: Duration,
     /// Span export and the metrics/health listener.
     pub telemetry: TelemetrySettings,
+    /// The web console on the metrics listener; `None` serves no console.
+    pub console: Option<ConsoleSettings>,
 }
 
 /// Why a peer could not start or change membership.
@@ -220,7 +224,8 @@ impl PeerCore {
         }
     }
 
-    /// The encoded ledger of one keyspace, read on the leader after it confirmed leadership.
+    /// The encoded ledger of one keyspace, read on the leader after it confirmed leadership;
+    /// an empty name gives every keyspace without its runs.
     pub async fn read_keyspace(
         &self,
         keyspace: &str,
@@ -230,12 +235,14 @@ impl PeerCore {
         loop {
             let err = match self.raft.ensure_linearizable().await {
                 Ok(_) => {
-                    return self
-                        .ledger
-                        .read()
-                        .keyspace_subset(keyspace)
-                        .to_bytes()
-                        .map_err(ApiError::Refused);
+                    let l = self.ledger.read();
+                    // An empty name lists the keyspaces (without their runs).
+                    let part = if keyspace.is_empty() {
+                        l.keyspace_list()
+                    } else {
+                        l.keyspace_subset(keyspace)
+                    };
+                    return part.to_bytes().map_err(ApiError::Refused);
                 }
                 Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) if !forwarded => {
                     let req = PeerRequest::ReadKeyspace {
@@ -602,8 +609,12 @@ impl Peer {
                     core: core.clone(),
                     executor: Arc::downgrade(&executor),
                 });
+                let console = s.console.clone().map(|settings| {
+                    let backend = PeerConsole::new(core.clone(), tokio::runtime::Handle::current());
+                    Arc::new(Console::new(Box::new(backend), settings))
+                });
                 Some(
-                    HttpServer::start(addr, probe)
+                    HttpServer::serve(addr, probe, console)
                         .await
                         .map_err(|e| raft_err(&format!("metrics listener {addr}: {e}")))?,
                 )

@@ -79,6 +79,27 @@ impl TestCluster {
         timers: RaftTimers,
         telemetry: TelemetrySettings,
     ) -> Result<Self> {
+        Self::start_full(n, timers, telemetry, None)
+    }
+
+    /// `n` peers each serving metrics and the web console (with `console`) on a port of its own.
+    pub(crate) fn start_with_console(
+        n: u64,
+        console: plexus_node::console::ConsoleSettings,
+    ) -> Result<Self> {
+        let telemetry = TelemetrySettings {
+            metrics_listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..TelemetrySettings::default()
+        };
+        Self::start_full(n, Self::fast_timers(), telemetry, Some(console))
+    }
+
+    fn start_full(
+        n: u64,
+        timers: RaftTimers,
+        telemetry: TelemetrySettings,
+        console: Option<plexus_node::console::ConsoleSettings>,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let double = CqlDouble::start()?;
         let addr = double.addr().to_string();
@@ -88,7 +109,15 @@ impl TestCluster {
             let py = PyPool::new(PyPoolConfig::new("python3", 2));
             Ok(ExecContext::new(Arc::new(store)).with_py(Arc::new(py)))
         });
-        let cluster = LocalCluster::start_observed(dir.path(), n, 2, contexts, timers, telemetry)?;
+        let cluster = LocalCluster::start_with_console(
+            dir.path(),
+            n,
+            2,
+            contexts,
+            timers,
+            telemetry,
+            console,
+        )?;
         Ok(Self {
             cluster,
             double,

@@ -1,0 +1,996 @@
+//! The web console and its JSON API (issue #16), served by the HTTP listener of every peer
+//! ([`crate::metrics::HttpServer`]) and by `planner serve`.
+//!
+//! One router for both: [`Console::handle`] maps a request to the API or to the static pages
+//! (embedded in the binary, no build step) and asks a [`ConsoleBackend`] for what it needs —
+//! the embedded store and engine of `planner serve`, or a peer's replicated ledger. Views are
+//! computed here from the backend's [`Ledger`], so both show the same JSON.
+//!
+//! Routes (see README "The web console"):
+//! `GET /api/info`, `GET /api/keyspaces`, `GET|POST /api/keyspaces/<ks>/runs`,
+//! `DELETE /api/keyspaces/<ks>`, `GET /api/keyspaces/<ks>/runs/<run>`,
+//! `GET /api/keyspaces/<ks>/runs/<run>/nodes`,
+//! `GET /api/keyspaces/<ks>/runs/<run>/nodes/<node>/batches`,
+//! `GET /api/keyspaces/<ks>/runs/<run>/dag.svg`, `POST /api/keyspaces/<ks>/runs/<run>/stop`;
+//! the pages at `/`, `/ks/<ks>` and `/assets/*`.
+
+pub mod dag;
+
+use std::fmt;
+
+use plexus_raft::{Ledger, NodeBatchStatus, Run, RunStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+/// Largest request body the console reads (a start request is a few hundred bytes).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Why a console request failed; each maps to an HTTP status and a JSON body
+/// `{"error": message, "errors": [..]}` a person can act on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConsoleError {
+    /// No such keyspace, run, node or page (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request itself is malformed: bad JSON, a bad run id (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The script, params or start nodes do not validate; every problem is listed (422).
+    #[error("{message}")]
+    Invalid {
+        /// One line saying what was refused.
+        message: String,
+        /// Every validation error, one per line.
+        errors: Vec<String>,
+    },
+    /// A state change without the right token (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The ledger refused the change (a stopped run, a keyspace in use) (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// This server cannot do that at all (a peer cannot compile scripts) (501).
+    #[error("{0}")]
+    Unsupported(String),
+    /// No leader or no store right now; trying again may work (503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ConsoleError {
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::NotFound(_) => 404,
+            Self::BadRequest(_) => 400,
+            Self::Invalid { .. } => 422,
+            Self::Unauthorized(_) => 401,
+            Self::Conflict(_) => 409,
+            Self::Unsupported(_) => 501,
+            Self::Unavailable(_) => 503,
+            Self::Internal(_) => 500,
+        }
+    }
+
+    fn body(&self) -> Value {
+        let errors = match self {
+            Self::Invalid { errors, .. } => errors.clone(),
+            _ => Vec::new(),
+        };
+        json!({ "error": self.to_string(), "errors": errors })
+    }
+}
+
+/// A start request as the API receives it.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// Script file or URL.
+    pub script_url: String,
+    /// Params file or URL.
+    #[serde(default)]
+    pub params_url: Option<String>,
+    /// Start nodes: a list or a comma-separated string (empty: every file reader).
+    #[serde(default)]
+    pub start_nodes: StartNodes,
+    /// Free text recorded with the run.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Start nodes as a JSON list or as Capillaries' comma-separated string.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum StartNodes {
+    /// `["a", "b"]`.
+    List(Vec<String>),
+    /// `"a,b"`.
+    Text(String),
+}
+
+impl Default for StartNodes {
+    fn default() -> Self {
+        Self::List(Vec::new())
+    }
+}
+
+impl StartNodes {
+    /// The entries as typed (the caller trims and checks them like `planner run` does).
+    pub fn entries(&self) -> Vec<String> {
+        match self {
+            Self::List(v) => v.clone(),
+            Self::Text(s) if s.trim().is_empty() => Vec::new(),
+            Self::Text(s) => s.split(',').map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// A started run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    /// Its id.
+    pub run_id: u32,
+    /// Start-node warnings (dropped empty entries), for the operator.
+    pub warnings: Vec<String>,
+}
+
+/// What a console's backend can do, shown by the pages (buttons appear only when allowed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendInfo {
+    /// `embedded` or `cluster`.
+    pub kind: &'static str,
+    /// The data directory, or the peer's name.
+    pub name: String,
+    /// Whether runs can be started here.
+    pub can_start: bool,
+    /// Whether keyspaces can be dropped here.
+    pub can_drop: bool,
+}
+
+/// The store and ledger behind a console: the embedded store of `planner serve`, or a peer.
+/// Calls block; the listener makes them on a plain thread.
+pub trait ConsoleBackend: Send + Sync + 'static {
+    /// What this backend is and can do.
+    fn info(&self) -> BackendInfo;
+    /// Names of the keyspaces with a ledger, sorted.
+    fn keyspaces(&self) -> Result<Vec<String>, ConsoleError>;
+    /// The ledger of one keyspace (its runs and their plans); `None` for an unknown keyspace.
+    fn ledger(&self, keyspace: &str) -> Result<Option<Ledger>, ConsoleError>;
+    /// Validates the script like `planner run` does and starts a run of it.
+    fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError>;
+    /// Stops a run (`StopRun`): running batches finish, the others are marked stopreceived.
+    fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError>;
+    /// Drops a keyspace with its tables and history.
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError>;
+}
+
+/// Who may use the console: state changes (POST, DELETE) need the token when one is set and
+/// are refused when `writes_open` is false and no token is set; reads need it only with
+/// `protect_reads`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ConsoleSettings {
+    /// Bearer token for state changes (and reads with `protect_reads`).
+    pub token: Option<String>,
+    /// Allow state changes without a token (loopback `planner serve` without `--token`).
+    pub writes_open: bool,
+    /// Reads need the token too.
+    pub protect_reads: bool,
+}
+
+impl fmt::Debug for ConsoleSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token is a secret: never in logs.
+        f.debug_struct("ConsoleSettings")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("writes_open", &self.writes_open)
+            .field("protect_reads", &self.protect_reads)
+            .finish()
+    }
+}
+
+/// One HTTP request, as the console sees it.
+#[derive(Clone, Debug)]
+pub struct HttpRequest<'a> {
+    /// `GET`, `POST`, …
+    pub method: &'a str,
+    /// The path, percent-encoded.
+    pub path: &'a str,
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// One HTTP response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// Methods of the path, on a 405.
+    pub allow: Option<&'static str>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    fn json(status: u16, v: &Value) -> Self {
+        Self {
+            status,
+            content_type: "application/json",
+            allow: None,
+            body: v.to_string().into_bytes(),
+        }
+    }
+
+    fn error(e: &ConsoleError) -> Self {
+        Self::json(e.status(), &e.body())
+    }
+
+    fn text(content_type: &'static str, body: &str) -> Self {
+        Self {
+            status: 200,
+            content_type,
+            allow: None,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+}
+
+/// The console: routes requests to the pages and the API over one backend.
+pub struct Console {
+    backend: Box<dyn ConsoleBackend>,
+    settings: ConsoleSettings,
+}
+
+/// Whether a request is a read or a state change, for the token check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+impl Console {
+    /// A console over `backend`.
+    pub fn new(backend: Box<dyn ConsoleBackend>, settings: ConsoleSettings) -> Self {
+        Self { backend, settings }
+    }
+
+    /// Whether `path` belongs to the console (the listener sends the rest to its own routes).
+    pub fn owns(path: &str) -> bool {
+        path == "/"
+            || path == "/index.html"
+            || path.starts_with("/api/")
+            || path == "/api"
+            || path.starts_with("/assets/")
+            || path.starts_with("/ks/")
+    }
+
+    /// Answers one request.
+    pub fn handle(&self, req: &HttpRequest<'_>) -> HttpResponse {
+        let path = req.path.trim_end_matches('/');
+        let path = if path.is_empty() { "/" } else { path };
+        if !path.starts_with("/api") {
+            return self.page(req.method, path);
+        }
+        let segs: Vec<String> = path
+            .trim_start_matches("/api")
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(percent_decode)
+            .collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        match self.api(req, &segs) {
+            Ok(r) => r,
+            Err(e) => HttpResponse::error(&e),
+        }
+    }
+
+    fn page(&self, method: &str, path: &str) -> HttpResponse {
+        if method != "GET" && method != "HEAD" {
+            return HttpResponse {
+                status: 405,
+                allow: Some("GET"),
+                ..HttpResponse::error(&ConsoleError::BadRequest(format!(
+                    "{method} {path}: pages are read with GET"
+                )))
+            };
+        }
+        match path {
+            "/assets/app.js" => HttpResponse::text("text/javascript; charset=utf-8", APP_JS),
+            "/assets/style.css" => HttpResponse::text("text/css; charset=utf-8", STYLE_CSS),
+            p if p == "/" || p == "/index.html" || p.starts_with("/ks/") => {
+                HttpResponse::text("text/html; charset=utf-8", INDEX_HTML)
+            }
+            p => HttpResponse::error(&ConsoleError::NotFound(format!("no page {p}"))),
+        }
+    }
+
+    fn authorize(&self, req: &HttpRequest<'_>, access: Access) -> Result<(), ConsoleError> {
+        let s = &self.settings;
+        let given = req
+            .authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim);
+        match (&s.token, access) {
+            (None, Access::Read) => Ok(()),
+            (None, Access::Write) if s.writes_open => Ok(()),
+            (None, Access::Write) => Err(ConsoleError::Unauthorized(
+                "state changes are disabled: no console token is configured (set [console] token in node.toml, or planner serve --token)"
+                    .to_owned(),
+            )),
+            (Some(_), Access::Read) if !s.protect_reads => Ok(()),
+            (Some(token), _) => match given {
+                Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
+                Some(_) => Err(ConsoleError::Unauthorized(
+                    "the bearer token is wrong".to_owned(),
+                )),
+                None => Err(ConsoleError::Unauthorized(format!(
+                    "{} needs the console token: send Authorization: Bearer <token>",
+                    if access == Access::Write {
+                        "a state change"
+                    } else {
+                        "reading"
+                    }
+                ))),
+            },
+        }
+    }
+
+    fn api(&self, req: &HttpRequest<'_>, segs: &[&str]) -> Result<HttpResponse, ConsoleError> {
+        let m = req.method;
+        let not_allowed = |allow: &'static str| -> Result<HttpResponse, ConsoleError> {
+            Ok(HttpResponse {
+                status: 405,
+                allow: Some(allow),
+                ..HttpResponse::error(&ConsoleError::BadRequest(format!(
+                    "{m} is not allowed here; use {allow}"
+                )))
+            })
+        };
+        let read = || self.authorize(req, Access::Read);
+        let write = || self.authorize(req, Access::Write);
+        match segs {
+            ["info"] => match m {
+                "GET" => {
+                    read()?;
+                    Ok(HttpResponse::json(200, &self.info()))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces"] => match m {
+                "GET" => {
+                    read()?;
+                    Ok(HttpResponse::json(200, &self.keyspaces()?))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks] => match m {
+                "DELETE" => {
+                    write()?;
+                    check_name("keyspace", ks)?;
+                    self.backend.drop_keyspace(ks)?;
+                    Ok(HttpResponse::json(200, &json!({ "dropped": ks })))
+                }
+                "GET" => {
+                    read()?;
+                    Ok(HttpResponse::json(200, &self.matrix(ks)?))
+                }
+                _ => not_allowed("GET, DELETE"),
+            },
+            ["keyspaces", ks, "runs"] => match m {
+                "GET" => {
+                    read()?;
+                    Ok(HttpResponse::json(200, &self.matrix(ks)?))
+                }
+                "POST" => {
+                    write()?;
+                    check_name("keyspace", ks)?;
+                    let start: StartRequest = parse_body(req.body)?;
+                    if start.script_url.trim().is_empty() {
+                        return Err(ConsoleError::Invalid {
+                            message: "the run was not started: the script URL is empty".into(),
+                            errors: vec!["script_url: give the script's path or URL".into()],
+                        });
+                    }
+                    let started = self.backend.start_run(ks, &start)?;
+                    Ok(HttpResponse::json(
+                        201,
+                        &json!({ "keyspace": ks, "run_id": started.run_id, "warnings": started.warnings }),
+                    ))
+                }
+                _ => not_allowed("GET, POST"),
+            },
+            ["keyspaces", ks, "runs", run] => match m {
+                "GET" => {
+                    read()?;
+                    let (ledger, run) = self.run_of(ks, run)?;
+                    let r = ledger.run(ks, run).map_err(not_found)?;
+                    Ok(HttpResponse::json(200, &run_json(&ledger, r)))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "runs", run, "stop"] => match m {
+                "POST" => {
+                    write()?;
+                    let run = parse_run(run)?;
+                    #[derive(Deserialize, Default)]
+                    #[serde(deny_unknown_fields)]
+                    struct Stop {
+                        #[serde(default)]
+                        comment: String,
+                    }
+                    let stop: Stop = if req.body.iter().all(u8::is_ascii_whitespace) {
+                        Stop::default()
+                    } else {
+                        parse_body(req.body)?
+                    };
+                    let (ledger, _) = self.run_of(ks, &run.to_string())?;
+                    let status = ledger.run_status(ks, run).map_err(not_found)?;
+                    if status != RunStatus::Start {
+                        return Err(ConsoleError::Conflict(format!(
+                            "run {run} of {ks} is not running (its status is {status}): nothing to stop"
+                        )));
+                    }
+                    let comment = if stop.comment.trim().is_empty() {
+                        "stopped from the console".to_owned()
+                    } else {
+                        stop.comment
+                    };
+                    self.backend.stop_run(ks, run, &comment)?;
+                    Ok(HttpResponse::json(
+                        200,
+                        &json!({ "keyspace": ks, "run_id": run, "status": "stop" }),
+                    ))
+                }
+                _ => not_allowed("POST"),
+            },
+            ["keyspaces", ks, "runs", run, "nodes"] => match m {
+                "GET" => {
+                    read()?;
+                    let (ledger, run) = self.run_of(ks, run)?;
+                    Ok(HttpResponse::json(
+                        200,
+                        &node_history_json(&ledger, ks, run)?,
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "runs", run, "nodes", node, "batches"] => match m {
+                "GET" => {
+                    read()?;
+                    let (ledger, run) = self.run_of(ks, run)?;
+                    Ok(HttpResponse::json(
+                        200,
+                        &batches_json(&ledger, ks, run, node)?,
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "runs", run, "dag.svg"] => match m {
+                "GET" => {
+                    read()?;
+                    let (ledger, run) = self.run_of(ks, run)?;
+                    let r = ledger.run(ks, run).map_err(not_found)?;
+                    let plan = ledger.plan(&r.plan_hash).ok_or_else(|| {
+                        ConsoleError::Internal(format!("the plan of run {run} is missing"))
+                    })?;
+                    let statuses = ledger.node_statuses(ks, run).map_err(not_found)?;
+                    let svg = dag::svg(plan, Some(statuses.as_slice()), Some(r.status().name()));
+                    Ok(HttpResponse {
+                        status: 200,
+                        content_type: "image/svg+xml",
+                        allow: None,
+                        body: svg.into_bytes(),
+                    })
+                }
+                _ => not_allowed("GET"),
+            },
+            _ => Err(ConsoleError::NotFound(format!(
+                "no API endpoint /api/{}; see /api/info and the README",
+                segs.join("/")
+            ))),
+        }
+    }
+
+    fn info(&self) -> Value {
+        let i = self.backend.info();
+        let s = &self.settings;
+        let writes = s.token.is_some() || s.writes_open;
+        json!({
+            "backend": i.kind,
+            "name": i.name,
+            "token_required": s.token.is_some(),
+            "writes": {
+                "start": writes && i.can_start,
+                "stop": writes,
+                "drop": writes && i.can_drop,
+            },
+        })
+    }
+
+    /// The ledger of a keyspace that exists.
+    fn known(&self, ks: &str) -> Result<Ledger, ConsoleError> {
+        check_name("keyspace", ks)?;
+        self.backend.ledger(ks)?.ok_or_else(|| {
+            ConsoleError::NotFound(format!(
+                "unknown keyspace {ks:?}; GET /api/keyspaces lists the keyspaces"
+            ))
+        })
+    }
+
+    fn run_of(&self, ks: &str, run: &str) -> Result<(Ledger, u32), ConsoleError> {
+        let run = parse_run(run)?;
+        let ledger = self.known(ks)?;
+        ledger
+            .run(ks, run)
+            .map_err(|_| ConsoleError::NotFound(format!("keyspace {ks} has no run {run}")))?;
+        Ok((ledger, run))
+    }
+
+    fn keyspaces(&self) -> Result<Value, ConsoleError> {
+        let mut out = Vec::new();
+        for name in self.backend.keyspaces()? {
+            let Some(ledger) = self.backend.ledger(&name)? else {
+                continue;
+            };
+            let Ok(ks) = ledger.keyspace(&name) else {
+                continue;
+            };
+            let last = ks.runs.values().next_back();
+            out.push(json!({
+                "name": name,
+                "runs": ks.runs.len(),
+                "last_run": last.map(|r| r.run_id),
+                "last_status": last.map(|r| r.status().name()),
+                "last_ts_ms": last.and_then(|r| r.history.iter().map(|h| h.ts_ms).max()),
+            }));
+        }
+        Ok(json!({ "keyspaces": out }))
+    }
+
+    fn matrix(&self, ks: &str) -> Result<Value, ConsoleError> {
+        let ledger = self.known(ks)?;
+        let keyspace = ledger.keyspace(ks).map_err(not_found)?;
+        // Columns: the nodes of the newest run's plan in plan order, then nodes only older
+        // plans have.
+        let mut nodes: Vec<Value> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for run in keyspace.runs.values().rev() {
+            if let Some(plan) = ledger.plan(&run.plan_hash) {
+                for n in &plan.nodes {
+                    if seen.insert(n.name.clone()) {
+                        nodes.push(json!({
+                            "name": n.name,
+                            "type": n.node_type.name(),
+                            "desc": n.desc,
+                            "manual": n.start_policy == plexus_core::plan::StartPolicy::Manual,
+                        }));
+                    }
+                }
+            }
+        }
+        let runs: Vec<Value> = keyspace
+            .runs
+            .values()
+            .map(|r| run_json(&ledger, r))
+            .collect();
+        Ok(json!({ "keyspace": ks, "nodes": nodes, "runs": runs }))
+    }
+}
+
+/// A run with one cell per processed node.
+fn run_json(ledger: &Ledger, r: &Run) -> Value {
+    let at = |s: RunStatus| {
+        r.history
+            .iter()
+            .filter(|h| h.status == s)
+            .max_by_key(|h| (h.ts_ms, h.seq))
+    };
+    let mut cells = serde_json::Map::new();
+    for name in &r.processed {
+        let Some(nr) = r.nodes.get(name) else {
+            continue;
+        };
+        let count = |s: NodeBatchStatus| nr.batches.iter().filter(|b| b.status == s).count();
+        let started = nr
+            .history
+            .iter()
+            .filter(|h| h.status == NodeBatchStatus::Start)
+            .map(|h| h.ts_ms)
+            .min();
+        let finished = nr
+            .history
+            .iter()
+            .filter(|h| h.status.is_final())
+            .map(|h| h.ts_ms)
+            .max();
+        cells.insert(
+            name.clone(),
+            json!({
+                "status": nr.status.name(),
+                "batches_total": nr.batches_total(),
+                "done": count(NodeBatchStatus::Success),
+                "failed": count(NodeBatchStatus::Fail),
+                "running": count(NodeBatchStatus::Start),
+                "started_ms": started,
+                "finished_ms": finished.filter(|_| nr.status.is_final()),
+            }),
+        );
+    }
+    let plan_hash = ledger.plan(&r.plan_hash).map(|_| r.plan_hash.to_string());
+    json!({
+        "run_id": r.run_id,
+        "status": r.status().name(),
+        "description": r.description,
+        "start_nodes": r.start_nodes,
+        "affected_nodes": r.affected_nodes,
+        "only_start_nodes": r.only_start_nodes,
+        "plan_hash": plan_hash,
+        "started_ms": at(RunStatus::Start).map(|h| h.ts_ms),
+        "completed_ms": at(RunStatus::Complete).map(|h| h.ts_ms),
+        "stopped_ms": at(RunStatus::Stop).map(|h| h.ts_ms),
+        "stopped_comment": at(RunStatus::Stop).map(|h| h.comment.clone()),
+        "nodes": cells,
+    })
+}
+
+fn node_history_json(ledger: &Ledger, ks: &str, run: u32) -> Result<Value, ConsoleError> {
+    let r = ledger.run(ks, run).map_err(not_found)?;
+    let rows = ledger
+        .node_history(ks, &[run], &[])
+        .map_err(not_found)?
+        .into_iter()
+        .map(|h| {
+            json!({
+                "ts_ms": h.ts_ms,
+                "node": h.node,
+                "batch_idx": h.written_by_batch_idx,
+                "status": h.status.name(),
+                "comment": h.comment,
+            })
+        })
+        .collect::<Vec<_>>();
+    Ok(json!({ "run": run_json(ledger, r), "history": rows }))
+}
+
+fn batches_json(ledger: &Ledger, ks: &str, run: u32, node: &str) -> Result<Value, ConsoleError> {
+    let r = ledger.run(ks, run).map_err(not_found)?;
+    let Some(nr) = r.nodes.get(node) else {
+        let known = ledger
+            .plan(&r.plan_hash)
+            .is_some_and(|p| p.node(node).is_some());
+        return Err(ConsoleError::NotFound(if known {
+            format!("run {run} of {ks} does not process node {node}")
+        } else {
+            format!("the script of run {run} has no node {node:?}")
+        }));
+    };
+    let node_type = ledger
+        .plan(&r.plan_hash)
+        .and_then(|p| p.node(node))
+        .map(|n| n.node_type.name());
+    let batches: Vec<Value> = nr
+        .batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let last_start = b
+                .history
+                .iter()
+                .filter(|h| h.status == NodeBatchStatus::Start)
+                .max_by_key(|h| (h.ts_ms, h.seq));
+            let fin = b
+                .history
+                .iter()
+                .filter(|h| h.status.is_final())
+                .max_by_key(|h| (h.ts_ms, h.seq));
+            let instance = b
+                .claim
+                .as_ref()
+                .map(|c| c.worker.clone())
+                .or_else(|| last_start.map(|h| h.instance.clone()))
+                .unwrap_or_default();
+            json!({
+                "batch_idx": i,
+                "status": b.status.name(),
+                "attempts": b.attempts,
+                "instance": instance,
+                "started_ms": last_start.map(|h| h.ts_ms),
+                "finished_ms": fin.map(|h| h.ts_ms),
+                "elapsed_ms": fin.and_then(|h| h.elapsed_ms),
+                "rows_in": fin.and_then(|h| h.rows_in),
+                "rows_out": fin.and_then(|h| h.rows_out),
+                "error": fin.and_then(|h| h.error.clone()),
+                "comment": b.history.last().map(|h| h.comment.clone()).unwrap_or_default(),
+            })
+        })
+        .collect();
+    let history: Vec<Value> = ledger
+        .batch_history(ks, run, node)
+        .map_err(not_found)?
+        .into_iter()
+        .map(|h| {
+            json!({
+                "ts_ms": h.ts_ms,
+                "batch_idx": h.batch_idx,
+                "batches_total": h.batches_total,
+                "status": h.status.name(),
+                "instance": h.instance,
+                "first_token": h.first_token,
+                "last_token": h.last_token,
+                "rows_in": h.rows_in,
+                "rows_out": h.rows_out,
+                "elapsed_ms": h.elapsed_ms,
+                "error": h.error,
+                "comment": h.comment,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "keyspace": ks,
+        "run_id": run,
+        "run_status": r.status().name(),
+        "node": node,
+        "node_type": node_type,
+        "status": nr.status.name(),
+        "batches_total": nr.batches_total(),
+        "batches": batches,
+        "history": history,
+    }))
+}
+
+fn not_found(e: plexus_raft::LedgerError) -> ConsoleError {
+    ConsoleError::NotFound(e.to_string())
+}
+
+fn parse_run(s: &str) -> Result<u32, ConsoleError> {
+    s.parse().map_err(|_| {
+        ConsoleError::BadRequest(format!("run id {s:?} is not a number (runs are 1, 2, …)"))
+    })
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ConsoleError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ConsoleError::BadRequest(format!(
+            "the request body is not the expected JSON: {e} (a start takes {{\"script_url\", \"params_url\", \"start_nodes\", \"description\"}})"
+        ))
+    })
+}
+
+/// Keyspace and node names as Capillaries' webapi accepts them: `[A-Za-z0-9_]+`.
+fn check_name(what: &str, s: &str) -> Result<(), ConsoleError> {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(ConsoleError::BadRequest(format!(
+            "{what} name {s:?} is invalid: use letters, digits and _"
+        )))
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_nodes_accept_a_list_or_a_comma_string() {
+        let r: StartRequest =
+            serde_json::from_str(r#"{"script_url":"s","start_nodes":"a,b"}"#).expect("parses");
+        assert_eq!(r.start_nodes.entries(), ["a", "b"]);
+        let r: StartRequest =
+            serde_json::from_str(r#"{"script_url":"s","start_nodes":["c"]}"#).expect("parses");
+        assert_eq!(r.start_nodes.entries(), ["c"]);
+        assert!(serde_json::from_str::<StartRequest>(r#"{"script":"s"}"#).is_err());
+    }
+
+    /// A backend with no keyspaces that records the stops it is asked for.
+    struct Empty(std::sync::Mutex<Vec<String>>);
+
+    impl ConsoleBackend for Empty {
+        fn info(&self) -> BackendInfo {
+            BackendInfo {
+                kind: "embedded",
+                name: "test".into(),
+                can_start: true,
+                can_drop: false,
+            }
+        }
+        fn keyspaces(&self) -> Result<Vec<String>, ConsoleError> {
+            Ok(Vec::new())
+        }
+        fn ledger(&self, _keyspace: &str) -> Result<Option<Ledger>, ConsoleError> {
+            Ok(None)
+        }
+        fn start_run(&self, ks: &str, _req: &StartRequest) -> Result<Started, ConsoleError> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(ks.to_owned());
+            Ok(Started {
+                run_id: 7,
+                warnings: Vec::new(),
+            })
+        }
+        fn stop_run(&self, _ks: &str, _run: u32, _comment: &str) -> Result<(), ConsoleError> {
+            Ok(())
+        }
+        fn drop_keyspace(&self, _keyspace: &str) -> Result<(), ConsoleError> {
+            Err(ConsoleError::Unsupported("no drop here".into()))
+        }
+    }
+
+    fn console(settings: ConsoleSettings) -> Console {
+        Console::new(Box::new(Empty(std::sync::Mutex::new(Vec::new()))), settings)
+    }
+
+    fn ask(c: &Console, method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, Value) {
+        let r = c.handle(&HttpRequest {
+            method,
+            path,
+            authorization: auth,
+            body: body.as_bytes(),
+        });
+        let v = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        (r.status, v)
+    }
+
+    #[test]
+    fn tokens_guard_state_changes_and_optionally_reads() {
+        let start = r#"{"script_url":"s.json"}"#;
+        // No token configured, writes closed (a peer without [console] token).
+        let c = console(ConsoleSettings::default());
+        assert_eq!(ask(&c, "GET", "/api/keyspaces", None, "").0, 200);
+        let (st, v) = ask(&c, "POST", "/api/keyspaces/ks/runs", None, start);
+        assert_eq!(st, 401);
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no console token"))
+        );
+        // A token: required for writes, not for reads.
+        let c = console(ConsoleSettings {
+            token: Some("t".into()),
+            ..ConsoleSettings::default()
+        });
+        assert_eq!(
+            ask(&c, "POST", "/api/keyspaces/ks/runs", None, start).0,
+            401
+        );
+        assert_eq!(
+            ask(
+                &c,
+                "POST",
+                "/api/keyspaces/ks/runs",
+                Some("Bearer x"),
+                start
+            )
+            .0,
+            401
+        );
+        let (st, v) = ask(
+            &c,
+            "POST",
+            "/api/keyspaces/ks/runs",
+            Some("Bearer t"),
+            start,
+        );
+        assert_eq!((st, v["run_id"].as_u64()), (201, Some(7)));
+        assert_eq!(ask(&c, "GET", "/api/info", None, "").0, 200);
+        // protect_reads: reads too.
+        let c = console(ConsoleSettings {
+            token: Some("t".into()),
+            protect_reads: true,
+            ..ConsoleSettings::default()
+        });
+        assert_eq!(ask(&c, "GET", "/api/keyspaces", None, "").0, 401);
+        assert_eq!(
+            ask(&c, "GET", "/api/keyspaces", Some("Bearer t"), "").0,
+            200
+        );
+        // Loopback planner serve without a token.
+        let c = console(ConsoleSettings {
+            writes_open: true,
+            ..ConsoleSettings::default()
+        });
+        assert_eq!(
+            ask(&c, "POST", "/api/keyspaces/ks/runs", None, start).0,
+            201
+        );
+    }
+
+    #[test]
+    fn routes_refuse_with_messages() {
+        let c = console(ConsoleSettings {
+            writes_open: true,
+            ..ConsoleSettings::default()
+        });
+        let (st, v) = ask(&c, "GET", "/api/keyspaces/nope/runs", None, "");
+        assert_eq!(st, 404);
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("unknown keyspace"))
+        );
+        assert_eq!(ask(&c, "GET", "/api/keyspaces/a-b/runs", None, "").0, 400);
+        assert_eq!(ask(&c, "GET", "/api/keyspaces/ks/runs/x", None, "").0, 400);
+        assert_eq!(ask(&c, "PUT", "/api/keyspaces", None, "").0, 405);
+        assert_eq!(ask(&c, "GET", "/api/whatever", None, "").0, 404);
+        let (st, v) = ask(&c, "POST", "/api/keyspaces/ks/runs", None, "{");
+        assert_eq!(st, 400);
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("script_url"))
+        );
+        let (st, v) = ask(
+            &c,
+            "POST",
+            "/api/keyspaces/ks/runs",
+            None,
+            r#"{"script_url":" "}"#,
+        );
+        assert_eq!(st, 422);
+        assert_eq!(v["errors"].as_array().map(Vec::len), Some(1));
+        assert_eq!(ask(&c, "DELETE", "/api/keyspaces/ks", None, "").0, 501);
+        let page = c.handle(&HttpRequest {
+            method: "GET",
+            path: "/ks/anything",
+            authorization: None,
+            body: b"",
+        });
+        assert_eq!(
+            (page.status, page.content_type),
+            (200, "text/html; charset=utf-8")
+        );
+        assert!(Console::owns("/assets/app.js") && !Console::owns("/metrics"));
+    }
+
+    #[test]
+    fn percent_decoding_and_names() {
+        assert_eq!(percent_decode("a%5Fb"), "a_b");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert!(check_name("keyspace", "ks_1").is_ok());
+        assert!(check_name("keyspace", "ks-1").is_err());
+    }
+}

@@ -1,0 +1,535 @@
+//! `planner serve`: the web console and its HTTP API over the embedded store of a data
+//! directory, with the in-process engine executing the runs started from it — or, with
+//! `--cluster`, over a cluster's ledger, starting runs like `planner submit`.
+//!
+//! The console itself (routes, views, pages) is `plexus_node::console`, shared with the peers;
+//! this module holds its two backends for `planner serve`. [`EmbeddedBackend`]: each keyspace's
+//! [`LocalLedger`] is opened once and kept:
+//! a run started here executes on a background thread over that same ledger, so the pages see
+//! every batch as it commits and a stop reaches the running executors at once. The embedded
+//! store is locked by the serving process, so no other process changes it meanwhile.
+//! [`ClusterBackend`]: the leader's ledger through the QUIC client API.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use plexus_node::cluster::api::ApiError;
+use plexus_node::cluster::{ClientError, ClusterClient};
+use plexus_node::console::{
+    BackendInfo, Console, ConsoleBackend, ConsoleError, ConsoleSettings, StartRequest, Started,
+};
+use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
+use plexus_node::exec::ExecContext;
+use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::metrics::{HttpServer, Probe};
+use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::store::{EmbeddedStore, Store};
+use plexus_raft::{Command, Ledger};
+
+/// How long a start waits for the engine to allocate the run id.
+const START_WAIT: Duration = Duration::from_secs(60);
+
+/// What `planner serve` needs.
+#[derive(Clone, Debug)]
+pub struct ServeSettings {
+    /// Embedded store directory.
+    pub data_dir: PathBuf,
+    /// Address to listen on (port 0 picks one).
+    pub listen: SocketAddr,
+    /// Executor threads per started run.
+    pub threads: usize,
+    /// py_calc interpreter.
+    pub python: PathBuf,
+    /// Extra interpreter arguments.
+    pub python_args: Vec<String>,
+    /// Who may read and change what.
+    pub console: ConsoleSettings,
+    /// Serve a cluster's ledger instead of the embedded store (`--cluster`).
+    pub cluster: Option<crate::cluster::ClusterTarget>,
+}
+
+/// The embedded store as a console backend.
+pub struct EmbeddedBackend {
+    store: Arc<dyn Store>,
+    name: String,
+    threads: usize,
+    python: PathBuf,
+    python_args: Vec<String>,
+    /// Open keyspace ledgers, shared by reads, starts and stops.
+    ledgers: Mutex<BTreeMap<String, Arc<LocalLedger>>>,
+    /// Runs executing on background threads, per keyspace (a drop waits for them).
+    running: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl EmbeddedBackend {
+    /// A backend over `store`, named after its data directory.
+    pub fn new(store: Arc<dyn Store>, s: &ServeSettings) -> Self {
+        Self {
+            store,
+            name: s.data_dir.display().to_string(),
+            threads: s.threads.max(1),
+            python: s.python.clone(),
+            python_args: s.python_args.clone(),
+            ledgers: Mutex::new(BTreeMap::new()),
+            running: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    fn store_error(e: impl std::fmt::Display) -> ConsoleError {
+        ConsoleError::Unavailable(format!("the embedded store failed: {e}"))
+    }
+
+    /// The open ledger of `keyspace`; with `create`, the keyspace is created when missing,
+    /// else a keyspace the store does not have is `None`.
+    fn ledger_of(
+        &self,
+        keyspace: &str,
+        create: bool,
+    ) -> Result<Option<Arc<LocalLedger>>, ConsoleError> {
+        let mut open = self.ledgers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = open.get(keyspace) {
+            return Ok(Some(l.clone()));
+        }
+        let exists = self
+            .store
+            .list_keyspaces()
+            .map_err(Self::store_error)?
+            .iter()
+            .any(|k| k == keyspace);
+        if !exists {
+            if !create {
+                return Ok(None);
+            }
+            self.store
+                .create_keyspace(keyspace)
+                .map_err(Self::store_error)?;
+        }
+        let l = Arc::new(
+            LocalLedger::open(self.store.clone(), keyspace)
+                .map_err(|e| ConsoleError::Internal(format!("keyspace {keyspace}: {e}")))?,
+        );
+        open.insert(keyspace.to_owned(), l.clone());
+        Ok(Some(l))
+    }
+
+    fn python_pool(
+        &self,
+        plan: &plexus_core::plan::Plan,
+    ) -> Result<Option<Arc<PyPool>>, ConsoleError> {
+        if !plan
+            .nodes
+            .iter()
+            .any(|n| matches!(n.processor, Some(plexus_core::plan::Processor::PyCalc(_))))
+        {
+            return Ok(None);
+        }
+        let mut cfg = PyPoolConfig::new(self.python.clone(), self.threads);
+        cfg.args = self.python_args.clone();
+        let pool = Arc::new(PyPool::new(cfg));
+        crate::run::check_python_code(plan, &pool).map_err(|e| ConsoleError::Invalid {
+            message: "the run was not started: a py_calc node's code does not load".to_owned(),
+            errors: vec![format!("{e:#}")],
+        })?;
+        Ok(Some(pool))
+    }
+}
+
+/// Passes the run id of the started run back to the HTTP request waiting for it.
+struct StartSignal(Mutex<Option<mpsc::Sender<Result<u32, String>>>>);
+
+impl StartSignal {
+    fn send(&self, r: Result<u32, String>) {
+        if let Some(tx) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+impl Observer for StartSignal {
+    fn progress(&self, event: &Progress) {
+        if let Progress::RunStarted { run_id, .. } = event {
+            self.send(Ok(*run_id));
+        }
+    }
+}
+
+/// Loads and validates the script and the start nodes exactly as `planner run` and
+/// `planner submit` do: the plan, the cleaned start nodes (every file reader when none is
+/// given) and their warnings; every error as [`ConsoleError::Invalid`].
+fn validate(
+    req: &StartRequest,
+) -> Result<(plexus_core::plan::Plan, Vec<String>, Vec<String>), ConsoleError> {
+    let params = req.params_url.as_deref().filter(|p| !p.trim().is_empty());
+    let plan = crate::build_plan(req.script_url.trim(), params).map_err(|e| {
+        let errors = e.lines();
+        ConsoleError::Invalid {
+            message: format!(
+                "the run was not started: {}: {} error{}",
+                e.origin(),
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            ),
+            errors,
+        }
+    })?;
+    let start = crate::start_nodes::resolve(&plan, &req.start_nodes.entries()).map_err(|e| {
+        ConsoleError::Invalid {
+            message: "the run was not started: the start nodes are unusable".to_owned(),
+            errors: vec![e.to_string()],
+        }
+    })?;
+    let names = if start.names.is_empty() {
+        crate::start_nodes::file_readers(&plan)
+    } else {
+        start.names
+    };
+    Ok((plan, names, start.warnings))
+}
+
+/// The description of a run started from the console: the one given, else where it came from.
+fn description(req: &StartRequest) -> String {
+    if !req.description.trim().is_empty() {
+        return req.description.clone();
+    }
+    match req.params_url.as_deref().filter(|p| !p.trim().is_empty()) {
+        Some(p) => format!("console: {} --params {p}", req.script_url),
+        None => format!("console: {}", req.script_url),
+    }
+}
+
+impl ConsoleBackend for EmbeddedBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "embedded",
+            name: self.name.clone(),
+            can_start: true,
+            can_drop: true,
+        }
+    }
+
+    fn keyspaces(&self) -> Result<Vec<String>, ConsoleError> {
+        let mut names = self.store.list_keyspaces().map_err(Self::store_error)?;
+        names.sort();
+        Ok(names)
+    }
+
+    fn ledger(&self, keyspace: &str) -> Result<Option<Ledger>, ConsoleError> {
+        let Some(l) = self.ledger_of(keyspace, false)? else {
+            return Ok(None);
+        };
+        let view = l.view().read();
+        if view.keyspace(keyspace).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(view.keyspace_subset(keyspace)))
+    }
+
+    fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
+        // The same checks as `planner run`, in the same order; nothing starts on an error.
+        let (plan, start_nodes, warnings) = validate(req)?;
+        let mut ctx = ExecContext::new(self.store.clone());
+        if let Some(pool) = self.python_pool(&plan)? {
+            ctx = ctx.with_py(pool);
+        }
+        let ledger = self
+            .ledger_of(keyspace, true)?
+            .ok_or_else(|| ConsoleError::Internal(format!("keyspace {keyspace} is missing")))?;
+        let description = description(req);
+        let run = RunRequest {
+            keyspace: keyspace.to_owned(),
+            start_nodes,
+            description,
+            only_start_nodes: false,
+        };
+        let engine = Engine::new(ctx, self.threads);
+        let (tx, rx) = mpsc::channel();
+        let running = self.running.clone();
+        *running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(keyspace.to_owned())
+            .or_default() += 1;
+        let ks = keyspace.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name(format!("run-{ks}"))
+            .spawn(move || {
+                let signal = StartSignal(Mutex::new(Some(tx)));
+                let outcome = engine.run_on(ledger, &plan, &run, &signal);
+                // The serving process's log is its stderr: the pages show batch errors, this
+                // line the engine's own failures.
+                match &outcome {
+                    Ok(r) => eprintln!(
+                        "run {} of {} finished: {} ({} ms)",
+                        r.run_id, r.keyspace, r.status, r.elapsed_ms
+                    ),
+                    Err(e) => eprintln!("a run of {ks} could not go on: {e}"),
+                }
+                if let Err(e) = outcome {
+                    signal.send(Err(e.to_string()));
+                }
+                let mut r = running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(n) = r.get_mut(&ks) {
+                    *n = n.saturating_sub(1);
+                }
+            });
+        if let Err(e) = spawned {
+            if let Some(n) = self
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(keyspace)
+            {
+                *n = n.saturating_sub(1);
+            }
+            return Err(ConsoleError::Internal(format!(
+                "cannot start the run's thread: {e}"
+            )));
+        }
+        match rx.recv_timeout(START_WAIT) {
+            Ok(Ok(run_id)) => Ok(Started { run_id, warnings }),
+            Ok(Err(e)) => Err(ConsoleError::Conflict(format!(
+                "the run was not started: {e}"
+            ))),
+            Err(_) => Err(ConsoleError::Internal(format!(
+                "the engine did not start the run within {} s",
+                START_WAIT.as_secs()
+            ))),
+        }
+    }
+
+    fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError> {
+        let l = self
+            .ledger_of(keyspace, false)?
+            .ok_or_else(|| ConsoleError::NotFound(format!("unknown keyspace {keyspace:?}")))?;
+        l.propose(Command::StopRun {
+            keyspace: keyspace.to_owned(),
+            run_id,
+            comment: comment.to_owned(),
+            ts_ms: now_ms(),
+        })
+        .map_err(|e| match e {
+            ProposeError::Refused(e) => ConsoleError::Conflict(e.to_string()),
+            e => ConsoleError::Unavailable(e.to_string()),
+        })?;
+        Ok(())
+    }
+
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError> {
+        let busy = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(keyspace)
+            .copied()
+            .unwrap_or(0);
+        if busy > 0 {
+            return Err(ConsoleError::Conflict(format!(
+                "keyspace {keyspace} has a run executing in this process: stop it and wait until its batches finish, then drop"
+            )));
+        }
+        if self.ledger_of(keyspace, false)?.is_none() {
+            return Err(ConsoleError::NotFound(format!(
+                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
+            )));
+        }
+        self.ledgers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(keyspace);
+        self.store
+            .drop_keyspace(keyspace)
+            .map_err(Self::store_error)?;
+        Ok(())
+    }
+}
+
+/// A cluster as a console backend (`planner serve --cluster`): reads come from the leader,
+/// starts are validated here and submitted like `planner submit`, stops proposed like
+/// `planner stop`.
+pub struct ClusterBackend {
+    client: OffRuntime,
+    spec: String,
+}
+
+/// Holds the cluster client; drops it off the HTTP runtime (it blocks on its own runtime when
+/// it closes its connections, which a runtime thread may not do).
+struct OffRuntime(Option<ClusterClient>);
+
+impl Drop for OffRuntime {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            let _ = std::thread::spawn(move || drop(c)).join();
+        }
+    }
+}
+
+impl ClusterBackend {
+    /// A backend over `client`, named after the cluster's addresses.
+    pub fn new(client: ClusterClient, spec: &str) -> Self {
+        Self {
+            client: OffRuntime(Some(client)),
+            spec: spec.to_owned(),
+        }
+    }
+
+    fn client(&self) -> Result<&ClusterClient, ConsoleError> {
+        self.client
+            .0
+            .as_ref()
+            .ok_or_else(|| ConsoleError::Unavailable("the cluster client is closed".to_owned()))
+    }
+}
+
+fn client_error(e: &ClientError) -> ConsoleError {
+    match e {
+        ClientError::Api(ApiError::Refused(r)) => ConsoleError::Conflict(r.to_string()),
+        ClientError::Refused(r) => ConsoleError::Unauthorized(format!(
+            "the cluster refused this server's client certificate: {r}"
+        )),
+        e if e.is_transient() => {
+            ConsoleError::Unavailable(format!("the cluster did not answer: {e}; try again"))
+        }
+        e => ConsoleError::Internal(e.to_string()),
+    }
+}
+
+impl ConsoleBackend for ClusterBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "cluster",
+            name: self.spec.clone(),
+            can_start: true,
+            can_drop: false,
+        }
+    }
+
+    fn keyspaces(&self) -> Result<Vec<String>, ConsoleError> {
+        self.client()?
+            .keyspace_names()
+            .map_err(|e| client_error(&e))
+    }
+
+    fn ledger(&self, keyspace: &str) -> Result<Option<Ledger>, ConsoleError> {
+        let l = self
+            .client()?
+            .keyspace(keyspace)
+            .map_err(|e| client_error(&e))?;
+        Ok(l.keyspace(keyspace).is_ok().then_some(l))
+    }
+
+    fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
+        let (plan, start_nodes, warnings) = validate(req)?;
+        let sub = crate::cluster::Submission {
+            keyspace: keyspace.to_owned(),
+            start_nodes,
+            description: description(req),
+            only_start_nodes: false,
+        };
+        let run_id = crate::cluster::submit(self.client()?, &plan, &sub).map_err(|e| {
+            match e.downcast_ref::<ClientError>() {
+                Some(c) => client_error(c),
+                None => ConsoleError::Internal(format!("{e:#}")),
+            }
+        })?;
+        Ok(Started { run_id, warnings })
+    }
+
+    fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError> {
+        self.client()?
+            .propose(Command::StopRun {
+                keyspace: keyspace.to_owned(),
+                run_id,
+                comment: comment.to_owned(),
+                ts_ms: now_ms(),
+            })
+            .map_err(|e| client_error(&e))?;
+        Ok(())
+    }
+
+    fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Unsupported(format!(
+            "keyspace {keyspace} cannot be dropped on a cluster yet: the replicated ledger has no drop command"
+        )))
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `planner serve` exports no metrics of its own; `/readyz` is ready once it listens.
+struct ServeProbe;
+
+impl Probe for ServeProbe {
+    fn metrics(&self) -> String {
+        "# planner serve: no metrics (the peers of a cluster export them)\n".to_owned()
+    }
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Opens the store (or connects to the cluster), starts the listener, calls `ready` with the
+/// bound address, then serves until ctrl-c or SIGTERM; the embedded store is synced before it
+/// returns.
+pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    let mut store: Option<Arc<dyn Store>> = None;
+    let backend: Box<dyn ConsoleBackend> = match &s.cluster {
+        Some(target) => Box::new(ClusterBackend::new(target.connect()?, &target.cluster)),
+        None => {
+            std::fs::create_dir_all(&s.data_dir).with_context(|| {
+                format!("cannot create data directory {}", s.data_dir.display())
+            })?;
+            let st: Arc<dyn Store> =
+                Arc::new(EmbeddedStore::open(&s.data_dir).with_context(|| {
+                    format!(
+                        "cannot open the embedded store in {} (is another planner using it?)",
+                        s.data_dir.display()
+                    )
+                })?);
+            store = Some(st.clone());
+            Box::new(EmbeddedBackend::new(st, s))
+        }
+    };
+    let console = Arc::new(Console::new(backend, s.console.clone()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the HTTP runtime")?;
+    rt.block_on(async {
+        let server = HttpServer::serve(s.listen, Arc::new(ServeProbe), Some(console))
+            .await
+            .with_context(|| format!("cannot listen on {}", s.listen))?;
+        ready(server.addr());
+        // SIGTERM as well as ctrl-c: service managers stop it that way, and the store is
+        // synced below either way.
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .context("cannot wait for SIGTERM")?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r.context("cannot wait for ctrl-c")?,
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c()
+            .await
+            .context("cannot wait for ctrl-c")?;
+        server.stop().await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    if let Some(store) = store {
+        store.sync().context("cannot sync the store")?;
+    }
+    Ok(())
+}

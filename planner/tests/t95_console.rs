@@ -1,0 +1,957 @@
+//! The web console's HTTP API (issue #16): every endpoint against `planner serve` on the
+//! embedded store and against the listeners of a 3-peer cluster, refusals included (no token,
+//! a wrong token, unknown keyspace/run/node, a bad script URL and an invalid script with all
+//! their errors, a stop of a finished run, a drop of a keyspace still running).
+//!
+//! Runs come from the lookup conformance script: run 1 complete, run 2 with read_orders failing
+//! (its input file is missing), and a long run whose inputs sit behind a slow HTTP server.
+
+mod cluster_harness;
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::{Value, json};
+
+const KS: &str = "lookup_quicktest";
+const TOKEN: &str = "s3cret-token";
+
+/// One HTTP/1.1 exchange: (status, content type, body).
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, String, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no header end in {text:?}"))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("no status in {head:?}"))?;
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    Ok((status, ctype, rest.to_owned()))
+}
+
+/// A JSON exchange that must answer `want`.
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    want: u16,
+) -> Result<Value> {
+    let (status, ctype, text) = http(addr, method, path, token, body)?;
+    ensure!(
+        status == want,
+        "{method} {path}: status {status}, expected {want}: {text}"
+    );
+    ensure!(
+        ctype.starts_with("application/json"),
+        "{method} {path}: {ctype}"
+    );
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn get(addr: SocketAddr, path: &str) -> Result<Value> {
+    call(addr, "GET", path, None, None, 200)
+}
+
+/// The error text of a refusal.
+fn refusal(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    want: u16,
+) -> Result<String> {
+    let v = call(addr, method, path, token, body, want)?;
+    let msg = v["error"].as_str().unwrap_or_default().to_owned();
+    ensure!(!msg.is_empty(), "{method} {path}: no error message in {v}");
+    Ok(msg)
+}
+
+/// Polls until `f` gives `Some`, for up to `secs`.
+fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        if Instant::now() > end {
+            bail!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Inputs copied from the lookup conformance data, params for them, and the script.
+struct Inputs {
+    dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl Inputs {
+    fn new(c: &common::Conformance) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let d = dir.path();
+        for sub in ["in", "in_missing", "out", "out_missing", "out_slow", "data"] {
+            std::fs::create_dir_all(d.join(sub))?;
+        }
+        let input = c.input("lookup");
+        for f in ["olist_orders_dataset.csv", "olist_order_items_dataset.csv"] {
+            std::fs::copy(input.join(f), d.join("in").join(f))?;
+        }
+        std::fs::copy(
+            input.join("olist_order_items_dataset.csv"),
+            d.join("in_missing/olist_order_items_dataset.csv"),
+        )?;
+        let script = d.join("script_quick.yaml");
+        std::fs::copy(c.cfg("lookup").join("script_quick.yaml"), &script)?;
+        let me = Self { dir, script };
+        me.params("params.json", &me.path("in"), &me.path("out"))?;
+        me.params(
+            "params_missing.json",
+            &me.path("in_missing"),
+            &me.path("out_missing"),
+        )?;
+        Ok(me)
+    }
+
+    fn path(&self, p: &str) -> String {
+        self.dir.path().join(p).to_string_lossy().into_owned()
+    }
+
+    fn params(&self, name: &str, dir_in: &str, dir_out: &str) -> Result<String> {
+        let v = json!({
+            "start_date": "2016-01-01 00:00:00", "end_date": "2018-12-31 23:23:59",
+            "default_shipping_limit_date": "1980-02-03T04:05:06.777+00:00",
+            "default_order_item_id": "999", "default_order_item_value": "999.00",
+            "lookup_node_batches_total": 10, "manual_if_multi": "auto",
+            "dir_in": dir_in, "dir_out": dir_out,
+        });
+        let p = self.path(name);
+        std::fs::write(&p, v.to_string())?;
+        Ok(p)
+    }
+
+    fn script(&self) -> String {
+        self.script.to_string_lossy().into_owned()
+    }
+}
+
+/// An HTTP server that answers every request with a 404 after `secs`: inputs that keep a
+/// batch busy, so a run is still going when the test stops it (and the batch then fails
+/// without retries, so peers shut down soon after).
+fn slow_server(secs: u64) -> Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    std::thread::spawn(move || {
+        for mut conn in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                std::thread::sleep(Duration::from_secs(secs));
+                let _ = conn.write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// `planner serve` as a child process, killed when dropped.
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    /// Kept open: the server's stdout stays writable.
+    _stdout: std::process::ChildStdout,
+}
+
+impl Serve {
+    fn start(data: &Path, token: Option<&str>) -> Result<Self> {
+        Self::spawn(&["--data-dir".as_ref(), data.as_os_str()], token)
+    }
+
+    /// `planner serve --cluster` over the cluster's peers.
+    fn on_cluster(addrs: &str, tls_dir: &Path, token: &str) -> Result<Self> {
+        Self::spawn(
+            &[
+                "--cluster".as_ref(),
+                addrs.as_ref(),
+                "--tls-dir".as_ref(),
+                tls_dir.as_os_str(),
+            ],
+            Some(token),
+        )
+    }
+
+    fn spawn(extra: &[&std::ffi::OsStr], token: Option<&str>) -> Result<Self> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--threads", "2"])
+            .args(extra)
+            .env_remove("PLEXUS_CONSOLE_TOKEN")
+            .env_remove("PLEXUS_CLUSTER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let mut child = cmd.spawn()?;
+        let mut out = child.stdout.take().context("no stdout")?;
+        // The first line names the address: read it byte by byte (no buffering past it).
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b)? == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        let line = String::from_utf8_lossy(&line).into_owned();
+        let addr = line
+            .strip_prefix("listening on http://")
+            .and_then(|a| a.trim().parse().ok());
+        match addr {
+            Some(addr) => Ok(Self {
+                child,
+                addr,
+                _stdout: out,
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("planner serve did not start: {line:?}")
+            }
+        }
+    }
+}
+
+impl Serve {
+    /// Sends SIGTERM and waits for the process: it must exit cleanly.
+    fn terminate(mut self) -> Result<()> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(status.success(), "planner serve exited with {status}");
+                return Ok(());
+            }
+            ensure!(Instant::now() < end, "planner serve ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn planner(args: &[&str]) -> Result<std::process::Output> {
+    Ok(Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(args)
+        .output()?)
+}
+
+/// The statuses of one run's cells.
+fn cells(matrix: &Value, run: u32) -> Vec<(String, String)> {
+    let Some(r) = matrix["runs"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["run_id"] == run))
+    else {
+        return Vec::new();
+    };
+    r["nodes"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v["status"].as_str().unwrap_or("").to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn run_status(matrix: &Value, run: u32) -> String {
+    matrix["runs"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["run_id"] == run))
+        .and_then(|r| r["status"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The reads every backend answers the same: keyspaces, matrix, node history, batches with
+/// the failed batch's error, the DAG, and the 404/400 refusals.
+fn check_reads(addr: SocketAddr) -> Result<()> {
+    let ks = get(addr, "/api/keyspaces")?;
+    let entry = ks["keyspaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|k| k["name"] == KS))
+        .with_context(|| format!("{KS} not listed: {ks}"))?;
+    assert_eq!(entry["runs"], 2, "{entry}");
+    assert_eq!(entry["last_status"], "complete", "{entry}");
+
+    let m = get(addr, &format!("/api/keyspaces/{KS}/runs"))?;
+    assert_eq!(m["keyspace"], KS);
+    let nodes: Vec<&str> = m["nodes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|n| n["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        nodes.contains(&"read_orders") && nodes.len() >= 5,
+        "{nodes:?}"
+    );
+    assert_eq!(run_status(&m, 1), "complete");
+    let run1 = cells(&m, 1);
+    assert!(
+        !run1.is_empty() && run1.iter().all(|(_, s)| s == "success"),
+        "{run1:?}"
+    );
+    let run2 = cells(&m, 2);
+    assert!(
+        run2.contains(&("read_orders".into(), "fail".into())),
+        "{run2:?}"
+    );
+    // The same matrix at /api/keyspaces/<ks>.
+    assert_eq!(
+        get(addr, &format!("/api/keyspaces/{KS}"))?["runs"],
+        m["runs"]
+    );
+
+    let run = get(addr, &format!("/api/keyspaces/{KS}/runs/2"))?;
+    assert_eq!(run["status"], "complete");
+    assert!(
+        run["started_ms"].is_i64() && run["completed_ms"].is_i64(),
+        "{run}"
+    );
+
+    let h = get(addr, &format!("/api/keyspaces/{KS}/runs/2/nodes"))?;
+    let hist = h["history"].as_array().context("history")?;
+    assert!(
+        hist.iter()
+            .any(|r| r["node"] == "read_orders" && r["status"] == "fail"),
+        "{h}"
+    );
+
+    let b = get(
+        addr,
+        &format!("/api/keyspaces/{KS}/runs/2/nodes/read_orders/batches"),
+    )?;
+    assert_eq!(b["status"], "fail");
+    let batch = &b["batches"][0];
+    assert_eq!(batch["status"], "fail", "{b}");
+    let err = batch["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("olist_orders_dataset.csv"),
+        "error text: {err:?}"
+    );
+    assert!(
+        !batch["instance"].as_str().unwrap_or_default().is_empty(),
+        "{batch}"
+    );
+    let ok = get(
+        addr,
+        &format!("/api/keyspaces/{KS}/runs/1/nodes/read_order_items/batches"),
+    )?;
+    let b0 = &ok["batches"][0];
+    assert_eq!(b0["status"], "success");
+    assert!(b0["rows_in"].as_u64().unwrap_or(0) > 0, "{b0}");
+    assert!(
+        b0["elapsed_ms"].is_u64() && b0["started_ms"].is_i64(),
+        "{b0}"
+    );
+    assert!(
+        ok["history"].as_array().is_some_and(|a| a.len() >= 2),
+        "{ok}"
+    );
+
+    let (status, ctype, svg) = http(
+        addr,
+        "GET",
+        &format!("/api/keyspaces/{KS}/runs/2/dag.svg"),
+        None,
+        None,
+    )?;
+    assert_eq!(status, 200);
+    assert_eq!(ctype, "image/svg+xml");
+    assert!(svg.starts_with("<svg"), "{svg:.80}");
+    assert!(
+        svg.contains(r#"data-node="read_orders" data-status="fail""#),
+        "{svg}"
+    );
+    assert!(svg.contains(r#"data-node="read_order_items" data-status="success""#));
+
+    // Refusals of reads.
+    let e = refusal(
+        addr,
+        "GET",
+        "/api/keyspaces/no_such_ks/runs",
+        None,
+        None,
+        404,
+    )?;
+    assert!(
+        e.contains("unknown keyspace") && e.contains("no_such_ks"),
+        "{e}"
+    );
+    let e = refusal(
+        addr,
+        "GET",
+        &format!("/api/keyspaces/{KS}/runs/99/nodes"),
+        None,
+        None,
+        404,
+    )?;
+    assert!(e.contains("no run 99"), "{e}");
+    let e = refusal(
+        addr,
+        "GET",
+        &format!("/api/keyspaces/{KS}/runs/x/nodes"),
+        None,
+        None,
+        400,
+    )?;
+    assert!(e.contains("not a number"), "{e}");
+    let e = refusal(
+        addr,
+        "GET",
+        &format!("/api/keyspaces/{KS}/runs/1/nodes/nope/batches"),
+        None,
+        None,
+        404,
+    )?;
+    assert!(e.contains("no node"), "{e}");
+    refusal(addr, "GET", "/api/keyspaces/bad-name/runs", None, None, 400)?;
+    refusal(addr, "GET", "/api/nothing_here", None, None, 404)?;
+    let (status, _, _) = http(addr, "PUT", "/api/keyspaces", None, None)?;
+    assert_eq!(status, 405);
+
+    // The pages.
+    let (status, ctype, html) = http(addr, "GET", "/", None, None)?;
+    assert_eq!((status, ctype.as_str()), (200, "text/html; charset=utf-8"));
+    assert!(html.contains("/assets/app.js"));
+    let (status, _, _) = http(addr, "GET", &format!("/ks/{KS}"), None, None)?;
+    assert_eq!(status, 200);
+    let (status, ctype, js) = http(addr, "GET", "/assets/app.js", None, None)?;
+    assert_eq!(status, 200);
+    assert!(ctype.starts_with("text/javascript") && js.contains("pageMatrix"));
+    let (status, _, css) = http(addr, "GET", "/assets/style.css", None, None)?;
+    assert!(status == 200 && css.contains(".matrix"));
+    Ok(())
+}
+
+mod embedded {
+    use super::*;
+
+    /// The conformance runs 1 and 2 in `data`, made by `planner run`.
+    fn two_runs(inp: &Inputs) -> Result<()> {
+        let data = inp.path("data");
+        let script = inp.script();
+        let ok = planner(&[
+            "run",
+            &script,
+            "--params",
+            &inp.path("params.json"),
+            "--keyspace",
+            KS,
+            "--data-dir",
+            &data,
+            "--threads",
+            "2",
+        ])?;
+        ensure!(
+            ok.status.success(),
+            "run 1: {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let bad = planner(&[
+            "run",
+            &script,
+            "--params",
+            &inp.path("params_missing.json"),
+            "--keyspace",
+            KS,
+            "--data-dir",
+            &data,
+            "--threads",
+            "2",
+        ])?;
+        ensure!(
+            !bad.status.success(),
+            "run 2 should fail: its input is missing"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn every_endpoint_on_planner_serve() -> Result<()> {
+        let c = common::need_conformance!();
+        let inp = Inputs::new(&c)?;
+        two_runs(&inp)?;
+        let serve = Serve::start(Path::new(&inp.path("data")), Some(TOKEN))?;
+        let a = serve.addr;
+        let info = get(a, "/api/info")?;
+        assert_eq!(info["backend"], "embedded");
+        assert_eq!(info["token_required"], true);
+        assert_eq!(info["writes"]["start"], true);
+        check_reads(a)?;
+
+        let start_path = format!("/api/keyspaces/{KS}/runs");
+        let good = json!({
+            "script_url": inp.script(), "params_url": inp.path("params.json"),
+            "start_nodes": "", "description": "api test",
+        });
+        // No token, a wrong token: refused, nothing started.
+        let e = refusal(a, "POST", &start_path, None, Some(&good), 401)?;
+        assert!(e.contains("token"), "{e}");
+        refusal(a, "POST", &start_path, Some("wrong"), Some(&good), 401)?;
+        refusal(a, "POST", &format!("{start_path}/1/stop"), None, None, 401)?;
+        refusal(
+            a,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            None,
+            None,
+            401,
+        )?;
+        assert_eq!(
+            get(a, &start_path)?["runs"].as_array().map(Vec::len),
+            Some(2)
+        );
+
+        // A bad script URL, an invalid script (every error listed), bad start nodes, bad JSON.
+        let missing = json!({ "script_url": inp.path("nope/script.json") });
+        let v = call(a, "POST", &start_path, Some(TOKEN), Some(&missing), 422)?;
+        let errors = v["errors"].as_array().context("errors")?;
+        assert!(!errors.is_empty(), "{v}");
+        assert!(
+            errors[0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("nope/script.json"),
+            "{v}"
+        );
+        let broken = common::crate_dir().join("tests/broken/44_many_errors_at_once.json");
+        let v = call(
+            a,
+            "POST",
+            &start_path,
+            Some(TOKEN),
+            Some(&json!({ "script_url": broken.to_string_lossy() })),
+            422,
+        )?;
+        let errors: Vec<&str> = v["errors"]
+            .as_array()
+            .map(|e| e.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for want in [
+            "node read_ids: type:",
+            "node totals: w.fields.id.expression:",
+            "node file_totals: w.top.limit:",
+        ] {
+            assert!(
+                errors.iter().any(|e| e.contains(want)),
+                "{want} missing from {errors:?}"
+            );
+        }
+        let bad_nodes = json!({
+            "script_url": inp.script(), "params_url": inp.path("params.json"),
+            "start_nodes": ["read_ordrs"],
+        });
+        let v = call(a, "POST", &start_path, Some(TOKEN), Some(&bad_nodes), 422)?;
+        assert!(
+            v["errors"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("read_orders"),
+            "{v}"
+        );
+        let v = call(
+            a,
+            "POST",
+            &start_path,
+            Some(TOKEN),
+            Some(&json!({"script": 1})),
+            400,
+        )?;
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("script_url"),
+            "{v}"
+        );
+        assert_eq!(
+            get(a, &start_path)?["runs"].as_array().map(Vec::len),
+            Some(2)
+        );
+
+        // A good start executes in the serving process: run 3 turns complete, all success.
+        let v = call(a, "POST", &start_path, Some(TOKEN), Some(&good), 201)?;
+        assert_eq!(v["run_id"], 3, "{v}");
+        let m = wait_for(60, "run 3 complete", || {
+            let m = get(a, &start_path)?;
+            Ok((run_status(&m, 3) == "complete").then_some(m))
+        })?;
+        let run3 = cells(&m, 3);
+        assert!(
+            !run3.is_empty() && run3.iter().all(|(_, s)| s == "success"),
+            "{run3:?}"
+        );
+        let e = refusal(
+            a,
+            "POST",
+            &format!("{start_path}/3/stop"),
+            Some(TOKEN),
+            None,
+            409,
+        )?;
+        assert!(e.contains("not running"), "{e}");
+
+        // A long run (inputs that never arrive in time), stopped; its keyspace cannot be
+        // dropped while its batch still runs.
+        let slow = slow_server(15)?;
+        let slow_params = inp.params(
+            "params_slow.json",
+            &format!("http://{slow}"),
+            &inp.path("out_slow"),
+        )?;
+        let long = json!({ "script_url": inp.script(), "params_url": slow_params });
+        let v = call(
+            a,
+            "POST",
+            "/api/keyspaces/slow_ks/runs",
+            Some(TOKEN),
+            Some(&long),
+            201,
+        )?;
+        assert_eq!(v["run_id"], 1);
+        let m = get(a, "/api/keyspaces/slow_ks/runs")?;
+        assert_eq!(run_status(&m, 1), "start", "{m}");
+        let v = call(
+            a,
+            "POST",
+            "/api/keyspaces/slow_ks/runs/1/stop",
+            Some(TOKEN),
+            Some(&json!({ "comment": "too slow" })),
+            200,
+        )?;
+        assert_eq!(v["status"], "stop");
+        let run = get(a, "/api/keyspaces/slow_ks/runs/1")?;
+        assert_eq!(run["status"], "stop");
+        assert_eq!(run["stopped_comment"], "too slow");
+        let e = refusal(
+            a,
+            "DELETE",
+            "/api/keyspaces/slow_ks",
+            Some(TOKEN),
+            None,
+            409,
+        )?;
+        assert!(e.contains("executing"), "{e}");
+
+        // SIGTERM stops the server cleanly; what the console started is in the store after a
+        // restart.
+        serve.terminate()?;
+        let serve = Serve::start(Path::new(&inp.path("data")), Some(TOKEN))?;
+        let a = serve.addr;
+        let m = get(a, &start_path)?;
+        assert_eq!(run_status(&m, 3), "complete", "{m}");
+        assert_eq!(get(a, "/api/keyspaces/slow_ks/runs/1")?["status"], "stop");
+
+        // Drop: the keyspace is gone afterwards; an unknown one is a 404.
+        let v = call(
+            a,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some(TOKEN),
+            None,
+            200,
+        )?;
+        assert_eq!(v["dropped"], KS);
+        refusal(a, "GET", &start_path, None, None, 404)?;
+        refusal(
+            a,
+            "DELETE",
+            "/api/keyspaces/never_was",
+            Some(TOKEN),
+            None,
+            404,
+        )?;
+        Ok(())
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_writes_are_open_and_reads_can_be_protected() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let serve = Serve::start(dir.path(), None)?;
+        let info = get(serve.addr, "/api/info")?;
+        assert_eq!(info["token_required"], false);
+        assert_eq!(info["writes"]["stop"], true, "loopback: writes open");
+        assert_eq!(get(serve.addr, "/api/keyspaces")?["keyspaces"], json!([]));
+        drop(serve);
+
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(["serve", "--protect-reads", "--listen", "127.0.0.1:0"])
+            .output()?;
+        assert!(!out.status.success(), "--protect-reads needs --token");
+
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+        cmd.args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--protect-reads",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .env("PLEXUS_CONSOLE_TOKEN", TOKEN)
+        .stdout(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let result = (|| -> Result<()> {
+            let mut out = child.stdout.take().context("stdout")?;
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while out.read(&mut b)? == 1 && b[0] != b'\n' {
+                line.push(b[0]);
+            }
+            let addr: SocketAddr = String::from_utf8_lossy(&line)
+                .trim()
+                .strip_prefix("listening on http://")
+                .context("address")?
+                .parse()?;
+            let e = refusal(addr, "GET", "/api/keyspaces", None, None, 401)?;
+            assert!(e.contains("token"), "{e}");
+            call(addr, "GET", "/api/keyspaces", Some(TOKEN), None, 200)?;
+            Ok(())
+        })();
+        let _ = child.kill();
+        let _ = child.wait();
+        result
+    }
+}
+
+mod on_cluster {
+    use super::*;
+    use cluster_harness::TestCluster;
+    use plexus_node::console::ConsoleSettings;
+
+    fn submit(cluster: &TestCluster, inp: &Inputs, params: &str) -> Result<bool> {
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args([
+                "submit",
+                &inp.script(),
+                "--params",
+                &inp.path(params),
+                "--keyspace",
+                KS,
+                "--wait",
+            ])
+            .env("PLEXUS_CLUSTER", cluster.addrs())
+            .env("PLEXUS_TLS_DIR", cluster.tls_dir())
+            .output()?;
+        Ok(out.status.success())
+    }
+
+    #[test]
+    fn every_endpoint_on_each_peer_of_a_3_peer_cluster() -> Result<()> {
+        let c = common::need_conformance!();
+        let inp = Inputs::new(&c)?;
+        let cluster = TestCluster::start_with_console(
+            3,
+            ConsoleSettings {
+                token: Some(TOKEN.to_owned()),
+                writes_open: false,
+                protect_reads: false,
+            },
+        )?;
+        ensure!(
+            submit(&cluster, &inp, "params.json")?,
+            "run 1 should succeed"
+        );
+        ensure!(
+            !submit(&cluster, &inp, "params_missing.json")?,
+            "run 2 should fail"
+        );
+        let addrs: Vec<SocketAddr> = (1..=3)
+            .map(|id| {
+                cluster
+                    .peer(id)
+                    .and_then(|p| p.metrics_addr())
+                    .with_context(|| format!("peer n{id} has no HTTP listener"))
+            })
+            .collect::<Result<_>>()?;
+        for (i, a) in addrs.iter().enumerate() {
+            let info = get(*a, "/api/info")?;
+            assert_eq!(info["backend"], "cluster");
+            assert_eq!(info["name"], format!("n{}", i + 1));
+            assert_eq!(info["writes"]["start"], false);
+            // Followers see the keyspace once they applied its entries.
+            wait_for(10, "the keyspace on every peer", || {
+                let ks = get(*a, "/api/keyspaces")?;
+                Ok(ks["keyspaces"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k["name"] == KS && k["runs"] == 2))
+                    .then_some(()))
+            })?;
+            check_reads(*a)?;
+            // /metrics still answers on the same listener.
+            let (status, _, text) = http(*a, "GET", "/metrics", None, None)?;
+            assert!(status == 200 && text.contains("plexus_"), "{status}");
+        }
+        let a = addrs[1];
+        let start_path = format!("/api/keyspaces/{KS}/runs");
+        let good = json!({ "script_url": inp.script(), "params_url": inp.path("params.json") });
+        refusal(a, "POST", &start_path, None, Some(&good), 401)?;
+        let e = refusal(a, "POST", &start_path, Some(TOKEN), Some(&good), 501)?;
+        assert!(e.contains("planner submit"), "{e}");
+        refusal(a, "POST", &format!("{start_path}/1/stop"), None, None, 401)?;
+        let e = refusal(
+            a,
+            "POST",
+            &format!("{start_path}/1/stop"),
+            Some(TOKEN),
+            None,
+            409,
+        )?;
+        assert!(e.contains("not running"), "{e}");
+        let e = refusal(
+            a,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some(TOKEN),
+            None,
+            501,
+        )?;
+        assert!(e.contains("drop"), "{e}");
+        refusal(
+            a,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some("nope"),
+            None,
+            401,
+        )?;
+
+        // A long run started with planner submit, stopped over HTTP on a follower.
+        let slow = slow_server(8)?;
+        let slow_params = inp.params(
+            "params_slow.json",
+            &format!("http://{slow}"),
+            &inp.path("out_slow"),
+        )?;
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args([
+                "submit",
+                &inp.script(),
+                "--params",
+                &slow_params,
+                "--keyspace",
+                "slow_ks",
+            ])
+            .env("PLEXUS_CLUSTER", cluster.addrs())
+            .env("PLEXUS_TLS_DIR", cluster.tls_dir())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "submit: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let m = get(a, "/api/keyspaces/slow_ks/runs")?;
+        assert_eq!(run_status(&m, 1), "start", "{m}");
+        call(
+            a,
+            "POST",
+            "/api/keyspaces/slow_ks/runs/1/stop",
+            Some(TOKEN),
+            Some(&json!({ "comment": "stopped over http" })),
+            200,
+        )?;
+        for a in &addrs {
+            wait_for(10, "the stop on every peer", || {
+                let run = get(*a, "/api/keyspaces/slow_ks/runs/1")?;
+                Ok((run["status"] == "stop").then_some(()))
+            })?;
+        }
+
+        // `planner serve --cluster`: the same reads, and starts validated and submitted.
+        let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN)?;
+        let s = serve.addr;
+        assert_eq!(get(s, "/api/info")?["writes"]["start"], true);
+        let ks = get(s, "/api/keyspaces")?;
+        let names: Vec<&str> = ks["keyspaces"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|k| k["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, [KS, "slow_ks"], "{ks}");
+        let missing = json!({ "script_url": inp.path("nope/script.json") });
+        let v = call(s, "POST", &start_path, Some(TOKEN), Some(&missing), 422)?;
+        assert!(
+            v["errors"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("nope/script.json"),
+            "{v}"
+        );
+        refusal(s, "POST", &start_path, None, Some(&good), 401)?;
+        let v = call(s, "POST", &start_path, Some(TOKEN), Some(&good), 201)?;
+        assert_eq!(v["run_id"], 3, "{v}");
+        let m = wait_for(60, "run 3 complete on the cluster", || {
+            let m = get(a, &start_path)?;
+            Ok((run_status(&m, 3) == "complete").then_some(m))
+        })?;
+        let run3 = cells(&m, 3);
+        assert!(
+            !run3.is_empty() && run3.iter().all(|(_, s)| s == "success"),
+            "{run3:?}"
+        );
+        refusal(
+            s,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some(TOKEN),
+            None,
+            501,
+        )?;
+        Ok(())
+    }
+}
