@@ -37,8 +37,14 @@ pub struct ExecArgs {
 
 /// Runs the script once and writes the report; exits 1 when a node failed.
 pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
     let plan = planner::build_plan(&a.script, Some(&a.params))
         .map_err(|e| anyhow!("{}: {}", e.origin(), e.lines().join("; ")))?;
+    // Building the plan includes the scan that splits large inputs: part of the run's cost.
+    eprintln!(
+        "plan built in {:.3} s (input split scan included)",
+        started.elapsed().as_secs_f64()
+    );
     let settings = planner::run::RunSettings {
         script: a.script.clone(),
         params: Some(a.params.clone()),
