@@ -22,6 +22,7 @@ fn options(pipeline: Pipeline, scale: f64, work: &Path) -> RunOptions {
         bench_dir,
         bench_exe: PathBuf::from(env!("CARGO_BIN_EXE_plexus-bench")),
         python: None,
+        split_mib: None,
     }
 }
 
@@ -139,6 +140,27 @@ fn python_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn ingest_tiny_split_into_batches() -> Result<()> {
+    let work = tempfile::tempdir()?;
+    let mut o = options(Pipeline::Ingest, 0.03, work.path());
+    // 30 k rows are about 3 MiB: parts of 1 MiB give several batches of the one file.
+    o.split_mib = Some(1);
+    let r = run_bench(&o)?;
+    let plexus = &r.engines[0];
+    ensure!(plexus.error.is_none(), "plexus failed: {:?}", plexus.error);
+    assert_eq!(r.data.rows.get("ingest_items"), Some(&30_000));
+    let run = r.plexus.as_ref().context("plexus report")?;
+    let read = run
+        .nodes
+        .iter()
+        .find(|n| n.name == "read_items")
+        .context("read_items")?;
+    assert_eq!(read.rows_out, 30_000);
+    ensure!(read.batches > 1, "one file, {} batches", read.batches);
+    Ok(())
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::value::Type;
 
 /// Version tag of the Plan encoding, part of the content hash so that hashes of plans built by
 /// different encodings never collide.
-pub const PLAN_FORMAT_VERSION: u32 = 1;
+pub const PLAN_FORMAT_VERSION: u32 = 2;
 
 /// Name of the dependency policy every Capillaries test script (and every generated script)
 /// carries (spec §9.6).
@@ -228,12 +228,99 @@ pub enum Reader {
 /// A file reader (spec §3.6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FileReader {
-    /// One URL per batch.
+    /// The script's URLs; without `splits`, one batch per URL.
     pub urls: Vec<String>,
     /// CSV or Parquet settings.
     pub format: FileReaderFormat,
     /// Reader columns, sorted by name; `r.<name>` refers to them.
     pub columns: Vec<ReaderColumn>,
+    /// One entry per batch when large files were split (in URL order, each URL's parts in
+    /// file order); empty: batch `i` reads all of `urls[i]`. Decided once from the files when
+    /// the plan is made, so every peer agrees on the batches.
+    pub splits: Vec<FileSplit>,
+}
+
+/// The part of one reader URL a batch reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSplit {
+    /// Index into `FileReader::urls`.
+    pub url_idx: u32,
+    /// Which bytes or row groups of that file.
+    pub part: FilePart,
+}
+
+/// A part of one input file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FilePart {
+    /// The whole file.
+    Whole,
+    /// CSV bytes `start..end`, both record boundaries of the Go parser, with the parser's
+    /// counters at `start` so that later parts number lines and records as one pass would.
+    CsvRange {
+        /// First byte (the start of a record).
+        start: u64,
+        /// One past the last byte (the end of a record, or of the file).
+        end: u64,
+        /// Physical lines before `start` (Go `numLine`).
+        lines_before: u64,
+        /// Records before `start` (Capillaries' `lineIdx` of the first record of the part).
+        records_before: i64,
+        /// Data rows before `start`: the rowid sequence number of the part's first row.
+        rows_before: u64,
+        /// The file's length when it was split; a different length fails the batch.
+        file_len: u64,
+    },
+    /// Parquet row groups `start..end`.
+    ParquetGroups {
+        /// First row group.
+        start: u32,
+        /// One past the last row group.
+        end: u32,
+        /// Rows in the groups before `start`: the rowid sequence number of the first row.
+        rows_before: u64,
+    },
+}
+
+/// What one batch of a file reader reads: the URL's index and the part of its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchInput<'a> {
+    /// Index into `FileReader::urls`: Capillaries' batch index, which seeds the rowids and
+    /// is stored with the rows.
+    pub url_idx: u32,
+    /// The URL.
+    pub url: &'a str,
+    /// The part of the file.
+    pub part: &'a FilePart,
+}
+
+impl FileReader {
+    /// Number of batches: one per split, or one per URL when nothing was split.
+    pub fn batch_count(&self) -> usize {
+        if self.splits.is_empty() {
+            self.urls.len()
+        } else {
+            self.splits.len()
+        }
+    }
+
+    /// What batch `batch_idx` reads; `None` past the last batch.
+    pub fn batch_input(&self, batch_idx: u32) -> Option<BatchInput<'_>> {
+        static WHOLE: FilePart = FilePart::Whole;
+        if self.splits.is_empty() {
+            let url = self.urls.get(batch_idx as usize)?;
+            return Some(BatchInput {
+                url_idx: batch_idx,
+                url,
+                part: &WHOLE,
+            });
+        }
+        let s = self.splits.get(batch_idx as usize)?;
+        Some(BatchInput {
+            url_idx: s.url_idx,
+            url: self.urls.get(s.url_idx as usize)?,
+            part: &s.part,
+        })
+    }
 }
 
 /// The file format a file reader decoded from the column definitions.
@@ -608,6 +695,34 @@ impl fmt::Display for Plan {
                     }
                     for u in &r.urls {
                         writeln!(f, "    url {u}")?;
+                    }
+                    for (i, sp) in r.splits.iter().enumerate() {
+                        match &sp.part {
+                            FilePart::Whole => {
+                                writeln!(f, "    batch {i}: url {} whole", sp.url_idx)?
+                            }
+                            FilePart::CsvRange {
+                                start,
+                                end,
+                                lines_before,
+                                records_before,
+                                rows_before,
+                                file_len,
+                            } => writeln!(
+                                f,
+                                "    batch {i}: url {} bytes {start}..{end} of {file_len}, lines before {lines_before}, records before {records_before}, rows before {rows_before}",
+                                sp.url_idx
+                            )?,
+                            FilePart::ParquetGroups {
+                                start,
+                                end,
+                                rows_before,
+                            } => writeln!(
+                                f,
+                                "    batch {i}: url {} row groups {start}..{end}, rows before {rows_before}",
+                                sp.url_idx
+                            )?,
+                        }
                     }
                     for c in &r.columns {
                         write!(f, "    r.{}:{}", c.name, c.ty)?;

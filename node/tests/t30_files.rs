@@ -101,6 +101,7 @@ fn csv_reader(
             by_header,
         }),
         columns: cols,
+        splits: Vec::new(),
     }
 }
 
@@ -516,6 +517,7 @@ fn products_parquet_reader() -> FileReader {
             pq("sku", Type::Int),
             pq("weight", Type::Float),
         ],
+        splits: Vec::new(),
     }
 }
 
@@ -1019,6 +1021,7 @@ fn parquet_writer_types_nulls_and_codecs() -> Result<()> {
                     parquet_column: c.parquet_column.clone(),
                 })
                 .collect(),
+            splits: Vec::new(),
         };
         let back = read_all(&reader, path.to_str().context("path")?)?;
         let mut want = rows.clone();

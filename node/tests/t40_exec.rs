@@ -1041,6 +1041,7 @@ fn csv_node(name: &str, urls: &[String]) -> PlanNode {
                 col("qty", Type::Int, "qty", "%d", "7"),
                 col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
             ],
+            splits: Vec::new(),
         }),
         Writer::Table(table_writer(
             name,

@@ -866,6 +866,7 @@ impl Compiler<'_> {
                     urls: r.urls.clone(),
                     format,
                     columns,
+                    splits: Vec::new(),
                 },
                 fields,
             )

@@ -1,7 +1,8 @@
 //! planner: loads Capillaries scripts and params, validates them and compiles a [`Plan`].
 //!
 //! The planner is pure apart from fetching the script, params, Python and tag-criteria files
-//! it is pointed at: no threads, no clock, no store. Its only output is a Plan (or the full
+//! it is pointed at, and scanning large local input files to split them into batches
+//! ([`build_plan`]): no threads, no clock, no store. Its only output is a Plan (or the full
 //! list of what is wrong with the script); running a plan is the engine's job.
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ use plexus_core::plan::{Plan, Reader, StartPolicy, Writer};
 
 pub use compile::{Diagnostic, compile};
 pub use load::{LoadError, LoadedScript, load_script};
+pub use plexus_node::files::SplitSettings;
 
 /// Why a script could not become a plan: it did not load, or it loaded but is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -64,13 +66,28 @@ impl PlanError {
     }
 }
 
-/// Loads, validates and compiles a script with its optional params file.
+/// Loads, validates and compiles a script with its optional params file, then splits large
+/// local input files into several batches (`PLEXUS_SPLIT_MIB`, see [`build_plan_with`]).
 pub fn build_plan(script_url: &str, params_url: Option<&str>) -> Result<Plan, PlanError> {
+    build_plan_with(script_url, params_url, &SplitSettings::from_env())
+}
+
+/// [`build_plan`] with explicit split settings ([`SplitSettings::off`]: one batch per URL, as
+/// Capillaries does).
+pub fn build_plan_with(
+    script_url: &str,
+    params_url: Option<&str>,
+    split: &SplitSettings,
+) -> Result<Plan, PlanError> {
     let loaded = load_script(script_url, params_url)?;
-    compile(&loaded).map_err(|diagnostics| PlanError::Invalid {
+    let mut plan = compile(&loaded).map_err(|diagnostics| PlanError::Invalid {
         script: script_url.to_string(),
         diagnostics,
-    })
+    })?;
+    // The split is part of the plan (its batches and hash), so every peer reads the same
+    // parts; the files are probed here, once, where the script's URLs are resolved.
+    plexus_node::files::split_inputs(&mut plan, split);
+    Ok(plan)
 }
 
 /// The one-screen summary `planner validate` prints for a valid plan.

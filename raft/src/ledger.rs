@@ -1720,7 +1720,7 @@ fn validate_plan(plan: &Plan) -> Result<(), LedgerError> {
             return bad(format!("duplicate node {:?}", n.name));
         }
         let expected = match &n.reader {
-            Reader::File(f) => f.urls.len(),
+            Reader::File(f) => f.batch_count(),
             Reader::Table(t) => {
                 match plan.tables.get(&t.table) {
                     Some(s) if plan.node(&s.created_by).is_some() => {}

@@ -142,6 +142,7 @@ impl PlanBuilder {
                 by_header: true,
             }),
             columns: Vec::new(),
+            splits: Vec::new(),
         });
         let n = Self::base(name, NodeType::FileTable, reader, urls as u32);
         self.push(n, Some(table));

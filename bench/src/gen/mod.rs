@@ -8,6 +8,7 @@
 
 mod civil;
 mod clone;
+mod ingest;
 mod lookup;
 mod portfolio;
 mod rng;
@@ -16,6 +17,7 @@ mod sink;
 use std::path::PathBuf;
 
 pub use clone::{CloneParams, portfolio_clone};
+pub use ingest::{IngestParams, ingest};
 pub use lookup::{LookupParams, lookup};
 pub use portfolio::{PortfolioParams, portfolio};
 
@@ -48,6 +50,8 @@ pub enum GenCmd {
     Portfolio(PortfolioParams),
     /// Clone every account of a small portfolio data set C times.
     PortfolioClone(CloneParams),
+    /// One large CSV file of order items for the ingest benchmark.
+    Ingest(IngestParams),
 }
 
 /// Row counts of one generated table.
@@ -84,6 +88,7 @@ pub fn run(cmd: &GenCmd) -> Result<Summary, GenError> {
         GenCmd::Lookup(p) => lookup(p),
         GenCmd::Portfolio(p) => portfolio(p),
         GenCmd::PortfolioClone(p) => portfolio_clone(p),
+        GenCmd::Ingest(p) => ingest(p),
     }
 }
 

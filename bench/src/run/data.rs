@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use super::Pipeline;
-use crate::r#gen::{self, Format, LookupParams, PortfolioParams};
+use crate::r#gen::{self, Format, IngestParams, LookupParams, PortfolioParams};
 
 /// Name of the stamp file inside a data directory.
 const STAMP: &str = "bench-data.json";
@@ -62,6 +62,7 @@ pub fn prepare(
     let count = match pipeline {
         Pipeline::Lookup => (scale * 100_000.0).round().max(1.0) as u64,
         Pipeline::PortfolioLike => scale.round().max(1.0) as u64,
+        Pipeline::Ingest => (scale * 1_000_000.0).round().max(1.0) as u64,
     };
     let name = format!(
         "{}-n{count}-seed{seed}-f{}-{}",
@@ -102,6 +103,11 @@ pub fn prepare(
             format: Format::Csv,
             txn_files: split.files,
             holding_files: split.holding_files,
+            seed,
+        }),
+        Pipeline::Ingest => r#gen::ingest(&IngestParams {
+            rows: count,
+            out: dir.clone(),
             seed,
         }),
     }

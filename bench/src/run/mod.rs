@@ -28,6 +28,8 @@ pub enum Pipeline {
     Lookup,
     /// Accounts, txns and holdings to yearly figures with py_calc; scale = accounts.
     PortfolioLike,
+    /// One large CSV file into a table with one non-unique index; scale = millions of rows.
+    Ingest,
 }
 
 impl Pipeline {
@@ -36,13 +38,14 @@ impl Pipeline {
         match self {
             Self::Lookup => "lookup",
             Self::PortfolioLike => "portfolio-like",
+            Self::Ingest => "ingest",
         }
     }
 
     fn script_file(self) -> &'static str {
         match self {
             Self::Lookup => "script.yaml",
-            Self::PortfolioLike => "script.json",
+            Self::PortfolioLike | Self::Ingest => "script.json",
         }
     }
 
@@ -56,6 +59,8 @@ impl Pipeline {
                 "order_date_value_grouped_left_outer",
             ],
             Self::PortfolioLike => &["account_period_class_perf", "account_year_perf"],
+            // Nothing is written to files: the peer checks its row count instead.
+            Self::Ingest => &[],
         }
     }
 
@@ -69,6 +74,11 @@ impl Pipeline {
             Self::PortfolioLike => data::Split {
                 files: 4,
                 holding_files: 2,
+            },
+            // One file: only splitting it into batches can use more than one core.
+            Self::Ingest => data::Split {
+                files: 1,
+                holding_files: 0,
             },
         }
     }
@@ -97,6 +107,10 @@ impl Pipeline {
                 "holdings_urls": d.files("holdings")?,
                 "dir_py": abs(pipeline_dir)?,
             }),
+            Self::Ingest => json!({
+                "items_urls": d.files("ingest_items")?,
+                "rows": d.total_rows(),
+            }),
         })
     }
 }
@@ -123,6 +137,7 @@ impl Peer {
         let what = match p {
             Pipeline::Lookup => "lookup",
             Pipeline::PortfolioLike => "portfolio",
+            Pipeline::Ingest => "ingest",
         };
         format!("{}_{what}.py", self.name())
     }
@@ -133,7 +148,8 @@ impl Peer {
 pub struct RunOptions {
     /// Pipeline to run.
     pub pipeline: Pipeline,
-    /// Lookup: items in units of 100 k (fractions allowed); portfolio-like: accounts.
+    /// Lookup: items in units of 100 k (fractions allowed); portfolio-like: accounts; ingest:
+    /// millions of rows.
     pub scale: f64,
     /// Generator seed.
     pub seed: u64,
@@ -151,6 +167,9 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// Python of the peers' venv.
     pub peer_python: PathBuf,
+    /// Part size in MiB for splitting large input files into batches (0: one batch per
+    /// file, as before issue #12); `None`: Plexus' default.
+    pub split_mib: Option<u64>,
 }
 
 /// Resources used by one engine.
@@ -255,6 +274,9 @@ pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
     if let Some(py) = &o.python {
         cmd.arg("--python").arg(py);
     }
+    if let Some(mib) = o.split_mib {
+        cmd.env("PLEXUS_SPLIT_MIB", mib.to_string());
+    }
     eprintln!("running plexus ({} threads)", o.threads);
     let m = measure::run_measured(&mut cmd, &base.join("plexus"))?;
     let plexus_run = plexus::collect(&script, &params_str, &report_json, &store, keyspace).ok();
@@ -348,7 +370,8 @@ pub struct RunArgs {
     /// Pipeline: lookup or portfolio-like.
     #[arg(value_enum)]
     pub pipeline: Pipeline,
-    /// Lookup: items in units of 100 k (1 = 100 k items); portfolio-like: accounts.
+    /// Lookup: items in units of 100 k (1 = 100 k items); portfolio-like: accounts; ingest:
+    /// millions of rows.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// Threads for Plexus and the peers; default: the number of cores.
@@ -372,6 +395,10 @@ pub struct RunArgs {
     /// Python of the peers; default: BENCH_DIR/.venv/bin/python (see setup-peers.sh).
     #[arg(long)]
     pub peer_python: Option<PathBuf>,
+    /// Split input files larger than twice this many MiB into parts of this size, one batch
+    /// each (0: one batch per file); default: Plexus' own (32).
+    #[arg(long)]
+    pub split_mib: Option<u64>,
 }
 
 impl RunArgs {
@@ -400,6 +427,7 @@ impl RunArgs {
             bench_dir,
             bench_exe,
             python: self.python.clone(),
+            split_mib: self.split_mib,
         }
     }
 }

@@ -25,8 +25,16 @@ pub fn render(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<8} {:>8} {:>8} {:>9} {:>11} {:>13} {:>11} {:>10}  status",
-        "engine", "wall s", "cpu s", "peak MiB", "rows/s", "rows/cpu-s", "wall ratio", "cpu ratio"
+        "{:<8} {:>8} {:>8} {:>9} {:>11} {:>13} {:>13} {:>11} {:>10}  status",
+        "engine",
+        "wall s",
+        "cpu s",
+        "peak MiB",
+        "rows/s",
+        "rows/s/thread",
+        "rows/cpu-s",
+        "wall ratio",
+        "cpu ratio"
     );
     let plexus = r.engines.first().and_then(|e| e.measured.as_ref());
     for e in &r.engines {
@@ -52,12 +60,13 @@ pub fn render(r: &BenchReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<8} {:>8.2} {:>8.2} {:>9.0} {:>11.0} {:>13.0} {:>11} {:>10}  {status}",
+            "{:<8} {:>8.2} {:>8.2} {:>9.0} {:>11.0} {:>13.0} {:>13.0} {:>11} {:>10}  {status}",
             e.engine,
             wall,
             cpu,
             m.peak_rss_kib as f64 / 1024.0,
             rows as f64 / wall.max(1e-9),
+            rows as f64 / wall.max(1e-9) / o.threads.max(1) as f64,
             rows as f64 / cpu.max(1e-9),
             wr,
             cr,
@@ -65,7 +74,8 @@ pub fn render(r: &BenchReport) -> String {
     }
     let _ = writeln!(
         out,
-        "(rows/s = input rows / wall; rows/cpu-s = input rows per core-second of CPU; \
+        "(rows/s = input rows / wall; rows/s/thread = rows/s / threads; rows/cpu-s = input rows \
+         per core-second of CPU; \
          ratio = Plexus / peer, above 1 = Plexus slower)"
     );
     if let Some(p) = &r.plexus {
@@ -94,15 +104,16 @@ pub fn render(r: &BenchReport) -> String {
         }
         let _ = writeln!(
             out,
-            "{:<42} {:<12} {:>9} {:>11}",
-            "node", "stage", "busy s", "rows out"
+            "{:<42} {:<12} {:>8} {:>9} {:>11}",
+            "node", "stage", "batches", "busy s", "rows out"
         );
         for n in &p.nodes {
             let _ = writeln!(
                 out,
-                "{:<42} {:<12} {:>9.2} {:>11}  {}",
+                "{:<42} {:<12} {:>8} {:>9.2} {:>11}  {}",
                 n.name,
                 n.stage,
+                n.batches,
                 n.busy_ms as f64 / 1000.0,
                 n.rows_out,
                 n.status

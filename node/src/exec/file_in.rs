@@ -5,17 +5,20 @@
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
-use plexus_core::plan::FileReader;
+use plexus_core::plan::{FilePart, FileReader};
 
 use super::compile::TableOut;
 use super::error::{BatchErrorKind, RowLoc};
 use super::write::RowWriter;
 use super::{BatchRun, BatchStats};
-use crate::files::{FileError, open_source};
+use crate::files::{FileError, open_batch_source};
 
 /// Rows taken from the file per chunk.
 const CHUNK_ROWS: usize = 1000;
 
+/// Reads batch `b.task.batch_idx` of `reader` (a whole URL, or one part of a split file) into
+/// `w`. A row's rowid sequence number is its position among the file's data rows, counted
+/// before `having`, so a split file writes the same rowids as one pass over it.
 pub(crate) fn run(
     b: &BatchRun<'_>,
     reader: &FileReader,
@@ -23,15 +26,22 @@ pub(crate) fn run(
     w: &mut RowWriter<'_>,
     stats: &mut BatchStats,
 ) -> Result<(), BatchErrorKind> {
-    let url = reader.urls.get(b.task.batch_idx as usize).ok_or_else(|| {
+    let input = reader.batch_input(b.task.batch_idx).ok_or_else(|| {
         BatchErrorKind::Internal(format!(
-            "batch {} but the reader has {} urls",
+            "batch {} but the reader has {} batches",
             b.task.batch_idx,
-            reader.urls.len()
+            reader.batch_count()
         ))
     })?;
+    let first_row = match *input.part {
+        FilePart::Whole => 0,
+        FilePart::CsvRange { rows_before, .. } | FilePart::ParquetGroups { rows_before, .. } => {
+            rows_before
+        }
+    };
+    let url = input.url.to_owned();
     let start = Instant::now();
-    let mut source = open_source(reader, url).map_err(input_err)?;
+    let mut source = open_batch_source(reader, &input).map_err(input_err)?;
     stats.read += start.elapsed();
     let width = reader.columns.len();
     let mut chunk = Vec::new();
@@ -49,10 +59,11 @@ pub(crate) fn run(
         }
         stats.rows_in += n as u64;
         for r in chunk.iter().take(n) {
+            w.set_seq(first_row + seen);
             seen += 1;
             let loc = || RowLoc::FileRow {
                 url: url.clone(),
-                row: seen,
+                row: first_row + seen,
             };
             if r.len() != width {
                 return Err(BatchErrorKind::Internal(format!(

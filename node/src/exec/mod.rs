@@ -155,13 +155,21 @@ pub fn execute(
                 ))
             })?;
             let b = BatchRun { ctx, task };
+            // A file reader's rows carry Capillaries' batch index, the URL's index, whatever
+            // part of the file the batch reads: a split file writes the rows one batch would.
+            let row_batch = match &compiled.input {
+                Input::File(reader) => reader
+                    .batch_input(task.batch_idx)
+                    .map_or(task.batch_idx, |i| i.url_idx),
+                Input::Table(_) => task.batch_idx,
+            };
             let mut w = write::RowWriter::new(
                 ctx.store.as_ref(),
                 &task.keyspace,
                 spec,
                 out,
-                plexus_core::task::rowid_seed(task.run_id, &task.node, task.batch_idx),
-                task.batch_idx,
+                plexus_core::task::rowid_seed(task.run_id, &task.node, row_batch),
+                row_batch,
                 ctx.write_batch_rows,
             );
             let r = match (&compiled.input, &compiled.stage) {

@@ -180,6 +180,12 @@ impl<'a> RowWriter<'a> {
         }
     }
 
+    /// Sets the sequence number of the next row: file readers number rows by their position
+    /// in the file, so every part of a split file continues the numbering of one pass.
+    pub(crate) fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
     /// Applies `having` to the computed row `w`, builds its keys and queues it.
     pub(crate) fn push(
         &mut self,

@@ -3,7 +3,7 @@
 use std::io::{BufReader, Read};
 
 use plexus_core::cell::read_cell;
-use plexus_core::plan::{CsvReaderSettings, ReaderColumn};
+use plexus_core::plan::{CsvReaderSettings, FilePart, ReaderColumn};
 use plexus_core::value::Value;
 
 use super::fastcell::Fast;
@@ -41,24 +41,99 @@ impl CsvSource {
         columns: &[ReaderColumn],
     ) -> Result<Self, FileError> {
         let display = super::location::display(url);
-        let sep = settings.separator;
-        // Go csv rejects these delimiters; a non-ASCII first byte would be turned into another
-        // rune by Capillaries' `rune(separator[0])`, which no script relies on.
-        if !sep.is_ascii() || matches!(sep, b'\r' | b'\n' | b'"') {
-            return Err(FileError::Separator {
-                path: display,
-                separator: String::from_utf8_lossy(&[sep]).into_owned(),
-            });
-        }
+        check_separator(&display, settings.separator)?;
         let file = super::location::open_stream(url)?;
+        Ok(Self::over(display, file, 0, settings, columns))
+    }
+
+    /// Opens the part `start..end` of local file `url` that the splitter cut (`part`): a
+    /// parser started at a record boundary, with the counters one pass would have there and,
+    /// for a later part, the first record's field count and the header mapping read from the
+    /// start of the file.
+    pub(crate) fn open_part(
+        url: &str,
+        settings: &CsvReaderSettings,
+        columns: &[ReaderColumn],
+        part: &FilePart,
+    ) -> Result<Self, FileError> {
+        let FilePart::CsvRange {
+            start,
+            end,
+            lines_before,
+            records_before,
+            file_len,
+            ..
+        } = *part
+        else {
+            return Self::open(url, settings, columns);
+        };
+        let display = super::location::display(url);
+        check_separator(&display, settings.separator)?;
+        if start == 0 && end == file_len {
+            return Self::open(url, settings, columns);
+        }
+        let file = super::location::open_local_part(url, start, end, file_len)?;
+        let mut me = Self::over(display, file, lines_before, settings, columns);
+        me.record_idx = records_before;
+        if start > 0 {
+            me.read_prefix(url, start, file_len)?;
+        }
+        Ok(me)
+    }
+
+    /// A later part learns what the first part knows: the first record's field count (Go's
+    /// `FieldsPerRecord`) and, in header mode, the header mapping. Both lie before `start`
+    /// (the splitter cuts only after the header and skipped records).
+    fn read_prefix(&mut self, url: &str, start: u64, file_len: u64) -> Result<(), FileError> {
+        let prefix = super::location::open_local_part(url, 0, start, file_len)?;
+        let mut rdr = GoCsvReader::new(BufReader::new(prefix), self.settings.separator);
+        let mut idx = 0i64;
+        loop {
+            let more = rdr
+                .read_record(&mut self.rec)
+                .map_err(|source| FileError::Read {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if !more {
+                break;
+            }
+            if self.fields_per_record.is_none() {
+                self.fields_per_record = Some(self.rec.len());
+            }
+            if self.settings.by_header && idx == self.settings.hdr_line_idx {
+                self.resolve_header()?;
+            }
+            if self.resolved {
+                break;
+            }
+            idx += 1;
+        }
+        Ok(())
+    }
+
+    /// A source over `file`, whose first byte is the start of a record `lines_before`
+    /// physical lines into the file.
+    fn over(
+        display: String,
+        file: Box<dyn Read + Send>,
+        lines_before: u64,
+        settings: &CsvReaderSettings,
+        columns: &[ReaderColumn],
+    ) -> Self {
+        let sep = settings.separator;
         let resolved = !settings.by_header;
         let idx = columns
             .iter()
             .map(|c| usize::try_from(c.csv_idx).unwrap_or(usize::MAX))
             .collect();
-        Ok(Self {
+        Self {
             path: display,
-            rdr: GoCsvReader::new(BufReader::with_capacity(READ_BUF, file), sep),
+            rdr: GoCsvReader::starting_at_line(
+                BufReader::with_capacity(READ_BUF, file),
+                sep,
+                lines_before,
+            ),
             settings: settings.clone(),
             columns: columns.to_vec(),
             fast: columns.iter().map(Fast::of).collect(),
@@ -68,7 +143,7 @@ impl CsvSource {
             fields_per_record: None,
             rec: Record::default(),
             done: false,
-        })
+        }
     }
 
     /// Describes where column `c` comes from, for error messages.
@@ -152,6 +227,18 @@ impl CsvSource {
         }
         Ok(())
     }
+}
+
+/// Go csv rejects these delimiters; a non-ASCII first byte would be turned into another rune
+/// by Capillaries' `rune(separator[0])`, which no script relies on.
+fn check_separator(display: &str, sep: u8) -> Result<(), FileError> {
+    if !sep.is_ascii() || matches!(sep, b'\r' | b'\n' | b'"') {
+        return Err(FileError::Separator {
+            path: display.to_owned(),
+            separator: String::from_utf8_lossy(&[sep]).into_owned(),
+        });
+    }
+    Ok(())
 }
 
 impl RowSource for CsvSource {

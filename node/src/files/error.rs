@@ -89,6 +89,19 @@ pub enum FileError {
         /// `hdr_line_idx`.
         hdr_line_idx: i64,
     },
+    /// The file's length differs from when the plan split it into batches: the byte ranges
+    /// no longer fall on record boundaries, so the batch refuses to read it.
+    #[error(
+        "file {path} changed since the plan split it into batches: {actual} bytes, the plan was made for {expected}"
+    )]
+    Changed {
+        /// File path.
+        path: String,
+        /// The length the plan was made for.
+        expected: u64,
+        /// The length now.
+        actual: u64,
+    },
     /// A column index is beyond the fields of the record (a crash in Capillaries).
     #[error(
         "file {path}, line {line}: column {column} ({source_col}) is beyond the {fields} fields of the record"

@@ -32,6 +32,32 @@ pub(crate) fn open_stream(url: &str) -> Result<Box<dyn Read + Send>, FileError> 
     Ok(FileAccess::global().open_read(url)?)
 }
 
+/// Opens bytes `start..end` of the local file `url`, which must still be `file_len` bytes long
+/// (the length the splitter cut it at).
+pub(crate) fn open_local_part(
+    url: &str,
+    start: u64,
+    end: u64,
+    file_len: u64,
+) -> Result<Box<dyn Read + Send>, FileError> {
+    let path = local_path(url)?;
+    let read_err = |source| FileError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut f = File::open(&path).map_err(read_err)?;
+    let actual = f.metadata().map_err(read_err)?.len();
+    if actual != file_len {
+        return Err(FileError::Changed {
+            path: path.display().to_string(),
+            expected: file_len,
+            actual,
+        });
+    }
+    f.seek(SeekFrom::Start(start)).map_err(read_err)?;
+    Ok(Box::new(f.take(end.saturating_sub(start))))
+}
+
 /// A Parquet input: a local file, or a remote one read by ranges.
 pub(crate) enum ParquetInput {
     /// A local file.

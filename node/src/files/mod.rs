@@ -3,8 +3,9 @@
 //! `proto_file_reader_creator` script generator (§10).
 //!
 //! Layout:
-//! * [`open_source`] → [`RowSource`]: one per reader URL (= one batch), rows aligned with
-//!   `FileReader::columns`;
+//! * [`open_source`] → [`RowSource`]: one per reader URL, rows aligned with
+//!   `FileReader::columns`; [`open_batch_source`]: one per batch, a whole URL or the part of a
+//!   large file that [`split_inputs`] cut for the batch (`split.rs`);
 //! * [`create_sink`] → [`RowSink`]: one per output file, rows aligned with `FileWriter::columns`;
 //! * [`TopBuffer`]: the bounded "smallest `limit` keys" buffer of `top`;
 //! * [`proto_script_csv`] / [`proto_script_parquet`]: the generated two-node script.
@@ -22,15 +23,17 @@ mod location;
 mod parquet_sink;
 mod parquet_source;
 mod proto;
+mod split;
 mod top;
 
 use std::path::PathBuf;
 
-use plexus_core::plan::{FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
+use plexus_core::plan::{BatchInput, FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
 use plexus_core::value::Value;
 
 pub use error::FileError;
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
+pub use split::{SplitSettings, split_inputs};
 pub use top::{DEFAULT_TOP_LIMIT, TopBuffer};
 
 /// A stream of rows read from one input file; each row is aligned with `FileReader::columns`.
@@ -84,6 +87,27 @@ pub fn open_source(reader: &FileReader, url: &str) -> Result<Box<dyn RowSource>,
         FileReaderFormat::Parquet => Ok(Box::new(parquet_source::ParquetSource::open(
             url,
             &reader.columns,
+        )?)),
+    }
+}
+
+/// Opens the rows one batch of a file reader reads: a whole URL, or the part of a large file
+/// the splitter cut for it ([`split_inputs`]).
+pub fn open_batch_source(
+    reader: &FileReader,
+    input: &BatchInput<'_>,
+) -> Result<Box<dyn RowSource>, FileError> {
+    match &reader.format {
+        FileReaderFormat::Csv(settings) => Ok(Box::new(csv_source::CsvSource::open_part(
+            input.url,
+            settings,
+            &reader.columns,
+            input.part,
+        )?)),
+        FileReaderFormat::Parquet => Ok(Box::new(parquet_source::ParquetSource::open_part(
+            input.url,
+            &reader.columns,
+            input.part,
         )?)),
     }
 }

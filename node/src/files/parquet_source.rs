@@ -9,7 +9,7 @@ use parquet::data_type::{ByteArray, DataType, FixedLenByteArray, Int96};
 use parquet::file::reader::FileReader as _;
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::{ColumnDescriptor, SchemaDescriptor};
-use plexus_core::plan::ReaderColumn;
+use plexus_core::plan::{FilePart, ReaderColumn};
 use plexus_core::value::{Time, Type, Value};
 use rust_decimal::Decimal;
 
@@ -308,6 +308,8 @@ pub(crate) struct ParquetSource {
     file: Arc<SerializedFileReader<ParquetInput>>,
     columns: Vec<Column>,
     next_group: usize,
+    /// One past the last row group read.
+    end_group: usize,
     /// Rows left in the current row group.
     left: usize,
     /// Rows returned so far (for error messages).
@@ -323,6 +325,16 @@ impl ParquetSource {
     /// Quirk (spec §3.6, §14 #59) relaxed: only the requested columns are mapped, so a column of
     /// an unsupported type that the reader does not ask for does not fail the batch.
     pub(crate) fn open(url: &str, columns: &[ReaderColumn]) -> Result<Self, FileError> {
+        Self::open_part(url, columns, &FilePart::Whole)
+    }
+
+    /// Opens row groups `start..end` of `url` (`part` from the splitter; `Whole`: all), with
+    /// row numbers counted from the file's first row.
+    pub(crate) fn open_part(
+        url: &str,
+        columns: &[ReaderColumn],
+        part: &FilePart,
+    ) -> Result<Self, FileError> {
         let display = super::location::display(url);
         let f = super::location::open_parquet(url)?;
         let file = SerializedFileReader::new(f).map_err(|e| FileError::parquet(&display, e))?;
@@ -351,13 +363,23 @@ impl ParquetSource {
                 defs: Vec::new(),
             });
         }
+        let groups = file.num_row_groups();
+        let (first, end, row) = match *part {
+            FilePart::ParquetGroups {
+                start,
+                end,
+                rows_before,
+            } => (start as usize, (end as usize).min(groups), rows_before),
+            _ => (0, groups, 0),
+        };
         Ok(Self {
             path: display,
             file: Arc::new(file),
             columns: cols,
-            next_group: 0,
+            next_group: first,
+            end_group: end,
             left: 0,
-            row: 0,
+            row,
             bytes: 0,
         })
     }
@@ -365,7 +387,7 @@ impl ParquetSource {
     /// Opens the column readers of the next non-empty row group; `false` when none is left.
     fn next_group(&mut self) -> Result<bool, FileError> {
         while self.left == 0 {
-            if self.next_group >= self.file.num_row_groups() {
+            if self.next_group >= self.end_group {
                 return Ok(false);
             }
             let rg = self

@@ -1,0 +1,309 @@
+//! One large input file split into several batches (issue #12, item 1) against the same file
+//! read as one batch: the table rows (rowids and stored bytes), the index entries and the
+//! output files of a downstream `table_file` node must be identical, byte for byte.
+//!
+//! The CSV input has a header, a skipped record, quoted fields holding newlines (LF and CRLF),
+//! separators and doubled quotes, a lazy quote in an unquoted field, empty lines, and a
+//! `having` that drops rows (rowids number rows before `having`). The Parquet input has
+//! several row groups, one batch each.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, ensure};
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use planner::SplitSettings;
+use planner::run::{RunSettings, StoreKind};
+use plexus_core::plan::{Plan, Reader};
+use plexus_node::engine::Silent;
+use plexus_node::store::{EmbeddedStore, Store, TableRef};
+
+/// A CSV file with every record shape the splitter must not cut inside.
+fn write_csv(path: &Path, rows: usize) -> Result<()> {
+    let mut s = String::from("junk,junk,junk,junk\nid,note,amount,cat\r\n");
+    for i in 0..rows {
+        let note = match i % 6 {
+            0 => format!("\"line one\nline two, {i}\""),
+            1 => format!("\"say \"\"hi\"\"\r\nthen,\n\nbye {i}\""),
+            2 => format!("plain{i}"),
+            3 => format!("lazy\"quote{i}"),
+            4 => "\"\"".to_owned(),
+            _ => format!("\"a,b,c {i}\""),
+        };
+        let eol = if i % 5 == 0 { "\r\n" } else { "\n" };
+        let _ = write!(s, "{i},{note},{}.{:02},c{}{eol}", i % 1000, i % 100, i % 13);
+        if i % 97 == 0 {
+            s.push_str("\n\r\n");
+        }
+    }
+    std::fs::write(path, s)?;
+    Ok(())
+}
+
+/// A Parquet file with `groups` row groups of `per_group` rows.
+fn write_parquet(path: &Path, groups: usize, per_group: usize) -> Result<()> {
+    let schema = Arc::new(parse_message_type(
+        "message schema { REQUIRED INT64 id; REQUIRED BYTE_ARRAY note (UTF8); }",
+    )?);
+    let props = Arc::new(WriterProperties::builder().build());
+    let mut w = SerializedFileWriter::new(File::create(path)?, schema, props)?;
+    for g in 0..groups {
+        let ids: Vec<i64> = (0..per_group).map(|i| (g * per_group + i) as i64).collect();
+        let notes: Vec<ByteArray> = ids
+            .iter()
+            .map(|i| ByteArray::from(format!("n\n,\"{i}").as_str()))
+            .collect();
+        let mut rg = w.next_row_group()?;
+        let mut c = rg.next_column()?.context("id column")?;
+        c.typed::<Int64Type>().write_batch(&ids, None, None)?;
+        c.close()?;
+        let mut c = rg.next_column()?.context("note column")?;
+        c.typed::<ByteArrayType>().write_batch(&notes, None, None)?;
+        c.close()?;
+        rg.close()?;
+    }
+    w.close()?;
+    Ok(())
+}
+
+/// read (CSV or Parquet) → table `items` with a non-unique index → `write_out`, 3 files.
+fn script(dir: &Path, input: &Path, parquet: bool) -> Result<PathBuf> {
+    let col = |hdr: &str, ty: &str, fmt: &str| {
+        if parquet {
+            serde_json::json!({"col_type": ty, "parquet": {"col_name": hdr}})
+        } else {
+            serde_json::json!({"col_type": ty, "csv": {"col_hdr": hdr, "col_format": fmt}})
+        }
+    };
+    let (columns, fields) = if parquet {
+        (
+            serde_json::json!({"col_id": col("id", "int", ""), "col_note": col("note", "string", "")}),
+            serde_json::json!({
+                "id": {"expression": "r.col_id", "type": "int"},
+                "note": {"expression": "r.col_note", "type": "string"},
+                "amount": {"expression": "decimal2(r.col_id % 1000)", "type": "decimal2"},
+                "cat": {"expression": "\"c\" + string(r.col_id % 13)", "type": "string"}
+            }),
+        )
+    } else {
+        (
+            serde_json::json!({
+                "col_id": col("id", "int", "%d"),
+                "col_note": col("note", "string", ""),
+                "col_amount": col("amount", "decimal2", "%f"),
+                "col_cat": col("cat", "string", "")
+            }),
+            serde_json::json!({
+                "id": {"expression": "r.col_id", "type": "int"},
+                "note": {"expression": "r.col_note", "type": "string"},
+                "amount": {"expression": "r.col_amount", "type": "decimal2"},
+                "cat": {"expression": "r.col_cat", "type": "string"}
+            }),
+        )
+    };
+    let mut reader = serde_json::json!({"urls": [input.to_string_lossy()], "columns": columns});
+    if !parquet {
+        reader["csv"] = serde_json::json!({"hdr_line_idx": 1, "first_data_line_idx": 2});
+    }
+    let out_col = |name: &str, fmt: &str, ty: &str| {
+        serde_json::json!({"csv": {"header": name, "format": fmt}, "name": name,
+            "expression": format!("r.{name}"), "type": ty})
+    };
+    let s = serde_json::json!({
+        "dependency_policies": plexus_node::files::default_policies(),
+        "nodes": {
+            "read": {
+                "type": "file_table",
+                "r": reader,
+                "w": {
+                    "name": "items",
+                    "having": "w.id % 7 != 3",
+                    "fields": fields,
+                    "indexes": {"idx_items_cat_to_check_uniq": "non_unique(cat)"}
+                }
+            },
+            "write_out": {
+                "type": "table_file",
+                "r": {"table": "items", "expected_batches_total": 3},
+                "w": {
+                    "url_template": format!("{}/out_{{batch_idx}}.csv", dir.join("out").display()),
+                    "columns": [
+                        out_col("id", "%d", "int"),
+                        out_col("note", "%s", "string"),
+                        out_col("amount", "%s", "decimal2"),
+                        out_col("cat", "%s", "string")
+                    ]
+                }
+            }
+        }
+    });
+    let path = dir.join("script.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&s)?)?;
+    Ok(path)
+}
+
+/// Everything a run left: data rows (rowid, bytes), index entries per key, output files.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    rows: Vec<(i64, Vec<u8>)>,
+    index: Vec<(String, Vec<i64>)>,
+    index_entries: u64,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+fn read_batches(plan: &Plan) -> usize {
+    plan.nodes
+        .iter()
+        .find(|n| n.name == "read")
+        .map_or(0, |n| match &n.reader {
+            Reader::File(r) => r.batch_count(),
+            Reader::Table(_) => 0,
+        })
+}
+
+/// Runs `script` in a fresh directory with `split` and collects what it produced.
+fn run(
+    dir: &Path,
+    script: &Path,
+    split: &SplitSettings,
+    threads: usize,
+) -> Result<(usize, Outcome)> {
+    let script = script.to_string_lossy().into_owned();
+    let plan = planner::build_plan_with(&script, None, split)
+        .map_err(|e| anyhow::anyhow!("{}", e.lines().join("\n")))?;
+    let batches = read_batches(&plan);
+    let out_dir = dir.join("out");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir)?;
+    let data_dir = dir.join(format!("data_{batches}"));
+    let settings = RunSettings {
+        script: script.clone(),
+        params: None,
+        keyspace: Some("split".into()),
+        data_dir: data_dir.clone(),
+        threads: Some(threads),
+        python: None,
+        python_args: Vec::new(),
+        start_nodes: vec!["read".into()],
+        exec_node: false,
+        store: StoreKind::Embedded,
+        cql_contact_points: String::new(),
+        cql_config: None,
+        capi: None,
+        tracing: None,
+    };
+    let report = planner::run::run(&plan, &settings, &Silent)?;
+    ensure!(
+        report.status == plexus_raft::RunStatus::Complete,
+        "run ended {:?}",
+        report.status
+    );
+    let mut files = Vec::new();
+    for i in 0..3 {
+        let name = format!("out_{i:05}.csv");
+        files.push((name.clone(), std::fs::read(out_dir.join(&name))?));
+    }
+    let store = EmbeddedStore::open(&data_dir)?;
+    let table = TableRef::new("items", report.run_id);
+    let mut rows = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = store.scan_batch("split", &table, 0, 1, 10_000, resume)?;
+        rows.extend(page.rows);
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => break,
+        }
+    }
+    let idx = TableRef::new("idx_items_cat_to_check_uniq", report.run_id);
+    let keys: Vec<String> = (0..13).map(|c| format!("c{c}")).collect();
+    let def = plan
+        .tables
+        .get("items")
+        .and_then(|t| t.indexes.get("idx_items_cat_to_check_uniq"))
+        .context("index definition")?;
+    let key_bytes = keys
+        .iter()
+        .map(|k| {
+            plexus_core::key::build_key(def, &[&plexus_core::value::Value::Str(k.as_str().into())])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let found = store.lookup_non_unique("split", &idx, &key_bytes)?;
+    let index = keys.into_iter().zip(found).collect();
+    let index_entries = store.count_rows("split", &idx)?;
+    Ok((
+        batches,
+        Outcome {
+            rows,
+            index,
+            index_entries,
+            files,
+        },
+    ))
+}
+
+fn split_small(part_bytes: u64) -> SplitSettings {
+    SplitSettings {
+        min_file_bytes: 0,
+        part_bytes,
+    }
+}
+
+#[test]
+fn csv_split_into_byte_ranges_equals_one_batch() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("items.csv");
+    write_csv(&input, 6000)?;
+    let script = script(dir.path(), &input, false)?;
+    let (one, whole) = run(dir.path(), &script, &SplitSettings::off(), 2)?;
+    ensure!(one == 1, "unsplit: {one} batches");
+    ensure!(!whole.rows.is_empty(), "rows were written");
+    let kept = (0..6000).filter(|i| i % 7 != 3).count();
+    ensure!(
+        whole.rows.len() == kept,
+        "{} rows, {kept} expected",
+        whole.rows.len()
+    );
+    ensure!(whole.index_entries == kept as u64);
+    for (part, threads) in [(16 * 1024, 2), (3000, 1), (777, 3)] {
+        let (n, split) = run(dir.path(), &script, &split_small(part), threads)?;
+        ensure!(n > 5, "{part}-byte parts gave {n} batches");
+        ensure!(
+            split == whole,
+            "{n} parts of {part} bytes differ from one batch"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn parquet_split_into_row_groups_equals_one_batch() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("items.parquet");
+    write_parquet(&input, 5, 300)?;
+    let script = script(dir.path(), &input, true)?;
+    let (one, whole) = run(dir.path(), &script, &SplitSettings::off(), 2)?;
+    ensure!(one == 1, "unsplit: {one} batches");
+    ensure!(whole.rows.len() == (0..1500).filter(|i| i % 7 != 3).count());
+    let (n, split) = run(dir.path(), &script, &split_small(1), 2)?;
+    ensure!(n == 5, "one batch per row group, got {n}");
+    ensure!(split == whole, "row-group batches differ from one batch");
+    Ok(())
+}
+
+#[test]
+fn small_files_stay_one_batch_by_default() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("items.csv");
+    write_csv(&input, 100)?;
+    let script = script(dir.path(), &input, false)?;
+    let plan = planner::build_plan_with(&script.to_string_lossy(), None, &SplitSettings::default())
+        .map_err(|e| anyhow::anyhow!("{}", e.lines().join("\n")))?;
+    ensure!(read_batches(&plan) == 1);
+    Ok(())
+}
