@@ -3,12 +3,11 @@
 //! scripts (the planner does), so starts and drops are refused with what to use instead.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use plexus_raft::{Command, Ledger};
 
 use crate::cluster::api::ApiError;
-use crate::cluster::peer::PeerCore;
+use crate::cluster::core::{PeerCore, now_ms};
 use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, StartRequest, Started};
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
@@ -75,9 +74,7 @@ impl ConsoleBackend for PeerConsole {
     }
 
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError> {
-        let ts_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let ts_ms = now_ms();
         let cmd = Command::StopRun {
             keyspace: keyspace.to_owned(),
             run_id,
