@@ -261,6 +261,21 @@ fn sum_of(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
         .sum()
 }
 
+/// The leader and its copy of the ledger once every running peer applied what it committed.
+fn settled_ledger(cluster: &TestCluster) -> Result<(u64, Ledger)> {
+    let leader = cluster.wait_leader(Duration::from_secs(5))?;
+    cluster.wait_caught_up(Duration::from_secs(10))?;
+    let ledger = cluster
+        .peer(leader)
+        .context("leader")?
+        .executor()
+        .ledger()
+        .view()
+        .read()
+        .clone();
+    Ok((leader, ledger))
+}
+
 fn observed() -> Result<(OtlpReceiver, TestCluster)> {
     let rx = OtlpReceiver::start()?;
     let cluster = TestCluster::start_observed(
@@ -293,16 +308,7 @@ fn cluster_run_exports_one_trace_and_metrics() -> Result<()> {
         "read_orders,read_order_items",
     )?;
     check_lookup_outputs(&c)?;
-    let leader = cluster.wait_leader(Duration::from_secs(5))?;
-    cluster.wait_caught_up(Duration::from_secs(10))?;
-    let ledger: Ledger = cluster
-        .peer(leader)
-        .context("leader")?
-        .executor()
-        .ledger()
-        .view()
-        .read()
-        .clone();
+    let (leader, ledger) = settled_ledger(&cluster)?;
     let trace = plexus_node::telemetry::run_trace(&ledger, KS, 1).context("trace")?;
     ensure!(
         submitted.contains(&format!("trace {}", trace.trace_hex())),
@@ -465,16 +471,7 @@ fn failed_and_retried_batches_are_counted() -> Result<()> {
         "read_orders,read_order_items",
     );
     ensure!(outcome.is_err(), "the run must fail: {outcome:?}");
-    let leader = cluster.wait_leader(Duration::from_secs(5))?;
-    cluster.wait_caught_up(Duration::from_secs(10))?;
-    let ledger: Ledger = cluster
-        .peer(leader)
-        .context("leader")?
-        .executor()
-        .ledger()
-        .view()
-        .read()
-        .clone();
+    let (_, ledger) = settled_ledger(&cluster)?;
     let (mut failed, mut executions, mut executed_batches) = (0u64, 0u64, 0u64);
     for node in &ledger.run(ks, 1)?.processed {
         let mut per_batch: BTreeMap<u32, u64> = BTreeMap::new();
