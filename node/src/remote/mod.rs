@@ -194,6 +194,16 @@ impl std::fmt::Debug for FileAccess {
 
 static GLOBAL: OnceLock<FileAccess> = OnceLock::new();
 
+/// The refusal of a local path where a remote URL was expected (the files layer opens local
+/// paths itself).
+fn not_remote(op: Operation, path: String) -> RemoteError {
+    RemoteError::Unsupported {
+        op,
+        url: path,
+        reason: "a local path is not a remote file".into(),
+    }
+}
+
 impl FileAccess {
     /// File access with these settings.
     pub fn new(settings: FileSettings) -> Self {
@@ -256,13 +266,7 @@ impl FileAccess {
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let shown = redact(url);
         let first = match Location::parse(url)? {
-            Location::Local(p) => {
-                return Err(RemoteError::Unsupported {
-                    op: Operation::Open,
-                    url: p,
-                    reason: "a local path is not a remote file".into(),
-                });
-            }
+            Location::Local(p) => return Err(not_remote(Operation::Open, p)),
             Location::S3 { bucket, key } => {
                 let op = self.s3_operator(&bucket)?;
                 block(s3::stream(op, key, shown.clone(), tx))?
@@ -292,13 +296,7 @@ impl FileAccess {
     pub fn open_ranged(&self, url: &str) -> Result<RangedFile, RemoteError> {
         let shown = redact(url);
         let src = match Location::parse(url)? {
-            Location::Local(p) => {
-                return Err(RemoteError::Unsupported {
-                    op: Operation::Open,
-                    url: p,
-                    reason: "a local path is not a remote file".into(),
-                });
-            }
+            Location::Local(p) => return Err(not_remote(Operation::Open, p)),
             Location::S3 { bucket, key } => {
                 let op = self.s3_operator(&bucket)?;
                 let len = block(s3::length(op.clone(), key.clone(), shown.clone()))??;
@@ -340,13 +338,7 @@ impl FileAccess {
         let shown = redact(url);
         let (tx, rx) = mpsc::channel::<Option<Bytes>>(2);
         let task = match Location::parse(url)? {
-            Location::Local(p) => {
-                return Err(RemoteError::Unsupported {
-                    op: Operation::Create,
-                    url: p,
-                    reason: "a local path is not a remote file".into(),
-                });
-            }
+            Location::Local(p) => return Err(not_remote(Operation::Create, p)),
             Location::Http(_) => {
                 return Err(RemoteError::Unsupported {
                     op: Operation::Create,
