@@ -172,7 +172,7 @@ fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
 }
 
 /// Kill the leader mid-run: the run completes, and the longest stretch without a committed
-/// batch stays under two election timeouts plus one batch.
+/// batch stays under four election timeouts plus one batch.
 #[test]
 fn the_leader_killed_mid_run() -> Result<()> {
     if common::conformance()?.is_none() {
@@ -207,8 +207,11 @@ fn the_leader_killed_mid_run() -> Result<()> {
     }
     done.sort_unstable();
     let gap = done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    // As in `leader_killed_while_idle`: the survivors refuse votes for one election timeout
+    // after the last heartbeat (openraft's leader lease), then one round, one more if it splits
+    // or a vote is dropped by the lossy network, and slack for a loaded machine.
     let limit =
-        2 * TestCluster::fast_timers().election_max.as_millis() as i64 + longest_batch as i64 + 100;
+        4 * TestCluster::fast_timers().election_max.as_millis() as i64 + longest_batch as i64 + 100;
     eprintln!(
         "leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)"
     );
