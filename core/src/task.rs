@@ -55,6 +55,11 @@ pub struct BatchTask {
     pub plan_hash: PlanHash,
     /// Keyspace of the run.
     pub keyspace: String,
+    /// Which creation of the keyspace (the ledger's `Keyspace::incarnation`; 0 where
+    /// keyspaces are never re-created under one ledger): what a peer's per-run caches are keyed
+    /// by besides the run id, which restarts at 1 after a drop.
+    #[serde(default)]
+    pub keyspace_incarnation: u64,
     /// Run the batch belongs to; tables it writes carry this run id.
     pub run_id: u32,
     /// Script node name.
@@ -214,6 +219,7 @@ mod tests {
         let t = BatchTask {
             plan_hash: PlanHash([9; 32]),
             keyspace: "ks".into(),
+            keyspace_incarnation: 0,
             run_id: 3,
             node: "n".into(),
             batch_idx: 2,

@@ -254,6 +254,8 @@ impl ConsoleConfig {
             token: self.token.clone().filter(|t| !t.is_empty()),
             writes_open: false,
             protect_reads: self.protect_reads,
+            // The binary sets the planner's compiler; the config cannot name one.
+            compiler: None,
         })
     }
 }

@@ -207,7 +207,7 @@ pub struct Executor {
     /// Nodes prepared for execution, by (plan, node).
     prepared: Mutex<HashMap<(PlanHash, String), Arc<CompiledNode>>>,
     /// Runs whose tables this process created (create is idempotent; this saves the DDL).
-    tables: Mutex<HashSet<(String, u32)>>,
+    tables: Mutex<HashSet<(String, u64, u32)>>,
     stopping: AtomicBool,
     /// Set while the peer is drained: no claims and no steals (running tasks go on).
     paused: AtomicBool,
@@ -440,17 +440,20 @@ impl Executor {
     /// Creates the keyspace and the tables of every node a run processes and prepares each
     /// node, once per process; errors here are the run's setup errors, not batch failures.
     pub fn prepare_run(&self, keyspace: &str, run_id: u32) -> Result<(), ExecutorError> {
+        let (incarnation, hash, nodes) = {
+            let l = self.ledger.view().read();
+            let refused = |e| ExecutorError::Ledger(ProposeError::Refused(e));
+            let incarnation = l.keyspace(keyspace).map_err(refused)?.incarnation;
+            let run = l.run(keyspace, run_id).map_err(refused)?;
+            (incarnation, run.plan_hash, run.processed.clone())
+        };
+        // Keyed by incarnation too: a keyspace dropped and created again restarts at run 1,
+        // and its tables must be made again.
+        let made_key = (keyspace.to_owned(), incarnation, run_id);
         let mut made = lock(&self.tables);
-        if made.contains(&(keyspace.to_owned(), run_id)) {
+        if made.contains(&made_key) {
             return Ok(());
         }
-        let (hash, nodes) = {
-            let l = self.ledger.view().read();
-            let run = l
-                .run(keyspace, run_id)
-                .map_err(|e| ExecutorError::Ledger(ProposeError::Refused(e)))?;
-            (run.plan_hash, run.processed.clone())
-        };
         let id = BatchId {
             keyspace: keyspace.to_owned(),
             run_id,
@@ -476,7 +479,7 @@ impl Executor {
             }
             self.prepared(&plan, hash, name)?;
         }
-        made.insert((keyspace.to_owned(), run_id));
+        made.insert(made_key);
         Ok(())
     }
 

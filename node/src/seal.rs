@@ -159,6 +159,7 @@ mod tests {
         BatchTask {
             plan_hash: PlanHash([3; 32]),
             keyspace: "ks".into(),
+            keyspace_incarnation: 0,
             run_id: 2,
             node: "read".into(),
             batch_idx: 4,

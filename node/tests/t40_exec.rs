@@ -208,6 +208,7 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
     BatchTask {
         plan_hash: plexus_core::task::PlanHash([0; 32]),
         keyspace: KS.into(),
+        keyspace_incarnation: 0,
         run_id: run,
         node: node.into(),
         batch_idx: batch,

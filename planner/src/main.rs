@@ -103,12 +103,15 @@ enum Command {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
-    /// Drop a keyspace with all its tables and history (no error if it does not exist).
+    /// Drop a keyspace with all its tables and history (no error if it does not exist); on a
+    /// cluster, refused while one of its runs is going or has batches executing.
     DropKeyspace {
         /// Keyspace.
         keyspace: String,
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Print the CQL that creates a keyspace, its workflow tables and the tables of the nodes
     /// a run affects (Capillaries get_table_cql).
@@ -532,6 +535,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     token,
                     writes_open,
                     protect_reads,
+                    compiler: None,
                 },
                 cluster: cluster.target()?,
             };
@@ -596,8 +600,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::DropKeyspace { keyspace, store } => {
-            planner::run::drop_keyspace(&store.target(), &keyspace)?;
+        Command::DropKeyspace {
+            keyspace,
+            store,
+            cluster,
+        } => {
+            match cluster.target()? {
+                Some(c) => {
+                    c.connect()?
+                        .drop_keyspace(&keyspace)
+                        .with_context(|| format!("cannot drop keyspace {keyspace}"))?;
+                }
+                None => planner::run::drop_keyspace(&store.target(), &keyspace)?,
+            }
             println!("dropped keyspace {keyspace}");
             Ok(ExitCode::SUCCESS)
         }

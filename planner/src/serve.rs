@@ -21,7 +21,8 @@ use anyhow::{Context as _, Result};
 use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
 use plexus_node::console::{
-    BackendInfo, Console, ConsoleBackend, ConsoleError, ConsoleSettings, StartRequest, Started,
+    BackendInfo, CompiledStart, Console, ConsoleBackend, ConsoleError, ConsoleSettings,
+    PlanCompiler, StartRequest, Started,
 };
 use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
@@ -160,10 +161,9 @@ impl Observer for StartSignal {
 
 /// Loads and validates the script and the start nodes exactly as `planner run` and
 /// `planner submit` do: the plan, the cleaned start nodes (every file reader when none is
-/// given) and their warnings; every error as [`ConsoleError::Invalid`].
-fn validate(
-    req: &StartRequest,
-) -> Result<(plexus_core::plan::Plan, Vec<String>, Vec<String>), ConsoleError> {
+/// given) and their warnings; every error as [`ConsoleError::Invalid`]. Peers use it through
+/// [`ScriptCompiler`].
+fn validate(req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
     let params = req.params_url.as_deref().filter(|p| !p.trim().is_empty());
     let plan = crate::build_plan(req.script_url.trim(), params).map_err(|e| {
         let errors = e.lines();
@@ -183,22 +183,26 @@ fn validate(
             errors: vec![e.to_string()],
         }
     })?;
-    let names = if start.names.is_empty() {
+    let start_nodes = if start.names.is_empty() {
         crate::start_nodes::file_readers(&plan)
     } else {
         start.names
     };
-    Ok((plan, names, start.warnings))
+    Ok(CompiledStart {
+        plan,
+        start_nodes,
+        warnings: start.warnings,
+    })
 }
 
-/// The description of a run started from the console: the one given, else where it came from.
-fn description(req: &StartRequest) -> String {
-    if !req.description.trim().is_empty() {
-        return req.description.clone();
-    }
-    match req.params_url.as_deref().filter(|p| !p.trim().is_empty()) {
-        Some(p) => format!("console: {} --params {p}", req.script_url),
-        None => format!("console: {}", req.script_url),
+/// The planner's script loading and validation as a peer's [`PlanCompiler`]: the
+/// `plexus-node` binary gives it to every peer so that their consoles start runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptCompiler;
+
+impl PlanCompiler for ScriptCompiler {
+    fn compile(&self, req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
+        validate(req)
     }
 }
 
@@ -231,7 +235,11 @@ impl ConsoleBackend for EmbeddedBackend {
 
     fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
         // The same checks as `planner run`, in the same order; nothing starts on an error.
-        let (plan, start_nodes, warnings) = validate(req)?;
+        let CompiledStart {
+            plan,
+            start_nodes,
+            warnings,
+        } = validate(req)?;
         let mut ctx = ExecContext::new(self.store.clone());
         if let Some(pool) = self.python_pool(&plan)? {
             ctx = ctx.with_py(pool);
@@ -239,7 +247,7 @@ impl ConsoleBackend for EmbeddedBackend {
         let ledger = self
             .ledger_of(keyspace, true)?
             .ok_or_else(|| ConsoleError::Internal(format!("keyspace {keyspace} is missing")))?;
-        let description = description(req);
+        let description = req.run_description();
         let run = RunRequest {
             keyspace: keyspace.to_owned(),
             start_nodes,
@@ -404,7 +412,7 @@ impl ConsoleBackend for ClusterBackend {
             kind: "cluster",
             name: self.spec.clone(),
             can_start: true,
-            can_drop: false,
+            can_drop: true,
         }
     }
 
@@ -423,11 +431,15 @@ impl ConsoleBackend for ClusterBackend {
     }
 
     fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
-        let (plan, start_nodes, warnings) = validate(req)?;
+        let CompiledStart {
+            plan,
+            start_nodes,
+            warnings,
+        } = validate(req)?;
         let sub = crate::cluster::Submission {
             keyspace: keyspace.to_owned(),
             start_nodes,
-            description: description(req),
+            description: req.run_description(),
             only_start_nodes: false,
         };
         let run_id = crate::cluster::submit(self.client()?, &plan, &sub).map_err(|e| {
@@ -452,9 +464,17 @@ impl ConsoleBackend for ClusterBackend {
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Unsupported(format!(
-            "keyspace {keyspace} cannot be dropped on a cluster yet: the replicated ledger has no drop command"
-        )))
+        let existed = self
+            .client()?
+            .drop_keyspace(keyspace)
+            .map_err(|e| client_error(&e))?;
+        if existed {
+            Ok(())
+        } else {
+            Err(ConsoleError::NotFound(format!(
+                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
+            )))
+        }
     }
 }
 

@@ -620,10 +620,10 @@ impl Backend for OnCluster {
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), anyhow::Error> {
-        anyhow::bail!(
-            "drop_keyspace {keyspace}: not available against a cluster yet (the replicated ledger \
-             has no drop command); drop the keyspace in Cassandra and use a new keyspace name"
-        )
+        self.client
+            .drop_keyspace(keyspace)
+            .map_err(|e| anyhow::anyhow!("drop_keyspace {keyspace} on cluster {}: {e}", self.spec))?;
+        Ok(())
     }
 }
 

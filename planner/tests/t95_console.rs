@@ -1,7 +1,8 @@
 //! The web console's HTTP API (issue #16): every endpoint against `planner serve` on the
 //! embedded store and against the listeners of a 3-peer cluster, refusals included (no token,
 //! a wrong token, unknown keyspace/run/node, a bad script URL and an invalid script with all
-//! their errors, a stop of a finished run, a drop of a keyspace still running).
+//! their errors, a stop of a finished run, a drop of a keyspace still running), and on a
+//! cluster a keyspace dropped and created again with other data.
 //!
 //! Runs come from the lookup conformance script: run 1 complete, run 2 with read_orders failing
 //! (its input file is missing), and a long run whose inputs sit behind a slow HTTP server.
@@ -131,7 +132,10 @@ impl Inputs {
     fn new(c: &common::Conformance) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let d = dir.path();
-        for sub in ["in", "in_missing", "out", "out_missing", "out_slow", "data"] {
+        for sub in [
+            "in", "in_missing", "out", "out_missing", "out_slow", "out_alt", "out_ref", "data",
+            "data_ref",
+        ] {
             std::fs::create_dir_all(d.join(sub))?;
         }
         let input = c.input("lookup");
@@ -174,6 +178,43 @@ impl Inputs {
     fn script(&self) -> String {
         self.script.to_string_lossy().into_owned()
     }
+
+    /// Params for `in_alt`: the orders, and the first half of the order items; the files go
+    /// to `out_alt`.
+    fn half_of_the_items(&self) -> Result<String> {
+        let alt = self.dir.path().join("in_alt");
+        std::fs::create_dir_all(&alt)?;
+        let f = "olist_orders_dataset.csv";
+        std::fs::copy(self.dir.path().join("in").join(f), alt.join(f))?;
+        let f = "olist_order_items_dataset.csv";
+        let items = std::fs::read_to_string(self.dir.path().join("in").join(f))?;
+        let lines: Vec<&str> = items.lines().collect();
+        let mut half = lines[..lines.len().div_ceil(2)].join("\n");
+        half.push('\n');
+        std::fs::write(alt.join(f), half)?;
+        self.params("params_alt.json", &self.path("in_alt"), &self.path("out_alt"))
+    }
+}
+
+/// Compares two output directories file by file, byte for byte; how many files they hold.
+fn same_files(a: &str, b: &str) -> Result<usize> {
+    let names = |d: &str| -> Result<Vec<String>> {
+        let mut v: Vec<String> = std::fs::read_dir(d)?
+            .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_>>()?;
+        v.sort();
+        Ok(v)
+    };
+    let (na, nb) = (names(a)?, names(b)?);
+    ensure!(na == nb, "{a} holds {na:?}, {b} holds {nb:?}");
+    for n in &na {
+        let (x, y) = (
+            std::fs::read(Path::new(a).join(n))?,
+            std::fs::read(Path::new(b).join(n))?,
+        );
+        ensure!(x == y, "{n} differs between {a} and {b}");
+    }
+    Ok(na.len())
 }
 
 /// An HTTP server that answers every request with a 404 after `secs`: inputs that keep a
@@ -802,6 +843,7 @@ mod on_cluster {
                 token: Some(TOKEN.to_owned()),
                 writes_open: false,
                 protect_reads: false,
+                compiler: Some(std::sync::Arc::new(planner::serve::ScriptCompiler)),
             },
         )?;
         ensure!(
@@ -824,7 +866,8 @@ mod on_cluster {
             let info = get(*a, "/api/info")?;
             assert_eq!(info["backend"], "cluster");
             assert_eq!(info["name"], format!("n{}", i + 1));
-            assert_eq!(info["writes"]["start"], false);
+            assert_eq!(info["writes"]["start"], true, "{info}");
+            assert_eq!(info["writes"]["drop"], true, "{info}");
             // Followers see the keyspace once they applied its entries.
             wait_for(10, "the keyspace on every peer", || {
                 let ks = get(*a, "/api/keyspaces")?;
@@ -841,9 +884,30 @@ mod on_cluster {
         let a = addrs[1];
         let start_path = format!("/api/keyspaces/{KS}/runs");
         let good = json!({ "script_url": inp.script(), "params_url": inp.path("params.json") });
+
+        // A start on a follower's console: compiled there, committed through the leader.
         refusal(a, "POST", &start_path, None, Some(&good), 401)?;
-        let e = refusal(a, "POST", &start_path, Some(TOKEN), Some(&good), 501)?;
-        assert!(e.contains("planner submit"), "{e}");
+        let missing = json!({ "script_url": inp.path("nope/script.json") });
+        let v = call(a, "POST", &start_path, Some(TOKEN), Some(&missing), 422)?;
+        assert!(
+            v["errors"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("nope/script.json"),
+            "{v}"
+        );
+        let v = call(a, "POST", &start_path, Some(TOKEN), Some(&good), 201)?;
+        assert_eq!(v["run_id"], 3, "{v}");
+        wait_for(60, "run 3 complete on the cluster", || {
+            let m = get(addrs[2], &start_path)?;
+            Ok((run_status(&m, 3) == "complete").then_some(()))
+        })?;
+        let m = get(a, &start_path)?;
+        let run3 = cells(&m, 3);
+        assert!(
+            !run3.is_empty() && run3.iter().all(|(_, s)| s == "success"),
+            "{run3:?}"
+        );
         refusal(a, "POST", &format!("{start_path}/1/stop"), None, None, 401)?;
         let e = refusal(
             a,
@@ -854,15 +918,6 @@ mod on_cluster {
             409,
         )?;
         assert!(e.contains("not running"), "{e}");
-        let e = refusal(
-            a,
-            "DELETE",
-            &format!("/api/keyspaces/{KS}"),
-            Some(TOKEN),
-            None,
-            501,
-        )?;
-        assert!(e.contains("drop"), "{e}");
         refusal(
             a,
             "DELETE",
@@ -872,32 +927,26 @@ mod on_cluster {
             401,
         )?;
 
-        // A long run started with planner submit, stopped over HTTP on a follower.
+        // A long run, stopped over HTTP on a follower; its keyspace cannot be dropped while it
+        // runs, nor while its stopped batch still executes.
         let slow = slow_server(8)?;
         let slow_params = inp.params(
             "params_slow.json",
             &format!("http://{slow}"),
             &inp.path("out_slow"),
         )?;
-        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-            .args([
-                "submit",
-                &inp.script(),
-                "--params",
-                &slow_params,
-                "--keyspace",
-                "slow_ks",
-            ])
-            .env("PLEXUS_CLUSTER", cluster.addrs())
-            .env("PLEXUS_TLS_DIR", cluster.tls_dir())
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "submit: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let m = get(a, "/api/keyspaces/slow_ks/runs")?;
-        assert_eq!(run_status(&m, 1), "start", "{m}");
+        let slow_start = json!({ "script_url": inp.script(), "params_url": slow_params });
+        let v = call(
+            a,
+            "POST",
+            "/api/keyspaces/slow_ks/runs",
+            Some(TOKEN),
+            Some(&slow_start),
+            201,
+        )?;
+        assert_eq!(v["run_id"], 1, "{v}");
+        let e = refusal(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None, 409)?;
+        assert!(e.contains("stop it first"), "{e}");
         call(
             a,
             "POST",
@@ -912,18 +961,43 @@ mod on_cluster {
                 Ok((run["status"] == "stop").then_some(()))
             })?;
         }
+        let mut executing_refused = false;
+        wait_for(60, "slow_ks dropped once its batch finished", || {
+            let (status, _, text) = http(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None)?;
+            match status {
+                200 => Ok(Some(())),
+                409 if text.contains("still executing") => {
+                    executing_refused = true;
+                    Ok(None)
+                }
+                _ => bail!("DELETE slow_ks: {status} {text}"),
+            }
+        })?;
+        assert!(
+            executing_refused,
+            "the drop should have waited for the stopped run's batch"
+        );
+        for a in &addrs {
+            wait_for(10, "slow_ks gone on every peer", || {
+                let ks = get(*a, "/api/keyspaces")?;
+                Ok((!ks.to_string().contains("slow_ks")).then_some(()))
+            })?;
+        }
+        refusal(a, "GET", "/api/keyspaces/slow_ks/runs", None, None, 404)?;
+        refusal(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None, 404)?;
 
         // `planner serve --cluster`: the same reads, and starts validated and submitted.
         let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN)?;
         let s = serve.addr;
-        assert_eq!(get(s, "/api/info")?["writes"]["start"], true);
+        let info = get(s, "/api/info")?;
+        assert_eq!(info["writes"]["start"], true, "{info}");
+        assert_eq!(info["writes"]["drop"], true, "{info}");
         let ks = get(s, "/api/keyspaces")?;
         let names: Vec<&str> = ks["keyspaces"]
             .as_array()
             .map(|a| a.iter().filter_map(|k| k["name"].as_str()).collect())
             .unwrap_or_default();
-        assert_eq!(names, [KS, "slow_ks"], "{ks}");
-        let missing = json!({ "script_url": inp.path("nope/script.json") });
+        assert_eq!(names, [KS], "{ks}");
         let v = call(s, "POST", &start_path, Some(TOKEN), Some(&missing), 422)?;
         assert!(
             v["errors"][0]
@@ -934,24 +1008,69 @@ mod on_cluster {
         );
         refusal(s, "POST", &start_path, None, Some(&good), 401)?;
         let v = call(s, "POST", &start_path, Some(TOKEN), Some(&good), 201)?;
-        assert_eq!(v["run_id"], 3, "{v}");
-        let m = wait_for(60, "run 3 complete on the cluster", || {
+        assert_eq!(v["run_id"], 4, "{v}");
+        wait_for(60, "run 4 complete on the cluster", || {
             let m = get(a, &start_path)?;
-            Ok((run_status(&m, 3) == "complete").then_some(m))
+            Ok((run_status(&m, 4) == "complete").then_some(()))
         })?;
-        let run3 = cells(&m, 3);
-        assert!(
-            !run3.is_empty() && run3.iter().all(|(_, s)| s == "success"),
-            "{run3:?}"
+
+        // Dropped from `planner serve --cluster` and created again from a peer's console with
+        // other data: run ids restart at 1, and the lookups read the new tables, not a build
+        // the peers cached for the old run 1 (the files equal an embedded run of that data).
+        call(s, "DELETE", &format!("/api/keyspaces/{KS}"), Some(TOKEN), None, 200)?;
+        refusal(s, "DELETE", &format!("/api/keyspaces/{KS}"), Some(TOKEN), None, 404)?;
+        let alt = inp.half_of_the_items()?;
+        let alt_start = json!({ "script_url": inp.script(), "params_url": alt });
+        let v = call(addrs[0], "POST", &start_path, Some(TOKEN), Some(&alt_start), 201)?;
+        assert_eq!(v["run_id"], 1, "{v}");
+        let m = wait_for(60, "the new run 1 complete", || {
+            let m = get(a, &start_path)?;
+            Ok((run_status(&m, 1) == "complete").then_some(m))
+        })?;
+        let run1 = cells(&m, 1);
+        ensure!(
+            !run1.is_empty() && run1.iter().all(|(_, s)| s == "success"),
+            "{run1:?}: {}",
+            get(a, &format!("{start_path}/1/nodes/read_orders/batches"))?
         );
-        refusal(
-            s,
-            "DELETE",
-            &format!("/api/keyspaces/{KS}"),
-            Some(TOKEN),
-            None,
-            501,
-        )?;
+        let reference = planner(&[
+            "run",
+            &inp.script(),
+            "--params",
+            &inp.params("params_ref.json", &inp.path("in_alt"), &inp.path("out_ref"))?,
+            "--keyspace",
+            KS,
+            "--data-dir",
+            &inp.path("data_ref"),
+            "--threads",
+            "2",
+        ])?;
+        ensure!(
+            reference.status.success(),
+            "reference run: {}",
+            String::from_utf8_lossy(&reference.stderr)
+        );
+        let files = same_files(&inp.path("out_alt"), &inp.path("out_ref"))?;
+        assert!(files > 0, "the lookup script writes files");
+        ensure!(
+            !same_files(&inp.path("out"), &inp.path("out_ref")).is_ok_and(|n| n == files),
+            "half of the items should change the results"
+        );
+
+        // The toolbelt's `drop_keyspace` against the cluster: no error, even when absent.
+        for _ in 0..2 {
+            let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+                .args(["drop-keyspace", KS])
+                .env("PLEXUS_CLUSTER", cluster.addrs())
+                .env("PLEXUS_TLS_DIR", cluster.tls_dir())
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "planner drop-keyspace: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(get(a, "/api/keyspaces")?["keyspaces"], json!([]));
         Ok(())
     }
 }

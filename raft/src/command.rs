@@ -186,6 +186,13 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
+    /// Forgets a keyspace with its runs and histories (`drop_keyspace`); refused while one of
+    /// its runs is going or has batches executing. The peer that proposes it drops the
+    /// keyspace's tables once it is committed.
+    DropKeyspace {
+        /// Keyspace.
+        keyspace: String,
+    },
 }
 
 impl Command {
@@ -329,5 +336,10 @@ pub enum Event {
         keyspace: String,
         /// Run.
         run_id: u32,
+    },
+    /// A keyspace and its runs were forgotten.
+    KeyspaceDropped {
+        /// Keyspace.
+        keyspace: String,
     },
 }

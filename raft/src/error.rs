@@ -38,6 +38,16 @@ pub enum LedgerError {
         /// The keyspace.
         keyspace: String,
     },
+    /// The keyspace cannot be dropped while this run uses it.
+    #[error("keyspace {keyspace:?} cannot be dropped: run {run_id} {reason}")]
+    KeyspaceInUse {
+        /// The keyspace.
+        keyspace: String,
+        /// The run in the way.
+        run_id: u32,
+        /// What it is doing.
+        reason: String,
+    },
     /// A run needs at least one start node.
     #[error("no start nodes given")]
     NoStartNodes,

@@ -30,6 +30,9 @@ pub struct Ledger {
     peers: BTreeMap<PeerId, PeerLease>,
     /// Key checks by key id ([`Command::RegisterKey`]).
     key_checks: BTreeMap<u32, Vec<u8>>,
+    /// Keyspaces created so far, dropped ones included: the next keyspace's
+    /// [`Keyspace::incarnation`].
+    keyspaces_created: u64,
     /// Compiled dependency policies; derived from `plans`, so not part of the state.
     #[serde(skip)]
     policies: PolicyCache,
@@ -64,6 +67,10 @@ pub struct PeerLease {
 /// The runs of one keyspace (`wf_run_counter`, `wf_run_properties` and the histories).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Keyspace {
+    /// Which creation of this name it is (ledger-wide, from 1): a keyspace dropped and
+    /// created again restarts its run ids at 1 (spec), so anything a peer keeps per
+    /// (keyspace, run) is keyed by this too and never outlives a drop.
+    pub incarnation: u64,
     /// The last allocated run id (0 before the first run).
     pub last_run: u32,
     /// Runs by id.
@@ -255,6 +262,11 @@ impl Ledger {
         out
     }
 
+    /// The keyspace's [`Keyspace::incarnation`] (0 when unknown).
+    fn incarnation(&self, keyspace: &str) -> u64 {
+        self.keyspaces.get(keyspace).map_or(0, |k| k.incarnation)
+    }
+
     /// A submitted plan.
     pub fn plan(&self, plan_hash: &PlanHash) -> Option<&Plan> {
         self.plans.get(plan_hash)
@@ -436,6 +448,7 @@ impl Ledger {
                 self.stop_run(&keyspace, run_id, comment, ts_ms, &mut ev)?;
                 self.settle(&keyspace, ts_ms, &mut ev);
             }
+            Command::DropKeyspace { keyspace } => self.drop_keyspace(&keyspace, &mut ev)?,
         }
         Ok(ev)
     }
@@ -555,7 +568,17 @@ impl Ledger {
         } else {
             "api.StartRun"
         };
-        let ks = self.keyspaces.entry(keyspace.to_owned()).or_default();
+        if !self.keyspaces.contains_key(keyspace) {
+            self.keyspaces_created += 1;
+        }
+        let incarnation = self.keyspaces_created;
+        let ks = self
+            .keyspaces
+            .entry(keyspace.to_owned())
+            .or_insert_with(|| Keyspace {
+                incarnation,
+                ..Keyspace::default()
+            });
         ks.last_run = run_id;
         let seq = ks.seq();
         ks.runs.insert(
@@ -1160,6 +1183,40 @@ impl Ledger {
         Ok(())
     }
 
+    /// Forgets a keyspace and its runs, refused while any of its runs is going or still has
+    /// batches executing (they would write into tables being dropped).
+    fn drop_keyspace(&mut self, keyspace: &str, ev: &mut Vec<Event>) -> Result<(), LedgerError> {
+        let ks = self.keyspace(keyspace)?;
+        for (&run_id, run) in &ks.runs {
+            if run.status() == RunStatus::Start {
+                return Err(LedgerError::KeyspaceInUse {
+                    keyspace: keyspace.to_owned(),
+                    run_id,
+                    reason: "it is still running; stop it first".to_owned(),
+                });
+            }
+            let executing: u32 = run
+                .nodes
+                .values()
+                .map(|nr| nr.unfinished.saturating_sub(nr.unclaimed.len() as u32))
+                .sum();
+            if executing > 0 {
+                return Err(LedgerError::KeyspaceInUse {
+                    keyspace: keyspace.to_owned(),
+                    run_id,
+                    reason: format!(
+                        "it is stopped, but {executing} of its batches are still executing; wait until they finish"
+                    ),
+                });
+            }
+        }
+        self.keyspaces.remove(keyspace);
+        ev.push(Event::KeyspaceDropped {
+            keyspace: keyspace.to_owned(),
+        });
+        Ok(())
+    }
+
     fn stop_run(
         &mut self,
         keyspace: &str,
@@ -1425,6 +1482,7 @@ impl Ledger {
                 out.push(BatchTask {
                     plan_hash: run.plan_hash,
                     keyspace: keyspace.to_owned(),
+                    keyspace_incarnation: self.incarnation(keyspace),
                     run_id,
                     node: name.clone(),
                     batch_idx: i,
@@ -1484,6 +1542,7 @@ impl Ledger {
                     .map(|&i| BatchTask {
                         plan_hash: run.plan_hash,
                         keyspace: ks.to_owned(),
+                        keyspace_incarnation: self.incarnation(ks),
                         run_id: run.run_id,
                         node: name.clone(),
                         batch_idx: i,
@@ -1554,6 +1613,7 @@ impl Ledger {
                                 BatchTask {
                                     plan_hash: run.plan_hash,
                                     keyspace: ks_name.clone(),
+                                    keyspace_incarnation: ks.incarnation,
                                     run_id: run.run_id,
                                     node: name.clone(),
                                     batch_idx: i as u32,

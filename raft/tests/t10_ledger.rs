@@ -571,6 +571,71 @@ fn stale_claims_follow_max_batch_processing_time() {
 }
 
 #[test]
+fn drop_keyspace_waits_for_its_runs_and_a_new_keyspace_of_that_name_starts_over() {
+    let mut h = Harness::new();
+    let plan = h.submit(lookup_plan(StartPolicy::Manual));
+    let drop = |h: &mut Harness| {
+        h.apply(Command::DropKeyspace {
+            keyspace: KS.into(),
+        })
+    };
+    assert!(matches!(
+        drop(&mut h),
+        Err(LedgerError::UnknownKeyspace { .. })
+    ));
+    let run1 = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    h.drain(KS, run1);
+    let run2 = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    let first = h.claim(KS, run2, "read_orders", 0);
+    match drop(&mut h) {
+        Err(LedgerError::KeyspaceInUse { run_id, reason, .. }) => {
+            assert_eq!(run_id, run2);
+            assert!(reason.contains("stop it first"), "{reason}");
+        }
+        other => panic!("a drop during a run: {other:?}"),
+    }
+    h.stop(KS, run2);
+    match drop(&mut h) {
+        Err(LedgerError::KeyspaceInUse { run_id, reason, .. }) => {
+            assert_eq!(run_id, run2);
+            assert!(reason.contains("1 of its batches"), "{reason}");
+        }
+        other => panic!("a drop while a stopped run's batch executes: {other:?}"),
+    }
+    h.done(KS, run2, "read_orders", 0);
+    let ev = drop(&mut h).expect("nothing runs any more");
+    assert_eq!(
+        ev,
+        [Event::KeyspaceDropped {
+            keyspace: KS.into()
+        }]
+    );
+    assert!(h.ledger.keyspace_names().is_empty());
+    assert!(matches!(
+        h.ledger.run(KS, run1),
+        Err(LedgerError::UnknownKeyspace { .. })
+    ));
+
+    // Created again: run ids restart at 1 (as Capillaries' run counter does), under a new
+    // incarnation that every task carries.
+    let again = h.start(KS, plan, &["read_orders", "read_order_items"]);
+    assert_eq!(again, 1);
+    let task = h.claim(KS, again, "read_orders", 0);
+    assert_eq!((first.run_id, first.keyspace_incarnation), (run2, 1));
+    assert_eq!((task.run_id, task.keyspace_incarnation), (1, 2));
+    // Another keyspace gets its own.
+    let other = h.start("other_ks", plan, &["read_orders"]);
+    let t = h.claim("other_ks", other, "read_orders", 0);
+    assert_eq!(t.keyspace_incarnation, 3);
+    // Replaying the log gives the same state.
+    let mut replay = Ledger::new();
+    for cmd in h.log.clone() {
+        replay.apply(cmd).expect("replays");
+    }
+    assert_eq!(replay, h.ledger);
+}
+
+#[test]
 fn stop_run_marks_unclaimed_batches_and_blocks_later_runs() {
     let mut h = Harness::new();
     let plan = h.submit(lookup_plan(StartPolicy::Manual));
@@ -662,6 +727,7 @@ fn invalid_commands_are_rejected_without_state_change() {
         let task = BatchTask {
             plan_hash: plan,
             keyspace: ks.into(),
+            keyspace_incarnation: 0,
             run_id,
             node: node.into(),
             batch_idx: idx,

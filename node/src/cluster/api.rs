@@ -55,6 +55,13 @@ pub enum PeerRequest {
         /// Its id.
         id: PeerId,
     },
+    /// Drops a keyspace: commits [`Command::DropKeyspace`], then the answering peer drops the
+    /// keyspace's tables in the store. Tables without a ledger entry (a drop whose store part
+    /// failed) are dropped too.
+    DropKeyspace {
+        /// The keyspace.
+        keyspace: String,
+    },
 }
 
 /// Why a client request failed.
@@ -72,6 +79,9 @@ pub enum ApiError {
     /// A membership change failed.
     #[error("membership change failed: {0}")]
     Membership(String),
+    /// The store failed (dropping a keyspace's tables); the ledger part, if any, is committed.
+    #[error("the store failed: {0}")]
+    Store(String),
 }
 
 /// A peer's answer.
@@ -94,6 +104,9 @@ pub enum PeerResponse {
     Status(Result<ClusterStatus, ApiError>),
     /// To [`PeerRequest::AddPeer`] and [`PeerRequest::RemovePeer`].
     Membership(Result<(), ApiError>),
+    /// To [`PeerRequest::DropKeyspace`]: whether the keyspace existed (in the ledger or as
+    /// tables); dropping an absent keyspace is not an error (Capillaries' `drop_keyspace`).
+    Dropped(Result<bool, ApiError>),
     /// Stolen tasks, their transfer committed.
     Stolen(Result<Vec<crate::executor::QueuedTask>, ApiError>),
     /// The request was refused before it was handled (wrong identity for it).

@@ -177,6 +177,16 @@ impl ClusterClient {
         }
     }
 
+    /// Drops a keyspace with its runs and tables; whether it existed.
+    pub fn drop_keyspace(&self, keyspace: &str) -> Result<bool, ClientError> {
+        match self.call(&PeerRequest::DropKeyspace {
+            keyspace: keyspace.to_owned(),
+        })? {
+            PeerResponse::Dropped(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
     /// Removes a voter.
     pub fn remove_peer(&self, id: u64) -> Result<(), ClientError> {
         match self.call(&PeerRequest::RemovePeer { id })? {

@@ -1,30 +1,37 @@
 //! The console backend of a peer: keyspaces and runs from the replicated ledger (read on the
-//! leader, as clients read), stops proposed like `planner stop`. A peer does not compile
-//! scripts (the planner does), so starts and drops are refused with what to use instead.
+//! leader, as clients read); starts compiled by the [`PlanCompiler`] the binary hands it and
+//! committed like `planner submit`; stops proposed like `planner stop`; drops like the
+//! toolbelt's `drop_keyspace` (ledger first, then the tables).
 
 use std::sync::Arc;
 
-use plexus_raft::{Command, Ledger};
+use plexus_core::task::PlanHash;
+use plexus_raft::{Command, Event, Ledger};
 
 use crate::cluster::api::ApiError;
 use crate::cluster::core::{PeerCore, now_ms};
-use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, StartRequest, Started};
+use crate::console::{
+    BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
+};
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.
 pub struct PeerConsole {
     core: Arc<PeerCore>,
     rt: tokio::runtime::Handle,
+    compiler: Option<Arc<dyn PlanCompiler>>,
 }
 
 impl PeerConsole {
-    /// The console backend of `core`, blocking on `rt`.
-    pub fn new(core: Arc<PeerCore>, rt: tokio::runtime::Handle) -> Self {
-        Self { core, rt }
+    /// The console backend of `core`, blocking on `rt`; starts need a `compiler`.
+    pub fn new(
+        core: Arc<PeerCore>,
+        rt: tokio::runtime::Handle,
+        compiler: Option<Arc<dyn PlanCompiler>>,
+    ) -> Self {
+        Self { core, rt, compiler }
     }
-}
 
-impl PeerConsole {
     /// A keyspace's ledger (every keyspace without runs for ""), as the leader has it.
     fn read(&self, keyspace: &str) -> Result<Ledger, ConsoleError> {
         let bytes = self
@@ -33,6 +40,12 @@ impl PeerConsole {
             .map_err(api_error)?;
         Ledger::from_bytes(&bytes)
             .map_err(|e| ConsoleError::Internal(format!("the ledger does not decode: {e}")))
+    }
+
+    fn propose(&self, cmd: Command) -> Result<Vec<Event>, ConsoleError> {
+        self.rt
+            .block_on(self.core.propose(cmd, false))
+            .map_err(api_error)
     }
 }
 
@@ -43,7 +56,7 @@ fn api_error(e: ApiError) -> ConsoleError {
         ApiError::Unavailable(m) => ConsoleError::Unavailable(format!(
             "the cluster did not answer (no leader or no quorum yet): {m}; try again"
         )),
-        ApiError::Membership(m) => ConsoleError::Internal(m),
+        ApiError::Membership(m) | ApiError::Store(m) => ConsoleError::Internal(m),
     }
 }
 
@@ -52,8 +65,8 @@ impl ConsoleBackend for PeerConsole {
         BackendInfo {
             kind: "cluster",
             name: format!("n{}", self.core.id()),
-            can_start: false,
-            can_drop: false,
+            can_start: self.compiler.is_some(),
+            can_drop: true,
         }
     }
 
@@ -66,30 +79,64 @@ impl ConsoleBackend for PeerConsole {
         Ok(ledger.keyspace(keyspace).is_ok().then_some(ledger))
     }
 
-    fn start_run(&self, _keyspace: &str, _req: &StartRequest) -> Result<Started, ConsoleError> {
-        Err(ConsoleError::Unsupported(
-            "a peer does not compile scripts: start runs with `planner submit SCRIPT --params PARAMS --cluster …`, or from `planner serve --cluster …`, which validates them first"
-                .to_owned(),
-        ))
+    fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
+        let compiler = self.compiler.as_ref().ok_or_else(|| {
+            ConsoleError::Unsupported(
+                "this peer was started without a script compiler: start runs with `planner submit SCRIPT --params PARAMS --cluster …`"
+                    .to_owned(),
+            )
+        })?;
+        let c = compiler.compile(req)?;
+        let plan_hash = PlanHash(
+            c.plan
+                .content_hash()
+                .map_err(|e| ConsoleError::Internal(format!("cannot hash the plan: {e}")))?,
+        );
+        self.propose(Command::SubmitPlan { plan: c.plan })?;
+        let events = self.propose(Command::StartRun {
+            keyspace: keyspace.to_owned(),
+            plan_hash,
+            start_nodes: c.start_nodes,
+            description: req.run_description(),
+            only_start_nodes: false,
+            ts_ms: now_ms(),
+        })?;
+        let run_id = events
+            .iter()
+            .find_map(|e| match e {
+                Event::RunStarted { run_id, .. } => Some(*run_id),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                ConsoleError::Internal("the ledger started no run (no RunStarted event)".into())
+            })?;
+        Ok(Started {
+            run_id,
+            warnings: c.warnings,
+        })
     }
 
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError> {
-        let ts_ms = now_ms();
-        let cmd = Command::StopRun {
+        self.propose(Command::StopRun {
             keyspace: keyspace.to_owned(),
             run_id,
             comment: comment.to_owned(),
-            ts_ms,
-        };
-        self.rt
-            .block_on(self.core.propose(cmd, false))
-            .map_err(api_error)?;
+            ts_ms: now_ms(),
+        })?;
         Ok(())
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Unsupported(format!(
-            "keyspace {keyspace} cannot be dropped on a cluster yet: the replicated ledger has no drop command"
-        )))
+        let existed = self
+            .rt
+            .block_on(self.core.drop_keyspace(keyspace))
+            .map_err(api_error)?;
+        if existed {
+            Ok(())
+        } else {
+            Err(ConsoleError::NotFound(format!(
+                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
+            )))
+        }
     }
 }

@@ -11,7 +11,7 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, Raf
 use openraft::{ChangeMembers, Raft};
 use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
-use plexus_raft::{Command, Event, NodeBatchStatus};
+use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
@@ -283,6 +283,63 @@ impl PeerCore {
     }
 }
 
+impl PeerCore {
+    /// Forgets the keyspace in the ledger (refused while a run uses it), then drops its tables;
+    /// whether it existed in either. The ledger goes first: once committed no peer claims a
+    /// batch of it, so no batch writes into a table being dropped.
+    pub async fn drop_keyspace(&self, keyspace: &str) -> Result<bool, ApiError> {
+        let cmd = Command::DropKeyspace {
+            keyspace: keyspace.to_owned(),
+        };
+        let in_ledger = match self.propose(cmd, false).await {
+            Ok(_) => true,
+            Err(ApiError::Refused(LedgerError::UnknownKeyspace { .. })) => false,
+            Err(e) => return Err(e),
+        };
+        let executor = self
+            .executor()
+            .ok_or_else(|| ApiError::Unavailable(format!("n{} is shutting down", self.id)))?;
+        let name = keyspace.to_owned();
+        // Store calls block, and the CQL store refuses to from any thread inside a runtime
+        // (blocking-pool threads included), so the drop runs on a plain thread; the executor,
+        // which owns the store, must not be dropped on a runtime thread either.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("drop-{keyspace}"))
+            .spawn(move || {
+                let store = &executor.context().store;
+                let dropped = store
+                    .list_keyspaces()
+                    .map_err(|e| e.to_string())
+                    .and_then(|names| {
+                        let exists = names.contains(&name);
+                        if exists {
+                            store.drop_keyspace(&name).map_err(|e| e.to_string())?;
+                        }
+                        Ok(exists)
+                    });
+                let _ = tx.send(dropped);
+                drop(executor);
+            })
+            .map_err(|e| ApiError::Store(format!("cannot start the drop's thread: {e}")))?;
+        let tables = rx
+            .await
+            .map_err(|_| ApiError::Store("the drop's thread ended without an answer".into()))?
+        .map_err(|e| {
+            ApiError::Store(format!(
+                "keyspace {keyspace}: {}its tables could not be dropped: {e}; drop it again",
+                if in_ledger {
+                    "the ledger forgot its runs, but "
+                } else {
+                    ""
+                }
+            ))
+        })?;
+        tracing::info!(me = self.id, keyspace, in_ledger, tables, "keyspace dropped");
+        Ok(in_ledger || tables)
+    }
+}
+
 impl Service for PeerCore {
     type Request = PeerRequest;
     type Response = PeerResponse;
@@ -338,6 +395,9 @@ impl Service for PeerCore {
             }
             PeerRequest::RemovePeer { id } => {
                 PeerResponse::Membership(self.remove_peer(id, peer.is_some()).await)
+            }
+            PeerRequest::DropKeyspace { keyspace } => {
+                PeerResponse::Dropped(self.drop_keyspace(&keyspace).await)
             }
         }
     }

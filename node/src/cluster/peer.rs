@@ -286,7 +286,11 @@ impl Peer {
                     executor: Arc::downgrade(&executor),
                 });
                 let console = s.console.clone().map(|settings| {
-                    let backend = PeerConsole::new(core.clone(), tokio::runtime::Handle::current());
+                    let backend = PeerConsole::new(
+                        core.clone(),
+                        tokio::runtime::Handle::current(),
+                        settings.compiler.clone(),
+                    );
                     Arc::new(Console::new(Box::new(backend), settings))
                 });
                 Some(

@@ -17,6 +17,9 @@
 pub mod dag;
 
 use std::fmt;
+use std::sync::Arc;
+
+use plexus_core::plan::Plan;
 
 use plexus_raft::{Ledger, NodeBatchStatus, Run, RunStatus};
 use serde::Deserialize;
@@ -53,7 +56,7 @@ pub enum ConsoleError {
     /// The ledger refused the change (a stopped run, a keyspace in use) (409).
     #[error("{0}")]
     Conflict(String),
-    /// This server cannot do that at all (a peer cannot compile scripts) (501).
+    /// This server cannot do that at all (a peer started without a script compiler) (501).
     #[error("{0}")]
     Unsupported(String),
     /// No leader or no store right now; trying again may work (503).
@@ -132,6 +135,38 @@ impl StartNodes {
     }
 }
 
+impl StartRequest {
+    /// The description recorded with the run: the one given, else where the script came from.
+    pub fn run_description(&self) -> String {
+        if !self.description.trim().is_empty() {
+            return self.description.clone();
+        }
+        match self.params_url.as_deref().filter(|p| !p.trim().is_empty()) {
+            Some(p) => format!("console: {} --params {p}", self.script_url),
+            None => format!("console: {}", self.script_url),
+        }
+    }
+}
+
+/// A start request loaded, validated and compiled: what a backend submits.
+#[derive(Clone, Debug)]
+pub struct CompiledStart {
+    /// The compiled plan.
+    pub plan: Plan,
+    /// The start nodes, checked and cleaned (every file reader when none was given).
+    pub start_nodes: Vec<String>,
+    /// Start-node warnings (dropped empty entries), for the operator.
+    pub warnings: Vec<String>,
+}
+
+/// Turns a start request's script and params into a plan, as `planner run` does. The planner
+/// implements it (scripts are its business; it sits above this crate) and the `plexus-node`
+/// binary hands it to each peer, so a peer's console can start runs.
+pub trait PlanCompiler: Send + Sync {
+    /// The plan and start nodes, or every validation error as [`ConsoleError::Invalid`].
+    fn compile(&self, req: &StartRequest) -> Result<CompiledStart, ConsoleError>;
+}
+
 /// A started run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Started {
@@ -174,7 +209,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 /// Who may use the console: state changes (POST, DELETE) need the token when one is set and
 /// are refused when `writes_open` is false and no token is set; reads need it only with
 /// `protect_reads`.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct ConsoleSettings {
     /// Bearer token for state changes (and reads with `protect_reads`).
     pub token: Option<String>,
@@ -182,6 +217,9 @@ pub struct ConsoleSettings {
     pub writes_open: bool,
     /// Reads need the token too.
     pub protect_reads: bool,
+    /// What compiles the scripts of runs started on a peer's console; without one, a peer
+    /// refuses starts (`planner serve` compiles them itself and ignores this).
+    pub compiler: Option<Arc<dyn PlanCompiler>>,
 }
 
 impl fmt::Debug for ConsoleSettings {
@@ -191,6 +229,7 @@ impl fmt::Debug for ConsoleSettings {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("writes_open", &self.writes_open)
             .field("protect_reads", &self.protect_reads)
+            .field("compiler", &self.compiler.is_some())
             .finish()
     }
 }

@@ -82,8 +82,10 @@ enum Built {
     TooBig,
 }
 
-/// (keyspace, right table storage name, index storage name): storage names carry the run id.
-type CacheKey = (String, String, String);
+/// (keyspace, its incarnation, right table storage name, index storage name): storage names
+/// carry the run id, and the incarnation tells a keyspace dropped and created again (run ids
+/// restart at 1) from the one the cached build read.
+type CacheKey = (String, u64, String, String);
 
 /// One cache entry. The per-slot mutex is what concurrent batches of the same lookup wait on
 /// while one of them builds; a failed build leaves it empty so that the next batch retries.
@@ -194,6 +196,7 @@ pub(crate) fn right_index(
     }
     let key = (
         b.task.keyspace.clone(),
+        b.task.keyspace_incarnation,
         right.storage_name(),
         index.storage_name(),
     );

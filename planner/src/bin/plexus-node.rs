@@ -143,6 +143,10 @@ fn start(path: &std::path::Path, init_flag: bool) -> Result<ExitCode> {
     let mut py = PyPoolConfig::new(cfg.python.clone(), settings.threads);
     py.args = cfg.python_args.clone();
     let ctx = ExecContext::new(store).with_py(Arc::new(PyPool::new(py)));
+    // The console starts runs with the planner's own script loading and validation.
+    if let Some(console) = settings.console.as_mut() {
+        console.compiler = Some(Arc::new(planner::serve::ScriptCompiler));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
