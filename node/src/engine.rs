@@ -261,6 +261,32 @@ impl Engine {
                 reason: "StartRun produced no run".into(),
             });
         };
+        let outcome = self.execute(&ledger, plan, ks, run_id, &nodes, started, observer);
+        if let Err(e) = &outcome {
+            // The run is committed: without a stop it would stay "start" for good, and runs
+            // that depend on it would wait forever. Best effort: the error is what matters.
+            let _ = ledger.propose(Command::StopRun {
+                keyspace: ks.to_owned(),
+                run_id,
+                comment: format!("the run could not go on: {e}"),
+                ts_ms: now_ms(),
+            });
+        }
+        outcome
+    }
+
+    /// Executes a started run to its end: tables, then every thread's batches; the report.
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        ledger: &Arc<LocalLedger>,
+        plan: &Plan,
+        ks: &str,
+        run_id: u32,
+        nodes: &[String],
+        started: Instant,
+        observer: &dyn Observer,
+    ) -> Result<RunReport, EngineError> {
         let executor = Executor::new(self.ctx.clone(), ledger.clone(), self.threads)?
             .traced(self.tracing.clone());
         // Tables of every processed node exist, and every node is prepared, before any batch.
@@ -271,7 +297,7 @@ impl Engine {
         })?;
         let mut reports = BTreeMap::new();
         let mut announced = Vec::new();
-        for name in &nodes {
+        for name in nodes {
             let batches = plan.node(name).map_or(0, |n| n.batches);
             announced.push((name.clone(), batches));
             reports.insert(

@@ -563,6 +563,72 @@ mod embedded {
         Ok(())
     }
 
+    /// A run whose tables cannot be made (a table of that name is an index already) is
+    /// committed before the engine fails; it ends stopped with the reason instead of staying
+    /// "start" for good, from `planner run` and from the console alike.
+    #[test]
+    fn a_run_the_engine_cannot_go_on_with_ends_stopped_with_the_reason() -> Result<()> {
+        use plexus_core::key::IndexKind;
+        use plexus_node::store::{EmbeddedStore, IndexSpec, Store as _, TableRef, TableSpec};
+        let c = common::need_conformance!();
+        let inp = Inputs::new(&c)?;
+        let data = inp.path("data");
+        {
+            let store = EmbeddedStore::open(Path::new(&data))?;
+            store.create_keyspace(KS)?;
+            for run in [1, 2] {
+                store.create_table(
+                    KS,
+                    &TableSpec {
+                        data: TableRef::new("squatter", run),
+                        indexes: vec![IndexSpec {
+                            table: TableRef::new("orders", run),
+                            kind: IndexKind::NonUnique,
+                        }],
+                        fields: None,
+                        table_options: String::new(),
+                    },
+                )?;
+            }
+            store.sync()?;
+        }
+        let out = planner(&[
+            "run",
+            &inp.script(),
+            "--params",
+            &inp.path("params.json"),
+            "--keyspace",
+            KS,
+            "--data-dir",
+            &data,
+        ])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success(), "run 1 cannot make its tables");
+        ensure!(stderr.contains("orders"), "{stderr}");
+        let serve = Serve::start(Path::new(&data), Some(TOKEN))?;
+        let a = serve.addr;
+        let run = get(a, &format!("/api/keyspaces/{KS}/runs/1"))?;
+        assert_eq!(run["status"], "stop", "{run}");
+        let comment = run["stopped_comment"].as_str().unwrap_or_default();
+        assert!(
+            comment.contains("could not go on") && comment.contains("orders"),
+            "{run}"
+        );
+        let start = json!({ "script_url": inp.script(), "params_url": inp.path("params.json") });
+        let e = refusal(
+            a,
+            "POST",
+            &format!("/api/keyspaces/{KS}/runs"),
+            Some(TOKEN),
+            Some(&start),
+            409,
+        )?;
+        assert!(e.contains("orders"), "{e}");
+        let run = get(a, &format!("/api/keyspaces/{KS}/runs/2"))?;
+        assert_eq!(run["status"], "stop", "{run}");
+        serve.terminate()
+    }
+
     #[test]
     fn every_endpoint_on_planner_serve() -> Result<()> {
         let c = common::need_conformance!();
