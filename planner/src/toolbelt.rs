@@ -620,9 +620,9 @@ impl Backend for OnCluster {
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), anyhow::Error> {
-        self.client
-            .drop_keyspace(keyspace)
-            .map_err(|e| anyhow::anyhow!("drop_keyspace {keyspace} on cluster {}: {e}", self.spec))?;
+        self.client.drop_keyspace(keyspace).map_err(|e| {
+            anyhow::anyhow!("drop_keyspace {keyspace} on cluster {}: {e}", self.spec)
+        })?;
         Ok(())
     }
 }

@@ -133,7 +133,14 @@ impl Inputs {
         let dir = tempfile::tempdir()?;
         let d = dir.path();
         for sub in [
-            "in", "in_missing", "out", "out_missing", "out_slow", "out_alt", "out_ref", "data",
+            "in",
+            "in_missing",
+            "out",
+            "out_missing",
+            "out_slow",
+            "out_alt",
+            "out_ref",
+            "data",
             "data_ref",
         ] {
             std::fs::create_dir_all(d.join(sub))?;
@@ -192,7 +199,11 @@ impl Inputs {
         let mut half = lines[..lines.len().div_ceil(2)].join("\n");
         half.push('\n');
         std::fs::write(alt.join(f), half)?;
-        self.params("params_alt.json", &self.path("in_alt"), &self.path("out_alt"))
+        self.params(
+            "params_alt.json",
+            &self.path("in_alt"),
+            &self.path("out_alt"),
+        )
     }
 }
 
@@ -1011,7 +1022,14 @@ mod on_cluster {
             201,
         )?;
         assert_eq!(v["run_id"], 1, "{v}");
-        let e = refusal(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None, 409)?;
+        let e = refusal(
+            a,
+            "DELETE",
+            "/api/keyspaces/slow_ks",
+            Some(TOKEN),
+            None,
+            409,
+        )?;
         assert!(e.contains("stop it first"), "{e}");
         call(
             a,
@@ -1050,7 +1068,14 @@ mod on_cluster {
             })?;
         }
         refusal(a, "GET", "/api/keyspaces/slow_ks/runs", None, None, 404)?;
-        refusal(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None, 404)?;
+        refusal(
+            a,
+            "DELETE",
+            "/api/keyspaces/slow_ks",
+            Some(TOKEN),
+            None,
+            404,
+        )?;
 
         // `planner serve --cluster`: the same reads, and starts validated and submitted.
         let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN)?;
@@ -1083,11 +1108,32 @@ mod on_cluster {
         // Dropped from `planner serve --cluster` and created again from a peer's console with
         // other data: run ids restart at 1, and the lookups read the new tables, not a build
         // the peers cached for the old run 1 (the files equal an embedded run of that data).
-        call(s, "DELETE", &format!("/api/keyspaces/{KS}"), Some(TOKEN), None, 200)?;
-        refusal(s, "DELETE", &format!("/api/keyspaces/{KS}"), Some(TOKEN), None, 404)?;
+        call(
+            s,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some(TOKEN),
+            None,
+            200,
+        )?;
+        refusal(
+            s,
+            "DELETE",
+            &format!("/api/keyspaces/{KS}"),
+            Some(TOKEN),
+            None,
+            404,
+        )?;
         let alt = inp.half_of_the_items()?;
         let alt_start = json!({ "script_url": inp.script(), "params_url": alt });
-        let v = call(addrs[0], "POST", &start_path, Some(TOKEN), Some(&alt_start), 201)?;
+        let v = call(
+            addrs[0],
+            "POST",
+            &start_path,
+            Some(TOKEN),
+            Some(&alt_start),
+            201,
+        )?;
         assert_eq!(v["run_id"], 1, "{v}");
         let m = wait_for(60, "the new run 1 complete", || {
             let m = get(a, &start_path)?;

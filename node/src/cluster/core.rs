@@ -325,17 +325,23 @@ impl PeerCore {
         let tables = rx
             .await
             .map_err(|_| ApiError::Store("the drop's thread ended without an answer".into()))?
-        .map_err(|e| {
-            ApiError::Store(format!(
-                "keyspace {keyspace}: {}its tables could not be dropped: {e}; drop it again",
-                if in_ledger {
-                    "the ledger forgot its runs, but "
-                } else {
-                    ""
-                }
-            ))
-        })?;
-        tracing::info!(me = self.id, keyspace, in_ledger, tables, "keyspace dropped");
+            .map_err(|e| {
+                ApiError::Store(format!(
+                    "keyspace {keyspace}: {}its tables could not be dropped: {e}; drop it again",
+                    if in_ledger {
+                        "the ledger forgot its runs, but "
+                    } else {
+                        ""
+                    }
+                ))
+            })?;
+        tracing::info!(
+            me = self.id,
+            keyspace,
+            in_ledger,
+            tables,
+            "keyspace dropped"
+        );
         Ok(in_ledger || tables)
     }
 }
