@@ -1,6 +1,7 @@
 //! table_custom_tfm_table: tag_and_denormalize (spec §7.8) and py_calc (spec §7.7).
 
 use std::fmt::Write as _;
+use std::sync::mpsc;
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
@@ -9,7 +10,7 @@ use plexus_core::value::Value;
 use super::compile::{PyStage, TableInput, TableOut, TagStage};
 use super::error::{BatchErrorKind, RowLoc};
 use super::write::{MAX_ERROR_MESSAGES, RowWriter, field_err};
-use super::{BatchRun, BatchStats, Scan, decode};
+use super::{BatchRun, BatchStats, Page, Scan, decode};
 
 /// tag_and_denormalize: per input row, one output row per tag whose criterion holds, in tag
 /// order. Criteria are evaluated without intermediate rounding; a non-bool result or an
@@ -58,10 +59,25 @@ pub(crate) fn run_tag(
     Ok(())
 }
 
+/// One page on its way through Python: the rows as read, decoded, and what Python computed.
+struct PyPage {
+    page: Page,
+    /// Decoded reader rows, aligned with `page`.
+    rs: Vec<Vec<Value>>,
+    /// The fields handed to Python, aligned with `page`.
+    py_rows: Vec<Vec<Value>>,
+}
+
 /// py_calc: per page of `rowset_size` rows, one call to the Python pool; successful rows go
 /// through the common pipeline with `r` and the converted `p` values (round-to-2). If any row
 /// of the page failed, the batch fails after writing the page's successful rows, listing up to
 /// five failures with the row's reader values.
+///
+/// Python and the engine work at the same time: while a worker computes page k (on a scoped
+/// thread that makes the pool calls one after the other), this thread reads and decodes page
+/// k + 1, then writes page k's results while the worker computes page k + 1. So a worker waits
+/// on the engine only when the engine is the slower side. Formulas are pure (spec §7.7), so the
+/// page read ahead of a failing page is simply never written.
 pub(crate) fn run_py(
     b: &BatchRun<'_>,
     input: &TableInput,
@@ -72,61 +88,106 @@ pub(crate) fn run_py(
 ) -> Result<(), BatchErrorKind> {
     let pool = b.ctx.py.as_ref().ok_or(BatchErrorKind::NoPythonPool)?;
     let mut scan = Scan::new(b, &input.table, input.page_size);
-    let mut rs: Vec<Vec<Value>> = Vec::new();
-    let mut py_rows: Vec<Vec<Value>> = Vec::new();
-    let mut row = Vec::with_capacity(out.fields.len());
-    while let Some(page) = scan.next_page(stats)? {
-        let n = page.len();
-        if rs.len() < n {
-            rs.resize_with(n, Vec::new);
-            py_rows.resize_with(n, Vec::new);
+    let read = |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
+        let Some(page) = scan.next_page(stats)? else {
+            return Ok(None);
+        };
+        let mut rs = Vec::with_capacity(page.len());
+        let mut py_rows = Vec::with_capacity(page.len());
+        for (rowid, bytes) in &page {
+            let mut r = Vec::with_capacity(input.types.len());
+            decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
+            py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
+            rs.push(r);
         }
-        for (i, (rowid, bytes)) in page.iter().enumerate() {
-            decode(bytes, &input.types, &mut rs[i], &scan.table_name, *rowid)?;
-            let pr = &mut py_rows[i];
-            pr.clear();
-            pr.extend(py.reader_pos.iter().map(|&p| rs[i][p].clone()));
-        }
-        let start = Instant::now();
-        let outcomes = pool
-            .run_chunk(&py.program, &py_rows[..n])
-            .map_err(BatchErrorKind::Python)?;
-        stats.python += start.elapsed();
-
-        let mut failed = 0usize;
-        let mut messages = Vec::new();
-        for (i, outcome) in outcomes.iter().enumerate() {
-            let rowid = page.get(i).map_or(0, |(r, _)| *r);
-            let loc = || RowLoc::Table {
-                table: scan.table_name.clone(),
-                rowid,
-            };
-            match outcome {
-                Ok(p) => {
-                    let vars = Vars::new().with(Alias::R, &rs[i]).with(Alias::P, p);
-                    out.compute(&vars, Rounding::To2, &mut row, &loc)?;
-                    w.push(&row, &loc)?;
+        Ok(Some(PyPage { page, rs, py_rows }))
+    };
+    std::thread::scope(|s| {
+        // One page in Python and one read ahead at most: memory stays at two pages.
+        let (to_py, pages) = mpsc::sync_channel::<PyPage>(1);
+        let (to_engine, results) = mpsc::sync_channel(1);
+        s.spawn(move || {
+            for p in pages {
+                let start = Instant::now();
+                let outcomes = pool.run_chunk(&py.program, &p.py_rows);
+                if to_engine.send((p, outcomes, start.elapsed())).is_err() {
+                    return;
                 }
-                Err(f) => {
-                    failed += 1;
-                    if messages.len() < MAX_ERROR_MESSAGES {
-                        messages.push(row_failure_message(py, f, &loc()));
-                    }
+            }
+        });
+        let mut in_python = 0usize;
+        if let Some(p) = read(&mut scan, stats)? {
+            to_py.send(p).map_err(|_| python_thread_gone())?;
+            in_python += 1;
+        }
+        let mut row = Vec::with_capacity(out.fields.len());
+        while in_python > 0 {
+            let ahead = read(&mut scan, stats)?;
+            let (p, outcomes, took) = results.recv().map_err(|_| python_thread_gone())?;
+            in_python -= 1;
+            stats.python += took;
+            if let Some(next) = ahead {
+                to_py.send(next).map_err(|_| python_thread_gone())?;
+                in_python += 1;
+            }
+            let outcomes = outcomes.map_err(BatchErrorKind::Python)?;
+            write_py_page(py, out, w, &scan.table_name, &p, &outcomes, &mut row)?;
+        }
+        Ok(())
+    })
+}
+
+/// The rows of one computed page: successful rows are written; if any row failed, the batch
+/// fails after them.
+fn write_py_page(
+    py: &PyStage,
+    out: &TableOut,
+    w: &mut RowWriter<'_>,
+    table_name: &str,
+    p: &PyPage,
+    outcomes: &[crate::pycalc::RowOutcome],
+    row: &mut Vec<Value>,
+) -> Result<(), BatchErrorKind> {
+    let mut failed = 0usize;
+    let mut messages = Vec::new();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let rowid = p.page.get(i).map_or(0, |(r, _)| *r);
+        let loc = || RowLoc::Table {
+            table: table_name.to_owned(),
+            rowid,
+        };
+        match outcome {
+            Ok(values) => {
+                let vars = Vars::new().with(Alias::R, &p.rs[i]).with(Alias::P, values);
+                out.compute(&vars, Rounding::To2, row, &loc)?;
+                w.push(row, &loc)?;
+            }
+            Err(f) => {
+                failed += 1;
+                if messages.len() < MAX_ERROR_MESSAGES {
+                    messages.push(row_failure_message(py, f, &loc()));
                 }
             }
         }
-        // Quirk (spec §7.7): Capillaries writes only the groups of 1000 successful rows before
-        // the first failure of the page; we write every successful row of the page (a
-        // superset) and fail the batch after it, never reading later pages.
-        if failed > 0 {
-            return Err(BatchErrorKind::PythonRows {
-                failed,
-                total: n,
-                messages,
-            });
-        }
+    }
+    // Quirk (spec §7.7): Capillaries writes only the groups of 1000 successful rows before
+    // the first failure of the page; we write every successful row of the page (a superset)
+    // and fail the batch after it, never writing later pages.
+    if failed > 0 {
+        return Err(BatchErrorKind::PythonRows {
+            failed,
+            total: p.page.len(),
+            messages,
+        });
     }
     Ok(())
+}
+
+/// The scoped thread making the pool calls ended early: only a panic in it does that.
+fn python_thread_gone() -> BatchErrorKind {
+    BatchErrorKind::Python(crate::pycalc::PyCalcError::Protocol(
+        "the thread calling the python pool stopped".to_owned(),
+    ))
 }
 
 /// `<loc>: row <i> (<site>): <python message>; r.a=1, r.b='x'`.
