@@ -88,20 +88,21 @@ pub(crate) fn run_py(
 ) -> Result<(), BatchErrorKind> {
     let pool = b.ctx.py.as_ref().ok_or(BatchErrorKind::NoPythonPool)?;
     let mut scan = Scan::new(b, &input.table, input.page_size);
-    let read = |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
-        let Some(page) = scan.next_page(stats)? else {
-            return Ok(None);
+    let read =
+        |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
+            let Some(page) = scan.next_page(stats)? else {
+                return Ok(None);
+            };
+            let mut rs = Vec::with_capacity(page.len());
+            let mut py_rows = Vec::with_capacity(page.len());
+            for (rowid, bytes) in &page {
+                let mut r = Vec::with_capacity(input.types.len());
+                decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
+                py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
+                rs.push(r);
+            }
+            Ok(Some(PyPage { page, rs, py_rows }))
         };
-        let mut rs = Vec::with_capacity(page.len());
-        let mut py_rows = Vec::with_capacity(page.len());
-        for (rowid, bytes) in &page {
-            let mut r = Vec::with_capacity(input.types.len());
-            decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
-            py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
-            rs.push(r);
-        }
-        Ok(Some(PyPage { page, rs, py_rows }))
-    };
     std::thread::scope(|s| {
         // One page in Python and one read ahead at most: memory stays at two pages.
         let (to_py, pages) = mpsc::sync_channel::<PyPage>(1);

@@ -11,6 +11,12 @@
 //! - data: `rowid` → row bytes
 //! - unique index: `xxh3_128(key)` → `rowid ‖ key`
 //! - non-unique index: `xxh3_128(key)[..12] ‖ rowid` → `key`
+//! - pending entries of a non-unique index (`<keyspace>#p#<index>_<run>`): one record per
+//!   write call, `first entry ‖ count (u64 BE)` → `(entry ‖ key length (u32 BE) ‖ key)*`,
+//!   the entries sorted. A write puts one record here instead of one index entry per row;
+//!   the entries move into the index (and the records are removed, in the same write batch)
+//!   the first time the index is read. Lookups through a hash join scan the right table and
+//!   never read its index, so for them the entries are never inserted at all.
 //!
 //! Index keys are stored hashed: fjall keeps keys up to 20 bytes inline and compares their
 //! first 4 bytes without a memcmp, while Capillaries keys are 21+ bytes with long shared
@@ -90,6 +96,14 @@ fn meta_name(keyspace: &str) -> String {
 fn table_name(keyspace: &str, kind: Kind, table: &TableRef) -> String {
     format!("{keyspace}#{}#{table}", kind.tag())
 }
+
+/// The fjall keyspace of a non-unique index's pending entries (see the module doc).
+fn pending_name(keyspace: &str, index: &TableRef) -> String {
+    format!("{keyspace}#p#{index}")
+}
+
+/// Index entries moved from pending records per write batch while draining.
+const DRAIN_BATCH_ENTRIES: usize = 100_000;
 
 /// Rowid as 8 bytes whose byte order is the numeric order.
 fn encode_rowid(rowid: Rowid) -> [u8; 8] {
@@ -302,6 +316,54 @@ impl EmbeddedStore {
         Arc::clone(locks.entry(name.to_owned()).or_default())
     }
 
+    /// Moves the pending entries of a non-unique index into it (see the module doc). Every
+    /// write that returned before this call is moved: the iterator reads a snapshot taken
+    /// after it. Records are removed in the batch that inserts their entries, so a crash
+    /// midway leaves each record either pending or moved, never both half.
+    fn drain_pending(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        tree: &Keyspace,
+    ) -> Result<(), StoreError> {
+        let name = pending_name(keyspace, index);
+        let Some(pending) = self.handle(&name) else {
+            return Ok(());
+        };
+        let lock = self.key_lock(&name);
+        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if pending.first_key_value().is_none() {
+            return Ok(());
+        }
+        let err = |e| fjall_err("lookup_non_unique", e);
+        let bad = || corrupt(keyspace, index, "truncated pending index record");
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES);
+        for guard in pending.iter() {
+            let (record_key, record) = guard.into_inner().map_err(err)?;
+            let mut at = 0;
+            while at < record.len() {
+                let entry = record.get(at..at + 20).ok_or_else(bad)?;
+                let len = record
+                    .get(at + 20..at + 24)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map(u32::from_be_bytes)
+                    .ok_or_else(bad)? as usize;
+                let key = record.get(at + 24..at + 24 + len).ok_or_else(bad)?;
+                batch.insert(tree, entry, key);
+                at += 24 + len;
+            }
+            batch.remove(&pending, record_key);
+            if batch.len() >= DRAIN_BATCH_ENTRIES {
+                let full = std::mem::replace(
+                    &mut batch,
+                    OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES),
+                );
+                full.commit().map_err(err)?;
+            }
+        }
+        batch.commit().map_err(err)
+    }
+
     /// The kind of an existing table called `table`, if any.
     fn existing_kind(&self, keyspace: &str, table: &TableRef) -> Option<Kind> {
         Kind::ALL
@@ -387,6 +449,9 @@ impl Store for EmbeddedStore {
         }
         for (kind, table) in wanted {
             self.create(table_name(keyspace, kind, table), "create_table")?;
+            if kind == Kind::NonUnique {
+                self.create(pending_name(keyspace, table), "create_table")?;
+            }
         }
         Ok(())
     }
@@ -398,6 +463,7 @@ impl Store for EmbeddedStore {
         let names: Vec<String> = Kind::ALL
             .into_iter()
             .map(|k| table_name(keyspace, k, table))
+            .chain(std::iter::once(pending_name(keyspace, table)))
             .collect();
         self.delete(&names, "drop_table")
     }
@@ -413,6 +479,9 @@ impl Store for EmbeddedStore {
         validate_table_name(&table.name)?;
         let kind = self.existing_kind(keyspace, table).unwrap_or(Kind::Data);
         let handle = self.table(keyspace, kind, table)?;
+        if kind == Kind::NonUnique {
+            self.drain_pending(keyspace, table, &handle)?;
+        }
         let n = handle.len().map_err(|e| fjall_err("count_rows", e))?;
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
@@ -533,9 +602,31 @@ impl Store for EmbeddedStore {
                 .map(|&r| (non_unique_entry(&rows[r].keys[i], rows[r].rowid), r))
                 .collect();
             entries.sort_unstable_by_key(|e| e.0);
-            for (entry, r) in entries {
-                batch.insert(&indexes[i], &entry[..], rows[r].keys[i].as_slice());
+            let Some(&(first, _)) = entries.first() else {
+                continue;
+            };
+            let Some(pending) = self.handle(&pending_name(keyspace, &index.table)) else {
+                // A store written before pending records existed: entries go in directly.
+                for (entry, r) in entries {
+                    batch.insert(&indexes[i], &entry[..], rows[r].keys[i].as_slice());
+                }
+                continue;
+            };
+            let mut record = Vec::with_capacity(
+                entries
+                    .iter()
+                    .map(|&(_, r)| 24 + rows[r].keys[i].len())
+                    .sum(),
+            );
+            for &(entry, r) in &entries {
+                let key = &rows[r].keys[i];
+                record.extend_from_slice(&entry);
+                record.extend_from_slice(&(key.len() as u32).to_be_bytes());
+                record.extend_from_slice(key);
             }
+            let mut record_key = first.to_vec();
+            record_key.extend_from_slice(&(entries.len() as u64).to_be_bytes());
+            batch.insert(&pending, record_key, record);
         }
         let mut value = Vec::new();
         for (u, claimed) in claims {
@@ -622,6 +713,7 @@ impl Store for EmbeddedStore {
         keys: &[Vec<u8>],
     ) -> Result<Vec<Vec<Rowid>>, StoreError> {
         let tree = self.table(keyspace, Kind::NonUnique, index)?;
+        self.drain_pending(keyspace, index, &tree)?;
         let mut out = vec![Vec::new(); keys.len()];
         let mut order: Vec<([u8; 12], usize)> = keys
             .iter()
@@ -798,6 +890,69 @@ mod tests {
     }
 
     crate::store_suite_tests!(temp_store);
+
+    /// Non-unique entries wait as one record per write and reach the index the first time it
+    /// is read (a lookup or a count), across reopening; writes after that are seen by the next
+    /// read; dropping the table drops its records.
+    #[test]
+    fn non_unique_entries_reach_the_index_when_it_is_first_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = spec("t", 1, &[("n", IndexKind::NonUnique)]);
+        let write = |store: &EmbeddedStore, from: i64, to: i64| {
+            let rows: Vec<RowWrite> = (from..to)
+                .map(|i| RowWrite {
+                    rowid: i * 1_000_000_007,
+                    batch_idx: 0,
+                    row: vec![i as u8],
+                    keys: vec![format!("k{}", i % 3).into_bytes()],
+                })
+                .collect();
+            store
+                .write_rows("ks", &s, &rows, WriteMode::Insert)
+                .expect("write");
+        };
+        let pending = |store: &EmbeddedStore| {
+            store
+                .handle(&pending_name("ks", &s.indexes[0].table))
+                .map(|h| h.iter().count())
+        };
+        let keys = [b"k0".to_vec(), b"k1".to_vec(), b"k9".to_vec()];
+        let expected = |to: i64| -> Vec<Vec<Rowid>> {
+            let mut out: Vec<Vec<Rowid>> = (0..2)
+                .map(|k| {
+                    (0..to)
+                        .filter(|i| i % 3 == k)
+                        .map(|i| i * 1_000_000_007)
+                        .collect()
+                })
+                .collect();
+            out.push(Vec::new());
+            out
+        };
+        {
+            let store = EmbeddedStore::open(dir.path()).expect("open");
+            store.create_keyspace("ks").expect("ks");
+            store.create_table("ks", &s).expect("table");
+            write(&store, 0, 10);
+            write(&store, 10, 20);
+            assert_eq!(pending(&store), Some(2));
+            store.sync().expect("sync");
+        }
+        let store = EmbeddedStore::open(dir.path()).expect("reopen");
+        assert_eq!(pending(&store), Some(2), "records survive reopening");
+        let index = &s.indexes[0].table;
+        let found = store.lookup_non_unique("ks", index, &keys).expect("lookup");
+        assert_eq!(found, expected(20));
+        assert_eq!(pending(&store), Some(0), "moved by the first read");
+        write(&store, 20, 30);
+        assert_eq!(store.count_rows("ks", index).expect("count"), 30);
+        write(&store, 30, 40);
+        let found = store.lookup_non_unique("ks", index, &keys).expect("lookup");
+        assert_eq!(found, expected(40));
+        store.drop_table("ks", &s.data).expect("drop");
+        store.drop_table("ks", index).expect("drop index");
+        assert_eq!(pending(&store), None);
+    }
 
     #[test]
     fn suite_runs_on_one_shared_store() {
