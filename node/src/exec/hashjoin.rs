@@ -19,21 +19,35 @@
 //!
 //! Match order: ascending rowid per key, the order the point-lookup path yields after sorting
 //! the index pairs, so grouped "last value" and string_agg results are identical.
+//!
+//! A right table over the limits is spilled instead (when `ExecContext::grace_join` is on):
+//! the same scan writes every valid row, as an encoded `(key, rowid, row)` record, into one of
+//! [`SPILL_PARTITIONS`] files chosen by the key's hash, in a temporary directory under the
+//! context's spill directory, once per process and right side ([`SpilledRight`]). The lookup
+//! executor then joins a window of left rows at a time against it (see `lookup.rs`). The files
+//! are deleted when the cache entry and every batch using it are gone.
+//!
+//! Cache keys include the keyspace's epoch, a random token kept in the keyspace's meta
+//! records: dropping a keyspace drops its meta, so a re-created keyspace gets a new epoch and
+//! its tables (same names, same run ids) never hit a build of the dropped ones.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::hash::BuildHasherDefault;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use super::compile::LookupStage;
 use super::error::{BatchErrorKind, RowLoc};
 use super::write::{field_err, key_into};
 use super::{BatchRun, decode};
-use crate::store::{Rowid, TableRef};
+use crate::store::{Rowid, Store, TableRef};
 
 /// Rows per `scan_batch` page (and per `lookup_unique` call) while building.
 const BUILD_PAGE: usize = 4096;
@@ -47,6 +61,17 @@ pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = 5_000_000;
 
 /// Default [`super::ExecContext::hash_join_max_bytes`] (1 GiB).
 pub const DEFAULT_HASH_JOIN_MAX_BYTES: usize = 1 << 30;
+
+/// Number of hash partitions of a spilled right side: enough that a window of left keys
+/// skips most files when it is small, few enough that every file keeps a sizeable buffer.
+pub const SPILL_PARTITIONS: usize = 16;
+
+/// Spilled right sides kept per process (their files use disk, not memory); the oldest is
+/// dropped first.
+const MAX_SPILLED: usize = 4;
+
+/// Meta record holding the keyspace's epoch (see the module doc).
+const EPOCH_META_KEY: &[u8] = b"exec/hash-join-epoch";
 
 /// Keys are short and already well mixed byte strings; xxh3 hashes them several times
 /// faster than the default SipHash (no HashDoS concern: keys come from our own tables).
@@ -72,18 +97,107 @@ impl RightIndex {
     }
 }
 
+/// The right side of one lookup spilled to hash-partitioned files.
+#[derive(Debug)]
+pub(crate) struct SpilledRight {
+    /// Owns the files; deleting the directory when the last user drops it.
+    _dir: tempfile::TempDir,
+    /// Partition files, `SPILL_PARTITIONS` of them.
+    parts: Vec<PathBuf>,
+    /// Valid right rows spilled.
+    pub(crate) rows: u64,
+    /// Bytes written to the files.
+    pub(crate) bytes: u64,
+}
+
+/// One spilled right row read back.
+pub(crate) struct SpillRecord<'a> {
+    /// Lookup key.
+    pub(crate) key: &'a [u8],
+    /// Right rowid.
+    pub(crate) rowid: Rowid,
+    /// Encoded right row.
+    pub(crate) row: &'a [u8],
+}
+
+/// The partition of a lookup key.
+pub(crate) fn partition_of(key: &[u8]) -> usize {
+    (xxh3_64(key) % SPILL_PARTITIONS as u64) as usize
+}
+
+impl SpilledRight {
+    /// Calls `f` with every record of partition `part`, in the order they were written
+    /// (scan order of the right table).
+    pub(crate) fn for_each(
+        &self,
+        part: usize,
+        mut f: impl FnMut(SpillRecord<'_>) -> Result<(), BatchErrorKind>,
+    ) -> Result<(), BatchErrorKind> {
+        let Some(path) = self.parts.get(part) else {
+            return Err(BatchErrorKind::Internal(format!(
+                "spill partition {part} out of range"
+            )));
+        };
+        let file = File::open(path).map_err(BatchErrorKind::spill("open", path))?;
+        let mut r = BufReader::with_capacity(1 << 16, file);
+        let mut key = Vec::new();
+        let mut row = Vec::new();
+        let mut head = [0u8; 4];
+        loop {
+            // A record starts with its key length; a clean end of file is the end.
+            match r.read_exact(&mut head) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(BatchErrorKind::spill("read", path)(e)),
+            }
+            let read = |r: &mut BufReader<File>, buf: &mut Vec<u8>, n: usize| {
+                buf.resize(n, 0);
+                r.read_exact(buf)
+                    .map_err(BatchErrorKind::spill("read", path))
+            };
+            read(&mut r, &mut key, u32::from_le_bytes(head) as usize)?;
+            let mut rowid = [0u8; 8];
+            r.read_exact(&mut rowid)
+                .map_err(BatchErrorKind::spill("read", path))?;
+            r.read_exact(&mut head)
+                .map_err(BatchErrorKind::spill("read", path))?;
+            read(&mut r, &mut row, u32::from_le_bytes(head) as usize)?;
+            f(SpillRecord {
+                key: &key,
+                rowid: i64::from_le_bytes(rowid),
+                row: &row,
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// What a cache slot holds once its build ran.
 #[derive(Clone, Debug)]
 enum Built {
     /// The index.
     Index(Arc<RightIndex>),
-    /// The right table exceeds the limits: use point lookups (remembered so that later
-    /// batches do not rescan).
+    /// The right table exceeds the limits and was spilled for the grace join.
+    Spilled(Arc<SpilledRight>),
+    /// The right table exceeds the limits and spilling is off: use point lookups
+    /// (remembered so that later batches do not rescan).
     TooBig,
 }
 
-/// (keyspace, right table storage name, index storage name): storage names carry the run id.
-type CacheKey = (String, String, String);
+/// How a lookup reaches its right side.
+#[derive(Clone, Debug)]
+pub(crate) enum RightSide {
+    /// Probes of the in-memory index.
+    Index(Arc<RightIndex>),
+    /// The grace join over spilled partitions (or point reads for a small left window).
+    Spilled(Arc<SpilledRight>),
+    /// Point reads through the store's index.
+    Point,
+}
+
+/// (keyspace, keyspace epoch, right table storage name, index storage name): storage names
+/// carry the run id.
+type CacheKey = (String, u64, String, String);
 
 /// One cache entry. The per-slot mutex is what concurrent batches of the same lookup wait on
 /// while one of them builds; a failed build leaves it empty so that the next batch retries.
@@ -94,6 +208,8 @@ struct Slot {
     seq: u64,
     /// Budget bytes of the built index (0 until built or if too big).
     bytes: usize,
+    /// Whether the slot holds a spilled right side (counted against [`MAX_SPILLED`]).
+    spilled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -107,6 +223,10 @@ struct CacheInner {
 pub struct LookupCache {
     inner: Mutex<CacheInner>,
     builds: AtomicU64,
+    spills: AtomicU64,
+    grace_windows: AtomicU64,
+    /// Serialises the creation of keyspace epochs.
+    epoch_lock: Mutex<()>,
 }
 
 /// Locks `m`; a poisoned lock only means a build panicked, and the data it guards (an
@@ -119,6 +239,22 @@ impl LookupCache {
     /// Number of right-side index builds started so far (for tests and tracing).
     pub fn builds(&self) -> u64 {
         self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Number of right sides spilled for the grace join so far.
+    pub fn spills(&self) -> u64 {
+        self.spills.load(Ordering::Relaxed)
+    }
+
+    /// Number of left windows joined against spilled partitions so far (windows that used
+    /// point reads instead are not counted).
+    pub fn grace_windows(&self) -> u64 {
+        self.grace_windows.load(Ordering::Relaxed)
+    }
+
+    /// Counts one grace-join window.
+    pub(crate) fn count_grace_window(&self) {
+        self.grace_windows.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Approximate bytes held by the cached indexes.
@@ -146,6 +282,7 @@ impl LookupCache {
                 cell: cell.clone(),
                 seq,
                 bytes: 0,
+                spilled: false,
             },
         );
         cell
@@ -154,10 +291,25 @@ impl LookupCache {
     /// Records the size of `key`'s index and evicts the oldest other indexes until the
     /// cached total is within `budget`, so a long-lived peer does not accumulate the indexes
     /// of every run and keyspace it ever served.
-    fn account(&self, key: &CacheKey, bytes: usize, budget: usize) {
+    fn account(&self, key: &CacheKey, bytes: usize, spilled: bool, budget: usize) {
         let mut inner = lock(&self.inner);
         if let Some(s) = inner.slots.get_mut(key) {
             s.bytes = bytes;
+            s.spilled = spilled;
+        }
+        while inner.slots.values().filter(|s| s.spilled).count() > MAX_SPILLED {
+            let oldest = inner
+                .slots
+                .iter()
+                .filter(|(k, s)| *k != key && s.spilled)
+                .min_by_key(|(_, s)| s.seq)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    inner.slots.remove(&k);
+                }
+                None => break,
+            }
         }
         loop {
             let total: usize = inner.slots.values().map(|s| s.bytes).sum();
@@ -180,80 +332,130 @@ impl LookupCache {
     }
 }
 
-/// The in-memory right side of lookup `l` for this batch, built on first use; `None` when the
-/// hash join is disabled or the right table exceeds the limits (use point lookups).
-pub(crate) fn right_index(
+/// The epoch of `keyspace` (see the module doc): read from its meta records, created on
+/// first use. Creation is serialised by `lock` within the process, so concurrent batches of
+/// one peer agree; two peers racing to create it may each cache one build under their own
+/// token before settling on the stored one: that costs a rebuild, never a stale read.
+fn keyspace_epoch(
+    store: &dyn Store,
+    keyspace: &str,
+    lock: &Mutex<()>,
+) -> Result<u64, BatchErrorKind> {
+    let read = || -> Result<Option<u64>, BatchErrorKind> {
+        Ok(store
+            .get_meta(keyspace, EPOCH_META_KEY)
+            .map_err(BatchErrorKind::store("get_meta"))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map(u64::from_le_bytes))
+    };
+    if let Some(e) = read()? {
+        return Ok(e);
+    }
+    let _creating = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = read()? {
+        return Ok(e);
+    }
+    // Unique enough across processes and re-creations: time, pid and a process counter.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut seed = Vec::with_capacity(32);
+    seed.extend_from_slice(&now.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    seed.extend_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let epoch = xxh3_64(&seed);
+    store
+        .put_meta(keyspace, EPOCH_META_KEY, &epoch.to_le_bytes())
+        .map_err(BatchErrorKind::store("put_meta"))?;
+    Ok(read()?.unwrap_or(epoch))
+}
+
+/// The right side of lookup `l` for this batch, built on first use: the in-memory index when
+/// it fits the limits, else the spilled partitions (grace join on), else point reads; point
+/// reads also when the hash join is disabled.
+pub(crate) fn right_side(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
-) -> Result<Option<Arc<RightIndex>>, BatchErrorKind> {
+) -> Result<RightSide, BatchErrorKind> {
     let ctx = b.ctx;
     if ctx.hash_join_max_rows == 0 || ctx.hash_join_max_bytes == 0 {
-        return Ok(None);
+        return Ok(RightSide::Point);
     }
+    let epoch = keyspace_epoch(
+        ctx.store.as_ref(),
+        &b.task.keyspace,
+        &ctx.lookup_cache.epoch_lock,
+    )?;
     let key = (
         b.task.keyspace.clone(),
+        epoch,
         right.storage_name(),
         index.storage_name(),
     );
+    let side = |built: &Built| match built {
+        Built::Index(ix) => RightSide::Index(ix.clone()),
+        Built::Spilled(sp) => RightSide::Spilled(sp.clone()),
+        Built::TooBig => RightSide::Point,
+    };
     let cell = ctx.lookup_cache.slot(&key);
     // Held for the whole build: other batches of this lookup wait here instead of building
     // the same index again. The cache map lock is not held.
     let mut slot = lock(&cell);
     if let Some(built) = slot.as_ref() {
-        return Ok(match built {
-            Built::Index(ix) => Some(ix.clone()),
-            Built::TooBig => None,
-        });
+        return Ok(side(built));
     }
     ctx.lookup_cache.builds.fetch_add(1, Ordering::Relaxed);
-    let built = build(b, l, right, index)?;
-    let bytes = match &built {
-        Built::Index(ix) => ix.bytes,
-        Built::TooBig => 0,
+    let mut built = build(b, l, right, index)?;
+    if matches!(built, Built::TooBig) && ctx.grace_join {
+        ctx.lookup_cache.spills.fetch_add(1, Ordering::Relaxed);
+        let sp = spill(b, l, right, index)?;
+        tracing::debug!(
+            table = %right.storage_name(),
+            rows = sp.rows,
+            bytes = sp.bytes,
+            "lookup right side over the hash-join limits: spilled for the grace join"
+        );
+        built = Built::Spilled(Arc::new(sp));
+    }
+    let (bytes, spilled) = match &built {
+        Built::Index(ix) => (ix.bytes, false),
+        Built::Spilled(_) => (0, true),
+        Built::TooBig => (0, false),
     };
     *slot = Some(built.clone());
     drop(slot);
     ctx.lookup_cache
-        .account(&key, bytes, ctx.hash_join_max_bytes);
-    Ok(match built {
-        Built::Index(ix) => Some(ix),
-        Built::TooBig => None,
-    })
+        .account(&key, bytes, spilled, ctx.hash_join_max_bytes);
+    Ok(side(&built))
 }
 
-/// Scans the whole right table (batch 0 of 1, paged) and indexes its valid rows.
-fn build(
+/// Scans the whole right table (batch 0 of 1, paged) and calls `f` with every valid row
+/// (rowid, encoded row, key, decoded values) in scan order, until `f` returns false; returns
+/// whether the scan ran to the end.
+fn scan_valid(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
-) -> Result<Built, BatchErrorKind> {
+    mut f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
+) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
     let ks = b.task.keyspace.as_str();
     let right_name = right.storage_name();
-    let max_rows = b.ctx.hash_join_max_rows.min(u32::MAX as usize);
-    let max_bytes = b.ctx.hash_join_max_bytes;
-    let mut ix = RightIndex {
-        rows: Vec::new(),
-        rowids: Vec::new(),
-        map: KeyMap::default(),
-        bytes: 0,
-    };
     let mut resume = None;
     let mut row = Vec::new();
     let mut keys: Vec<Vec<u8>> = Vec::new();
-    let mut page_rows: Vec<(Rowid, Vec<Value>)> = Vec::new();
+    let mut values: Vec<Vec<Value>> = Vec::new();
     loop {
         let page = store
             .scan_batch(ks, right, 0, 1, BUILD_PAGE, resume)
             .map_err(BatchErrorKind::store("scan_batch"))?;
         keys.clear();
-        page_rows.clear();
+        values.clear();
         for (rowid, bytes) in &page.rows {
-            // Strings keep their encoded length on the heap once decoded.
-            ix.bytes += bytes.len();
             decode(bytes, &l.types, &mut row, &right_name, *rowid)?;
             let mut key = Vec::new();
             key_into(&mut key, &l.index, &l.index_pos, &row).map_err(|e| {
@@ -267,11 +469,8 @@ fn build(
                     e,
                 )
             })?;
-            // Budget the memory actually held (decoded values, key, per-row vectors and map
-            // slot), not just the encoded bytes, so the limit tracks RSS.
-            ix.bytes += key.len() + row.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
             keys.push(key);
-            page_rows.push((*rowid, std::mem::take(&mut row)));
+            values.push(std::mem::take(&mut row));
         }
         let holders = match l.index.kind {
             IndexKind::Unique if !keys.is_empty() => Some(
@@ -281,35 +480,125 @@ fn build(
             ),
             _ => None,
         };
-        for (i, (key, (rowid, values))) in keys.drain(..).zip(page_rows.drain(..)).enumerate() {
+        for (i, ((key, vals), (rowid, bytes))) in keys
+            .drain(..)
+            .zip(values.drain(..))
+            .zip(&page.rows)
+            .enumerate()
+        {
             if let Some(h) = &holders
-                && h.get(i).copied().flatten() != Some(rowid)
+                && h.get(i).copied().flatten() != Some(*rowid)
             {
                 // Lost the unique race (or the key's holder is another rowid): the index
                 // never leads to this row.
                 continue;
             }
-            if ix.rows.len() >= max_rows || ix.bytes > max_bytes {
-                return Ok(Built::TooBig);
+            if !f(*rowid, bytes, key, vals)? {
+                return Ok(false);
             }
-            let pos = u32::try_from(ix.rows.len())
-                .map_err(|_| BatchErrorKind::Internal("hash join row count overflow".into()))?;
-            ix.rows.push(values);
-            ix.rowids.push(rowid);
-            match ix.map.get_mut(key.as_slice()) {
-                Some(v) => v.push(pos),
-                None => {
-                    ix.map.insert(key.into_boxed_slice(), vec![pos]);
-                }
-            }
-        }
-        if ix.bytes > max_bytes {
-            return Ok(Built::TooBig);
         }
         match page.resume_after {
             Some(r) => resume = Some(r),
-            None => break,
+            None => return Ok(true),
         }
+    }
+}
+
+/// Writes every valid right row into its hash partition's file (see the module doc).
+fn spill(
+    b: &BatchRun<'_>,
+    l: &LookupStage,
+    right: &TableRef,
+    index: &TableRef,
+) -> Result<SpilledRight, BatchErrorKind> {
+    let base = b.ctx.spill_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("plexus-hashjoin-")
+        .tempdir_in(&base)
+        .map_err(BatchErrorKind::spill("create", &base))?;
+    let parts: Vec<PathBuf> = (0..SPILL_PARTITIONS)
+        .map(|p| dir.path().join(format!("part-{p:03}")))
+        .collect();
+    let mut files = parts
+        .iter()
+        .map(|p| {
+            File::create(p)
+                .map(|f| BufWriter::with_capacity(1 << 16, f))
+                .map_err(BatchErrorKind::spill("create", p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut rows, mut bytes) = (0u64, 0u64);
+    let mut rec = Vec::new();
+    scan_valid(b, l, right, index, |rowid, row, key, _| {
+        let (Ok(klen), Ok(rlen)) = (u32::try_from(key.len()), u32::try_from(row.len())) else {
+            return Err(BatchErrorKind::Internal(format!(
+                "right row {rowid} too large to spill"
+            )));
+        };
+        rec.clear();
+        rec.extend_from_slice(&klen.to_le_bytes());
+        rec.extend_from_slice(&key);
+        rec.extend_from_slice(&rowid.to_le_bytes());
+        rec.extend_from_slice(&rlen.to_le_bytes());
+        rec.extend_from_slice(row);
+        let p = partition_of(&key);
+        if let (Some(w), Some(path)) = (files.get_mut(p), parts.get(p)) {
+            w.write_all(&rec)
+                .map_err(BatchErrorKind::spill("write", path))?;
+        }
+        rows += 1;
+        bytes += rec.len() as u64;
+        Ok(true)
+    })?;
+    for (w, path) in files.iter_mut().zip(&parts) {
+        w.flush().map_err(BatchErrorKind::spill("write", path))?;
+    }
+    Ok(SpilledRight {
+        _dir: dir,
+        parts,
+        rows,
+        bytes,
+    })
+}
+
+/// Scans the whole right table and indexes its valid rows; `TooBig` as soon as the limits
+/// are exceeded.
+fn build(
+    b: &BatchRun<'_>,
+    l: &LookupStage,
+    right: &TableRef,
+    index: &TableRef,
+) -> Result<Built, BatchErrorKind> {
+    let max_rows = b.ctx.hash_join_max_rows.min(u32::MAX as usize);
+    let max_bytes = b.ctx.hash_join_max_bytes;
+    let mut ix = RightIndex {
+        rows: Vec::new(),
+        rowids: Vec::new(),
+        map: KeyMap::default(),
+        bytes: 0,
+    };
+    let complete = scan_valid(b, l, right, index, |rowid, bytes, key, values| {
+        // Budget the memory actually held (strings keep their encoded length on the heap
+        // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
+        // the encoded bytes, so the limit tracks RSS.
+        ix.bytes += bytes.len() + key.len() + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
+        if ix.rows.len() >= max_rows || ix.bytes > max_bytes {
+            return Ok(false);
+        }
+        let pos = u32::try_from(ix.rows.len())
+            .map_err(|_| BatchErrorKind::Internal("hash join row count overflow".into()))?;
+        ix.rows.push(values);
+        ix.rowids.push(rowid);
+        match ix.map.get_mut(key.as_slice()) {
+            Some(v) => v.push(pos),
+            None => {
+                ix.map.insert(key.into_boxed_slice(), vec![pos]);
+            }
+        }
+        Ok(true)
+    })?;
+    if !complete {
+        return Ok(Built::TooBig);
     }
     Ok(Built::Index(Arc::new(ix)))
 }
