@@ -59,9 +59,6 @@ const PER_ROW_OVERHEAD: usize = 96;
 /// Default [`super::ExecContext::hash_join_max_rows`].
 pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = 5_000_000;
 
-/// Default [`super::ExecContext::hash_join_max_bytes`] (1 GiB).
-pub const DEFAULT_HASH_JOIN_MAX_BYTES: usize = 1 << 30;
-
 /// Number of hash partitions of a spilled right side: enough that a window of left keys
 /// skips most files when it is small, few enough that every file keeps a sizeable buffer.
 pub const SPILL_PARTITIONS: usize = 16;

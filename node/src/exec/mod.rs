@@ -33,9 +33,7 @@ pub use budget::{
 };
 pub use compile::{CompiledNode, compile_node, table_spec};
 pub use error::{BatchErrorKind, ExecError, RowLoc};
-pub use hashjoin::{
-    DEFAULT_HASH_JOIN_MAX_BYTES, DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache, SPILL_PARTITIONS,
-};
+pub use hashjoin::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache, SPILL_PARTITIONS};
 
 use crate::pycalc::PyPool;
 use crate::store::{Rowid, Store, TableRef};
@@ -58,15 +56,16 @@ pub struct ExecContext {
     pub py: Option<Arc<PyPool>>,
     /// Rows handed to one [`Store::write_rows`] call.
     pub write_batch_rows: usize,
-    /// Lookups whose right table has at most this many valid rows use the in-memory hash
-    /// join; 0 disables it (point lookups only).
+    /// Lookups whose right table has at most this many valid rows (and fits
+    /// `hash_join_max_bytes`) use the in-memory hash join, larger ones the grace join (point
+    /// lookups without `grace_join`); 0 disables both (point lookups only).
     pub hash_join_max_rows: usize,
     /// Byte limit (approximate memory: decoded rows, keys, map) of one hash-join right side
     /// and of all cached ones together (older ones are evicted); 0 disables the hash join.
     pub hash_join_max_bytes: usize,
     /// Hash-join right sides built so far, shared by every clone of the context.
     pub lookup_cache: Arc<LookupCache>,
-    /// The memory budget this context was derived from (bytes; see [`budget`]).
+    /// The memory budget this context was derived from (bytes; see [`default_memory_budget`]).
     pub memory_budget: usize,
     /// Right tables over the hash-join limits are spilled to hash partitions and joined
     /// window by window (grace join); false: point lookups, as before the grace join.
@@ -109,7 +108,7 @@ impl ExecContext {
             py: None,
             write_batch_rows: DEFAULT_WRITE_BATCH_ROWS,
             hash_join_max_rows: DEFAULT_HASH_JOIN_MAX_ROWS,
-            hash_join_max_bytes: DEFAULT_HASH_JOIN_MAX_BYTES,
+            hash_join_max_bytes: 0,
             lookup_cache: Arc::new(LookupCache::default()),
             memory_budget: 0,
             grace_join: true,
@@ -123,7 +122,7 @@ impl ExecContext {
 
     /// The same context with every memory limit derived from `bytes` (at least
     /// [`MIN_BUDGET`]): half for the shared hash-join right sides, an eighth for each
-    /// grace-join window and each `top` buffer (see [`budget`]); a fresh, unshared cache.
+    /// grace-join window and each `top` buffer; a fresh, unshared cache.
     pub fn with_memory_budget(mut self, bytes: usize) -> Self {
         let bytes = bytes.max(MIN_BUDGET);
         self.memory_budget = bytes;
