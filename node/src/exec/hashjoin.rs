@@ -56,8 +56,10 @@ const BUILD_PAGE: usize = 4096;
 /// its rowid and position, and its share of the hash map (entry, key box, position vector).
 const PER_ROW_OVERHEAD: usize = 96;
 
-/// Default [`super::ExecContext::hash_join_max_rows`].
-pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = 5_000_000;
+/// Default [`super::ExecContext::hash_join_max_rows`]: what row positions (`u32`) can address;
+/// the memory budget (`hash_join_max_bytes`) is what decides. It was 5 M rows before the
+/// budget existed, a stand-in for memory.
+pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = u32::MAX as usize;
 
 /// Number of hash partitions of a spilled right side: enough that a window of left keys
 /// skips most files when it is small, few enough that every file keeps a sizeable buffer.
