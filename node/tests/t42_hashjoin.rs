@@ -679,3 +679,38 @@ fn a_re_created_keyspace_never_reads_a_stale_build() -> Result<()> {
     assert_eq!(grace.lookup_cache.spills(), 2);
     Ok(())
 }
+
+#[test]
+fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
+    let (plan, names) = plan_all();
+    // The decoded sizes of the two right sides; a limit just below the smaller one makes
+    // both build compact (encoded rows take well under half the decoded estimate).
+    let (_d0, probe_store) = seeded(&plan)?;
+    let probe = ExecContext::new(probe_store.clone());
+    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
+    let nu = probe.lookup_cache.cached_bytes();
+    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
+    let u = probe.lookup_cache.cached_bytes() - nu;
+    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    let (_d1, point_store) = seeded(&plan)?;
+    let (_d2, compact_store) = seeded(&plan)?;
+    let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
+    let compact =
+        ExecContext::new(compact_store.clone()).with_hash_join_limits(1000, nu.min(u) - 1);
+    for name in &names {
+        run_node(point_store.as_ref(), &point, &plan, name, 2)?;
+        run_node(compact_store.as_ref(), &compact, &plan, name, 2)?;
+        assert_eq!(
+            raw(compact_store.as_ref(), name, 2)?,
+            raw(point_store.as_ref(), name, 2)?,
+            "{name}: compact hash join differs from point lookups"
+        );
+    }
+    assert!(compact.lookup_cache.compact_builds() >= 2);
+    assert_eq!(
+        compact.lookup_cache.builds(),
+        compact.lookup_cache.compact_builds()
+    );
+    assert_eq!(compact.lookup_cache.spills(), 0);
+    Ok(())
+}

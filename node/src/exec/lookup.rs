@@ -134,6 +134,9 @@ pub(crate) fn run_lookup(
             })?;
         }
         match &side {
+            RightSide::Index(ix) if ix.compact => {
+                compact_matches(ix, l, &right_name, bf, n)?;
+            }
             RightSide::Index(ix) => {
                 hash_matches(ix, l, &right_name, bf, n)?;
                 stats.lookup += lookup_start.elapsed();
@@ -180,6 +183,41 @@ fn hash_matches(
             };
             if passes(l, row, rowid, right_name)? {
                 bf.match_items.push(ri);
+            }
+        }
+    }
+    bf.match_start.push(bf.match_items.len());
+    Ok(())
+}
+
+/// Hash join over a compact index: like [`hash_matches`], decoding each match into
+/// `bf.right` (the same right row once per left row that matches it).
+fn compact_matches(
+    ix: &RightIndex,
+    l: &LookupStage,
+    right_name: &str,
+    bf: &mut Bufs,
+    n: usize,
+) -> Result<(), BatchErrorKind> {
+    bf.key_of_left.clear();
+    bf.key_of_left.extend(0..n);
+    bf.match_start.clear();
+    bf.match_items.clear();
+    let mut nr = 0usize;
+    for key in &bf.keys[..n] {
+        bf.match_start.push(bf.match_items.len());
+        for &ri in ix.get(key) {
+            let ri = ri as usize;
+            let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
+                return Err(BatchErrorKind::Internal(
+                    "hash join index points past its rows".into(),
+                ));
+            };
+            ensure_len(&mut bf.right, nr + 1);
+            decode(bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
+            if passes(l, &bf.right[nr], rowid, right_name)? {
+                bf.match_items.push(nr);
+                nr += 1;
             }
         }
     }
