@@ -473,7 +473,7 @@ impl NodeConfig {
             if n < crate::exec::MIN_BUDGET {
                 return Err(bad(
                     "memory-budget",
-                    format!("{m:?} is below the minimum of 1 MiB"),
+                    format!("{m:?} is below the minimum of 256 KiB"),
                 ));
             }
         }

@@ -887,11 +887,11 @@ fn report(err: &planner::PlanError) {
     }
 }
 
-/// `--memory-budget`: a size or a percentage of physical memory, at least 1 MiB.
+/// `--memory-budget`: a size or a percentage of physical memory, at least 256 KiB.
 fn parse_budget(text: &str) -> Result<usize, String> {
     let n = plexus_node::exec::parse_size(text)?;
     if n < plexus_node::exec::MIN_BUDGET {
-        return Err(format!("{text:?} is below the minimum of 1 MiB"));
+        return Err(format!("{text:?} is below the minimum of 256 KiB"));
     }
     Ok(n)
 }

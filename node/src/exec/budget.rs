@@ -13,9 +13,9 @@ pub const DEFAULT_BUDGET_FRACTION: f64 = 0.25;
 /// Budget used when physical memory cannot be read (no `/proc/meminfo`): 4 GiB.
 pub const FALLBACK_BUDGET: usize = 4 << 30;
 
-/// The smallest budget accepted (1 MiB): far below any useful setting, but small enough that
+/// The smallest budget accepted (256 KiB): far below any useful setting, but small enough that
 /// tests can push real scripts through the spilling paths.
-pub const MIN_BUDGET: usize = 1 << 20;
+pub const MIN_BUDGET: usize = 256 << 10;
 
 /// Physical memory in bytes (`MemTotal` of `/proc/meminfo`), `None` when unreadable.
 pub fn physical_memory() -> Option<usize> {
