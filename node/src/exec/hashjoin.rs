@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::BuildHasherDefault;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -161,39 +161,56 @@ impl SpilledRight {
                 "spill partition {part} out of range"
             )));
         };
-        let file = File::open(path).map_err(BatchErrorKind::spill("open", path))?;
-        let mut r = BufReader::with_capacity(1 << 16, file);
-        let mut key = Vec::new();
-        let mut row = Vec::new();
-        let mut head = [0u8; 4];
+        let mut file = File::open(path).map_err(BatchErrorKind::spill("open", path))?;
+        // Large reads, records parsed in place: streaming partitions is the grace join's
+        // inner loop, once per left window.
+        let len = file
+            .metadata()
+            .map_err(BatchErrorKind::spill("read", path))?
+            .len();
+        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK.min(len as usize) + 1);
+        let mut parsed = 0usize;
         loop {
-            // A record starts with its key length; a clean end of file is the end.
-            match r.read_exact(&mut head) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(BatchErrorKind::spill("read", path)(e)),
+            buf.drain(..parsed);
+            parsed = 0;
+            // `read_to_end` appends without zero-filling the buffer first.
+            let n = (&mut file)
+                .take(READ_CHUNK as u64)
+                .read_to_end(&mut buf)
+                .map_err(BatchErrorKind::spill("read", path))?;
+            if n == 0 {
+                if buf.is_empty() {
+                    return Ok(());
+                }
+                return Err(BatchErrorKind::Spill {
+                    op: "read",
+                    path: path.clone(),
+                    source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                });
             }
-            let read = |r: &mut BufReader<File>, buf: &mut Vec<u8>, n: usize| {
-                buf.resize(n, 0);
-                r.read_exact(buf)
-                    .map_err(BatchErrorKind::spill("read", path))
-            };
-            read(&mut r, &mut key, u32::from_le_bytes(head) as usize)?;
-            let mut rowid = [0u8; 8];
-            r.read_exact(&mut rowid)
-                .map_err(BatchErrorKind::spill("read", path))?;
-            r.read_exact(&mut head)
-                .map_err(BatchErrorKind::spill("read", path))?;
-            read(&mut r, &mut row, u32::from_le_bytes(head) as usize)?;
-            f(SpillRecord {
-                key: &key,
-                rowid: i64::from_le_bytes(rowid),
-                row: &row,
-            })?;
+            while let Some((len, rec)) = parse_record(&buf[parsed..]) {
+                f(rec)?;
+                parsed += len;
+            }
         }
-        Ok(())
     }
 }
+
+/// The record at the start of `b` and its length, `None` if `b` holds only part of one.
+fn parse_record(b: &[u8]) -> Option<(usize, SpillRecord<'_>)> {
+    let u32_at = |at: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
+    };
+    let klen = u32_at(0)?;
+    let key = b.get(4..4 + klen)?;
+    let rowid = i64::from_le_bytes(b.get(4 + klen..12 + klen)?.try_into().ok()?);
+    let rlen = u32_at(12 + klen)?;
+    let row = b.get(16 + klen..16 + klen + rlen)?;
+    Some((16 + klen + rlen, SpillRecord { key, rowid, row }))
+}
+
+/// Bytes read from a partition file at a time.
+const READ_CHUNK: usize = 1 << 22;
 
 /// What a cache slot holds once its build ran.
 #[derive(Clone, Debug)]
