@@ -44,7 +44,7 @@ pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
 
 /// Default [`ExecContext::point_read_divisor`]. On the embedded store a point read of a
 /// non-unique key with its row fetches cost ≈ 25 µs at 2 M right rows (lookup bench, scale 20:
-/// 59 k-key windows took ≈ 1.5 s each), while streaming one spilled right row costs a fraction
+/// 59 k-key windows took ≈ 1.6 s more each than the grace join), while streaming one spilled right row costs a fraction
 /// of a microsecond, so point reads only win for windows below ≈ 1/128 of the right table.
 pub const DEFAULT_POINT_READ_DIVISOR: u64 = 128;
 
