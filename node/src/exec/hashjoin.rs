@@ -677,3 +677,70 @@ fn build(
     }
     Ok(Built::Index(Arc::new(ix)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as `spill` writes it.
+    fn record(key: &[u8], rowid: i64, row: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        r.extend_from_slice(key);
+        r.extend_from_slice(&rowid.to_le_bytes());
+        r.extend_from_slice(&(row.len() as u32).to_le_bytes());
+        r.extend_from_slice(row);
+        r
+    }
+
+    #[test]
+    fn records_parse_whole_and_never_from_a_partial_buffer() {
+        let mut b = record(b"key-1", -7, b"row bytes");
+        b.extend(record(b"", 42, b""));
+        let Some((len, r)) = parse_record(&b) else {
+            panic!("first record");
+        };
+        assert_eq!(
+            (r.key, r.rowid, r.row),
+            (&b"key-1"[..], -7, &b"row bytes"[..])
+        );
+        let Some((len2, r2)) = parse_record(&b[len..]) else {
+            panic!("second record");
+        };
+        assert_eq!((r2.key, r2.rowid, r2.row), (&b""[..], 42, &b""[..]));
+        assert_eq!(len + len2, b.len());
+        // Every strict prefix of a record is incomplete, not a shorter record.
+        for cut in 0..len {
+            assert!(parse_record(&b[..cut]).is_none(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_partition_file_is_a_spill_error() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("part-000");
+        let whole = record(b"k", 1, b"abc");
+        std::fs::write(&path, &whole[..whole.len() - 1])?;
+        let sp = SpilledRight {
+            _dir: tempfile::tempdir()?,
+            parts: vec![path],
+            rows: 1,
+            bytes: whole.len() as u64,
+        };
+        let mut seen = 0;
+        let err = sp.for_each(0, |_| {
+            seen += 1;
+            Ok(())
+        });
+        assert!(
+            matches!(err, Err(BatchErrorKind::Spill { op: "read", .. })),
+            "{err:?}"
+        );
+        assert_eq!(seen, 0);
+        assert!(matches!(
+            sp.for_each(1, |_| Ok(())),
+            Err(BatchErrorKind::Internal(_))
+        ));
+        Ok(())
+    }
+}
