@@ -10,6 +10,7 @@
 //! tls-dir = "/etc/plexus/tls"    # ca.pem, n1.pem, n1.key (plexus-node certs init)
 //! cluster-key = "/etc/plexus/tls/cluster.key"  # task keyring (default: in tls-dir)
 //! threads = 4                    # executor threads (default: cores)
+//! memory-budget = "4GiB"         # hash joins, top, lookup windows (default: 25% of RAM)
 //! python = "python3"             # py_calc interpreter
 //! init = false                   # bootstrap the cluster with [peers] on start
 //! [peers]                        # the initial members (used by the bootstrapping peer)
@@ -39,7 +40,7 @@
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
-//! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
+//! `PLEXUS_TLS_DIR`, `PLEXUS_THREADS`, `PLEXUS_MEMORY_BUDGET`, `PLEXUS_PYTHON`, `PLEXUS_INIT`, `PLEXUS_STORE__KIND`,
 //! `PLEXUS_STORE__CQL_CONTACT_POINTS` (comma-separated), `PLEXUS_TELEMETRY__LOG`,
 //! `PLEXUS_TELEMETRY__LOG_FORMAT`, `PLEXUS_TELEMETRY__LOG_FILE`,
 //! `PLEXUS_TELEMETRY__OTLP_ENDPOINT`, `PLEXUS_TELEMETRY__METRICS_LISTEN`, `PLEXUS_CONSOLE__TOKEN`, and the `[files]` ones of
@@ -186,6 +187,10 @@ pub struct NodeConfig {
     /// Executor threads; default: cores.
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Memory budget of the executors: bytes with an optional k/m/g/t suffix, or a
+    /// percentage of physical memory (`"25%"`); default: 25 % (see `exec::budget`).
+    #[serde(default)]
+    pub memory_budget: Option<String>,
     /// py_calc interpreter.
     #[serde(default = "default_python")]
     pub python: PathBuf,
@@ -349,6 +354,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("PLEXUS_DATA_DIR", &["data-dir"]),
     ("PLEXUS_TLS_DIR", &["tls-dir"]),
     ("PLEXUS_THREADS", &["threads"]),
+    ("PLEXUS_MEMORY_BUDGET", &["memory-budget"]),
     ("PLEXUS_PYTHON", &["python"]),
     ("PLEXUS_INIT", &["init"]),
     ("PLEXUS_STORE__KIND", &["store", "kind"]),
@@ -371,8 +377,8 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 fn env_value(key: &str, raw: &str) -> toml::Value {
-    // A token of digits is still a string.
-    if key == "token" {
+    // A token of digits is still a string, and so is a budget given in plain bytes.
+    if key == "token" || key == "memory-budget" {
         return toml::Value::String(raw.to_owned());
     }
     if key == "contact-points" {
@@ -464,6 +470,15 @@ impl NodeConfig {
         if self.threads == Some(0) {
             return Err(bad("threads", "must be at least 1".into()));
         }
+        if let Some(m) = &self.memory_budget {
+            let n = crate::exec::parse_size(m).map_err(|e| bad("memory-budget", e))?;
+            if n < crate::exec::MIN_BUDGET {
+                return Err(bad(
+                    "memory-budget",
+                    format!("{m:?} is below the minimum of 256 KiB"),
+                ));
+            }
+        }
         if let Some(m) = &self.telemetry.metrics_listen
             && m != "off"
             && m.parse::<SocketAddr>().is_err()
@@ -544,6 +559,15 @@ impl NodeConfig {
         self.cluster_key
             .clone()
             .unwrap_or_else(|| self.tls_dir.join("cluster.key"))
+    }
+
+    /// The executors' memory budget in bytes (`memory-budget`, else the default fraction of
+    /// physical memory); the value was checked by `validate`.
+    pub fn memory_budget_bytes(&self) -> usize {
+        self.memory_budget
+            .as_deref()
+            .and_then(|m| crate::exec::parse_size(m).ok())
+            .unwrap_or_else(crate::exec::default_memory_budget)
     }
 
     /// The peer's start settings.

@@ -686,15 +686,80 @@ fn top_matches_a_stable_sort_across_many_cuts() -> Result<()> {
                 .wrapping_add(1442695040888963407);
             let k = ((x >> 33) % 50) as i64;
             let row = vec![Value::Int(k), Value::str(&format!("r{i}"))];
-            all.push((k, i, row.clone()));
-            top.push(row)?;
+            top.push(&row)?;
+            all.push((k, i, row));
         }
         // Keys descending, ties in arrival order: what Capillaries-compatible output needs.
         all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let want: Vec<Vec<Value>> = all.into_iter().take(limit).map(|e| e.2).collect();
         assert_eq!(top.len(), limit.min(1000));
-        assert_eq!(strs(&top.into_sorted()), strs(&want), "limit {limit}");
+        assert_eq!(strs(&top.into_sorted()?), strs(&want), "limit {limit}");
     }
+    Ok(())
+}
+
+/// The spilling `top` (runs sorted to temporary files and merged) yields exactly the rows of
+/// the in-memory one, in the same order: many ties, every order direction, and values the
+/// storage encoding would not keep (datetimes with nanoseconds and a zone, decimals).
+#[test]
+fn top_spilled_runs_match_the_in_memory_buffer() -> Result<()> {
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+        out_col("t", Type::DateTime, "t", "2006-01-02")?,
+        out_col("d", Type::Decimal2, "d", "%s")?,
+    ];
+    let dir = tempfile::tempdir()?;
+    let zone = std::sync::Arc::new(plexus_core::value::Zone {
+        offset: -7200,
+        name: "XT".into(),
+    });
+    for order_text in ["k(desc)", "k(asc),s(desc)"] {
+        let order = parse_order_expr(order_text, &|f| match f {
+            "k" => Some(Type::Int),
+            "s" => Some(Type::String),
+            _ => None,
+        })
+        .map_err(|e| anyhow!("{e}"))?;
+        for limit in [1usize, 13, 400, 5000] {
+            let top = Top {
+                order: order.clone(),
+                limit: limit as u64,
+            };
+            let mut memory = TopBuffer::new(&top, &columns)?;
+            // 2 KiB forces a run every few dozen rows.
+            let mut spilled = TopBuffer::new(&top, &columns)?.with_spill(2048, dir.path());
+            let mut x = 99u64;
+            for i in 0..3000u32 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let row = vec![
+                    Value::Int(((x >> 33) % 40) as i64),
+                    Value::str(&format!("s{}", (x >> 20) % 3)),
+                    Value::Time(Time {
+                        secs: 1_600_000_000 + i64::from(i),
+                        nanos: 123_456_789,
+                        zone: (i % 2 == 0).then(|| zone.clone()),
+                    }),
+                    Value::Decimal(Decimal::new(i64::from(i) * 7 + 1, 3)),
+                ];
+                memory.push(&row)?;
+                spilled.push(&row)?;
+            }
+            // With limit 1 the kept row and the bound fit the budget: nothing to spill.
+            let runs = spilled.spilled_runs();
+            assert!(
+                limit == 1 || runs > 1,
+                "{order_text} limit {limit}: only {runs} runs"
+            );
+            let want = memory.into_sorted()?;
+            assert_eq!(want.len(), limit.min(3000));
+            assert_eq!(spilled.into_sorted()?, want, "{order_text} limit {limit}");
+        }
+    }
+    // The run files are gone with the buffers.
+    assert_eq!(std::fs::read_dir(dir.path())?.count(), 0);
     Ok(())
 }
 
@@ -708,11 +773,11 @@ fn top_keeps_smallest_keys_in_order_with_stable_ties() -> Result<()> {
         .map_err(|e| anyhow!("{e}"))?;
     let mut top = TopBuffer::new(&Top { order, limit: 3 }, &columns)?;
     for (k, s) in [(1, "a"), (5, "b"), (3, "c"), (5, "d"), (2, "e"), (5, "f")] {
-        top.push(vec![Value::Int(k), Value::str(s)])?;
+        top.push(&[Value::Int(k), Value::str(s)])?;
     }
     assert_eq!(top.len(), 3);
     assert_eq!(
-        strs(&top.into_sorted()),
+        strs(&top.into_sorted()?),
         vec![
             vec!["Int(5)", "b"],
             vec!["Int(5)", "d"],
@@ -778,7 +843,8 @@ fn run_generated(plan: &Plan, input: &Path) -> Result<PathBuf> {
     let top = writer.top.as_ref().context("top")?;
     let mut buf = TopBuffer::new(top, &writer.columns)?;
     for row in read_all(reader, input.to_str().context("path")?)? {
-        buf.push(map.iter().map(|&i| row[i].clone()).collect())?;
+        let r: Vec<Value> = map.iter().map(|&i| row[i].clone()).collect();
+        buf.push(&r)?;
     }
     let out = PathBuf::from(plexus_node::files::resolve_url_template(
         &writer.url_template,
@@ -786,7 +852,7 @@ fn run_generated(plan: &Plan, input: &Path) -> Result<PathBuf> {
         1,
     ));
     let mut sink = create_sink(writer, &out.to_string_lossy())?;
-    for row in buf.into_sorted() {
+    for row in buf.into_sorted()? {
         sink.write_row(&row)?;
     }
     sink.finish()?;

@@ -670,6 +670,78 @@ fn table_file_csv_with_top_having_and_empty_batch() -> Result<()> {
     Ok(())
 }
 
+/// Runs every batch of file node `name` with `ctx` (run 1) and returns the output files'
+/// bytes by batch.
+fn run_file_node(
+    ctx: &ExecContext,
+    plan: &Plan,
+    name: &str,
+    dir: &std::path::Path,
+) -> Result<Vec<Vec<u8>>, ExecError> {
+    let compiled = compile_node(plan, name)?;
+    let total = plan.node(name).map_or(1, |n| n.batches);
+    let mut files = Vec::new();
+    for b in 0..total {
+        execute(ctx, plan, &compiled, &task(name, 1, b, total))?;
+        let path = dir.join(format!("{name}_{b:05}.csv"));
+        files.push(std::fs::read(&path).map_err(|e| ExecError::Compile {
+            node: name.into(),
+            detail: format!("{}: {e}", path.display()),
+        })?);
+    }
+    Ok(files)
+}
+
+/// `top` over its memory share spills sorted runs and merges them: the output files are
+/// byte-identical to the in-memory path, ties (many rows per amount) in arrival order, for a
+/// limit below the row count and for the default limit.
+#[test]
+fn table_file_top_spilled_runs_write_the_same_bytes() -> Result<()> {
+    let env = env()?;
+    let out_dir = tempfile::tempdir()?;
+    let spill_dir = tempfile::tempdir()?;
+    let mut plan = base_plan(orders_fields());
+    for (name, limit) in [("top_some", 300), ("top_default", 0)] {
+        let url = format!("{}/{name}_{{batch_idx}}.csv", out_dir.path().display());
+        let mut n = file_node(name, &url, 2);
+        if let Writer::File(w) = &mut n.writer
+            && let Some(t) = &mut w.top
+        {
+            t.limit = limit;
+        }
+        add(&mut plan, n);
+    }
+    let rows: Vec<Vec<Value>> = (0..3000)
+        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
+        .collect();
+    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    let mut spilling = env.ctx.clone().with_spill_dir(spill_dir.path());
+    spilling.top_max_bytes = 4096;
+    let mut broken = env
+        .ctx
+        .clone()
+        .with_spill_dir(spill_dir.path().join("missing"));
+    broken.top_max_bytes = 4096;
+    for name in ["top_some", "top_default"] {
+        let memory = run_file_node(&env.ctx, &plan, name, out_dir.path())?;
+        let spilled = run_file_node(&spilling, &plan, name, out_dir.path())?;
+        assert!(
+            memory.iter().map(Vec::len).sum::<usize>() > 1000,
+            "{name}: output too small"
+        );
+        assert_eq!(spilled, memory, "{name}");
+        // The spilled path really ran: without its directory the batch fails, retryably.
+        let err = run_file_node(&broken, &plan, name, out_dir.path())
+            .err()
+            .context("spilling into a missing directory must fail")?;
+        assert!(err.to_string().contains("top spill file"), "{err}");
+        assert!(err.is_retryable(), "{err}");
+    }
+    // Run files are deleted when the batch ends.
+    assert_eq!(std::fs::read_dir(spill_dir.path())?.count(), 0);
+    Ok(())
+}
+
 #[test]
 fn table_file_into_missing_directory_fails_clearly() -> Result<()> {
     let env = env()?;

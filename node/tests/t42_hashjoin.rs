@@ -494,3 +494,224 @@ fn cache_evicts_oldest_index_over_the_byte_budget() -> Result<()> {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Grace hash join: right sides over the limits spilled to hash partitions (issue #12 item 3)
+// ---------------------------------------------------------------------------------------------
+
+/// Every (rowid, encoded row) of `table` in `run`, in rowid order: what "byte for byte" means
+/// for a table output (rowids are derived from the output sequence, so order matters too).
+fn raw(store: &dyn Store, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = store.scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
+        out.extend(page.rows);
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// A fresh store seeded with the sources of `plan_all`.
+fn seeded(plan: &Plan) -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
+    let (dir, store) = open()?;
+    seed_sources(store.as_ref(), plan)?;
+    Ok((dir, store))
+}
+
+/// A context that spills every right side (one row fits the in-memory limit) and joins
+/// `window_bytes`-sized windows against the partitions, never falling back to point reads.
+fn grace_ctx(
+    store: Arc<EmbeddedStore>,
+    spill: &std::path::Path,
+    window_bytes: usize,
+) -> ExecContext {
+    let mut ctx = ExecContext::new(store)
+        .with_hash_join_limits(1, 1 << 20)
+        .with_spill_dir(spill);
+    ctx.grace_window_bytes = window_bytes;
+    ctx.point_read_divisor = u64::MAX;
+    ctx
+}
+
+#[test]
+fn grace_join_output_is_byte_identical_to_hash_join_and_point_lookups() -> Result<()> {
+    let (plan, names) = plan_all();
+    // One store per strategy, seeded identically, so the outputs' rowids are comparable.
+    let (_d1, point_store) = seeded(&plan)?;
+    let (_d2, hash_store) = seeded(&plan)?;
+    let (_d3, grace_store) = seeded(&plan)?;
+    let (_d4, paged_store) = seeded(&plan)?;
+    let (_d5, small_store) = seeded(&plan)?;
+    let spill = tempfile::tempdir()?;
+    let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
+    let hash = ExecContext::new(hash_store.clone());
+    // Windows of the whole batch, and windows of one 2-row page.
+    let grace = grace_ctx(grace_store.clone(), spill.path(), 1 << 20);
+    let paged = grace_ctx(paged_store.clone(), spill.path(), 1);
+    // Spilled, but every window is small next to the right table: point reads.
+    let mut small = grace_ctx(small_store.clone(), spill.path(), 1 << 20);
+    small.point_read_divisor = 1;
+    let runs: [(&ExecContext, &Arc<EmbeddedStore>); 5] = [
+        (&point, &point_store),
+        (&hash, &hash_store),
+        (&grace, &grace_store),
+        (&paged, &paged_store),
+        (&small, &small_store),
+    ];
+    for name in &names {
+        for (ctx, store) in runs {
+            run_node(store.as_ref(), ctx, &plan, name, 2)?;
+        }
+        let want = raw(point_store.as_ref(), name, 2)?;
+        assert!(!want.is_empty(), "{name}: no output");
+        for (label, store) in [
+            ("hash", &hash_store),
+            ("grace", &grace_store),
+            ("grace, one page per window", &paged_store),
+            ("spilled, point reads", &small_store),
+        ] {
+            assert_eq!(
+                raw(store.as_ref(), name, 2)?,
+                want,
+                "{name}: {label} differs from point lookups"
+            );
+        }
+    }
+    // One spill per (right table, index): the non-unique and the unique index.
+    assert_eq!(grace.lookup_cache.spills(), 2);
+    assert_eq!(paged.lookup_cache.spills(), 2);
+    assert_eq!(hash.lookup_cache.spills(), 0);
+    // The strategies really ran: grace windows on the spilled contexts; with divisor 1 only
+    // the two unique self-lookups, whose window (all 7 items) has more rows than the unique
+    // right side (5 valid rows), stream the partitions; every other window used point reads.
+    assert!(grace.lookup_cache.grace_windows() >= names.len() as u64);
+    assert!(paged.lookup_cache.grace_windows() > grace.lookup_cache.grace_windows());
+    assert_eq!(small.lookup_cache.grace_windows(), 2);
+    assert_eq!(small.lookup_cache.spills(), 2);
+    Ok(())
+}
+
+#[test]
+fn spill_files_live_as_long_as_the_cache_entry() -> Result<()> {
+    let (plan, _) = plan_all();
+    let (_d, store) = seeded(&plan)?;
+    let spill = tempfile::tempdir()?;
+    let ctx = grace_ctx(store.clone(), spill.path(), 1 << 20);
+    run_node(store.as_ref(), &ctx, &plan, "nu_left_g_all", 2)?;
+    run_node(store.as_ref(), &ctx, &plan, "nu_inner_ng_f", 3)?;
+    // Built once for both nodes (same right table and index).
+    assert_eq!(ctx.lookup_cache.spills(), 1);
+    assert_eq!(std::fs::read_dir(spill.path())?.count(), 1);
+    ctx.lookup_cache.clear();
+    assert_eq!(std::fs::read_dir(spill.path())?.count(), 0);
+    Ok(())
+}
+
+#[test]
+fn a_missing_spill_directory_fails_the_batch_as_retryable() -> Result<()> {
+    let (plan, _) = plan_all();
+    let (_d, store) = seeded(&plan)?;
+    let spill = tempfile::tempdir()?;
+    let ctx = grace_ctx(store.clone(), &spill.path().join("missing"), 1 << 20);
+    let err = run_node(store.as_ref(), &ctx, &plan, "nu_inner_ng_all", 2)
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("the spill must fail"))?;
+    let exec = err
+        .downcast_ref::<plexus_node::exec::ExecError>()
+        .ok_or_else(|| anyhow::anyhow!("not an exec error: {err}"))?;
+    assert!(exec.to_string().contains("spill file"), "{exec}");
+    assert!(exec.is_retryable(), "{exec}");
+    Ok(())
+}
+
+/// Items of the second incarnation of the keyspace: same table names and run ids, other rows.
+fn reseed_items(store: &dyn Store, plan: &Plan) -> Result<()> {
+    let orders: Vec<(i64, Vec<Value>)> = [(1, "a"), (2, "b")]
+        .iter()
+        .enumerate()
+        .map(|(i, (id, st))| (i as i64 + 1, vec![Value::Int(*id), s(st)]))
+        .collect();
+    seed(store, plan, "orders", "orders", &orders)?;
+    seed(
+        store,
+        plan,
+        "items",
+        "items",
+        &[
+            (7, item(10, 1, "9.00", "new1")),
+            (8, item(11, 2, "8.00", "new2")),
+        ],
+    )?;
+    Ok(())
+}
+
+#[test]
+fn a_re_created_keyspace_never_reads_a_stale_build() -> Result<()> {
+    let (plan, _) = plan_all();
+    let (_d, store) = seeded(&plan)?;
+    let spill = tempfile::tempdir()?;
+    let hash = ExecContext::new(store.clone());
+    let grace = grace_ctx(store.clone(), spill.path(), 1 << 20);
+    let point = ExecContext::new(store.clone()).with_hash_join_limits(0, 0);
+    let name = "nu_left_ng_all";
+    run_node(store.as_ref(), &hash, &plan, name, 2)?;
+    run_node(store.as_ref(), &grace, &plan, name, 3)?;
+    assert!(
+        rows(store.as_ref(), &plan, name, 2)?
+            .iter()
+            .any(|r| r.contains("p1"))
+    );
+    // Drop and re-create the keyspace: the same table names and run ids, other data.
+    store.drop_keyspace(KS)?;
+    store.create_keyspace(KS)?;
+    reseed_items(store.as_ref(), &plan)?;
+    run_node(store.as_ref(), &point, &plan, name, 4)?;
+    run_node(store.as_ref(), &hash, &plan, name, 2)?;
+    run_node(store.as_ref(), &grace, &plan, name, 3)?;
+    let want = rows(store.as_ref(), &plan, name, 4)?;
+    assert!(want.iter().any(|r| r.contains("new1")), "{want:?}");
+    assert_eq!(rows(store.as_ref(), &plan, name, 2)?, want, "hash join");
+    assert_eq!(rows(store.as_ref(), &plan, name, 3)?, want, "grace join");
+    assert_eq!(hash.lookup_cache.builds(), 2);
+    assert_eq!(grace.lookup_cache.spills(), 2);
+    Ok(())
+}
+
+#[test]
+fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
+    let (plan, names) = plan_all();
+    // The decoded sizes of the two right sides; a limit just below the smaller one makes
+    // both build compact (encoded rows take well under half the decoded estimate).
+    let (_d0, probe_store) = seeded(&plan)?;
+    let probe = ExecContext::new(probe_store.clone());
+    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
+    let nu = probe.lookup_cache.cached_bytes();
+    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
+    let u = probe.lookup_cache.cached_bytes() - nu;
+    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    let (_d1, point_store) = seeded(&plan)?;
+    let (_d2, compact_store) = seeded(&plan)?;
+    let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
+    let compact =
+        ExecContext::new(compact_store.clone()).with_hash_join_limits(1000, nu.min(u) - 1);
+    for name in &names {
+        run_node(point_store.as_ref(), &point, &plan, name, 2)?;
+        run_node(compact_store.as_ref(), &compact, &plan, name, 2)?;
+        assert_eq!(
+            raw(compact_store.as_ref(), name, 2)?,
+            raw(point_store.as_ref(), name, 2)?,
+            "{name}: compact hash join differs from point lookups"
+        );
+    }
+    assert!(compact.lookup_cache.compact_builds() >= 2);
+    assert_eq!(
+        compact.lookup_cache.builds(),
+        compact.lookup_cache.compact_builds()
+    );
+    assert_eq!(compact.lookup_cache.spills(), 0);
+    Ok(())
+}

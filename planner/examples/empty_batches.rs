@@ -78,6 +78,7 @@ fn main() -> Result<()> {
         keyspace: Some("empty_local".into()),
         data_dir: tmp.path().join("local"),
         threads: Some(threads),
+        memory_budget: None,
         python: None,
         python_args: Vec::new(),
         start_nodes: vec!["read".into()],

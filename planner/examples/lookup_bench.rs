@@ -311,6 +311,7 @@ fn main() -> Result<()> {
         keyspace: Some("lookup_bench".into()),
         data_dir: dir.join("data"),
         threads: args.threads,
+        memory_budget: None,
         python: None,
         python_args: Vec::new(),
         start_nodes: INGEST.iter().map(|s| (*s).to_string()).collect(),

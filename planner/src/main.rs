@@ -328,6 +328,10 @@ struct RunTarget {
     /// Executor threads; default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
+    /// Memory budget of the executors (hash joins, `top`, lookup windows): bytes, a size
+    /// such as `4GiB`, or a share of physical memory such as `25%` (the default).
+    #[arg(long, env = "PLEXUS_MEMORY_BUDGET", value_parser = parse_budget)]
+    memory_budget: Option<usize>,
     /// Python interpreter for py_calc nodes (python3, pypy3, a path); also
     /// CAPI_PYCALC_INTERPRETER_PATH.
     #[arg(long)]
@@ -779,6 +783,7 @@ fn run_plan(
         cql_contact_points: target.store.cql_contact_points.clone(),
         cql_config: target.store.cql_config.clone(),
         threads: target.threads,
+        memory_budget: target.memory_budget,
         python: target.python.clone(),
         python_args: target.python_args.clone(),
         start_nodes: start.names,
@@ -895,4 +900,13 @@ fn report(err: &planner::PlanError) {
     for line in lines {
         eprintln!("  {line}");
     }
+}
+
+/// `--memory-budget`: a size or a percentage of physical memory, at least 256 KiB.
+fn parse_budget(text: &str) -> Result<usize, String> {
+    let n = plexus_node::exec::parse_size(text)?;
+    if n < plexus_node::exec::MIN_BUDGET {
+        return Err(format!("{text:?} is below the minimum of 256 KiB"));
+    }
+    Ok(n)
 }

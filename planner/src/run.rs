@@ -33,6 +33,9 @@ pub struct RunSettings {
     pub cql_config: Option<PathBuf>,
     /// Executor threads; default: available cores.
     pub threads: Option<usize>,
+    /// Memory budget of the executors in bytes (hash joins, `top`, lookup windows); default:
+    /// a fraction of physical memory (`plexus_node::exec::default_memory_budget`).
+    pub memory_budget: Option<usize>,
     /// Python interpreter for py_calc.
     pub python: Option<PathBuf>,
     /// Extra interpreter arguments.
@@ -220,6 +223,9 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
     }
     .open()?;
     let mut ctx = ExecContext::new(store);
+    if let Some(bytes) = s.memory_budget {
+        ctx = ctx.with_memory_budget(bytes);
+    }
     if plan
         .nodes
         .iter()

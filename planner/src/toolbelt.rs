@@ -393,6 +393,7 @@ impl InProcess {
             cql_contact_points: String::new(),
             cql_config: None,
             threads: None,
+            memory_budget: None,
             python: None,
             python_args: Vec::new(),
             start_nodes: Vec::new(),

@@ -221,6 +221,37 @@ fn lookup_one(c: &Case) -> Result<()> {
     check_lookup_outputs(c)
 }
 
+/// The lookup case in tiny memory budgets, each forcing a path: at 1 MiB (512 KiB for right
+/// sides, 128 KiB per `top`) the 1,390 order items (≈ 580 KB decoded, ≈ 290 KB encoded) stay
+/// in memory compact and the sorted outputs spill runs; at 256 KiB they are spilled for the
+/// grace join. The files still equal Capillaries' baselines.
+#[test]
+fn lookup_one_run_in_tiny_memory_budgets() -> Result<()> {
+    for (budget, spill) in [("1MiB", "plexus-top-"), ("256KiB", "plexus-hashjoin-")] {
+        let Some(mut c) = Case::new("lookup")? else {
+            return Ok(());
+        };
+        c.env
+            .push(("PLEXUS_MEMORY_BUDGET".to_owned(), budget.to_owned()));
+        lookup_one(&c)?;
+        // The path really ran: with no temporary directory the run fails on its spill (at
+        // 256 KiB the lookups fail first, so the file writers never start).
+        c.env.push((
+            "TMPDIR".to_owned(),
+            c.dir("no-such-tmp").display().to_string(),
+        ));
+        let err = lookup_one(&c)
+            .err()
+            .ok_or_else(|| anyhow::anyhow!("{budget}: spilling into a missing TMPDIR must fail"))?;
+        let text = format!("{err:#}");
+        ensure!(
+            text.contains("spill file") && text.contains(spill),
+            "{budget}: {text}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn lookup_multi_runs() -> Result<()> {
     match Case::new("lookup")? {

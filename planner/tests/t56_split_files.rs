@@ -187,6 +187,7 @@ fn run(
         keyspace: Some("split".into()),
         data_dir: data_dir.clone(),
         threads: Some(threads),
+        memory_budget: None,
         python: None,
         python_args: Vec::new(),
         start_nodes: vec!["read".into()],

@@ -363,3 +363,28 @@ fn the_console_section_parses_keeps_its_token_out_of_debug_and_takes_the_environ
     ensure!(err.contains("tokn"), "{err}");
     Ok(())
 }
+
+#[test]
+fn the_memory_budget_parses_sizes_and_shares_and_refuses_nonsense() -> Result<()> {
+    let d = tls()?;
+    let text = good(d.path());
+    let with = |line: &str| text.replace("threads = 2", &format!("threads = 2\n{line}"));
+    let cfg = parse(&with("memory-budget = \"3GiB\""), no_env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.memory_budget_bytes() == 3 << 30);
+    // Bytes from the environment stay a string (no integer/string mismatch).
+    let cfg = parse(&text, |k: &str| {
+        (k == "PLEXUS_MEMORY_BUDGET").then(|| "1073741824".to_owned())
+    })
+    .map_err(anyhow::Error::msg)?;
+    ensure!(cfg.memory_budget_bytes() == 1 << 30);
+    // Unset: the default share of physical memory.
+    let cfg = parse(&text, no_env).map_err(anyhow::Error::msg)?;
+    ensure!(cfg.memory_budget_bytes() == plexus_node::exec::default_memory_budget());
+    for bad in ["\"lots\"", "\"12k\"", "\"0%\""] {
+        let err = parse(&with(&format!("memory-budget = {bad}")), no_env)
+            .err()
+            .context(bad)?;
+        ensure!(err.contains("field memory-budget"), "{bad}: {err}");
+    }
+    Ok(())
+}

@@ -33,6 +33,10 @@ pub struct ExecArgs {
     /// Where to write the run report as JSON.
     #[arg(long)]
     pub report_json: PathBuf,
+    /// Memory budget of Plexus's executors (`planner run --memory-budget`), e.g. `64MiB`;
+    /// default: a fraction of physical memory.
+    #[arg(long, env = "PLEXUS_MEMORY_BUDGET", value_parser = plexus_node::exec::parse_size)]
+    pub memory_budget: Option<usize>,
 }
 
 /// Runs the script once and writes the report; exits 1 when a node failed.
@@ -51,6 +55,7 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         keyspace: Some(a.keyspace.clone()),
         data_dir: a.data_dir.clone(),
         threads: Some(a.threads),
+        memory_budget: a.memory_budget,
         python: a.python.clone(),
         python_args: Vec::new(),
         start_nodes: Vec::new(),

@@ -158,6 +158,18 @@ pub enum BatchErrorKind {
         /// Up to five row messages with the row's reader values.
         messages: Vec<String>,
     },
+    /// A spill file of a grace hash join or of `top` could not be created, written or read
+    /// (disk full, spill directory missing): another peer or a later attempt may have room.
+    #[error("spill file {path}: {op}: {source}")]
+    Spill {
+        /// What was being done: `create`, `write`, `read`.
+        op: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// An internal inconsistency (a stored row that does not decode, a bad file row width).
     #[error("{0}")]
     Internal(String),
@@ -169,6 +181,7 @@ impl BatchErrorKind {
         match self {
             Self::Store { source, .. } => source.is_retryable(),
             Self::Input { retryable, .. } | Self::Output { retryable, .. } => *retryable,
+            Self::Spill { .. } => true,
             // A worker that died or could not be spawned says nothing about the data; a
             // timeout or a Python error would happen again.
             Self::Python(e) => e.is_retryable() || matches!(e, PyCalcError::WorkerDied { .. }),
@@ -182,5 +195,14 @@ impl BatchErrorKind {
 
     pub(crate) fn store(op: &'static str) -> impl FnOnce(StoreError) -> Self {
         move |source| Self::Store { op, source }
+    }
+
+    /// A [`BatchErrorKind::Spill`] error of `op` on `path`.
+    pub(crate) fn spill(
+        op: &'static str,
+        path: &std::path::Path,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::Spill { op, path, source }
     }
 }

@@ -1,6 +1,7 @@
 //! table_file (spec §7.6): compute the columns (round-to-2), check types, apply `having`
 //! over `w.<column>`, and write the rows — or, with `top`, keep the `limit` smallest keys and
-//! write them sorted at the end. One file per batch, created even when no row qualifies.
+//! write them sorted at the end (spilling sorted runs above `ExecContext::top_max_bytes`). One
+//! file per batch, created even when no row qualifies.
 
 use std::time::Instant;
 
@@ -23,7 +24,11 @@ pub(crate) fn run(
     // Created before reading, so a batch without rows still leaves its (header-only) file.
     let mut sink = create_sink(&out.writer, &url).map_err(output_err)?;
     let mut top = match &out.writer.top {
-        Some(t) => Some(TopBuffer::new(t, &out.writer.columns).map_err(output_err)?),
+        Some(t) => Some(
+            TopBuffer::new(t, &out.writer.columns)
+                .map_err(output_err)?
+                .with_spill(b.ctx.top_max_bytes, b.ctx.spill_dir()),
+        ),
         None => None,
     };
     let mut scan = Scan::new(b, &input.table, input.page_size);
@@ -55,9 +60,10 @@ pub(crate) fn run(
             }
             // Quirk (spec §3.9, §14 #37): top sorts per batch; ties keep arrival (rowid) order.
             match &mut top {
-                Some(buf) => buf
-                    .push(row.clone())
-                    .map_err(|e| field_err(&loc, "top.order", "", e))?,
+                Some(buf) => buf.push(&row).map_err(|e| match e {
+                    FileError::TopKey { .. } => field_err(&loc, "top.order", "", e),
+                    e => output_err(e),
+                })?,
                 None => {
                     sink.write_row(&row).map_err(output_err)?;
                     stats.rows_out += 1;
@@ -68,10 +74,13 @@ pub(crate) fn run(
     }
     let start = Instant::now();
     if let Some(buf) = top {
-        for row in buf.into_sorted() {
-            sink.write_row(&row).map_err(output_err)?;
-            stats.rows_out += 1;
-        }
+        let mut rows_out = 0;
+        buf.for_each_sorted(|row: &[Value]| -> Result<(), FileError> {
+            rows_out += 1;
+            sink.write_row(row)
+        })
+        .map_err(output_err)?;
+        stats.rows_out += rows_out;
     }
     stats.bytes_out = sink.finish().map_err(output_err)?;
     stats.write += start.elapsed();

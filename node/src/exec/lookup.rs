@@ -2,8 +2,12 @@
 //! the lookup index in sorted key order (batched), fetch and filter the right rows (batched),
 //! then produce output rows per join type and grouping. When the right table fits in memory
 //! the index and fetch steps are replaced by probes of a hash index built once per process
-//! ([`super::hashjoin`]).
+//! ([`super::hashjoin`]); when it does not, the right side is spilled once per process to hash
+//! partitions and each window of left rows is joined against them (a grace join), or through
+//! point reads when the window is small next to the right table.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
@@ -13,10 +17,13 @@ use plexus_core::value::Value;
 
 use super::compile::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, RowLoc};
-use super::hashjoin::right_index;
+use super::hashjoin::{
+    RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of, right_side,
+};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into};
-use super::{BatchRun, BatchStats, Scan, decode};
-use crate::store::Rowid;
+use super::{BatchRun, BatchStats, Page, Scan, decode};
+use crate::store::{Rowid, TableRef};
+use xxhash_rust::xxh3::Xxh3;
 
 /// Buffers reused across the pages of a batch.
 #[derive(Default)]
@@ -50,7 +57,10 @@ fn ensure_len<T: Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
-pub(crate) fn run(
+/// Executes a lookup batch: pages of left rows (windows of pages for the grace join), their
+/// matches by the right side's strategy, then the output rows in left-row order, so every
+/// strategy writes the same rows with the same rowids.
+pub(crate) fn run_lookup(
     b: &BatchRun<'_>,
     input: &TableInput,
     l: &LookupStage,
@@ -62,16 +72,37 @@ pub(crate) fn run(
     let right_table = b.lookup_table(&l.table);
     let right_name = right_table.storage_name();
     let index_table = b.lookup_table(&l.index_name);
-    let store = b.ctx.store.as_ref();
-    let ks = b.task.keyspace.as_str();
     let mut bufs = Bufs::default();
-    // Build (or wait for) the in-memory right side: this counts as the batch's lookup time.
+    // Build (or wait for) the right side: this counts as the batch's lookup time.
     let build_start = Instant::now();
-    let hj = right_index(b, l, &right_table, &index_table)?;
+    let side = right_side(b, l, &right_table, &index_table)?;
     stats.lookup += build_start.elapsed();
-
-    while let Some(page) = scan.next_page(stats)? {
-        let n = page.len();
+    // The grace join streams the spilled right side once per window, so its windows are as
+    // large as the budget allows; the other strategies work page by page. A decoded row takes
+    // about four times its encoded size (value enums, string headers, its key).
+    let window_bytes = match &side {
+        RightSide::Spilled(_) => b.ctx.grace_window_bytes / 4,
+        _ => 0,
+    };
+    let mut window: Page = Vec::new();
+    loop {
+        window.clear();
+        let mut held = 0usize;
+        while let Some(page) = scan.next_page(stats)? {
+            held += page.iter().map(|(_, r)| r.len() + 64).sum::<usize>();
+            if window.is_empty() {
+                window = page;
+            } else {
+                window.extend(page);
+            }
+            if held >= window_bytes {
+                break;
+            }
+        }
+        if window.is_empty() {
+            break;
+        }
+        let n = window.len();
         let bf = &mut bufs;
         ensure_len(&mut bf.left, n);
         ensure_len(&mut bf.keys, n);
@@ -81,7 +112,7 @@ pub(crate) fn run(
         // Quirk (spec §7.4, §14 #33): Capillaries takes the values from left fields named like
         // the index components; we use the join_on fields in order (equivalent for every
         // valid script).
-        for (i, (rowid, bytes)) in page.iter().enumerate() {
+        for (i, (rowid, bytes)) in window.iter().enumerate() {
             decode(
                 bytes,
                 &input.types,
@@ -102,127 +133,258 @@ pub(crate) fn run(
                 )
             })?;
         }
-        if let Some(ix) = &hj {
-            // Hash join: every left row probes the map; no store calls, no key sorting.
-            bf.key_of_left.clear();
-            bf.key_of_left.extend(0..n);
-            bf.match_start.clear();
-            bf.match_items.clear();
-            for key in &bf.keys[..n] {
-                bf.match_start.push(bf.match_items.len());
-                for &ri in ix.get(key) {
-                    let ri = ri as usize;
-                    let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
-                        return Err(BatchErrorKind::Internal(
-                            "hash join index points past its rows".into(),
-                        ));
-                    };
-                    if passes(l, row, rowid, &right_name)? {
-                        bf.match_items.push(ri);
-                    }
-                }
+        match &side {
+            RightSide::Index(ix) if ix.compact => {
+                compact_matches(ix, l, &right_name, bf, n)?;
             }
-            bf.match_start.push(bf.match_items.len());
-            stats.lookup += lookup_start.elapsed();
-            emit(&page, &scan.table_name, l, out, w, &ix.rows, bf)?;
-            continue;
-        }
-        bf.order.clear();
-        bf.order.extend(0..n);
-        let keys = &bf.keys;
-        bf.order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
-        bf.key_of_left.clear();
-        bf.key_of_left.resize(n, 0);
-        let mut nk = 0usize;
-        for (j, &i) in bf.order.iter().enumerate() {
-            if j == 0 || bf.keys[i] != bf.keys[bf.order[j - 1]] {
-                ensure_len(&mut bf.dkeys, nk + 1);
-                bf.dkeys[nk].clear();
-                bf.dkeys[nk].extend_from_slice(&bf.keys[i]);
-                nk += 1;
+            RightSide::Index(ix) => {
+                hash_matches(ix, l, &right_name, bf, n)?;
+                stats.lookup += lookup_start.elapsed();
+                emit(&window, &scan.table_name, l, out, w, &ix.rows, bf)?;
+                continue;
             }
-            bf.key_of_left[i] = nk - 1;
-        }
-
-        // 2. Index rows of those keys, batched.
-        bf.pairs.clear();
-        for (c, chunk) in bf.dkeys[..nk].chunks(l.idx_batch).enumerate() {
-            let base = c * l.idx_batch;
-            match l.index.kind {
-                IndexKind::Unique => {
-                    let found = store
-                        .lookup_unique(ks, &index_table, chunk)
-                        .map_err(BatchErrorKind::store("lookup_unique"))?;
-                    for (k, rowid) in found.into_iter().enumerate() {
-                        if let Some(rowid) = rowid {
-                            bf.pairs.push((base + k, rowid));
-                        }
-                    }
-                }
-                IndexKind::NonUnique => {
-                    let found = store
-                        .lookup_non_unique(ks, &index_table, chunk)
-                        .map_err(BatchErrorKind::store("lookup_non_unique"))?;
-                    for (k, rowids) in found.into_iter().enumerate() {
-                        bf.pairs.extend(rowids.into_iter().map(|r| (base + k, r)));
-                    }
-                }
+            RightSide::Spilled(sp) if (n as u64) > sp.rows / b.ctx.point_read_divisor.max(1) => {
+                b.ctx.lookup_cache.count_grace_window();
+                grace_matches(sp, l, &right_name, bf, n)?;
+            }
+            RightSide::Spilled(_) | RightSide::Point => {
+                point_matches(b, l, &right_table, &index_table, &right_name, bf, n)?;
             }
         }
-        // The store returns rowids ascending per key; sort anyway so the match order (and
-        // so "last value" and string_agg order) never depends on the backend.
-        bf.pairs.sort_unstable();
-
-        // 3. Right rows by rowid, batched; orphans (no data row) are ignored without skipping
-        // anything else (quirk 61 fixed); rows failing the filter are as if absent.
-        bf.fetch.clear();
-        bf.fetch.extend(bf.pairs.iter().map(|&(_, r)| r));
-        bf.fetch.sort_unstable();
-        bf.fetch.dedup();
-        bf.fetched.clear();
-        let mut nr = 0usize;
-        for chunk in bf.fetch.chunks(l.right_batch) {
-            let rows = store
-                .get_rows(ks, &right_table, chunk)
-                .map_err(BatchErrorKind::store("get_rows"))?;
-            for (&rowid, bytes) in chunk.iter().zip(rows) {
-                let Some(bytes) = bytes else {
-                    bf.fetched.push(None);
-                    continue;
-                };
-                ensure_len(&mut bf.right, nr + 1);
-                decode(&bytes, &l.types, &mut bf.right[nr], &right_name, rowid)?;
-                if passes(l, &bf.right[nr], rowid, &right_name)? {
-                    bf.fetched.push(Some(nr));
-                    nr += 1;
-                } else {
-                    bf.fetched.push(None);
-                }
-            }
-        }
-        bf.match_start.clear();
-        bf.match_items.clear();
-        let mut p = 0;
-        for k in 0..nk {
-            bf.match_start.push(bf.match_items.len());
-            while p < bf.pairs.len() && bf.pairs[p].0 == k {
-                let rowid = bf.pairs[p].1;
-                if let Ok(pos) = bf.fetch.binary_search(&rowid)
-                    && let Some(Some(ri)) = bf.fetched.get(pos)
-                {
-                    bf.match_items.push(*ri);
-                }
-                p += 1;
-            }
-        }
-        bf.match_start.push(bf.match_items.len());
         stats.lookup += lookup_start.elapsed();
-
         let right = std::mem::take(&mut bf.right);
-        let r = emit(&page, &scan.table_name, l, out, w, &right, bf);
+        let r = emit(&window, &scan.table_name, l, out, w, &right, bf);
         bf.right = right;
         r?;
     }
+    Ok(())
+}
+
+/// Hash join: every left row probes the in-memory map; no store calls, no key sorting.
+fn hash_matches(
+    ix: &RightIndex,
+    l: &LookupStage,
+    right_name: &str,
+    bf: &mut Bufs,
+    n: usize,
+) -> Result<(), BatchErrorKind> {
+    bf.key_of_left.clear();
+    bf.key_of_left.extend(0..n);
+    bf.match_start.clear();
+    bf.match_items.clear();
+    for key in &bf.keys[..n] {
+        bf.match_start.push(bf.match_items.len());
+        for &ri in ix.get(key) {
+            let ri = ri as usize;
+            let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
+                return Err(BatchErrorKind::Internal(
+                    "hash join index points past its rows".into(),
+                ));
+            };
+            if passes(l, row, rowid, right_name)? {
+                bf.match_items.push(ri);
+            }
+        }
+    }
+    bf.match_start.push(bf.match_items.len());
+    Ok(())
+}
+
+/// Hash join over a compact index: like [`hash_matches`], decoding each match into
+/// `bf.right` (the same right row once per left row that matches it).
+fn compact_matches(
+    ix: &RightIndex,
+    l: &LookupStage,
+    right_name: &str,
+    bf: &mut Bufs,
+    n: usize,
+) -> Result<(), BatchErrorKind> {
+    bf.key_of_left.clear();
+    bf.key_of_left.extend(0..n);
+    bf.match_start.clear();
+    bf.match_items.clear();
+    let mut nr = 0usize;
+    for key in &bf.keys[..n] {
+        bf.match_start.push(bf.match_items.len());
+        for &ri in ix.get(key) {
+            let ri = ri as usize;
+            let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
+                return Err(BatchErrorKind::Internal(
+                    "hash join index points past its rows".into(),
+                ));
+            };
+            ensure_len(&mut bf.right, nr + 1);
+            decode(bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
+            if passes(l, &bf.right[nr], rowid, right_name)? {
+                bf.match_items.push(nr);
+                nr += 1;
+            }
+        }
+    }
+    bf.match_start.push(bf.match_items.len());
+    Ok(())
+}
+
+/// The distinct keys of the first `n` left rows, sorted, into `bf.dkeys[..nk]`, and each
+/// left row's distinct-key index into `bf.key_of_left`; returns `nk`.
+fn distinct_keys(bf: &mut Bufs, n: usize) -> usize {
+    bf.order.clear();
+    bf.order.extend(0..n);
+    let keys = &bf.keys;
+    bf.order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
+    bf.key_of_left.clear();
+    bf.key_of_left.resize(n, 0);
+    let mut nk = 0usize;
+    for (j, &i) in bf.order.iter().enumerate() {
+        if j == 0 || bf.keys[i] != bf.keys[bf.order[j - 1]] {
+            ensure_len(&mut bf.dkeys, nk + 1);
+            bf.dkeys[nk].clear();
+            bf.dkeys[nk].extend_from_slice(&bf.keys[i]);
+            nk += 1;
+        }
+        bf.key_of_left[i] = nk - 1;
+    }
+    nk
+}
+
+/// Grace join of a window: the window's distinct keys are hashed into a map, and every
+/// spilled partition holding one of them is streamed through it; matching right rows are
+/// decoded and filtered, then ordered by rowid per key (the partitions hold them in scan
+/// order, which for CQL is token order).
+fn grace_matches(
+    sp: &SpilledRight,
+    l: &LookupStage,
+    right_name: &str,
+    bf: &mut Bufs,
+    n: usize,
+) -> Result<(), BatchErrorKind> {
+    let nk = distinct_keys(bf, n);
+    let mut needed = [false; SPILL_PARTITIONS];
+    let mut map: HashMap<&[u8], usize, BuildHasherDefault<Xxh3>> =
+        HashMap::with_capacity_and_hasher(nk, BuildHasherDefault::default());
+    for (k, key) in bf.dkeys[..nk].iter().enumerate() {
+        if let Some(p) = needed.get_mut(partition_of(key)) {
+            *p = true;
+        }
+        map.insert(key.as_slice(), k);
+    }
+    let mut found: Vec<Vec<(Rowid, usize)>> = vec![Vec::new(); nk];
+    let right = &mut bf.right;
+    let mut nr = 0usize;
+    for (part, _) in needed.iter().enumerate().filter(|(_, n)| **n) {
+        sp.for_each(part, |rec| {
+            let Some(&k) = map.get(rec.key) else {
+                return Ok(());
+            };
+            ensure_len(right, nr + 1);
+            decode(rec.row, &l.types, &mut right[nr], right_name, rec.rowid)?;
+            if passes(l, &right[nr], rec.rowid, right_name)? {
+                if let Some(f) = found.get_mut(k) {
+                    f.push((rec.rowid, nr));
+                }
+                nr += 1;
+            }
+            Ok(())
+        })?;
+    }
+    bf.match_start.clear();
+    bf.match_items.clear();
+    for f in &mut found {
+        bf.match_start.push(bf.match_items.len());
+        f.sort_unstable();
+        bf.match_items.extend(f.iter().map(|&(_, ri)| ri));
+    }
+    bf.match_start.push(bf.match_items.len());
+    Ok(())
+}
+
+/// Point reads: the window's distinct keys through the lookup index in sorted key order
+/// (batched), then the right rows by rowid (batched), filtered.
+fn point_matches(
+    b: &BatchRun<'_>,
+    l: &LookupStage,
+    right_table: &TableRef,
+    index_table: &TableRef,
+    right_name: &str,
+    bf: &mut Bufs,
+    n: usize,
+) -> Result<(), BatchErrorKind> {
+    let store = b.ctx.store.as_ref();
+    let ks = b.task.keyspace.as_str();
+    let nk = distinct_keys(bf, n);
+
+    // 2. Index rows of those keys, batched.
+    bf.pairs.clear();
+    for (c, chunk) in bf.dkeys[..nk].chunks(l.idx_batch).enumerate() {
+        let base = c * l.idx_batch;
+        match l.index.kind {
+            IndexKind::Unique => {
+                let found = store
+                    .lookup_unique(ks, index_table, chunk)
+                    .map_err(BatchErrorKind::store("lookup_unique"))?;
+                for (k, rowid) in found.into_iter().enumerate() {
+                    if let Some(rowid) = rowid {
+                        bf.pairs.push((base + k, rowid));
+                    }
+                }
+            }
+            IndexKind::NonUnique => {
+                let found = store
+                    .lookup_non_unique(ks, index_table, chunk)
+                    .map_err(BatchErrorKind::store("lookup_non_unique"))?;
+                for (k, rowids) in found.into_iter().enumerate() {
+                    bf.pairs.extend(rowids.into_iter().map(|r| (base + k, r)));
+                }
+            }
+        }
+    }
+    // The store returns rowids ascending per key; sort anyway so the match order (and
+    // so "last value" and string_agg order) never depends on the backend.
+    bf.pairs.sort_unstable();
+
+    // 3. Right rows by rowid, batched; orphans (no data row) are ignored without skipping
+    // anything else (quirk 61 fixed); rows failing the filter are as if absent.
+    bf.fetch.clear();
+    bf.fetch.extend(bf.pairs.iter().map(|&(_, r)| r));
+    bf.fetch.sort_unstable();
+    bf.fetch.dedup();
+    bf.fetched.clear();
+    let mut nr = 0usize;
+    for chunk in bf.fetch.chunks(l.right_batch) {
+        let rows = store
+            .get_rows(ks, right_table, chunk)
+            .map_err(BatchErrorKind::store("get_rows"))?;
+        for (&rowid, bytes) in chunk.iter().zip(rows) {
+            let Some(bytes) = bytes else {
+                bf.fetched.push(None);
+                continue;
+            };
+            ensure_len(&mut bf.right, nr + 1);
+            decode(&bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
+            if passes(l, &bf.right[nr], rowid, right_name)? {
+                bf.fetched.push(Some(nr));
+                nr += 1;
+            } else {
+                bf.fetched.push(None);
+            }
+        }
+    }
+    bf.match_start.clear();
+    bf.match_items.clear();
+    let mut p = 0;
+    for k in 0..nk {
+        bf.match_start.push(bf.match_items.len());
+        while p < bf.pairs.len() && bf.pairs[p].0 == k {
+            let rowid = bf.pairs[p].1;
+            if let Ok(pos) = bf.fetch.binary_search(&rowid)
+                && let Some(Some(ri)) = bf.fetched.get(pos)
+            {
+                bf.match_items.push(*ri);
+            }
+            p += 1;
+        }
+    }
+    bf.match_start.push(bf.match_items.len());
     Ok(())
 }
 

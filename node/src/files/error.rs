@@ -272,6 +272,21 @@ pub enum FileError {
         #[source]
         source: Box<KeyError>,
     },
+    /// A spilled run of `top` could not be written or read back.
+    #[error("top spill file {path}: {source}")]
+    TopSpill {
+        /// The run file or its directory.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A `top` row could not be serialised or read back (a bug, not bad data).
+    #[error("top row: {reason}")]
+    TopRow {
+        /// The serialiser's message.
+        reason: String,
+    },
     /// `proto_file_reader_creator` cannot generate a script for this input.
     #[error("proto_file_reader_creator: file {path}: {reason}")]
     Proto {
@@ -290,6 +305,9 @@ impl FileError {
             Self::Read { source, .. }
             | Self::Write { source, .. }
             | Self::Create { source, .. } => crate::remote::io_is_retryable(source),
+            // A full or missing spill directory is this machine's problem: another peer or
+            // a later attempt may have room.
+            Self::TopSpill { .. } => true,
             Self::Parquet { source, .. } => parquet_retryable(source),
             _ => false,
         }

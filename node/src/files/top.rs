@@ -1,6 +1,16 @@
 //! `top` of a file writer (spec §3.9, §7.6): keep the `limit` rows with the smallest keys.
+//!
+//! Rows are held compactly: each kept row is its order key and its values serialised with
+//! bincode (lossless, unlike the storage encoding, which truncates datetimes to milliseconds),
+//! not a vector of decoded values. With a memory limit ([`TopBuffer::with_spill`]), a buffer
+//! that grows past it is sorted and written to a temporary file as a run; the end merges the
+//! runs with what is left in memory, so at most the limit plus one record per run is in memory.
 
 use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
 
 use plexus_core::key::{IndexDef, build_key_into};
 use plexus_core::plan::{FileColumn, Top};
@@ -11,14 +21,26 @@ use super::FileError;
 /// The limit used when a script gives none (spec §3.9, §14 #37).
 pub const DEFAULT_TOP_LIMIT: u64 = 5_000_000;
 
+/// Approximate bytes an [`Entry`] costs besides its key and row bytes: the struct, two boxed
+/// slice headers and their allocator overhead.
+const ENTRY_OVERHEAD: usize = 64;
+
 /// A row with its order key and arrival number; ordered by `(key, seq)`.
 struct Entry {
     /// The first 8 key bytes, big-endian and zero-padded: orders like `key` except for ties,
     /// which the full comparison breaks. Most comparisons end here without a memcmp call.
     head: u64,
-    key: Vec<u8>,
+    key: Box<[u8]>,
     seq: u64,
-    row: Vec<Value>,
+    /// The row's values, bincode-serialised.
+    row: Box<[u8]>,
+}
+
+impl Entry {
+    /// Memory held, for the budget.
+    fn held(&self) -> usize {
+        self.key.len() + self.row.len() + ENTRY_OVERHEAD
+    }
 }
 
 /// The first 8 bytes of `key` as a big-endian number, zero-padded.
@@ -52,6 +74,18 @@ impl Ord for Entry {
     }
 }
 
+/// Where spilled runs go and when to spill.
+struct Spill {
+    /// Memory limit of the in-memory entries.
+    max_bytes: usize,
+    /// Parent of the run directory.
+    base: PathBuf,
+    /// Created on the first spill; deleted with the buffer.
+    dir: Option<tempfile::TempDir>,
+    /// Run files, each sorted by `(key, seq)`.
+    runs: Vec<PathBuf>,
+}
+
 /// Keeps the `limit` rows with the smallest order keys and yields them ascending; equal keys
 /// keep their arrival order (Capillaries leaves ties unspecified, a stable order makes outputs
 /// reproducible).
@@ -66,15 +100,27 @@ pub struct TopBuffer {
     cols: Vec<usize>,
     limit: usize,
     rows: Vec<Entry>,
+    /// Bytes held by `rows`.
+    held: usize,
     /// After a cut: the largest kept entry's key; rows with a key at or above it can never
     /// be kept (a later row with an equal key sorts after it).
-    bound: Option<Vec<u8>>,
+    bound: Option<Box<[u8]>>,
     seq: u64,
     scratch: Vec<u8>,
+    spill: Option<Spill>,
+}
+
+/// bincode's configuration for serialised rows.
+const ROW_CONFIG: bincode::config::Configuration = bincode::config::standard();
+
+fn spill_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError {
+    let path = path.display().to_string();
+    move |source| FileError::TopSpill { path, source }
 }
 
 impl TopBuffer {
     /// A buffer for `top` over rows aligned with `columns`; a limit of 0 means the default.
+    /// It holds everything in memory; see [`TopBuffer::with_spill`].
     pub fn new(top: &Top, columns: &[FileColumn]) -> Result<Self, FileError> {
         let cols = top
             .order
@@ -100,14 +146,28 @@ impl TopBuffer {
             cols,
             limit,
             rows: Vec::with_capacity(limit.min(4096)),
+            held: 0,
             bound: None,
             seq: 0,
             scratch: Vec::new(),
+            spill: None,
         })
     }
 
+    /// The same buffer, spilling sorted runs into a temporary directory under `dir` whenever
+    /// the rows it holds take more than `max_bytes`.
+    pub fn with_spill(mut self, max_bytes: usize, dir: impl Into<PathBuf>) -> Self {
+        self.spill = Some(Spill {
+            max_bytes,
+            base: dir.into(),
+            dir: None,
+            runs: Vec::new(),
+        });
+        self
+    }
+
     /// Offers one row; it is kept only while it is among the `limit` smallest.
-    pub fn push(&mut self, row: Vec<Value>) -> Result<(), FileError> {
+    pub fn push(&mut self, row: &[Value]) -> Result<(), FileError> {
         let seq = self.seq;
         self.seq += 1;
         if self.limit == 0 {
@@ -119,18 +179,34 @@ impl TopBuffer {
             source: Box::new(e),
         })?;
         if let Some(bound) = &self.bound
-            && self.scratch >= *bound
+            && *self.scratch >= **bound
         {
             return Ok(());
         }
-        self.rows.push(Entry {
+        let bytes =
+            bincode::serde::encode_to_vec(row, ROW_CONFIG).map_err(|e| FileError::TopRow {
+                reason: e.to_string(),
+            })?;
+        let e = Entry {
             head: key_head(&self.scratch),
-            key: self.scratch.clone(),
+            key: self.scratch.as_slice().into(),
             seq,
-            row,
-        });
+            row: bytes.into_boxed_slice(),
+        };
+        self.held += e.held();
+        self.rows.push(e);
         if self.rows.len() >= self.limit.saturating_mul(2) {
             self.cut();
+        }
+        if let Some(max) = self.spill.as_ref().map(|s| s.max_bytes)
+            && self.held > max
+        {
+            // Cutting first may free enough; spill only what remains over half the limit, so
+            // runs are not a handful of rows each.
+            self.cut();
+            if self.held > max / 2 {
+                self.spill_run()?;
+            }
         }
         Ok(())
     }
@@ -142,24 +218,165 @@ impl TopBuffer {
         }
         self.rows.select_nth_unstable(self.limit);
         self.rows.truncate(self.limit);
+        self.held = self.rows.iter().map(Entry::held).sum();
         self.bound = self.rows.iter().max().map(|e| e.key.clone());
     }
 
-    /// Number of rows kept so far.
+    /// Sorts the rows in memory and writes them as one run file.
+    fn spill_run(&mut self) -> Result<(), FileError> {
+        let Some(s) = &mut self.spill else {
+            return Ok(());
+        };
+        if s.dir.is_none() {
+            let dir = tempfile::Builder::new()
+                .prefix("plexus-top-")
+                .tempdir_in(&s.base)
+                .map_err(spill_err(&s.base))?;
+            s.dir = Some(dir);
+        }
+        let Some(dir) = &s.dir else {
+            return Ok(());
+        };
+        let path = dir.path().join(format!("run-{:05}", s.runs.len()));
+        self.rows.sort_unstable();
+        let file = File::create(&path).map_err(spill_err(&path))?;
+        let mut w = BufWriter::with_capacity(1 << 16, file);
+        for e in self.rows.drain(..) {
+            write_entry(&mut w, &e).map_err(spill_err(&path))?;
+        }
+        w.flush().map_err(spill_err(&path))?;
+        s.runs.push(path);
+        self.held = 0;
+        Ok(())
+    }
+
+    /// Number of rows offered so far that are still candidates (at most the limit once
+    /// sorted; spilled runs count too).
     pub fn len(&self) -> usize {
         self.rows.len().min(self.limit)
     }
 
     /// Whether no row is kept.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() || self.limit == 0
+        self.limit == 0
+            || (self.rows.is_empty() && self.spill.as_ref().is_none_or(|s| s.runs.is_empty()))
     }
 
-    /// The kept rows, ascending by key, ties in arrival order.
-    pub fn into_sorted(mut self) -> Vec<Vec<Value>> {
+    /// Number of runs spilled to disk so far.
+    pub fn spilled_runs(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.runs.len())
+    }
+
+    /// Calls `f` with the kept rows, ascending by key, ties in arrival order; merges spilled
+    /// runs with the rows in memory.
+    pub fn for_each_sorted<E: From<FileError>>(
+        mut self,
+        mut f: impl FnMut(&[Value]) -> Result<(), E>,
+    ) -> Result<(), E> {
         self.cut();
         // `seq` makes every entry distinct, so an unstable sort is deterministic.
         self.rows.sort_unstable();
-        self.rows.into_iter().map(|e| e.row).collect()
+        let runs = self.spill.take().map(|s| (s.runs, s.dir));
+        let mut row: Vec<Value> = Vec::new();
+        let mut emit = |e: &Entry, f: &mut dyn FnMut(&[Value]) -> Result<(), E>| {
+            row = decode_values(&e.row)?;
+            f(&row)
+        };
+        let Some((runs, _dir)) = runs.filter(|(r, _)| !r.is_empty()) else {
+            for e in &self.rows {
+                emit(e, &mut f)?;
+            }
+            return Ok(());
+        };
+        // A k-way merge: one reader per run plus the in-memory rows as the last source.
+        let mut readers = runs
+            .iter()
+            .map(|p| {
+                File::open(p)
+                    .map(|f| (BufReader::with_capacity(1 << 16, f), p.clone()))
+                    .map_err(spill_err(p))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut memory = std::mem::take(&mut self.rows).into_iter();
+        let mem_src = readers.len();
+        let mut heap: BinaryHeap<std::cmp::Reverse<(Entry, usize)>> = BinaryHeap::new();
+        for (i, (r, p)) in readers.iter_mut().enumerate() {
+            if let Some(e) = read_entry(r).map_err(spill_err(p))? {
+                heap.push(std::cmp::Reverse((e, i)));
+            }
+        }
+        if let Some(e) = memory.next() {
+            heap.push(std::cmp::Reverse((e, mem_src)));
+        }
+        let mut left = self.limit;
+        while left > 0 {
+            let Some(std::cmp::Reverse((e, src))) = heap.pop() else {
+                break;
+            };
+            emit(&e, &mut f)?;
+            left -= 1;
+            let next = match readers.get_mut(src) {
+                Some((r, p)) => read_entry(r).map_err(spill_err(p))?,
+                None => memory.next(),
+            };
+            if let Some(n) = next {
+                heap.push(std::cmp::Reverse((n, src)));
+            }
+        }
+        Ok(())
     }
+
+    /// The kept rows, ascending by key, ties in arrival order.
+    pub fn into_sorted(self) -> Result<Vec<Vec<Value>>, FileError> {
+        let mut out = Vec::new();
+        self.for_each_sorted(|r: &[Value]| -> Result<(), FileError> {
+            out.push(r.to_vec());
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+/// Deserialises a kept row.
+fn decode_values(bytes: &[u8]) -> Result<Vec<Value>, FileError> {
+    bincode::serde::decode_from_slice(bytes, ROW_CONFIG)
+        .map(|(v, _)| v)
+        .map_err(|e| FileError::TopRow {
+            reason: e.to_string(),
+        })
+}
+
+/// Writes `e` as `[key len u32][key][seq u64][row len u32][row]`, little-endian.
+fn write_entry(w: &mut impl Write, e: &Entry) -> std::io::Result<()> {
+    let len = |n: usize| {
+        u32::try_from(n).map_err(|_| std::io::Error::other("top row too large to spill"))
+    };
+    w.write_all(&len(e.key.len())?.to_le_bytes())?;
+    w.write_all(&e.key)?;
+    w.write_all(&e.seq.to_le_bytes())?;
+    w.write_all(&len(e.row.len())?.to_le_bytes())?;
+    w.write_all(&e.row)
+}
+
+/// Reads the next entry written by [`write_entry`]; `None` at a clean end of file.
+fn read_entry(r: &mut impl Read) -> std::io::Result<Option<Entry>> {
+    let mut n = [0u8; 4];
+    match r.read_exact(&mut n) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut key = vec![0u8; u32::from_le_bytes(n) as usize];
+    r.read_exact(&mut key)?;
+    let mut seq = [0u8; 8];
+    r.read_exact(&mut seq)?;
+    r.read_exact(&mut n)?;
+    let mut row = vec![0u8; u32::from_le_bytes(n) as usize];
+    r.read_exact(&mut row)?;
+    Ok(Some(Entry {
+        head: key_head(&key),
+        key: key.into_boxed_slice(),
+        seq: u64::from_le_bytes(seq),
+        row: row.into_boxed_slice(),
+    }))
 }

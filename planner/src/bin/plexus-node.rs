@@ -142,7 +142,15 @@ fn start(path: &std::path::Path, init_flag: bool) -> Result<ExitCode> {
     plexus_node::remote::FileAccess::new(cfg.files.clone()).install();
     let mut py = PyPoolConfig::new(cfg.python.clone(), settings.threads);
     py.args = cfg.python_args.clone();
-    let ctx = ExecContext::new(store).with_py(Arc::new(PyPool::new(py)));
+    // Spill files (grace hash join, top runs) go next to the peer's data, not to a possibly
+    // small /tmp.
+    let spill = cfg.data_dir.join("spill");
+    std::fs::create_dir_all(&spill)
+        .with_context(|| format!("cannot create spill directory {}", spill.display()))?;
+    let ctx = ExecContext::new(store)
+        .with_memory_budget(cfg.memory_budget_bytes())
+        .with_spill_dir(spill)
+        .with_py(Arc::new(PyPool::new(py)));
     // The console starts runs with the planner's own script loading and validation.
     if let Some(console) = settings.console.as_mut() {
         console.compiler = Some(Arc::new(planner::serve::ScriptCompiler));
