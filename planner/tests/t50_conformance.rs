@@ -211,11 +211,17 @@ fn lookup_one_run() -> Result<()> {
 }
 
 fn lookup_one(c: &Case) -> Result<()> {
+    lookup_one_in(c, "lookup_quicktest_one")
+}
+
+/// [`lookup_one`] in a keyspace of its own: tests run in parallel, and on a shared store (the
+/// Cassandra 2.1 phase of `.ci/test`) two runs in one keyspace would mix their command logs.
+fn lookup_one_in(c: &Case, keyspace: &str) -> Result<()> {
     let params = lookup_params(c, "script_params_quick_fs_one.yaml")?;
     c.run_from(
         &url(&c.cfg("script_quick.yaml")),
         &url(&params),
-        "lookup_quicktest_one",
+        keyspace,
         "read_orders,read_order_items",
     )?;
     check_lookup_outputs(c)
@@ -233,14 +239,15 @@ fn lookup_one_run_in_tiny_memory_budgets() -> Result<()> {
         };
         c.env
             .push(("PLEXUS_MEMORY_BUDGET".to_owned(), budget.to_owned()));
-        lookup_one(&c)?;
+        let keyspace = "lookup_quicktest_budget";
+        lookup_one_in(&c, keyspace)?;
         // The path really ran: with no temporary directory the run fails on its spill (at
         // 256 KiB the lookups fail first, so the file writers never start).
         c.env.push((
             "TMPDIR".to_owned(),
             c.dir("no-such-tmp").display().to_string(),
         ));
-        let err = lookup_one(&c)
+        let err = lookup_one_in(&c, keyspace)
             .err()
             .ok_or_else(|| anyhow::anyhow!("{budget}: spilling into a missing TMPDIR must fail"))?;
         let text = format!("{err:#}");
