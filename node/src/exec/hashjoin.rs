@@ -258,6 +258,19 @@ struct CacheInner {
     seq: u64,
 }
 
+impl CacheInner {
+    /// Drops the oldest slot other than `keep` that `which` selects; false when there is none.
+    fn evict_oldest(&mut self, keep: &CacheKey, which: impl Fn(&Slot) -> bool) -> bool {
+        let oldest = self
+            .slots
+            .iter()
+            .filter(|(k, s)| *k != keep && which(s))
+            .min_by_key(|(_, s)| s.seq)
+            .map(|(k, _)| k.clone());
+        oldest.is_some_and(|k| self.slots.remove(&k).is_some())
+    }
+}
+
 /// Built right-side indexes shared by all executor threads of an [`super::ExecContext`].
 #[derive(Debug, Default)]
 pub struct LookupCache {
@@ -343,38 +356,12 @@ impl LookupCache {
             s.bytes = bytes;
             s.spilled = spilled;
         }
-        while inner.slots.values().filter(|s| s.spilled).count() > MAX_SPILLED {
-            let oldest = inner
-                .slots
-                .iter()
-                .filter(|(k, s)| *k != key && s.spilled)
-                .min_by_key(|(_, s)| s.seq)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => {
-                    inner.slots.remove(&k);
-                }
-                None => break,
-            }
-        }
-        loop {
-            let total: usize = inner.slots.values().map(|s| s.bytes).sum();
-            if total <= budget {
-                break;
-            }
-            let oldest = inner
-                .slots
-                .iter()
-                .filter(|(k, s)| *k != key && s.bytes > 0)
-                .min_by_key(|(_, s)| s.seq)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => {
-                    inner.slots.remove(&k);
-                }
-                None => break,
-            }
-        }
+        while inner.slots.values().filter(|s| s.spilled).count() > MAX_SPILLED
+            && inner.evict_oldest(key, |s| s.spilled)
+        {}
+        while inner.slots.values().map(|s| s.bytes).sum::<usize>() > budget
+            && inner.evict_oldest(key, |s| s.bytes > 0)
+        {}
     }
 }
 
