@@ -290,11 +290,20 @@ impl Engine {
         let executor = Executor::new(self.ctx.clone(), ledger.clone(), self.threads)?
             .traced(self.tracing.clone());
         // Tables of every processed node exist, and every node is prepared, before any batch.
-        executor.prepare_run(ks, run_id).map_err(|e| match e {
-            ExecutorError::Store { source, .. } => EngineError::Store(source),
-            ExecutorError::Prepare(e) => EngineError::Compile(e),
-            e => EngineError::Executor(e),
-        })?;
+        // The incarnation the ledger puts in this run's tasks, so the executor threads find
+        // the tables made here.
+        let incarnation = ledger
+            .view()
+            .read()
+            .keyspace(ks)
+            .map_or(0, |k| k.incarnation);
+        executor
+            .prepare_run(ks, incarnation, run_id)
+            .map_err(|e| match e {
+                ExecutorError::Store { source, .. } => EngineError::Store(source),
+                ExecutorError::Prepare(e) => EngineError::Compile(e),
+                e => EngineError::Executor(e),
+            })?;
         let mut reports = BTreeMap::new();
         let mut announced = Vec::new();
         for name in nodes {

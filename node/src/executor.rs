@@ -439,21 +439,26 @@ impl Executor {
 
     /// Creates the keyspace and the tables of every node a run processes and prepares each
     /// node, once per process; errors here are the run's setup errors, not batch failures.
-    pub fn prepare_run(&self, keyspace: &str, run_id: u32) -> Result<(), ExecutorError> {
-        let (incarnation, hash, nodes) = {
-            let l = self.ledger.view().read();
-            let refused = |e| ExecutorError::Ledger(ProposeError::Refused(e));
-            let incarnation = l.keyspace(keyspace).map_err(refused)?.incarnation;
-            let run = l.run(keyspace, run_id).map_err(refused)?;
-            (incarnation, run.plan_hash, run.processed.clone())
-        };
-        // Keyed by incarnation too: a keyspace dropped and created again restarts at run 1,
-        // and its tables must be made again.
+    /// `incarnation` is the keyspace's (a task's `keyspace_incarnation`): a keyspace dropped
+    /// and created again restarts at run 1, and its tables must be made again.
+    pub fn prepare_run(
+        &self,
+        keyspace: &str,
+        incarnation: u64,
+        run_id: u32,
+    ) -> Result<(), ExecutorError> {
         let made_key = (keyspace.to_owned(), incarnation, run_id);
         let mut made = lock(&self.tables);
         if made.contains(&made_key) {
             return Ok(());
         }
+        let (hash, nodes) = {
+            let l = self.ledger.view().read();
+            let run = l
+                .run(keyspace, run_id)
+                .map_err(|e| ExecutorError::Ledger(ProposeError::Refused(e)))?;
+            (run.plan_hash, run.processed.clone())
+        };
         let id = BatchId {
             keyspace: keyspace.to_owned(),
             run_id,
@@ -889,7 +894,7 @@ impl Executor {
         let plan = self
             .plan(task.plan_hash, id)
             .map_err(|e| internal(e.to_string()))?;
-        self.prepare_run(&task.keyspace, task.run_id)
+        self.prepare_run(&task.keyspace, task.keyspace_incarnation, task.run_id)
             .map_err(|e| match e {
                 ExecutorError::Store { source, .. } => ExecError::Batch {
                     node: task.node.clone(),
