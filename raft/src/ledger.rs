@@ -537,13 +537,6 @@ impl Ledger {
             return Err(LedgerError::UnknownStartNodes { missing });
         }
         let last_run = self.keyspaces.get(keyspace).map_or(0, |k| k.last_run);
-        let run_id = last_run
-            .checked_add(1)
-            .ok_or_else(|| LedgerError::RunIdsExhausted {
-                keyspace: keyspace.to_owned(),
-            })?;
-
-        // Validation done; from here on nothing fails.
         let start_set: BTreeSet<&str> = start_nodes.iter().map(String::as_str).collect();
         let start: Vec<String> = plan
             .nodes
@@ -551,6 +544,32 @@ impl Ledger {
             .filter(|n| start_set.contains(n.name.as_str()))
             .map(|n| n.name.clone())
             .collect();
+        // A client whose peer died after committing, but before answering, sends the same
+        // command to the next peer: the same run, not a second one.
+        if let Some(prev) = self
+            .keyspaces
+            .get(keyspace)
+            .and_then(|k| k.runs.get(&last_run))
+            && prev.plan_hash == plan_hash
+            && prev.start_nodes == start
+            && prev.description == description
+            && prev.only_start_nodes == only_start_nodes
+            && prev.history.first().is_some_and(|h| h.ts_ms == ts_ms)
+        {
+            ev.push(Event::RunStarted {
+                keyspace: keyspace.to_owned(),
+                run_id: last_run,
+                nodes: prev.processed.clone(),
+            });
+            return Ok(());
+        }
+        let run_id = last_run
+            .checked_add(1)
+            .ok_or_else(|| LedgerError::RunIdsExhausted {
+                keyspace: keyspace.to_owned(),
+            })?;
+
+        // Validation done; from here on nothing fails.
         let affected = affected_nodes(plan, &start);
         let processed = if only_start_nodes {
             start.clone()
@@ -1225,7 +1244,20 @@ impl Ledger {
         ts_ms: i64,
         ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
-        if self.run(keyspace, run_id)?.status() == RunStatus::Stop {
+        let run = self.run(keyspace, run_id)?;
+        if run.status() == RunStatus::Stop {
+            // The same stop resent by a client that lost the answer (see `start_run`).
+            let resent = run
+                .history
+                .iter()
+                .any(|r| r.status == RunStatus::Stop && r.ts_ms == ts_ms && r.comment == comment);
+            if resent {
+                ev.push(Event::RunStopped {
+                    keyspace: keyspace.to_owned(),
+                    run_id,
+                });
+                return Ok(());
+            }
             return Err(LedgerError::RunAlreadyStopped { run_id });
         }
         let ks = self.ks_mut(keyspace)?;

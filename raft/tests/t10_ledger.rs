@@ -277,6 +277,55 @@ fn lookup_one_runs_all_nodes_along_the_dag() {
     assert!(h.ledger.ready_tasks().is_empty());
 }
 
+/// A client that lost its answer sends the same `StartRun` again (to another peer): it gets
+/// the run it started, not a second one; the same request at another time is a new run.
+#[test]
+fn a_resent_start_run_is_the_same_run() {
+    let mut h = Harness::new();
+    let plan = h.submit(lookup_plan(StartPolicy::Auto));
+    let ts_ms = h.tick();
+    let cmd = Command::StartRun {
+        keyspace: KS.into(),
+        plan_hash: plan,
+        start_nodes: vec!["read_orders".into(), "read_order_items".into()],
+        description: "nightly".into(),
+        only_start_nodes: false,
+        ts_ms,
+    };
+    let first = h.ok(cmd.clone());
+    let again = h.ok(cmd.clone());
+    assert_eq!(run_started(&first), 1);
+    assert_eq!(run_started(&again), 1);
+    assert_eq!(again.len(), 1, "a resend changes nothing: {again:?}");
+    assert_eq!(h.ledger.keyspace(KS).unwrap().last_run, 1);
+    let later = Command::StartRun {
+        keyspace: KS.into(),
+        plan_hash: plan,
+        start_nodes: vec!["read_orders".into(), "read_order_items".into()],
+        description: "nightly".into(),
+        only_start_nodes: false,
+        ts_ms: ts_ms + 1,
+    };
+    assert_eq!(run_started(&h.ok(later)), 2);
+
+    // The same for a stop: the resend is answered, not refused, and records no second stop.
+    let ts_ms = h.tick();
+    let stop = Command::StopRun {
+        keyspace: KS.into(),
+        run_id: 2,
+        comment: "by hand".into(),
+        ts_ms,
+    };
+    h.ok(stop.clone());
+    assert!(
+        h.ok(stop)
+            .iter()
+            .all(|e| matches!(e, Event::RunStopped { run_id: 2, .. }))
+    );
+    let stops = h.ledger.run(KS, 2).unwrap().history.iter();
+    assert_eq!(stops.filter(|r| r.status == RunStatus::Stop).count(), 1);
+}
+
 #[test]
 fn lookup_multi_second_run_reads_first_runs_tables() {
     let mut h = Harness::new();
