@@ -73,6 +73,14 @@ pub struct BatchTask {
     pub reader_run: Option<u32>,
     /// Run whose copy of the lookup table is read; `None` without a lookup.
     pub lookup_run: Option<u32>,
+    /// Rows of the reader table in `reader_run` as the ledger recorded them (what its creator
+    /// node's batches wrote); `None` when unknown. The lookup strategy is chosen from it.
+    #[serde(default)]
+    pub reader_rows: Option<u64>,
+    /// Rows of the lookup table in `lookup_run` as the ledger recorded them; `None` when
+    /// unknown or without a lookup.
+    #[serde(default)]
+    pub lookup_rows: Option<u64>,
     /// The trace the batch's span joins (its run's trace, parented by its node's span); set by
     /// the claimer before sealing, `None` when nothing is traced.
     #[serde(default)]
@@ -226,6 +234,8 @@ mod tests {
             batches_total: 10,
             reader_run: Some(1),
             lookup_run: None,
+            reader_rows: None,
+            lookup_rows: None,
             trace: Some(TraceRef {
                 trace_id: run_trace_id("ks", 3, 1_700_000_000_000),
                 span_id: [7; 8],

@@ -166,6 +166,8 @@ mod tests {
             batches_total: 9,
             reader_run: None,
             lookup_run: Some(1),
+            reader_rows: None,
+            lookup_rows: None,
             trace: None,
         }
     }

@@ -215,6 +215,8 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
         batches_total: total,
         reader_run: Some(run),
         lookup_run: Some(run),
+        reader_rows: None,
+        lookup_rows: None,
         trace: None,
     }
 }

@@ -17,7 +17,9 @@ use plexus_core::plan::{
 use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
-use plexus_node::exec::{ExecContext, compile_node, execute, table_spec};
+use plexus_node::exec::{
+    DEFAULT_POINT_READ_DIVISOR, ExecContext, compile_node, execute, table_spec,
+};
 use plexus_node::store::{
     EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
 };
@@ -220,19 +222,38 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
         batches_total: total,
         reader_run: Some(SRC),
         lookup_run: Some(SRC),
+        reader_rows: None,
+        lookup_rows: None,
         trace: None,
     }
 }
 
 /// Executes every batch of `name` into run `run` with `ctx`.
 fn run_node(store: &dyn Store, ctx: &ExecContext, plan: &Plan, name: &str, run: u32) -> Result<()> {
+    run_node_with_rows(store, ctx, plan, name, run, (None, None))
+}
+
+/// [`run_node`] with the ledger's row counts of the (reader, lookup) tables in every task.
+fn run_node_with_rows(
+    store: &dyn Store,
+    ctx: &ExecContext,
+    plan: &Plan,
+    name: &str,
+    run: u32,
+    (reader_rows, lookup_rows): (Option<u64>, Option<u64>),
+) -> Result<()> {
     if let Some(spec) = table_spec(plan, name, run) {
         store.create_table(KS, &spec)?;
     }
     let compiled = compile_node(plan, name)?;
     let total = plan.node(name).map_or(1, |n| n.batches);
     for b in 0..total {
-        execute(ctx, plan, &compiled, &task(name, run, b, total))?;
+        let t = BatchTask {
+            reader_rows,
+            lookup_rows,
+            ..task(name, run, b, total)
+        };
+        execute(ctx, plan, &compiled, &t)?;
     }
     Ok(())
 }
@@ -592,6 +613,66 @@ fn grace_join_output_is_byte_identical_to_hash_join_and_point_lookups() -> Resul
     assert!(paged.lookup_cache.grace_windows() > grace.lookup_cache.grace_windows());
     assert_eq!(small.lookup_cache.grace_windows(), 2);
     assert_eq!(small.lookup_cache.spills(), 2);
+    Ok(())
+}
+
+/// The ledger's row counts choose the strategy before the right table is read: a left side
+/// small next to the right one takes point reads without any build, and a right table the
+/// ledger says is over the row limit is spilled without an in-memory build first. The output
+/// is the same, byte for byte.
+#[test]
+fn the_ledgers_row_counts_choose_the_strategy() -> Result<()> {
+    let (plan, names) = plan_all();
+    let (_d1, point_store) = seeded(&plan)?;
+    let (_d2, small_left_store) = seeded(&plan)?;
+    let (_d3, big_right_store) = seeded(&plan)?;
+    let spill = tempfile::tempdir()?;
+    let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
+    let small_left = ExecContext::new(small_left_store.clone());
+    // items has 7 rows: a limit of 3 is under it.
+    let mut big_right = ExecContext::new(big_right_store.clone())
+        .with_hash_join_limits(3, 1 << 20)
+        .with_spill_dir(spill.path());
+    big_right.point_read_divisor = u64::MAX;
+    for name in &names {
+        run_node(point_store.as_ref(), &point, &plan, name, 2)?;
+        let huge_right = (Some(7), Some(7 * DEFAULT_POINT_READ_DIVISOR + 1000));
+        run_node_with_rows(
+            small_left_store.as_ref(),
+            &small_left,
+            &plan,
+            name,
+            2,
+            huge_right,
+        )?;
+        let over_limit = (Some(7), Some(7));
+        run_node_with_rows(
+            big_right_store.as_ref(),
+            &big_right,
+            &plan,
+            name,
+            2,
+            over_limit,
+        )?;
+        let want = raw(point_store.as_ref(), name, 2)?;
+        assert!(!want.is_empty(), "{name}: no output");
+        assert_eq!(
+            raw(small_left_store.as_ref(), name, 2)?,
+            want,
+            "{name}: small left side"
+        );
+        assert_eq!(
+            raw(big_right_store.as_ref(), name, 2)?,
+            want,
+            "{name}: right side over the limit"
+        );
+    }
+    assert_eq!(small_left.lookup_cache.builds(), 0);
+    assert_eq!(small_left.lookup_cache.spills(), 0);
+    assert!(small_left.lookup_cache.point_choices() >= names.len() as u64);
+    assert_eq!(big_right.lookup_cache.builds(), 0, "no in-memory attempt");
+    assert_eq!(big_right.lookup_cache.spills(), 2);
+    assert!(big_right.lookup_cache.grace_windows() >= names.len() as u64);
     Ok(())
 }
 

@@ -1472,6 +1472,41 @@ impl Ledger {
         })
     }
 
+    /// Rows `node` wrote in run `run_id`, summed over its batches' successful attempts; `None`
+    /// unless every batch succeeded with a count.
+    fn rows_written(&self, keyspace: &str, run_id: u32, node: &str) -> Option<u64> {
+        let nr = self.run(keyspace, run_id).ok()?.nodes.get(node)?;
+        nr.batches.iter().try_fold(0u64, |sum, b| {
+            let last = b
+                .history
+                .iter()
+                .rev()
+                .find(|h| h.status == NodeBatchStatus::Success)?;
+            Some(sum + last.rows_out?)
+        })
+    }
+
+    /// The rows of the reader and the lookup table a batch of `node` reads, from what their
+    /// creator nodes wrote in `reader_run` and `lookup_run` ([`BatchTask::reader_rows`]).
+    fn input_rows(
+        &self,
+        keyspace: &str,
+        run: &Run,
+        node: &str,
+        reader_run: Option<u32>,
+        lookup_run: Option<u32>,
+    ) -> (Option<u64>, Option<u64>) {
+        let Some((reader, lookup)) = self
+            .plans
+            .get(&run.plan_hash)
+            .and_then(|p| dependencies(p, p.node(node)?))
+        else {
+            return (None, None);
+        };
+        let rows = |dep: Option<&str>, run: Option<u32>| self.rows_written(keyspace, run?, dep?);
+        (rows(Some(reader), reader_run), rows(lookup, lookup_run))
+    }
+
     /// Every claimable batch of every active run: keyspace, run id, node (plan order), batch.
     pub fn ready_tasks(&self) -> Vec<BatchTask> {
         let mut out = Vec::new();
@@ -1510,6 +1545,8 @@ impl Ledger {
             else {
                 continue;
             };
+            let (reader_rows, lookup_rows) =
+                self.input_rows(keyspace, run, name, reader_run, lookup_run);
             for &i in &nr.unclaimed {
                 out.push(BatchTask {
                     plan_hash: run.plan_hash,
@@ -1521,6 +1558,8 @@ impl Ledger {
                     batches_total: nr.batches_total(),
                     reader_run,
                     lookup_run,
+                    reader_rows,
+                    lookup_rows,
                     trace: None,
                 });
             }
@@ -1566,6 +1605,8 @@ impl Ledger {
                     continue;
                 };
                 let start = (salt % u64::from(nr.batches_total().max(1))) as u32;
+                let (reader_rows, lookup_rows) =
+                    self.input_rows(ks, run, name, reader_run, lookup_run);
                 return nr
                     .unclaimed
                     .range(start..)
@@ -1581,6 +1622,8 @@ impl Ledger {
                         batches_total: nr.batches_total(),
                         reader_run,
                         lookup_run,
+                        reader_rows,
+                        lookup_rows,
                         trace: None,
                     })
                     .collect();
@@ -1652,6 +1695,8 @@ impl Ledger {
                                     batches_total: nr.batches_total(),
                                     reader_run: c.reader_run,
                                     lookup_run: c.lookup_run,
+                                    reader_rows: None,
+                                    lookup_rows: None,
                                     trace: None,
                                 },
                                 c.clone(),

@@ -270,6 +270,20 @@ fn lookup_one_runs_all_nodes_along_the_dag() {
         .find(|t| t.node == "file_order_item_date_inner")
         .unwrap();
     assert_eq!((file.reader_run, file.lookup_run), (Some(1), None));
+    // Each task carries the row counts its input tables' creators reported (9 per batch):
+    // what the executor picks its lookup strategy from.
+    assert!(
+        lookups
+            .iter()
+            .all(|t| t.reader_rows == Some(9) && t.lookup_rows == Some(9))
+    );
+    assert_eq!((file.reader_rows, file.lookup_rows), (Some(90), None));
+    assert!(
+        tasks
+            .iter()
+            .filter(|t| t.node.starts_with("read_"))
+            .all(|t| t.reader_rows.is_none() && t.lookup_rows.is_none())
+    );
 
     assert_eq!(h.status(KS, run), RunStatus::Complete);
     let diagram = h.ledger.node_statuses(KS, run).unwrap();
@@ -783,6 +797,8 @@ fn invalid_commands_are_rejected_without_state_change() {
             batches_total: 1,
             reader_run: None,
             lookup_run: None,
+            reader_rows: None,
+            lookup_rows: None,
             trace: None,
         };
         claim_cmd(&task, ts_ms)

@@ -279,6 +279,7 @@ pub struct LookupCache {
     spills: AtomicU64,
     compacts: AtomicU64,
     grace_windows: AtomicU64,
+    point_choices: AtomicU64,
     /// Serialises the creation of keyspace epochs.
     epoch_lock: Mutex<()>,
 }
@@ -309,6 +310,12 @@ impl LookupCache {
     /// point reads instead are not counted).
     pub fn grace_windows(&self) -> u64 {
         self.grace_windows.load(Ordering::Relaxed)
+    }
+
+    /// Number of lookup batches sent to point reads by the ledger's row counts (a small left
+    /// table against a large right one) without reading the right table.
+    pub fn point_choices(&self) -> u64 {
+        self.point_choices.load(Ordering::Relaxed)
     }
 
     /// Counts one grace-join window.
@@ -440,8 +447,28 @@ pub(crate) fn right_side(
     if let Some(built) = slot.as_ref() {
         return Ok(side(built));
     }
-    ctx.lookup_cache.builds.fetch_add(1, Ordering::Relaxed);
-    let mut built = build(b, l, right, index)?;
+    // The ledger's row counts decide before anything is read: a left table small next to the
+    // right one is cheaper by point reads than by reading the whole right table once, and a
+    // right table over the row limit goes to the grace join without a build that would give
+    // up halfway.
+    let hint = (b.task.reader_rows, b.task.lookup_rows);
+    if let (Some(left), Some(right_rows)) = hint
+        && left < right_rows / ctx.point_read_divisor.max(1)
+    {
+        ctx.lookup_cache
+            .point_choices
+            .fetch_add(1, Ordering::Relaxed);
+        return Ok(RightSide::Point);
+    }
+    let over_limit = hint
+        .1
+        .is_some_and(|rows| rows > ctx.hash_join_max_rows as u64);
+    let mut built = if over_limit && ctx.grace_join {
+        Built::TooBig
+    } else {
+        ctx.lookup_cache.builds.fetch_add(1, Ordering::Relaxed);
+        build(b, l, right, index)?
+    };
     if matches!(built, Built::TooBig) && ctx.grace_join {
         ctx.lookup_cache.spills.fetch_add(1, Ordering::Relaxed);
         let sp = spill(b, l, right, index)?;

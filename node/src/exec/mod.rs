@@ -74,7 +74,8 @@ pub struct ExecContext {
     /// Approximate memory of one grace-join window of left rows (decoded, with their keys).
     pub grace_window_bytes: usize,
     /// A grace-join window of at most `right rows / point_read_divisor` left rows uses point
-    /// reads instead of streaming the spilled right side (`u64::MAX`: never).
+    /// reads instead of streaming the spilled right side (`u64::MAX`: never); so does a whole
+    /// lookup whose left table the ledger counts below that, without reading the right table.
     pub point_read_divisor: u64,
     /// Memory of one `top` buffer (compact encoded rows); above it sorted runs are spilled.
     pub top_max_bytes: usize,
