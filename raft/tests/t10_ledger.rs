@@ -297,14 +297,13 @@ fn lookup_one_runs_all_nodes_along_the_dag() {
 fn a_resent_start_run_is_the_same_run() {
     let mut h = Harness::new();
     let plan = h.submit(lookup_plan(StartPolicy::Auto));
-    let ts_ms = h.tick();
     let cmd = Command::StartRun {
         keyspace: KS.into(),
         plan_hash: plan,
         start_nodes: vec!["read_orders".into(), "read_order_items".into()],
         description: "nightly".into(),
         only_start_nodes: false,
-        ts_ms,
+        ts_ms: h.tick(),
     };
     let first = h.ok(cmd.clone());
     let again = h.ok(cmd.clone());
@@ -312,14 +311,10 @@ fn a_resent_start_run_is_the_same_run() {
     assert_eq!(run_started(&again), 1);
     assert_eq!(again.len(), 1, "a resend changes nothing: {again:?}");
     assert_eq!(h.ledger.keyspace(KS).unwrap().last_run, 1);
-    let later = Command::StartRun {
-        keyspace: KS.into(),
-        plan_hash: plan,
-        start_nodes: vec!["read_orders".into(), "read_order_items".into()],
-        description: "nightly".into(),
-        only_start_nodes: false,
-        ts_ms: ts_ms + 1,
-    };
+    let mut later = cmd;
+    if let Command::StartRun { ts_ms, .. } = &mut later {
+        *ts_ms += 1;
+    }
     assert_eq!(run_started(&h.ok(later)), 2);
 
     // The same for a stop: the resend is answered, not refused, and records no second stop.
