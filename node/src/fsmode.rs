@@ -67,3 +67,43 @@ pub fn restrict_tree(dir: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Creates (or truncates) `path` for writing with mode 0600: spill files hold table rows.
+pub fn create_private_file(path: &Path) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.mode(0o600);
+    }
+    o.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn modes() -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let t = tempfile::tempdir()?;
+        let mode =
+            |p: &Path| -> io::Result<u32> { Ok(fs::metadata(p)?.permissions().mode() & 0o777) };
+        let d = t.path().join("a/b");
+        create_private_dir(&d)?;
+        assert_eq!(mode(&d)?, 0o700);
+        let f = d.join("spill");
+        drop(create_private_file(&f)?);
+        assert_eq!(mode(&f)?, 0o600);
+        write_private(&d.join("token"), b"x")?;
+        assert_eq!(mode(&d.join("token"))?, 0o600);
+        fs::write(d.join("wide"), b"x")?;
+        fs::set_permissions(d.join("wide"), fs::Permissions::from_mode(0o644))?;
+        restrict_tree(t.path())?;
+        assert_eq!(mode(&d.join("wide"))?, 0o600);
+        assert_eq!(mode(&t.path().join("a"))?, 0o700);
+        Ok(())
+    }
+}

@@ -1634,3 +1634,171 @@ mod security {
         s.nothing_happened()
     }
 }
+
+/// Issue #23 on a peer: its console over HTTPS (the peer's certificate), a client certificate
+/// of the cluster CA in place of the token, another CA's refused; the modes of a fresh peer's
+/// data directory.
+mod peer_https {
+    use super::*;
+    use cluster_harness::TestCluster;
+    use plexus_node::console::ConsoleSettings;
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::sync::Arc;
+
+    /// One HTTPS exchange with `addr` (its certificate names `n1.peers.plexus`), trusting
+    /// `ca`, presenting `client` (certificate, key) when given: (status, body).
+    fn https(
+        addr: SocketAddr,
+        ca: &Path,
+        client: Option<(&Path, &Path)>,
+        method: &str,
+        path: &str,
+    ) -> Result<(u16, String)> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca)? {
+            roots.add(c?)?;
+        }
+        let b = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+        let config = match client {
+            Some((cert, key)) => b.with_client_auth_cert(
+                CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?,
+                PrivateKeyDer::from_pem_file(key)?,
+            )?,
+            None => b.with_no_client_auth(),
+        };
+        let conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("n1.peers.plexus")?.to_owned(),
+        )?;
+        let tcp = TcpStream::connect(addr)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        tls.write_all(
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            )
+            .as_bytes(),
+        )?;
+        let mut out = Vec::new();
+        match tls.read_to_end(&mut out) {
+            Ok(_) => {}
+            // The server may close without close_notify after a full answer.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .with_context(|| format!("no status in {text:?}"))?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    #[test]
+    fn a_cluster_client_certificate_opens_the_console_over_https_another_cas_does_not() -> Result<()>
+    {
+        let cluster = TestCluster::start_with_console(
+            1,
+            ConsoleSettings {
+                listen: Some("127.0.0.1:0".parse()?),
+                tls: true,
+                ..ConsoleSettings::default()
+            },
+        )?;
+        let peer = cluster.peer(1).context("peer n1")?;
+        let a = peer.console_addr().context("no console listener")?;
+        let tls = cluster.tls_dir();
+        let ca = tls.join("ca.pem");
+        let cert = (tls.join("planner.pem"), tls.join("planner.key"));
+        let client = Some((cert.0.as_path(), cert.1.as_path()));
+
+        // The metrics listener keeps the probes, plain, and no console.
+        let m = peer.metrics_addr().context("metrics")?;
+        let (st, _, _) = http(m, "GET", "/healthz", None, None)?;
+        ensure!(st == 200, "/healthz: {st}");
+        let (st, _, _) = http(m, "GET", "/api/info", None, None)?;
+        ensure!(
+            st == 404,
+            "the console is not on the metrics listener: {st}"
+        );
+
+        // With the cluster's client certificate: signed in, a state change passes the check.
+        let (st, body) = https(a, &ca, client, "GET", "/api/info")?;
+        ensure!(
+            st == 200 && body.contains("\"signed_in\":true"),
+            "{st} {body}"
+        );
+        let (st, body) = https(a, &ca, client, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(
+            st == 404,
+            "a state change with the certificate: {st} {body}"
+        );
+        // Without one: HTTPS works, state changes need the token.
+        let (st, body) = https(a, &ca, None, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(st == 401, "without a certificate: {st} {body}");
+        // Another CA's certificate: the handshake fails.
+        let other = tempfile::tempdir()?;
+        plexus_node::transport::certs::init(other.path(), &[1], &["planner".to_owned()])?;
+        let foreign = https(
+            a,
+            &ca,
+            Some((
+                &other.path().join("planner.pem"),
+                &other.path().join("planner.key"),
+            )),
+            "GET",
+            "/api/info",
+        );
+        ensure!(
+            foreign.is_err(),
+            "another CA's certificate was accepted: {foreign:?}"
+        );
+        // Plain HTTP on the HTTPS listener gets no answer.
+        ensure!(
+            http(a, "GET", "/api/info", None, None).is_err(),
+            "plain HTTP answered on the HTTPS listener"
+        );
+
+        // The token the peer made (none was configured), and the modes of its data directory.
+        let data = cluster.dir.path().join("n1");
+        let token = std::fs::read_to_string(data.join("console.token"))?;
+        let (st, body) = https(a, &ca, None, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(st == 401, "{st} {body}");
+        ensure!(token.trim().len() >= 32, "short token");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| -> Result<u32> {
+                Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+            };
+            ensure!(mode(&data)? == 0o700, "data dir {:o}", mode(&data)?);
+            ensure!(mode(&data.join("console.token"))? == 0o600, "token file");
+            let mut files = 0;
+            let mut stack = vec![data.join("raft")];
+            while let Some(d) = stack.pop() {
+                ensure!(mode(&d)? == 0o700, "{} is {:o}", d.display(), mode(&d)?);
+                for e in std::fs::read_dir(&d)? {
+                    let p = e?.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else {
+                        files += 1;
+                        ensure!(mode(&p)? == 0o600, "{} is {:o}", p.display(), mode(&p)?);
+                    }
+                }
+            }
+            ensure!(files > 0, "no Raft files checked");
+        }
+        Ok(())
+    }
+}
