@@ -1648,7 +1648,7 @@ mod peer_https {
 
     /// One HTTPS exchange with `addr` (its certificate names `n1.peers.plexus`), trusting
     /// `ca`, presenting `client` (certificate, key) when given: (status, body).
-    fn https(
+    pub(super) fn https(
         addr: SocketAddr,
         ca: &Path,
         client: Option<(&Path, &Path)>,
@@ -1801,4 +1801,51 @@ mod peer_https {
         }
         Ok(())
     }
+}
+
+/// `planner serve --tls-cert/--tls-key`: the console over HTTPS, its link too.
+#[test]
+fn planner_serve_over_https() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let certs = plexus_node::transport::certs::init(&dir.path().join("tls"), &[1], &[])?;
+    let (_, n1) = certs.peers.first().context("n1's files")?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tls-cert")
+        .arg(&n1.cert)
+        .arg("--tls-key")
+        .arg(&n1.key)
+        .env_remove("PLEXUS_CONSOLE_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let result = (|| -> Result<()> {
+        let mut out = child.stdout.take().context("stdout")?;
+        let line = line_of(&mut out)?;
+        let addr: SocketAddr = line
+            .strip_prefix("listening on https://")
+            .with_context(|| format!("not https: {line}"))?
+            .trim()
+            .parse()?;
+        let link = line_of(&mut out)?;
+        ensure!(
+            link.starts_with(&format!("console: https://{addr}/?token=")),
+            "{link}"
+        );
+        let (st, body) = peer_https::https(addr, &certs.ca, None, "GET", "/api/info")?;
+        ensure!(
+            st == 200 && body.contains("\"token_required\":true"),
+            "{st} {body}"
+        );
+        let (st, _) = peer_https::https(addr, &certs.ca, None, "DELETE", "/api/keyspaces/x")?;
+        ensure!(st == 401, "a state change without the token: {st}");
+        ensure!(
+            http(addr, "GET", "/api/info", None, None).is_err(),
+            "plain HTTP answered"
+        );
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    result
 }
