@@ -383,10 +383,7 @@ where
     }
 }
 
-fn header<'a>(
-    req: &'a Request<hyper::body::Incoming>,
-    name: hyper::header::HeaderName,
-) -> Option<&'a str> {
+fn header(req: &Request<hyper::body::Incoming>, name: hyper::header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 

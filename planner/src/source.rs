@@ -129,6 +129,31 @@ mod tests {
     }
 
     #[test]
+    fn fetches_inside_a_console_request_stay_below_its_roots()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let inside = tempfile::tempdir()?;
+        let outside = tempfile::tempdir()?;
+        let good = std::fs::canonicalize(inside.path())?.join("code.py");
+        let bad = outside.path().join("secret.py");
+        std::fs::write(&good, b"ok")?;
+        std::fs::write(&bad, b"secret")?;
+        let mut roots = FileRoots::default();
+        roots.add(&inside.path().display().to_string())?;
+        let (g, b) = (good.display().to_string(), bad.display().to_string());
+        with_file_roots(&roots, || -> Result<(), Box<dyn std::error::Error>> {
+            assert_eq!(fetch(&g, None)?, b"ok");
+            let err = fetch(&b, None).expect_err("outside the roots");
+            assert!(matches!(err, SourceError::Outside(_)), "{err}");
+            assert!(!err.to_string().contains("secret\""), "{err}");
+            assert!(fetch("http://127.0.0.1:9/x.py", None).is_err());
+            Ok(())
+        })?;
+        // Outside a console request (planner run), nothing changes.
+        assert_eq!(fetch(&b, None)?, b"secret");
+        Ok(())
+    }
+
+    #[test]
     fn local_and_file_scheme() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("a.txt");

@@ -328,7 +328,22 @@ impl Peer {
             Some(addr) => {
                 let (console, settings) = match shared {
                     Some((c, h)) => (Some(c), h),
-                    None => (None, crate::metrics::HttpSettings::default()),
+                    // Probes only, plain; scrapers that name the host are let in by the
+                    // console's allowed hosts.
+                    None => (
+                        None,
+                        crate::metrics::HttpSettings {
+                            guard: crate::console::HttpGuard {
+                                allowed_hosts: s
+                                    .console
+                                    .as_ref()
+                                    .map(|c| c.http.allowed_hosts.clone())
+                                    .unwrap_or_default(),
+                                ..crate::console::HttpGuard::default()
+                            },
+                            tls: None,
+                        },
+                    ),
                 };
                 Some(
                     HttpServer::serve(addr, probe.clone(), console, settings)
