@@ -311,6 +311,10 @@ impl ConsoleConfig {
             crate::console::read_token_file(p)
                 .map_err(|e| bad("console.token-file", format!("{}: {e}", p.display())))?;
         }
+        for o in &self.access_control_allow_origin {
+            crate::console::guard::check_origin_entry(o)
+                .map_err(|e| bad("console.access-control-allow-origin", e))?;
+        }
         let mut roots = crate::console::FileRoots::default();
         for r in &self.file_roots {
             roots

@@ -121,6 +121,10 @@ impl SecurityArgs {
                 plexus_node::console::generate_token()?
             }
         };
+        for o in &self.access_control_allow_origin {
+            plexus_node::console::guard::check_origin_entry(o)
+                .map_err(|e| anyhow::anyhow!("--access-control-allow-origin {e}"))?;
+        }
         let mut file_roots = plexus_node::console::FileRoots::default();
         for r in &self.file_roots {
             file_roots
@@ -727,6 +731,11 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<
             _ => bound,
         };
         let base = format!("{scheme}://{shown}");
+        if s.http.tls.is_none() && !bound.ip().is_loopback() {
+            eprintln!(
+                "warning: serving the console over plain HTTP on {bound}: the token crosses the network in clear; give --tls-cert/--tls-key"
+            );
+        }
         ready(bound, &base);
         {
             use std::io::Write as _;

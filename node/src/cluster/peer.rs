@@ -310,6 +310,12 @@ impl Peer {
                     settings.compiler.clone(),
                 );
                 let listen = settings.listen;
+                if http.tls.is_none() {
+                    tracing::warn!(
+                        peer = id,
+                        "the console is served over plain HTTP: set [console] listen (HTTPS by default) to keep the token off the network"
+                    );
+                }
                 Some((
                     Arc::new(Console::new(Box::new(backend), settings)),
                     http,

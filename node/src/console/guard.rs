@@ -97,6 +97,26 @@ fn host_name(host: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// Checks an `access_control_allow_origin` entry: a whole origin (`https://ui.example.com`,
+/// `http://127.0.0.1:3000`); `*` is refused, since any page could then act with the cookie of a
+/// signed-in browser.
+pub fn check_origin_entry(origin: &str) -> Result<(), String> {
+    let o = origin.trim();
+    let ok = match o.split_once("://") {
+        Some((scheme, host)) => {
+            matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains(['/', '*'])
+        }
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{origin:?} is not an origin like https://ui.example.com (no path, no *)"
+        ))
+    }
+}
+
 impl HttpGuard {
     /// Checks `Host`: IP literals (a rebinding page's requests carry its own host name, never
     /// an address), `localhost` and the configured names pass.
@@ -330,6 +350,22 @@ mod tests {
             Err(GuardRefusal::ContentType)
         );
         assert!(g.check_state_change("http", h, None, None).is_err());
+    }
+
+    #[test]
+    fn origin_entries() {
+        assert!(check_origin_entry("https://ui.example.com").is_ok());
+        assert!(check_origin_entry("http://127.0.0.1:3000").is_ok());
+        for bad in [
+            "*",
+            "ui.example.com",
+            "https://ui.example.com/app",
+            "",
+            "http://*",
+            "http://é/",
+        ] {
+            assert!(check_origin_entry(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
