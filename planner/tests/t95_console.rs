@@ -1512,6 +1512,47 @@ mod security {
     }
 
     #[test]
+    fn a_formula_file_the_script_names_outside_the_roots_is_not_read() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let d = s.dir.path();
+        let script = d.join("script.json");
+        std::fs::copy(
+            common::crate_dir().join("../examples/roastery/script.json"),
+            &script,
+        )?;
+        let params = d.join("params.json");
+        std::fs::write(
+            &params,
+            json!({
+                "dir_in": d.join("in").display().to_string(),
+                "dir_out": d.join("out").display().to_string(),
+                // The Python file: on the counting server, but outside the allowed prefix.
+                "dir_py": format!("http://{}/elsewhere", s.files),
+                "first_order_date": "2026-01-01 00:00:00",
+                "bean_batches": 2,
+            })
+            .to_string(),
+        )?;
+        let v = call(
+            a,
+            "POST",
+            "/api/keyspaces/pwn/runs",
+            Some(TOKEN),
+            Some(
+                &json!({ "script_url": script.display().to_string(), "params_url": params.display().to_string() }),
+            ),
+            422,
+        )?;
+        let text = v.to_string();
+        ensure!(
+            text.contains("file roots") && text.contains("formulas.py"),
+            "{text}"
+        );
+        s.nothing_happened()
+    }
+
+    #[test]
     fn a_secret_in_a_script_or_params_file_is_not_echoed() -> Result<()> {
         let s = Setup::new(&[])?;
         let a = s.serve.addr;
