@@ -250,11 +250,12 @@ impl FileRoots {
         };
         match local {
             Some(p) => {
-                let p = Path::new(p);
-                if !p.is_absolute() {
-                    return Err(refuse());
-                }
-                let p = lexical(p).ok_or_else(refuse)?;
+                // A relative path is read from the current directory: checked as that file.
+                let p = match Path::new(p) {
+                    p if p.is_absolute() => p.to_path_buf(),
+                    p => std::env::current_dir().map_err(|_| refuse())?.join(p),
+                };
+                let p = lexical(&p).ok_or_else(refuse)?;
                 if !self.dirs.iter().any(|d| p.starts_with(d)) {
                     return Err(refuse());
                 }
