@@ -34,9 +34,19 @@
 //! service-name = "plexus-node"            # default: OTEL_SERVICE_NAME, else plexus-node
 //! metrics-listen = "0.0.0.0:9400"         # /metrics, /healthz, /readyz; "off" for none
 //! [console]                      # the web console and /api on the metrics listener
-//! token = "…"                    # bearer token for start/stop/drop; without one they are refused
+//! token-file = "/etc/plexus/console.token"  # default: data-dir/console.token, made at start
+//! token = "…"                    # the token itself (prefer token-file or PLEXUS_CONSOLE__TOKEN)
 //! protect-reads = false          # true: reads need the token too
 //! enabled = true                 # false: the listener serves no console
+//! listen = "0.0.0.0:9443"        # a listener of its own (HTTPS), the metrics one stays plain
+//! tls = true                     # HTTPS with the peer's certificate (default: true with listen)
+//! require-client-cert = false    # true: only holders of a cluster-CA certificate connect
+//! allowed-hosts = ["plexus.example.com"]              # Host names besides IPs and localhost
+//! access-control-allow-origin = ["https://ui.example.com"]  # cross-origin clients
+//! file-roots = ["/srv/plexus/cfg", "https://files.example.com/cfg/"]  # scripts come from here
+//! max-body-bytes = 65536         # request limits of the console's listener
+//! header-timeout-ms = 10000
+//! max-connections = 256
 //! ```
 //!
 //! Environment overrides: `PLEXUS_ID`, `PLEXUS_LISTEN`, `PLEXUS_ADVERTISE`, `PLEXUS_DATA_DIR`,
@@ -225,18 +235,50 @@ pub struct NodeConfig {
 pub struct ConsoleConfig {
     /// Serve the console and `/api` on the metrics listener.
     pub enabled: bool,
-    /// Bearer token for state changes (start, stop, drop); without one they are refused.
+    /// Bearer token for state changes (start, stop, drop).
     pub token: Option<String>,
+    /// File holding the token (first line); without `token` or this, the peer makes one in
+    /// `data-dir/console.token`.
+    pub token_file: Option<PathBuf>,
     /// Reads need the token too.
     pub protect_reads: bool,
+    /// The console's own listener (else it shares the metrics listener).
+    pub listen: Option<String>,
+    /// HTTPS with the peer's certificate; default: on when `listen` is set.
+    pub tls: Option<bool>,
+    /// Only clients with a certificate of the cluster CA connect (with `tls`).
+    pub require_client_cert: bool,
+    /// Host names served besides IP addresses and `localhost`.
+    pub allowed_hosts: Vec<String>,
+    /// Origins of cross-origin clients (Capillaries' `access_control_allow_origin`).
+    pub access_control_allow_origin: Vec<String>,
+    /// Directories and URL prefixes scripts, params and their files may come from.
+    pub file_roots: Vec<String>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Time allowed for a request's headers.
+    pub header_timeout_ms: u64,
+    /// Connections served at once.
+    pub max_connections: usize,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
+        let g = crate::console::HttpGuard::default();
         Self {
             enabled: true,
             token: None,
+            token_file: None,
             protect_reads: false,
+            listen: None,
+            tls: None,
+            require_client_cert: false,
+            allowed_hosts: Vec::new(),
+            access_control_allow_origin: Vec::new(),
+            file_roots: Vec::new(),
+            max_body_bytes: g.max_body_bytes,
+            header_timeout_ms: g.header_timeout.as_millis() as u64,
+            max_connections: g.max_connections,
         }
     }
 }
@@ -247,20 +289,87 @@ impl std::fmt::Debug for ConsoleConfig {
         f.debug_struct("ConsoleConfig")
             .field("enabled", &self.enabled)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
             .field("protect_reads", &self.protect_reads)
-            .finish()
+            .field("listen", &self.listen)
+            .field("tls", &self.tls)
+            .field("require_client_cert", &self.require_client_cert)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field(
+                "access_control_allow_origin",
+                &self.access_control_allow_origin,
+            )
+            .field("file_roots", &self.file_roots)
+            .finish_non_exhaustive()
     }
 }
 
 impl ConsoleConfig {
-    /// The console settings of the peer; `None` when disabled.
+    /// Checks what `settings` will read: the token file, the file roots, the listen address.
+    fn validate(&self, bad: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        if let Some(p) = &self.token_file {
+            crate::console::read_token_file(p)
+                .map_err(|e| bad("console.token-file", format!("{}: {e}", p.display())))?;
+        }
+        for o in &self.access_control_allow_origin {
+            crate::console::guard::check_origin_entry(o)
+                .map_err(|e| bad("console.access-control-allow-origin", e))?;
+        }
+        let mut roots = crate::console::FileRoots::default();
+        for r in &self.file_roots {
+            roots
+                .add(r)
+                .map_err(|e| bad("console.file-roots", format!("{r:?}: {e}")))?;
+        }
+        if let Some(l) = &self.listen
+            && l.parse::<SocketAddr>().is_err()
+        {
+            return Err(bad(
+                "console.listen",
+                format!("{l:?} is not an address like 0.0.0.0:9443"),
+            ));
+        }
+        if self.max_connections == 0 || self.max_body_bytes == 0 || self.header_timeout_ms == 0 {
+            return Err(bad(
+                "console",
+                "max-connections, max-body-bytes and header-timeout-ms must be above 0".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The console settings of the peer; `None` when disabled. The token comes from `token`,
+    /// else `token-file` (checked at load); without either the peer makes one at start.
     pub fn settings(&self) -> Option<crate::console::ConsoleSettings> {
-        self.enabled.then(|| crate::console::ConsoleSettings {
-            token: self.token.clone().filter(|t| !t.is_empty()),
-            writes_open: false,
-            protect_reads: self.protect_reads,
-            // The binary sets the planner's compiler; the config cannot name one.
-            compiler: None,
+        self.enabled.then(|| {
+            let token = self.token.clone().filter(|t| !t.is_empty()).or_else(|| {
+                self.token_file
+                    .as_deref()
+                    .and_then(|p| crate::console::read_token_file(p).ok())
+            });
+            let mut file_roots = crate::console::FileRoots::default();
+            for r in &self.file_roots {
+                // Checked by `validate`; a root that vanished since refuses its files.
+                let _ = file_roots.add(r);
+            }
+            let listen = self.listen.as_deref().and_then(|l| l.parse().ok());
+            crate::console::ConsoleSettings {
+                token,
+                protect_reads: self.protect_reads,
+                // The binary sets the planner's compiler; the config cannot name one.
+                compiler: None,
+                file_roots,
+                http: crate::console::HttpGuard {
+                    allowed_hosts: self.allowed_hosts.clone(),
+                    access_control_allow_origin: self.access_control_allow_origin.clone(),
+                    max_body_bytes: self.max_body_bytes,
+                    header_timeout: Duration::from_millis(self.header_timeout_ms),
+                    max_connections: self.max_connections,
+                },
+                listen,
+                tls: self.tls.unwrap_or(listen.is_some()),
+                require_client_cert: self.require_client_cert,
+            }
         })
     }
 }
@@ -370,6 +479,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
         &["telemetry", "metrics-listen"],
     ),
     ("PLEXUS_CONSOLE__TOKEN", &["console", "token"]),
+    ("PLEXUS_CONSOLE__TOKEN_FILE", &["console", "token-file"]),
     (
         "PLEXUS_STORE__CQL_CONTACT_POINTS",
         &["store", "cql", "contact-points"],
@@ -488,6 +598,7 @@ impl NodeConfig {
                 format!("{m:?} is not an address like 127.0.0.1:9400 (or \"off\")"),
             ));
         }
+        self.console.validate(&bad)?;
         for name in self.peers.keys() {
             if parse_peer_name(name).is_none_or(|i| i == 0) {
                 return Err(bad(

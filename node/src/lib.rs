@@ -17,6 +17,7 @@ pub mod engine;
 pub mod exec;
 pub mod executor;
 pub mod files;
+pub mod fsmode;
 pub mod ledger;
 pub mod metrics;
 pub mod pycalc;

@@ -22,7 +22,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::console::{Console, HttpRequest, HttpResponse, MAX_BODY_BYTES};
+use crate::console::guard::{HttpGuard, is_state_change};
+use crate::console::{Console, HttpRequest, HttpResponse};
 use crate::store::{
     MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec, WriteMode,
     WriteReport,
@@ -218,6 +219,25 @@ pub trait Probe: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String>;
 }
 
+/// How one HTTP listener serves: the request checks and limits, and TLS.
+#[derive(Clone, Default)]
+pub struct HttpSettings {
+    /// Host/Origin checks, body size, header timeout, connection limit.
+    pub guard: HttpGuard,
+    /// Serve HTTPS with this configuration (plain HTTP when `None`). A client certificate the
+    /// configuration's verifier accepted stands in for the console token.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("guard", &self.guard)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
 /// A running HTTP listener; stops when dropped or on [`HttpServer::stop`].
 pub struct HttpServer {
     addr: SocketAddr,
@@ -225,54 +245,89 @@ pub struct HttpServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// What every connection of a listener shares.
+struct Shared {
+    probe: Arc<dyn Probe>,
+    console: Option<Arc<Console>>,
+    guard: HttpGuard,
+}
+
 impl HttpServer {
     /// Binds `addr` (port 0 picks one) and serves `/metrics`, `/healthz` and `/readyz` on the
-    /// current runtime.
+    /// current runtime, over plain HTTP with the default checks and limits.
     pub async fn start(addr: SocketAddr, probe: Arc<dyn Probe>) -> std::io::Result<Self> {
-        Self::serve(addr, probe, None).await
+        Self::serve(addr, probe, None, HttpSettings::default()).await
     }
 
     /// Like [`HttpServer::start`], and the web console with its API on the same listener
-    /// (one HTTP server per process, not a second one).
+    /// (one HTTP server per process, not a second one), with `http`'s checks, limits and TLS.
     pub async fn serve(
         addr: SocketAddr,
         probe: Arc<dyn Probe>,
         console: Option<Arc<Console>>,
+        http: HttpSettings,
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
         let with_console = console.is_some();
+        let tls = http.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            http.guard.max_connections.max(1),
+        ));
+        let shared = Arc::new(Shared {
+            probe,
+            console,
+            guard: http.guard,
+        });
         let task = tokio::spawn(async move {
             loop {
                 let conn = tokio::select! {
                     _ = &mut rx => break,
                     c = listener.accept() => c,
                 };
-                let Ok((stream, _)) = conn else { continue };
-                let probe = probe.clone();
-                let console = console.clone();
+                let Ok((stream, from)) = conn else { continue };
+                // Over the limit: closed at once, so slow clients cannot hold every slot and
+                // queue the rest behind them.
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!(%from, "HTTP connection limit reached: connection closed");
+                    drop(stream);
+                    continue;
+                };
+                let shared = shared.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let svc =
-                        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                            let probe = probe.clone();
-                            let console = console.clone();
-                            async move { Ok::<_, Infallible>(answer(req, probe, console).await) }
-                        });
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    if let Err(e) = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, svc)
-                        .await
-                    {
-                        tracing::debug!(cause = %e, "metrics connection");
+                    let _slot = slot;
+                    let timeout = shared.guard.header_timeout;
+                    match tls {
+                        None => {
+                            connection(hyper_util::rt::TokioIo::new(stream), shared, false, false)
+                                .await;
+                        }
+                        Some(acceptor) => {
+                            let Ok(Ok(s)) =
+                                tokio::time::timeout(timeout, acceptor.accept(stream)).await
+                            else {
+                                tracing::debug!(%from, "TLS handshake failed or timed out");
+                                return;
+                            };
+                            // rustls only hands out certificates its verifier accepted.
+                            let cert = s
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .is_some_and(|c| !c.is_empty());
+                            connection(hyper_util::rt::TokioIo::new(s), shared, true, cert).await;
+                        }
                     }
                 });
             }
         });
         if with_console {
-            tracing::info!(%addr, "serving the console, /api, /metrics, /healthz, /readyz");
+            tracing::info!(%addr, scheme, "serving the console, /api, /metrics, /healthz, /readyz");
         } else {
-            tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+            tracing::info!(%addr, scheme, "serving /metrics, /healthz, /readyz");
         }
         Ok(Self {
             addr,
@@ -308,38 +363,156 @@ impl Drop for HttpServer {
     }
 }
 
-/// One request: the body is read here (bounded), the answer computed on a plain thread.
+/// Serves one connection; headers that do not arrive within the guard's timeout close it.
+async fn connection<I>(io: I, shared: Arc<Shared>, tls: bool, client_cert: bool)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let timeout = shared.guard.header_timeout;
+    let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(answer(req, shared, tls, client_cert).await) }
+    });
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(timeout)
+        .serve_connection(io, svc)
+        .await
+    {
+        tracing::debug!(cause = %e, "HTTP connection");
+    }
+}
+
+fn header(req: &Request<hyper::body::Incoming>, name: hyper::header::HeaderName) -> Option<&str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+fn json_refusal(status: u16, msg: &str) -> Response<Full<Bytes>> {
+    plain(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN),
+        "application/json",
+        serde_json::json!({ "error": msg, "errors": [] }).to_string(),
+    )
+}
+
+/// One request: the listener's checks first (Host, then Origin and Content-Type of a state
+/// change), the body read here (bounded in size and time), the answer computed on a plain
+/// thread.
 async fn answer(
     req: Request<hyper::body::Incoming>,
-    probe: Arc<dyn Probe>,
-    console: Option<Arc<Console>>,
+    shared: Arc<Shared>,
+    tls: bool,
+    client_cert: bool,
+) -> Response<Full<Bytes>> {
+    use hyper::header as h;
+    let guard = &shared.guard;
+    let host = header(&req, h::HOST).map(str::to_owned);
+    if let Err(e) = guard.check_host(host.as_deref()) {
+        return json_refusal(e.status(), &e.to_string());
+    }
+    let origin = header(&req, h::ORIGIN).map(str::to_owned);
+    let cors = origin.clone().filter(|o| guard.origin_allowed(o));
+    let method = req.method().as_str().to_owned();
+    if method == "OPTIONS" {
+        // A CORS preflight: only allowed origins get a yes.
+        let mut resp = match &cors {
+            Some(_) => plain(StatusCode::NO_CONTENT, "text/plain", String::new()),
+            None => json_refusal(
+                403,
+                "cross-origin requests are allowed only from access_control_allow_origin",
+            ),
+        };
+        if let Some(o) = &cors {
+            let hs = resp.headers_mut();
+            add_cors(hs, o);
+            hs.insert(
+                h::ACCESS_CONTROL_ALLOW_METHODS,
+                h::HeaderValue::from_static("GET, POST, DELETE"),
+            );
+            hs.insert(
+                h::ACCESS_CONTROL_ALLOW_HEADERS,
+                h::HeaderValue::from_static("Authorization, Content-Type"),
+            );
+            hs.insert(
+                h::ACCESS_CONTROL_MAX_AGE,
+                h::HeaderValue::from_static("600"),
+            );
+        }
+        return resp;
+    }
+    if is_state_change(&method) {
+        let scheme = if tls { "https" } else { "http" };
+        if let Err(e) = guard.check_state_change(
+            scheme,
+            host.as_deref(),
+            origin.as_deref(),
+            header(&req, h::CONTENT_TYPE),
+        ) {
+            return json_refusal(e.status(), &e.to_string());
+        }
+    }
+    let mut resp = respond(req, &shared, host, tls, client_cert).await;
+    let hs = resp.headers_mut();
+    if let Some(o) = &cors {
+        add_cors(hs, o);
+    }
+    // No page may frame the console (clickjacking), sniff its answers into another type, or
+    // receive its address (with a token link) as a referrer.
+    hs.insert(h::X_FRAME_OPTIONS, h::HeaderValue::from_static("DENY"));
+    hs.insert(
+        h::X_CONTENT_TYPE_OPTIONS,
+        h::HeaderValue::from_static("nosniff"),
+    );
+    hs.insert(
+        h::REFERRER_POLICY,
+        h::HeaderValue::from_static("no-referrer"),
+    );
+    resp
+}
+
+fn add_cors(hs: &mut hyper::HeaderMap, origin: &str) {
+    use hyper::header as h;
+    if let Ok(v) = h::HeaderValue::from_str(origin) {
+        hs.insert(h::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    hs.insert(h::VARY, h::HeaderValue::from_static("Origin"));
+}
+
+async fn respond(
+    req: Request<hyper::body::Incoming>,
+    shared: &Arc<Shared>,
+    host: Option<String>,
+    tls: bool,
+    client_cert: bool,
 ) -> Response<Full<Bytes>> {
     use http_body_util::BodyExt as _;
+    let max = shared.guard.max_body_bytes;
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().map(str::to_owned);
     let method = req.method().as_str().to_owned();
-    let auth = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let console = console.filter(|_| Console::owns(&path));
+    let auth = header(&req, hyper::header::AUTHORIZATION).map(str::to_owned);
+    let cookie = header(&req, hyper::header::COOKIE).map(str::to_owned);
+    let too_big = || {
+        json_refusal(
+            413,
+            &format!("the request body is over {max} bytes, or was cut off or too slow"),
+        )
+    };
+    let declared = header(&req, hyper::header::CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return too_big();
+    }
+    let console = shared.console.clone().filter(|_| Console::owns(&path));
     let body = if console.is_some() && method != "GET" && method != "HEAD" {
-        let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
-        match limited.collect().await {
-            Ok(b) => b.to_bytes().to_vec(),
-            Err(_) => {
-                return plain(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "application/json",
-                    format!(
-                        "{{\"error\":\"the request body is over {MAX_BODY_BYTES} bytes or was cut off\",\"errors\":[]}}"
-                    ),
-                );
-            }
+        let limited = http_body_util::Limited::new(req.into_body(), max);
+        match tokio::time::timeout(shared.guard.header_timeout, limited.collect()).await {
+            Ok(Ok(b)) => b.to_bytes().to_vec(),
+            _ => return too_big(),
         }
     } else {
         Vec::new()
     };
+    let probe = shared.probe.clone();
     // The probe and the console may block on a store call (a CQL store runs its own runtime
     // and refuses runtime threads), and the console on a Raft read: on a plain thread.
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -350,7 +523,12 @@ async fn answer(
                 Some(c) => to_hyper(c.handle(&HttpRequest {
                     method: &method,
                     path: &path,
+                    query: query.as_deref(),
                     authorization: auth.as_deref(),
+                    cookie: cookie.as_deref(),
+                    host: host.as_deref(),
+                    tls,
+                    client_cert,
                     body: &body,
                 })),
                 None => route(&*probe, &path),
@@ -389,6 +567,18 @@ fn to_hyper(r: HttpResponse) -> Response<Full<Bytes>> {
             hyper::header::ALLOW,
             hyper::header::HeaderValue::from_static(allow),
         );
+    }
+    if let Some(c) = r
+        .set_cookie
+        .and_then(|c| hyper::header::HeaderValue::from_str(&c).ok())
+    {
+        h.insert(hyper::header::SET_COOKIE, c);
+    }
+    if let Some(l) = r
+        .location
+        .and_then(|l| hyper::header::HeaderValue::from_str(&l).ok())
+    {
+        h.insert(hyper::header::LOCATION, l);
     }
     resp
 }

@@ -229,8 +229,9 @@ enum Command {
     /// Serve the web console and its JSON API (under /api/) over the embedded store: keyspaces,
     /// the run × node matrix, node and batch history, the DAG by status, start and stop.
     ///
-    /// Runs started from the console execute in this process. Without --token, state changes
-    /// (start, stop, drop) are allowed only when listening on a loopback address.
+    /// Runs started from the console execute in this process. Start, stop and drop need the
+    /// console token (PLEXUS_CONSOLE_TOKEN or --token-file; without one, a token is made and
+    /// printed once in the console link); scripts are read only below --file-root.
     Serve {
         /// Data directory of the embedded store.
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
@@ -238,12 +239,9 @@ enum Command {
         /// Address to listen on, `HOST:PORT` (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
-        /// Bearer token that start, stop and drop must send (`Authorization: Bearer …`).
-        #[arg(long, env = "PLEXUS_CONSOLE_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Reads need the token too.
-        #[arg(long, requires = "token")]
-        protect_reads: bool,
+        /// Token, file roots, allowed hosts and origins, TLS, limits.
+        #[command(flatten)]
+        security: planner::serve::SecurityArgs,
         /// Executor threads of each started run; default: the number of cores.
         #[arg(long)]
         threads: Option<usize>,
@@ -508,8 +506,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             data_dir,
             listen,
-            token,
-            protect_reads,
+            security,
             threads,
             python,
             python_args,
@@ -521,13 +518,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("--listen {listen:?}: expected HOST:PORT"))?
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("--listen {listen:?} resolves to no address"))?;
-            let token = token.filter(|t| !t.is_empty());
-            let writes_open = token.is_none() && addr.ip().is_loopback();
-            if token.is_none() && !writes_open {
-                eprintln!(
-                    "warning: no --token and {addr} is not a loopback address: start, stop and drop are disabled"
-                );
-            }
+            let sec = security.resolve(std::env::var("PLEXUS_CONSOLE_TOKEN").ok())?;
             let settings = planner::serve::ServeSettings {
                 data_dir,
                 listen: addr,
@@ -535,17 +526,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
                 python,
                 python_args,
-                console: plexus_node::console::ConsoleSettings {
-                    token,
-                    writes_open,
-                    protect_reads,
-                    compiler: None,
-                },
+                console: sec.console,
+                http: sec.http,
+                token_generated: sec.generated,
                 cluster: cluster.target()?,
             };
-            planner::serve::serve(&settings, |bound| {
+            planner::serve::serve(&settings, |_, base| {
                 use std::io::Write as _;
-                println!("listening on http://{bound}");
+                println!("listening on {base}");
                 let _ = std::io::stdout().flush();
             })?;
             Ok(ExitCode::SUCCESS)

@@ -27,7 +27,7 @@ use plexus_node::console::{
 use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
-use plexus_node::metrics::{HttpServer, Probe};
+use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{EmbeddedStore, Store};
 use plexus_raft::{Command, Ledger};
@@ -50,8 +50,142 @@ pub struct ServeSettings {
     pub python_args: Vec<String>,
     /// Who may read and change what.
     pub console: ConsoleSettings,
+    /// The listener's checks, limits and TLS.
+    pub http: HttpSettings,
+    /// The token was made at start (the console link printed carries it).
+    pub token_generated: bool,
     /// Serve a cluster's ledger instead of the embedded store (`--cluster`).
     pub cluster: Option<crate::cluster::ClusterTarget>,
+}
+
+/// `planner serve`'s security flags (issue #23, SECURITY.md).
+#[derive(clap::Args, Debug, Default)]
+pub struct SecurityArgs {
+    /// File whose first line is the console token (or set PLEXUS_CONSOLE_TOKEN). Without
+    /// either, a token is made at start and printed once, inside the console link.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Reads need the token too.
+    #[arg(long)]
+    pub protect_reads: bool,
+    /// A directory or URL prefix scripts, params and the files they name may be read from
+    /// (repeat for more); a start naming anything else is refused.
+    #[arg(long = "file-root")]
+    pub file_roots: Vec<String>,
+    /// A host name the console is reached by, besides IP addresses and localhost (repeat).
+    #[arg(long = "allow-host")]
+    pub allowed_hosts: Vec<String>,
+    /// An origin (`https://ui.example.com`) whose pages may call the API (repeat); like
+    /// Capillaries' webapi `access_control_allow_origin`.
+    #[arg(long = "access-control-allow-origin")]
+    pub access_control_allow_origin: Vec<String>,
+    /// Serve HTTPS with this certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = plexus_node::console::guard::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Time a client may take to send its request headers, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Connections served at once; more are closed.
+    #[arg(long, default_value_t = plexus_node::console::guard::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+}
+
+/// The console settings and listener settings of [`SecurityArgs`], and whether the token was
+/// made here (then the console link carries it).
+pub struct Security {
+    /// Token, roots, read protection.
+    pub console: ConsoleSettings,
+    /// Checks, limits, TLS.
+    pub http: HttpSettings,
+    /// The token was generated at start.
+    pub generated: bool,
+}
+
+impl SecurityArgs {
+    /// Reads the token (`PLEXUS_CONSOLE_TOKEN` in `env_token`, else --token-file, else a new
+    /// one), the file roots and the TLS files.
+    pub fn resolve(&self, env_token: Option<String>) -> Result<Security> {
+        let mut generated = false;
+        let token = match (env_token.filter(|t| !t.trim().is_empty()), &self.token_file) {
+            (Some(t), _) => t.trim().to_owned(),
+            (None, Some(p)) => plexus_node::console::read_token_file(p)
+                .with_context(|| format!("--token-file {}", p.display()))?,
+            (None, None) => {
+                generated = true;
+                plexus_node::console::generate_token()?
+            }
+        };
+        for o in &self.access_control_allow_origin {
+            plexus_node::console::guard::check_origin_entry(o)
+                .map_err(|e| anyhow::anyhow!("--access-control-allow-origin {e}"))?;
+        }
+        let mut file_roots = plexus_node::console::FileRoots::default();
+        for r in &self.file_roots {
+            file_roots
+                .add(r)
+                .with_context(|| format!("--file-root {r:?}"))?;
+        }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(Arc::new(tls_config(cert, key)?)),
+            _ => None,
+        };
+        anyhow::ensure!(
+            self.max_body_bytes > 0 && self.max_connections > 0 && self.header_timeout_ms > 0,
+            "--max-body-bytes, --max-connections and --header-timeout-ms must be above 0"
+        );
+        Ok(Security {
+            console: ConsoleSettings {
+                token: Some(token),
+                protect_reads: self.protect_reads,
+                file_roots,
+                ..ConsoleSettings::default()
+            },
+            http: HttpSettings {
+                guard: plexus_node::console::HttpGuard {
+                    allowed_hosts: self.allowed_hosts.clone(),
+                    access_control_allow_origin: self.access_control_allow_origin.clone(),
+                    max_body_bytes: self.max_body_bytes,
+                    header_timeout: Duration::from_millis(self.header_timeout_ms),
+                    max_connections: self.max_connections,
+                },
+                tls,
+            },
+            generated,
+        })
+    }
+}
+
+/// A rustls (ring) server configuration from PEM files, HTTP/1.1.
+fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("--tls-cert {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("--tls-cert {}", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "--tls-cert {}: no certificate",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("--tls-key {}", key.display()))?;
+    let mut c = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS protocol versions")?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .context("--tls-cert/--tls-key do not match")?;
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(c)
 }
 
 /// The embedded store as a console backend.
@@ -165,8 +299,13 @@ impl Observer for StartSignal {
 /// [`ScriptCompiler`].
 fn validate(req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
     let params = req.params_url.as_deref().filter(|p| !p.trim().is_empty());
-    let plan = crate::build_plan(req.script_url.trim(), params).map_err(|e| {
-        let errors = e.lines();
+    let plan = crate::source::with_file_roots(&req.file_roots, || {
+        crate::build_plan(req.script_url.trim(), params)
+    })
+    .map_err(|e| {
+        // The answer goes to a web client: errors name the file and the place, never a value
+        // read from the file.
+        let errors: Vec<String> = e.lines().iter().map(|l| scrub_values(l)).collect();
         ConsoleError::Invalid {
             message: format!(
                 "the run was not started: {}: {} error{}",
@@ -193,6 +332,43 @@ fn validate(req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
         start_nodes,
         warnings: start.warnings,
     })
+}
+
+/// `line` without the values serde quotes from a file (`invalid type: string "hunter2"` →
+/// `invalid type: a string`): a script or params file may hold secrets, and the console's
+/// client need not be the file's owner.
+pub fn scrub_values(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    loop {
+        let next = ["invalid type: ", "invalid value: ", "unknown variant "]
+            .iter()
+            .filter_map(|m| rest.find(m).map(|i| (i, *m)))
+            .min_by_key(|(i, _)| *i);
+        let Some((i, marker)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..i + marker.len()]);
+        let tail = &rest[i + marker.len()..];
+        // The value runs up to ", expected" (serde's wording), else to the end of the line.
+        let end = tail.find(", expected").unwrap_or(tail.len());
+        let value = &tail[..end];
+        let kind = value.split([' ', '`', '"']).next().unwrap_or_default();
+        out.push_str(match (marker, kind) {
+            ("unknown variant ", _) => "(value not shown)",
+            (_, "string") => "a string (value not shown)",
+            (_, "integer") => "an integer (value not shown)",
+            (_, "floating") => "a number (value not shown)",
+            (_, "boolean") => "a boolean (value not shown)",
+            (_, "character") => "a character (value not shown)",
+            (_, "map") => "a map",
+            (_, "sequence") => "a sequence",
+            (_, "null" | "unit") => "null",
+            _ => "(value not shown)",
+        });
+        rest = &tail[end..];
+    }
 }
 
 /// The planner's script loading and validation as a peer's [`PlanCompiler`]: the
@@ -497,14 +673,14 @@ impl Probe for ServeProbe {
 }
 
 /// Opens the store (or connects to the cluster), starts the listener, calls `ready` with the
-/// bound address, then serves until ctrl-c or SIGTERM; the embedded store is synced before it
-/// returns.
-pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+/// bound address and its base URL (`http://127.0.0.1:8080`), then serves until ctrl-c or
+/// SIGTERM; the embedded store is synced before it returns.
+pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<()> {
     let mut store: Option<Arc<dyn Store>> = None;
     let backend: Box<dyn ConsoleBackend> = match &s.cluster {
         Some(target) => Box::new(ClusterBackend::new(target.connect()?, &target.cluster)),
         None => {
-            std::fs::create_dir_all(&s.data_dir).with_context(|| {
+            plexus_node::fsmode::create_private_dir(&s.data_dir).with_context(|| {
                 format!("cannot create data directory {}", s.data_dir.display())
             })?;
             let st: Arc<dyn Store> =
@@ -514,6 +690,11 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
                         s.data_dir.display()
                     )
                 })?);
+            // The store's files are created with the default mode; the directory's 0700
+            // keeps them private, these modes say so on each file.
+            plexus_node::fsmode::restrict_tree(&s.data_dir).with_context(|| {
+                format!("cannot restrict the modes in {}", s.data_dir.display())
+            })?;
             store = Some(st.clone());
             Box::new(EmbeddedBackend::new(st, s))
         }
@@ -525,10 +706,46 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         .build()
         .context("cannot start the HTTP runtime")?;
     rt.block_on(async {
-        let server = HttpServer::serve(s.listen, Arc::new(ServeProbe), Some(console))
-            .await
-            .with_context(|| format!("cannot listen on {}", s.listen))?;
-        ready(server.addr());
+        let server = HttpServer::serve(
+            s.listen,
+            Arc::new(ServeProbe),
+            Some(console),
+            s.http.clone(),
+        )
+        .await
+        .with_context(|| format!("cannot listen on {}", s.listen))?;
+        let bound = server.addr();
+        let scheme = if s.http.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        // A wildcard address is no place to point a browser at: the loopback one is.
+        let shown = match bound.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::from(([127, 0, 0, 1], bound.port()))
+            }
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+            }
+            _ => bound,
+        };
+        let base = format!("{scheme}://{shown}");
+        if s.http.tls.is_none() && !bound.ip().is_loopback() {
+            eprintln!(
+                "warning: serving the console over plain HTTP on {bound}: the token crosses the network in clear; give --tls-cert/--tls-key"
+            );
+        }
+        ready(bound, &base);
+        {
+            use std::io::Write as _;
+            // The one place the generated token appears: the link that signs the browser in.
+            match &s.console.token {
+                Some(t) if s.token_generated => println!("console: {base}/?token={t}"),
+                _ => println!("console: {base}/ (sign in with the console token)"),
+            }
+            let _ = std::io::stdout().flush();
+        }
         // SIGTERM as well as ctrl-c: service managers stop it that way, and the store is
         // synced below either way.
         #[cfg(unix)]

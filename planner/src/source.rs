@@ -6,9 +6,33 @@
 //! `https://` (with the configured `ca-path`), `s3://bucket/key` and `sftp://user@host/path`,
 //! with the process-wide settings (`planner --files-config`, `PLEXUS_FILES__*`, AWS variables).
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+use plexus_node::console::FileRoots;
+use plexus_node::console::guard::OutsideRoots;
 use plexus_node::remote::{FileAccess, RemoteError};
+
+thread_local! {
+    /// The file roots of the console request being compiled on this thread, if any.
+    static ROOTS: RefCell<Option<FileRoots>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with every [`fetch`] on this thread limited to `roots`: a script's Python and
+/// tag-criteria files are fetched deep in the loader, and the console's request must not reach
+/// past its roots through them (a thread-local instead of a parameter through every loader).
+pub fn with_file_roots<T>(roots: &FileRoots, f: impl FnOnce() -> T) -> T {
+    struct Reset(Option<FileRoots>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let old = self.0.take();
+            ROOTS.with(|r| *r.borrow_mut() = old);
+        }
+    }
+    let old = ROOTS.with(|r| r.borrow_mut().replace(roots.clone()));
+    let _reset = Reset(old);
+    f()
+}
 
 /// Upper bound on a fetched remote file; scripts and criteria files are small, this only stops
 /// a runaway server from exhausting memory.
@@ -30,6 +54,9 @@ pub enum SourceError {
     /// went wrong (not found, access denied, timeout …).
     #[error(transparent)]
     Remote(#[from] RemoteError),
+    /// The console request's file roots do not include the URL; nothing was read.
+    #[error(transparent)]
+    Outside(#[from] OutsideRoots),
 }
 
 impl SourceError {
@@ -51,6 +78,7 @@ fn scheme_of(url: &str) -> Option<String> {
 /// Fetches the bytes behind `url`; relative local paths are resolved against `base_dir` when
 /// given, otherwise against the current directory (Capillaries semantics).
 pub fn fetch(url: &str, base_dir: Option<&Path>) -> Result<Vec<u8>, SourceError> {
+    ROOTS.with(|r| r.borrow().as_ref().map_or(Ok(()), |roots| roots.check(url)))?;
     match scheme_of(url).as_deref() {
         None => read_local(url, url, base_dir),
         Some("file") => read_local(url, url.get("file://".len()..).unwrap_or(""), base_dir),
@@ -98,6 +126,31 @@ mod tests {
             assert!(err.contains(why), "{err}");
             assert!(err.contains(url), "{err}");
         }
+    }
+
+    #[test]
+    fn fetches_inside_a_console_request_stay_below_its_roots()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let inside = tempfile::tempdir()?;
+        let outside = tempfile::tempdir()?;
+        let good = std::fs::canonicalize(inside.path())?.join("code.py");
+        let bad = outside.path().join("secret.py");
+        std::fs::write(&good, b"ok")?;
+        std::fs::write(&bad, b"secret")?;
+        let mut roots = FileRoots::default();
+        roots.add(&inside.path().display().to_string())?;
+        let (g, b) = (good.display().to_string(), bad.display().to_string());
+        with_file_roots(&roots, || -> Result<(), Box<dyn std::error::Error>> {
+            assert_eq!(fetch(&g, None)?, b"ok");
+            let err = fetch(&b, None).expect_err("outside the roots");
+            assert!(matches!(err, SourceError::Outside(_)), "{err}");
+            assert!(!err.to_string().contains("secret\""), "{err}");
+            assert!(fetch("http://127.0.0.1:9/x.py", None).is_err());
+            Ok(())
+        })?;
+        // Outside a console request (planner run), nothing changes.
+        assert_eq!(fetch(&b, None)?, b"secret");
+        Ok(())
     }
 
     #[test]

@@ -37,7 +37,8 @@ fn http(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if !body.is_empty() {
+    // State changes are JSON, as the console sends them (anything else is refused).
+    if !body.is_empty() || !matches!(method, "GET" | "HEAD") {
         req.push_str("Content-Type: application/json\r\n");
     }
     if let Some(t) = token {
@@ -253,23 +254,51 @@ fn slow_server(secs: u64) -> Result<SocketAddr> {
 struct Serve {
     child: Child,
     addr: SocketAddr,
+    /// The second line it printed: `console: <url>` (with `?token=` when it made the token).
+    link: String,
     /// Kept open: the server's stdout stays writable.
     _stdout: std::process::ChildStdout,
 }
 
+/// Reads one line byte by byte (no buffering past it).
+fn line_of(out: &mut std::process::ChildStdout) -> Result<String> {
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while out.read(&mut b)? == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
 impl Serve {
+    /// `planner serve` over `data`, reading scripts below `data`'s parent (the test's inputs)
+    /// and the broken scripts of `tests/broken`; `token` in PLEXUS_CONSOLE_TOKEN.
     fn start(data: &Path, token: Option<&str>) -> Result<Self> {
-        Self::spawn(&["--data-dir".as_ref(), data.as_os_str()], token)
+        let inputs = data.parent().context("data dir has a parent")?;
+        let broken = common::crate_dir().join("tests/broken");
+        Self::spawn(
+            &[
+                "--data-dir".as_ref(),
+                data.as_os_str(),
+                "--file-root".as_ref(),
+                inputs.as_os_str(),
+                "--file-root".as_ref(),
+                broken.as_os_str(),
+            ],
+            token,
+        )
     }
 
-    /// `planner serve --cluster` over the cluster's peers.
-    fn on_cluster(addrs: &str, tls_dir: &Path, token: &str) -> Result<Self> {
+    /// `planner serve --cluster` over the cluster's peers, reading scripts below `inputs`.
+    fn on_cluster(addrs: &str, tls_dir: &Path, token: &str, inputs: &Path) -> Result<Self> {
         Self::spawn(
             &[
                 "--cluster".as_ref(),
                 addrs.as_ref(),
                 "--tls-dir".as_ref(),
                 tls_dir.as_os_str(),
+                "--file-root".as_ref(),
+                inputs.as_os_str(),
             ],
             Some(token),
         )
@@ -284,26 +313,25 @@ impl Serve {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(t) = token {
-            cmd.args(["--token", t]);
+            // From the environment: a token on the command line is visible to every local user.
+            cmd.env("PLEXUS_CONSOLE_TOKEN", t);
         }
         let mut child = cmd.spawn()?;
         let mut out = child.stdout.take().context("no stdout")?;
-        // The first line names the address: read it byte by byte (no buffering past it).
-        let mut line = Vec::new();
-        let mut b = [0u8; 1];
-        while out.read(&mut b)? == 1 && b[0] != b'\n' {
-            line.push(b[0]);
-        }
-        let line = String::from_utf8_lossy(&line).into_owned();
+        let line = line_of(&mut out)?;
         let addr = line
             .strip_prefix("listening on http://")
             .and_then(|a| a.trim().parse().ok());
         match addr {
-            Some(addr) => Ok(Self {
-                child,
-                addr,
-                _stdout: out,
-            }),
+            Some(addr) => {
+                let link = line_of(&mut out)?;
+                Ok(Self {
+                    child,
+                    addr,
+                    link,
+                    _stdout: out,
+                })
+            }
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -839,21 +867,29 @@ mod embedded {
     }
 
     #[test]
-    fn without_a_token_only_loopback_writes_are_open_and_reads_can_be_protected() -> Result<()> {
+    fn without_a_token_one_is_made_and_printed_once_in_the_console_link() -> Result<()> {
         let dir = tempfile::tempdir()?;
-        let serve = Serve::start(dir.path(), None)?;
-        let info = get(serve.addr, "/api/info")?;
-        assert_eq!(info["token_required"], false);
-        assert_eq!(info["writes"]["stop"], true, "loopback: writes open");
-        assert_eq!(get(serve.addr, "/api/keyspaces")?["keyspaces"], json!([]));
+        let data = dir.path().join("data");
+        let serve = Serve::start(&data, None)?;
+        let a = serve.addr;
+        let token = serve
+            .link
+            .strip_prefix(&format!("console: http://{a}/?token="))
+            .with_context(|| format!("no token in the link {:?}", serve.link))?
+            .to_owned();
+        ensure!(token.len() >= 32, "a short token: {token:?}");
+        let info = get(a, "/api/info")?;
+        assert_eq!(info["token_required"], true);
+        assert_eq!(info["signed_in"], false);
+        // Nothing changes without it, also on loopback.
+        let drop_ks = "/api/keyspaces/nothing";
+        refusal(a, "DELETE", drop_ks, None, None, 401)?;
+        call(a, "DELETE", drop_ks, Some(&token), None, 404)?;
         drop(serve);
 
-        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
-            .args(["serve", "--protect-reads", "--listen", "127.0.0.1:0"])
-            .output()?;
-        assert!(!out.status.success(), "--protect-reads needs --token");
-
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_planner"));
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n"))?;
         cmd.args([
             "serve",
             "--listen",
@@ -861,22 +897,24 @@ mod embedded {
             "--protect-reads",
             "--data-dir",
         ])
-        .arg(dir.path())
-        .env("PLEXUS_CONSOLE_TOKEN", TOKEN)
+        .arg(&data)
+        .arg("--token-file")
+        .arg(&token_file)
+        .env_remove("PLEXUS_CONSOLE_TOKEN")
         .stdout(Stdio::piped());
         let mut child = cmd.spawn()?;
         let result = (|| -> Result<()> {
             let mut out = child.stdout.take().context("stdout")?;
-            let mut line = Vec::new();
-            let mut b = [0u8; 1];
-            while out.read(&mut b)? == 1 && b[0] != b'\n' {
-                line.push(b[0]);
-            }
-            let addr: SocketAddr = String::from_utf8_lossy(&line)
+            let addr: SocketAddr = line_of(&mut out)?
                 .trim()
                 .strip_prefix("listening on http://")
                 .context("address")?
                 .parse()?;
+            let link = line_of(&mut out)?;
+            ensure!(
+                !link.contains(TOKEN),
+                "a configured token is never printed: {link}"
+            );
             let e = refusal(addr, "GET", "/api/keyspaces", None, None, 401)?;
             assert!(e.contains("token"), "{e}");
             call(addr, "GET", "/api/keyspaces", Some(TOKEN), None, 200)?;
@@ -918,9 +956,13 @@ mod on_cluster {
             3,
             ConsoleSettings {
                 token: Some(TOKEN.to_owned()),
-                writes_open: false,
-                protect_reads: false,
                 compiler: Some(std::sync::Arc::new(planner::serve::ScriptCompiler)),
+                file_roots: {
+                    let mut r = plexus_node::console::FileRoots::default();
+                    r.add(&inp.path(""))?;
+                    r
+                },
+                ..ConsoleSettings::default()
             },
         )?;
         ensure!(
@@ -1078,7 +1120,7 @@ mod on_cluster {
         )?;
 
         // `planner serve --cluster`: the same reads, and starts validated and submitted.
-        let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN)?;
+        let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN, inp.dir.path())?;
         let s = serve.addr;
         let info = get(s, "/api/info")?;
         assert_eq!(info["writes"]["start"], true, "{info}");
@@ -1185,4 +1227,666 @@ mod on_cluster {
         assert_eq!(get(a, "/api/keyspaces")?["keyspaces"], json!([]));
         Ok(())
     }
+}
+
+/// Issue #23: each attack on `planner serve` is refused, with no run created and no file read.
+/// The script and params URLs point at a counting HTTP server inside the file roots, so "no
+/// file read" is a count of zero.
+mod security {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An HTTP server on loopback counting the requests it gets (each answered 404).
+    fn counting_server() -> Result<(SocketAddr, Arc<AtomicUsize>)> {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let addr = l.local_addr()?;
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            for mut conn in l.incoming().flatten() {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        Ok((addr, hits))
+    }
+
+    /// Sends `head` (request line and headers, `\r\n`-separated, no final blank line) and
+    /// `body`; the status and body of the answer.
+    fn raw(addr: SocketAddr, head: &str, body: &str) -> Result<(u16, String)> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let req = format!(
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes())?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (h, b) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = h
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .with_context(|| format!("no status in {text:?}"))?;
+        Ok((status, b.to_owned()))
+    }
+
+    struct Setup {
+        dir: tempfile::TempDir,
+        serve: Serve,
+        files: SocketAddr,
+        hits: Arc<AtomicUsize>,
+    }
+
+    impl Setup {
+        fn new(extra: &[&str]) -> Result<Self> {
+            let dir = tempfile::tempdir()?;
+            let (files, hits) = counting_server()?;
+            let data = dir.path().join("data");
+            let prefix = format!("http://{files}/cfg/");
+            let mut args: Vec<&std::ffi::OsStr> = vec![
+                "--data-dir".as_ref(),
+                data.as_os_str(),
+                "--file-root".as_ref(),
+                dir.path().as_os_str(),
+                "--file-root".as_ref(),
+                prefix.as_ref(),
+            ];
+            args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+            let serve = Serve::spawn(&args, Some(TOKEN))?;
+            Ok(Self {
+                dir,
+                serve,
+                files,
+                hits,
+            })
+        }
+
+        fn start_body(&self) -> String {
+            json!({
+                "script_url": format!("http://{}/cfg/script.json", self.files),
+                "params_url": format!("http://{}/cfg/params.json", self.files),
+            })
+            .to_string()
+        }
+
+        /// Nothing was fetched and no keyspace (so no run) exists.
+        fn nothing_happened(&self) -> Result<()> {
+            ensure!(
+                self.hits.load(Ordering::SeqCst) == 0,
+                "a script file was fetched"
+            );
+            let ks = get(self.serve.addr, "/api/keyspaces")?;
+            ensure!(ks["keyspaces"] == json!([]), "a run was created: {ks}");
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_simple_cross_site_post_is_refused() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let path = "/api/keyspaces/pwn/runs";
+        let body = s.start_body();
+        // The request a page on another site can send without a preflight: text/plain.
+        for (ctype, origin, want) in [
+            ("text/plain", "http://evil.example", 403),
+            ("text/plain", "", 415),
+            ("application/x-www-form-urlencoded", "", 415),
+            ("application/json", "http://evil.example", 403),
+            ("application/json", "null", 403),
+        ] {
+            let mut head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {a}\r\nContent-Type: {ctype}\r\nAuthorization: Bearer {TOKEN}"
+            );
+            if !origin.is_empty() {
+                head.push_str(&format!("\r\nOrigin: {origin}"));
+            }
+            let (status, text) = raw(a, &head, &body)?;
+            ensure!(status == want, "{ctype} from {origin:?}: {status} {text}");
+        }
+        // The CORS preflight of a JSON request from that page gets no yes either.
+        let (status, _) = raw(
+            a,
+            &format!(
+                "OPTIONS {path} HTTP/1.1\r\nHost: {a}\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: POST"
+            ),
+            "",
+        )?;
+        ensure!(status == 403, "preflight: {status}");
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn an_allowed_origin_may_call_the_api_cross_origin() -> Result<()> {
+        let s = Setup::new(&["--access-control-allow-origin", "http://ui.example:3000"])?;
+        let a = s.serve.addr;
+        let mut st = TcpStream::connect(a)?;
+        st.write_all(
+            format!(
+                "OPTIONS /api/keyspaces/k/runs HTTP/1.1\r\nHost: {a}\r\nOrigin: http://ui.example:3000\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )?;
+        let mut out = String::new();
+        st.read_to_string(&mut out)?;
+        ensure!(out.starts_with("HTTP/1.1 204"), "{out}");
+        ensure!(
+            out.to_ascii_lowercase()
+                .contains("access-control-allow-origin: http://ui.example:3000"),
+            "{out}"
+        );
+        // Its state change passes the origin check (and then meets the token check).
+        let (status, _) = raw(
+            a,
+            &format!(
+                "DELETE /api/keyspaces/nothing HTTP/1.1\r\nHost: {a}\r\nOrigin: http://ui.example:3000\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}"
+            ),
+            "{}",
+        )?;
+        ensure!(status == 404, "allowed origin: {status}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_foreign_host_is_refused() -> Result<()> {
+        let s = Setup::new(&["--allow-host", "console.example"])?;
+        let a = s.serve.addr;
+        let body = s.start_body();
+        for path in ["/api/keyspaces", "/", "/metrics"] {
+            let (status, text) = raw(
+                a,
+                &format!("GET {path} HTTP/1.1\r\nHost: evil.example:{}", a.port()),
+                "",
+            )?;
+            ensure!(
+                status == 403 && text.contains("evil.example"),
+                "GET {path}: {status} {text}"
+            );
+        }
+        let (status, _) = raw(
+            a,
+            &format!(
+                "POST /api/keyspaces/pwn/runs HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}"
+            ),
+            &body,
+        )?;
+        ensure!(status == 403, "POST with a foreign host: {status}");
+        for ok in [
+            format!("localhost:{}", a.port()),
+            "console.example".to_owned(),
+        ] {
+            let (status, _) = raw(a, &format!("GET /api/info HTTP/1.1\r\nHost: {ok}"), "")?;
+            ensure!(status == 200, "{ok}: {status}");
+        }
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn a_missing_wrong_or_lowercase_scheme_token() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let body = s.start_body();
+        let post = |auth: &str| -> Result<u16> {
+            let mut head = format!(
+                "POST /api/keyspaces/pwn/runs HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json"
+            );
+            if !auth.is_empty() {
+                head.push_str(&format!("\r\nAuthorization: {auth}"));
+            }
+            Ok(raw(a, &head, &body)?.0)
+        };
+        for auth in [
+            String::new(),
+            "Bearer wrong".to_owned(),
+            "bearer wrong".to_owned(),
+            format!("Basic {TOKEN}"),
+            format!("Bearer {}", TOKEN.to_uppercase()),
+        ] {
+            ensure!(post(&auth)? == 401, "{auth:?} was accepted");
+        }
+        s.nothing_happened()?;
+        // The scheme is case-insensitive: a lowercase one with the right token passes (a drop
+        // of a keyspace that does not exist, so nothing is created).
+        for scheme in ["bearer", "BEARER", "Bearer"] {
+            let (status, text) = raw(
+                a,
+                &format!(
+                    "DELETE /api/keyspaces/nothing HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nAuthorization: {scheme} {TOKEN}"
+                ),
+                "",
+            )?;
+            ensure!(status == 404, "{scheme}: {status} {text}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_path_outside_the_file_roots_is_refused_alike_whether_it_exists_or_not() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let path = "/api/keyspaces/pwn/runs";
+        let outside = tempfile::tempdir()?;
+        let secret = outside.path().join("secret.json");
+        std::fs::write(&secret, r#"{"nodes": "hunter2-SECRET"}"#)?;
+        let mut answers = Vec::new();
+        for url in [
+            secret.display().to_string(),
+            outside.path().join("absent.json").display().to_string(),
+            format!("{}/../etc/passwd.json", s.dir.path().display()),
+            format!("http://{}/other/script.json", s.files),
+            format!("http://{}/cfg/../other/script.json", s.files),
+        ] {
+            let e = refusal(
+                a,
+                "POST",
+                path,
+                Some(TOKEN),
+                Some(&json!({ "script_url": url })),
+                403,
+            )?;
+            ensure!(!e.contains("hunter2"), "{e}");
+            answers.push(e.replace(&url, "URL"));
+        }
+        ensure!(answers[0] == answers[1], "{answers:?}");
+        // A params file outside, with the script inside.
+        let e = refusal(
+            a,
+            "POST",
+            path,
+            Some(TOKEN),
+            Some(
+                &json!({ "script_url": format!("{}/s.json", s.dir.path().display()), "params_url": secret.display().to_string() }),
+            ),
+            403,
+        )?;
+        ensure!(e.contains("file roots"), "{e}");
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn a_formula_file_the_script_names_outside_the_roots_is_not_read() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let d = s.dir.path();
+        let script = d.join("script.json");
+        std::fs::copy(
+            common::crate_dir().join("../examples/roastery/script.json"),
+            &script,
+        )?;
+        let params = d.join("params.json");
+        std::fs::write(
+            &params,
+            json!({
+                "dir_in": d.join("in").display().to_string(),
+                "dir_out": d.join("out").display().to_string(),
+                // The Python file: on the counting server, but outside the allowed prefix.
+                "dir_py": format!("http://{}/elsewhere", s.files),
+                "first_order_date": "2026-01-01 00:00:00",
+                "bean_batches": 2,
+            })
+            .to_string(),
+        )?;
+        let v = call(
+            a,
+            "POST",
+            "/api/keyspaces/pwn/runs",
+            Some(TOKEN),
+            Some(
+                &json!({ "script_url": script.display().to_string(), "params_url": params.display().to_string() }),
+            ),
+            422,
+        )?;
+        let text = v.to_string();
+        ensure!(
+            text.contains("file roots") && text.contains("formulas.py"),
+            "{text}"
+        );
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn a_secret_in_a_script_or_params_file_is_not_echoed() -> Result<()> {
+        let s = Setup::new(&[])?;
+        let a = s.serve.addr;
+        let d = s.dir.path();
+        let script = d.join("looks_like_a_script.json");
+        std::fs::write(&script, r#"{"nodes": "hunter2-SECRET-IN-NODES"}"#)?;
+        let numbers = d.join("numbers.json");
+        std::fs::write(&numbers, r#"{"dependency_policies": 8675309}"#)?;
+        let params = d.join("params.json");
+        std::fs::write(
+            &params,
+            r#"{"password": {"value": "hunter2-SECRET-IN-PARAMS"}, "n": 7.5}"#,
+        )?;
+        let yaml = d.join("looks_like_a_script.yaml");
+        std::fs::write(&yaml, "nodes: hunter2-SECRET-IN-YAML\n")?;
+        for body in [
+            json!({ "script_url": script.display().to_string() }),
+            json!({ "script_url": script.display().to_string(), "params_url": params.display().to_string() }),
+            json!({ "script_url": yaml.display().to_string() }),
+            json!({ "script_url": numbers.display().to_string() }),
+        ] {
+            let (status, _, text) = http(
+                a,
+                "POST",
+                "/api/keyspaces/pwn/runs",
+                Some(TOKEN),
+                Some(&body),
+            )?;
+            ensure!(status == 422, "{body}: {status} {text}");
+            ensure!(
+                !text.contains("hunter2") && !text.contains("8675309"),
+                "a value is echoed: {text}"
+            );
+            ensure!(
+                text.contains("not shown") || text.contains("parameter password"),
+                "{text}"
+            );
+            ensure!(
+                text.contains(".json") || text.contains(".yaml"),
+                "the file is not named: {text}"
+            );
+        }
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn an_oversize_body_is_refused() -> Result<()> {
+        let s = Setup::new(&["--max-body-bytes", "4096"])?;
+        let a = s.serve.addr;
+        let big = json!({
+            "script_url": format!("http://{}/cfg/script.json", s.files),
+            "description": "x".repeat(5000),
+        })
+        .to_string();
+        let (status, text) = raw(
+            a,
+            &format!(
+                "POST /api/keyspaces/pwn/runs HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}"
+            ),
+            &big,
+        )?;
+        ensure!(status == 413, "{status} {text}");
+        // Chunked, with no length announced: cut off at the limit all the same.
+        let mut st = TcpStream::connect(a)?;
+        st.set_read_timeout(Some(Duration::from_secs(30)))?;
+        st.write_all(
+            format!(
+                "POST /api/keyspaces/pwn/runs HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{big}\r\n0\r\n\r\n",
+                big.len()
+            )
+            .as_bytes(),
+        )?;
+        let mut out = String::new();
+        let _ = st.read_to_string(&mut out);
+        ensure!(out.starts_with("HTTP/1.1 413"), "{out}");
+        s.nothing_happened()
+    }
+
+    #[test]
+    fn a_header_that_never_ends_is_cut_off_and_connections_are_limited() -> Result<()> {
+        let s = Setup::new(&["--header-timeout-ms", "1000", "--max-connections", "2"])?;
+        let a = s.serve.addr;
+        let t0 = Instant::now();
+        let mut slow = TcpStream::connect(a)?;
+        slow.set_read_timeout(Some(Duration::from_secs(20)))?;
+        slow.write_all(format!("GET /api/info HTTP/1.1\r\nHost: {a}\r\nX-Slow: ").as_bytes())?;
+        // A second one holds the other slot; a third is closed at once.
+        let mut second = TcpStream::connect(a)?;
+        second.write_all(b"GET /api/info HTTP/1.1\r\n")?;
+        std::thread::sleep(Duration::from_millis(200));
+        let mut third = TcpStream::connect(a)?;
+        third.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let _ = third.write_all(format!("GET /api/info HTTP/1.1\r\nHost: {a}\r\n\r\n").as_bytes());
+        let mut got = Vec::new();
+        let n = third.read_to_end(&mut got).unwrap_or(0);
+        ensure!(
+            n == 0,
+            "over the limit yet served: {}",
+            String::from_utf8_lossy(&got)
+        );
+        // The slow header: the server closes the connection after the timeout.
+        let mut rest = Vec::new();
+        let _ = slow.read_to_end(&mut rest);
+        let took = t0.elapsed();
+        ensure!(
+            took < Duration::from_secs(10),
+            "the unfinished header held the connection for {took:?}"
+        );
+        ensure!(
+            !String::from_utf8_lossy(&rest).contains("200 OK"),
+            "an unfinished request was answered"
+        );
+        drop(second);
+        // The slots are free again.
+        wait_for(10, "a free connection slot", || {
+            Ok(raw(a, &format!("GET /api/info HTTP/1.1\r\nHost: {a}"), "")
+                .ok()
+                .filter(|(st, _)| *st == 200))
+        })?;
+        s.nothing_happened()
+    }
+}
+
+/// Issue #23 on a peer: its console over HTTPS (the peer's certificate), a client certificate
+/// of the cluster CA in place of the token, another CA's refused; the modes of a fresh peer's
+/// data directory.
+mod peer_https {
+    use super::*;
+    use cluster_harness::TestCluster;
+    use plexus_node::console::ConsoleSettings;
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::sync::Arc;
+
+    /// One HTTPS exchange with `addr` (its certificate names `n1.peers.plexus`), trusting
+    /// `ca`, presenting `client` (certificate, key) when given: (status, body).
+    pub(super) fn https(
+        addr: SocketAddr,
+        ca: &Path,
+        client: Option<(&Path, &Path)>,
+        method: &str,
+        path: &str,
+    ) -> Result<(u16, String)> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca)? {
+            roots.add(c?)?;
+        }
+        let b = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+        let config = match client {
+            Some((cert, key)) => b.with_client_auth_cert(
+                CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?,
+                PrivateKeyDer::from_pem_file(key)?,
+            )?,
+            None => b.with_no_client_auth(),
+        };
+        let conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("n1.peers.plexus")?.to_owned(),
+        )?;
+        let tcp = TcpStream::connect(addr)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        tls.write_all(
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            )
+            .as_bytes(),
+        )?;
+        let mut out = Vec::new();
+        match tls.read_to_end(&mut out) {
+            Ok(_) => {}
+            // The server may close without close_notify after a full answer.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .with_context(|| format!("no status in {text:?}"))?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    #[test]
+    fn a_cluster_client_certificate_opens_the_console_over_https_another_cas_does_not() -> Result<()>
+    {
+        let cluster = TestCluster::start_with_console(
+            1,
+            ConsoleSettings {
+                listen: Some("127.0.0.1:0".parse()?),
+                tls: true,
+                ..ConsoleSettings::default()
+            },
+        )?;
+        let peer = cluster.peer(1).context("peer n1")?;
+        let a = peer.console_addr().context("no console listener")?;
+        let tls = cluster.tls_dir();
+        let ca = tls.join("ca.pem");
+        let cert = (tls.join("planner.pem"), tls.join("planner.key"));
+        let client = Some((cert.0.as_path(), cert.1.as_path()));
+
+        // The metrics listener keeps the probes, plain, and no console.
+        let m = peer.metrics_addr().context("metrics")?;
+        let (st, _, _) = http(m, "GET", "/healthz", None, None)?;
+        ensure!(st == 200, "/healthz: {st}");
+        let (st, _, _) = http(m, "GET", "/api/info", None, None)?;
+        ensure!(
+            st == 404,
+            "the console is not on the metrics listener: {st}"
+        );
+
+        // With the cluster's client certificate: signed in, a state change passes the check.
+        let (st, body) = https(a, &ca, client, "GET", "/api/info")?;
+        ensure!(
+            st == 200 && body.contains("\"signed_in\":true"),
+            "{st} {body}"
+        );
+        let (st, body) = https(a, &ca, client, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(
+            st == 404,
+            "a state change with the certificate: {st} {body}"
+        );
+        // Without one: HTTPS works, state changes need the token.
+        let (st, body) = https(a, &ca, None, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(st == 401, "without a certificate: {st} {body}");
+        // Another CA's certificate: the handshake fails.
+        let other = tempfile::tempdir()?;
+        plexus_node::transport::certs::init(other.path(), &[1], &["planner".to_owned()])?;
+        let foreign = https(
+            a,
+            &ca,
+            Some((
+                &other.path().join("planner.pem"),
+                &other.path().join("planner.key"),
+            )),
+            "GET",
+            "/api/info",
+        );
+        ensure!(
+            foreign.is_err(),
+            "another CA's certificate was accepted: {foreign:?}"
+        );
+        // Plain HTTP on the HTTPS listener gets no answer.
+        ensure!(
+            http(a, "GET", "/api/info", None, None).is_err(),
+            "plain HTTP answered on the HTTPS listener"
+        );
+
+        // The token the peer made (none was configured), and the modes of its data directory.
+        let data = cluster.dir.path().join("n1");
+        let token = std::fs::read_to_string(data.join("console.token"))?;
+        let (st, body) = https(a, &ca, None, "DELETE", "/api/keyspaces/nothing")?;
+        ensure!(st == 401, "{st} {body}");
+        ensure!(token.trim().len() >= 32, "short token");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| -> Result<u32> {
+                Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+            };
+            ensure!(mode(&data)? == 0o700, "data dir {:o}", mode(&data)?);
+            ensure!(mode(&data.join("console.token"))? == 0o600, "token file");
+            let mut files = 0;
+            let mut stack = vec![data.join("raft")];
+            while let Some(d) = stack.pop() {
+                ensure!(mode(&d)? == 0o700, "{} is {:o}", d.display(), mode(&d)?);
+                for e in std::fs::read_dir(&d)? {
+                    let p = e?.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else {
+                        files += 1;
+                        ensure!(mode(&p)? == 0o600, "{} is {:o}", p.display(), mode(&p)?);
+                    }
+                }
+            }
+            ensure!(files > 0, "no Raft files checked");
+        }
+        Ok(())
+    }
+}
+
+/// `planner serve --tls-cert/--tls-key`: the console over HTTPS, its link too.
+#[test]
+fn planner_serve_over_https() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let certs = plexus_node::transport::certs::init(&dir.path().join("tls"), &[1], &[])?;
+    let (_, n1) = certs.peers.first().context("n1's files")?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tls-cert")
+        .arg(&n1.cert)
+        .arg("--tls-key")
+        .arg(&n1.key)
+        .env_remove("PLEXUS_CONSOLE_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let result = (|| -> Result<()> {
+        let mut out = child.stdout.take().context("stdout")?;
+        let line = line_of(&mut out)?;
+        let addr: SocketAddr = line
+            .strip_prefix("listening on https://")
+            .with_context(|| format!("not https: {line}"))?
+            .trim()
+            .parse()?;
+        let link = line_of(&mut out)?;
+        ensure!(
+            link.starts_with(&format!("console: https://{addr}/?token=")),
+            "{link}"
+        );
+        let (st, body) = peer_https::https(addr, &certs.ca, None, "GET", "/api/info")?;
+        ensure!(
+            st == 200 && body.contains("\"token_required\":true"),
+            "{st} {body}"
+        );
+        let (st, _) = peer_https::https(addr, &certs.ca, None, "DELETE", "/api/keyspaces/x")?;
+        ensure!(st == 401, "a state change without the token: {st}");
+        ensure!(
+            http(addr, "GET", "/api/info", None, None).is_err(),
+            "plain HTTP answered"
+        );
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    result
 }

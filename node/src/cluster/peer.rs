@@ -178,8 +178,10 @@ pub struct Peer {
     advertise: String,
     /// Heartbeats, key checks and (on the leader) lease expiry.
     duties: tokio::task::JoinHandle<()>,
-    /// `/metrics`, `/healthz`, `/readyz`.
+    /// `/metrics`, `/healthz`, `/readyz` (and the console unless it has its own listener).
     http: Option<HttpServer>,
+    /// The console on a listener of its own (`[console] listen`).
+    console_http: Option<HttpServer>,
     /// The span export, flushed on shutdown.
     tracing: Option<Arc<Tracing>>,
 }
@@ -197,11 +199,17 @@ impl Peer {
             reason: e.to_string(),
         };
         let sealer = load_sealer(&s)?;
-        std::fs::create_dir_all(&s.data_dir).map_err(|e| PeerError::Restore {
+        crate::fsmode::create_private_dir(&s.data_dir).map_err(|e| PeerError::Restore {
             id,
             reason: format!("cannot create {}: {e}", s.data_dir.display()),
         })?;
         let db = RaftDb::open(&s.data_dir.join("raft"))?;
+        // The log's files are created by the storage library with the default mode; the
+        // data directory's 0700 already keeps them private, these modes say so on each file.
+        crate::fsmode::restrict_tree(&s.data_dir.join("raft")).map_err(|e| PeerError::Restore {
+            id,
+            reason: format!("cannot restrict the modes in {}: {e}", s.data_dir.display()),
+        })?;
         let ledger = Arc::new(SharedLedger::default());
         let sm = LedgerStateMachine::open(db.clone(), ledger.clone()).map_err(|e| {
             PeerError::Restore {
@@ -279,26 +287,84 @@ impl Peer {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.clone()));
+        let probe: Arc<dyn Probe> = Arc::new(PeerProbe {
+            core: core.clone(),
+            executor: Arc::downgrade(&executor),
+        });
+        let console = match s.console.clone() {
+            Some(mut settings) => {
+                if settings.token.is_none() {
+                    // Without a configured token the peer makes one, kept in its data
+                    // directory (0600) for the operator to read.
+                    let path = s.data_dir.join("console.token");
+                    settings.token = Some(
+                        crate::console::load_or_create_token(&path)
+                            .map_err(|e| raft_err(&format!("console token: {e}")))?,
+                    );
+                    tracing::info!(peer = id, path = %path.display(), "console token in this file");
+                }
+                let http = console_http(&settings, &s.tls).map_err(|e| raft_err(&e))?;
+                let backend = PeerConsole::new(
+                    core.clone(),
+                    tokio::runtime::Handle::current(),
+                    settings.compiler.clone(),
+                );
+                let listen = settings.listen;
+                if http.tls.is_none() {
+                    tracing::warn!(
+                        peer = id,
+                        "the console is served over plain HTTP: set [console] listen (HTTPS by default) to keep the token off the network"
+                    );
+                }
+                Some((
+                    Arc::new(Console::new(Box::new(backend), settings)),
+                    http,
+                    listen,
+                ))
+            }
+            None => None,
+        };
+        let (shared, own) = match console {
+            // The console on a listener of its own: the metrics listener keeps the probes.
+            Some((c, http, Some(addr))) => (None, Some((c, http, addr))),
+            Some((c, http, None)) => (Some((c, http)), None),
+            None => (None, None),
+        };
         let http = match s.telemetry.metrics_listen {
             Some(addr) => {
-                let probe = Arc::new(PeerProbe {
-                    core: core.clone(),
-                    executor: Arc::downgrade(&executor),
-                });
-                let console = s.console.clone().map(|settings| {
-                    let backend = PeerConsole::new(
-                        core.clone(),
-                        tokio::runtime::Handle::current(),
-                        settings.compiler.clone(),
-                    );
-                    Arc::new(Console::new(Box::new(backend), settings))
-                });
+                let (console, settings) = match shared {
+                    Some((c, h)) => (Some(c), h),
+                    // Probes only, plain; scrapers that name the host are let in by the
+                    // console's allowed hosts.
+                    None => (
+                        None,
+                        crate::metrics::HttpSettings {
+                            guard: crate::console::HttpGuard {
+                                allowed_hosts: s
+                                    .console
+                                    .as_ref()
+                                    .map(|c| c.http.allowed_hosts.clone())
+                                    .unwrap_or_default(),
+                                ..crate::console::HttpGuard::default()
+                            },
+                            tls: None,
+                        },
+                    ),
+                };
                 Some(
-                    HttpServer::serve(addr, probe, console)
+                    HttpServer::serve(addr, probe.clone(), console, settings)
                         .await
                         .map_err(|e| raft_err(&format!("metrics listener {addr}: {e}")))?,
                 )
             }
+            None => None,
+        };
+        let console_http = match own {
+            Some((c, settings, addr)) => Some(
+                HttpServer::serve(addr, probe, Some(c), settings)
+                    .await
+                    .map_err(|e| raft_err(&format!("console listener {addr}: {e}")))?,
+            ),
             None => None,
         };
         tracing::info!(peer = id, addr = %advertise, threads = threads.len(), "peer started");
@@ -310,6 +376,7 @@ impl Peer {
             advertise,
             duties,
             http,
+            console_http,
             tracing: spans,
         })
     }
@@ -353,6 +420,11 @@ impl Peer {
         self.http.as_ref().map(HttpServer::addr)
     }
 
+    /// The bound address of the console's own listener, if it has one.
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console_http.as_ref().map(HttpServer::addr)
+    }
+
     /// The peer's executor (its ledger view, stop).
     pub fn executor(&self) -> &Arc<Executor> {
         &self.executor
@@ -390,6 +462,9 @@ impl Peer {
         if let Some(h) = self.http {
             h.stop().await;
         }
+        if let Some(h) = self.console_http {
+            h.stop().await;
+        }
         if let Some(t) = self.tracing {
             // Flushing blocks until the export is done.
             let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
@@ -407,6 +482,7 @@ impl Peer {
         self.serve.stop();
         self.core.transport.close().await;
         drop(self.http);
+        drop(self.console_http);
         if let Some(t) = self.tracing {
             let _ = tokio::task::spawn_blocking(move || drop(t)).await;
         }
@@ -748,4 +824,27 @@ impl Stealer for PeerStealer {
         executor.accept(tasks);
         n
     }
+}
+
+/// The console listener's settings: its checks and limits, and with `tls` HTTPS under the
+/// peer's own certificate, accepting (or with `require_client_cert` requiring) client
+/// certificates of the cluster CA.
+fn console_http(
+    c: &ConsoleSettings,
+    files: &TlsFiles,
+) -> Result<crate::metrics::HttpSettings, String> {
+    let tls = if c.tls {
+        let m = crate::transport::tls::TlsMaterial::load(files)
+            .map_err(|e| format!("console TLS: {e}"))?;
+        Some(Arc::new(
+            crate::transport::tls::https_server_config(&m, c.require_client_cert)
+                .map_err(|e| format!("console TLS: {e}"))?,
+        ))
+    } else {
+        None
+    };
+    Ok(crate::metrics::HttpSettings {
+        guard: c.http.clone(),
+        tls,
+    })
 }

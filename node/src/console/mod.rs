@@ -15,11 +15,15 @@
 //! the pages at `/`, `/ks/<ks>` and `/assets/*`.
 
 pub mod dag;
+pub mod guard;
 
 use std::fmt;
 use std::sync::Arc;
 
 use plexus_core::plan::Plan;
+use subtle::ConstantTimeEq as _;
+
+pub use guard::{FileRoots, HttpGuard};
 
 use plexus_raft::{Ledger, NodeBatchStatus, Run, RunStatus};
 use serde::Deserialize;
@@ -29,8 +33,8 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
-/// Largest request body the console reads (a start request is a few hundred bytes).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest request body the console reads by default (a start request is a few hundred bytes).
+pub const MAX_BODY_BYTES: usize = guard::DEFAULT_MAX_BODY_BYTES;
 
 /// Why a console request failed; each maps to an HTTP status and a JSON body
 /// `{"error": message, "errors": [..]}` a person can act on.
@@ -53,6 +57,10 @@ pub enum ConsoleError {
     /// A state change without the right token (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// A file outside the configured file roots (403); the message never says whether it
+    /// exists.
+    #[error("{0}")]
+    Forbidden(String),
     /// The ledger refused the change (a stopped run, a keyspace in use) (409).
     #[error("{0}")]
     Conflict(String),
@@ -75,6 +83,7 @@ impl ConsoleError {
             Self::BadRequest(_) => 400,
             Self::Invalid { .. } => 422,
             Self::Unauthorized(_) => 401,
+            Self::Forbidden(_) => 403,
             Self::Conflict(_) => 409,
             Self::Unsupported(_) => 501,
             Self::Unavailable(_) => 503,
@@ -106,6 +115,10 @@ pub struct StartRequest {
     /// Free text recorded with the run.
     #[serde(default)]
     pub description: String,
+    /// Where the files the request and its script name may be read from; set by the console
+    /// from its settings, never from the request.
+    #[serde(skip)]
+    pub file_roots: FileRoots,
 }
 
 /// Start nodes as a JSON list or as Capillaries' comma-separated string.
@@ -206,20 +219,28 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError>;
 }
 
-/// Who may use the console: state changes (POST, DELETE) need the token when one is set and
-/// are refused when `writes_open` is false and no token is set; reads need it only with
-/// `protect_reads`.
+/// Who may use the console: every state change (POST, DELETE) needs the token (or a client
+/// certificate of the cluster CA on a peer's HTTPS listener); reads need it only with
+/// `protect_reads`; without a token no state change is possible.
 #[derive(Clone, Default)]
 pub struct ConsoleSettings {
     /// Bearer token for state changes (and reads with `protect_reads`).
     pub token: Option<String>,
-    /// Allow state changes without a token (loopback `planner serve` without `--token`).
-    pub writes_open: bool,
     /// Reads need the token too.
     pub protect_reads: bool,
     /// What compiles the scripts of runs started on a peer's console; without one, a peer
     /// refuses starts (`planner serve` compiles them itself and ignores this).
     pub compiler: Option<Arc<dyn PlanCompiler>>,
+    /// Where scripts, params and the files they name may be read from (none: starts refused).
+    pub file_roots: FileRoots,
+    /// Host/Origin checks and limits of the listener serving the console.
+    pub http: HttpGuard,
+    /// A peer's console on a listener of its own (else on the metrics listener).
+    pub listen: Option<std::net::SocketAddr>,
+    /// A peer's console listener serves HTTPS with the peer's certificate.
+    pub tls: bool,
+    /// With `tls`: only clients with a certificate of the cluster CA may connect.
+    pub require_client_cert: bool,
 }
 
 impl fmt::Debug for ConsoleSettings {
@@ -227,10 +248,57 @@ impl fmt::Debug for ConsoleSettings {
         // The token is a secret: never in logs.
         f.debug_struct("ConsoleSettings")
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .field("writes_open", &self.writes_open)
             .field("protect_reads", &self.protect_reads)
             .field("compiler", &self.compiler.is_some())
+            .field("file_roots", &self.file_roots)
+            .field("http", &self.http)
+            .field("listen", &self.listen)
+            .field("tls", &self.tls)
+            .field("require_client_cert", &self.require_client_cert)
             .finish()
+    }
+}
+
+/// A fresh console token: 32 random bytes from the ring provider's system generator, hex.
+pub fn generate_token() -> Result<String, ConsoleError> {
+    let provider = rustls::crypto::ring::default_provider();
+    let mut b = [0u8; 32];
+    provider
+        .secure_random
+        .fill(&mut b)
+        .map_err(|_| ConsoleError::Internal("the system random generator failed".to_owned()))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Reads a token file (its first line, trimmed); an empty file is an error.
+pub fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    let t = text.lines().next().unwrap_or_default().trim().to_owned();
+    if t.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} holds no token", path.display()),
+        ));
+    }
+    Ok(t)
+}
+
+/// The token in `path`, or a fresh one written there (mode 0600) when the file is missing:
+/// a peer without a configured token still has one, readable only by its operator.
+pub fn load_or_create_token(path: &std::path::Path) -> Result<String, ConsoleError> {
+    match read_token_file(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let t = generate_token()?;
+            crate::fsmode::write_private(path, format!("{t}\n").as_bytes()).map_err(|e| {
+                ConsoleError::Internal(format!("cannot write {}: {e}", path.display()))
+            })?;
+            Ok(t)
+        }
+        Err(e) => Err(ConsoleError::Internal(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -241,8 +309,18 @@ pub struct HttpRequest<'a> {
     pub method: &'a str,
     /// The path, percent-encoded.
     pub path: &'a str,
+    /// The query string (after `?`), if any.
+    pub query: Option<&'a str>,
     /// The `Authorization` header.
     pub authorization: Option<&'a str>,
+    /// The `Cookie` header.
+    pub cookie: Option<&'a str>,
+    /// The `Host` header (names the token cookie per port).
+    pub host: Option<&'a str>,
+    /// Whether the request came over TLS (the cookie is then `Secure`).
+    pub tls: bool,
+    /// Whether the client presented a certificate of the cluster CA (TLS listener of a peer).
+    pub client_cert: bool,
     /// The body.
     pub body: &'a [u8],
 }
@@ -256,6 +334,10 @@ pub struct HttpResponse {
     pub content_type: &'static str,
     /// Methods of the path, on a 405.
     pub allow: Option<&'static str>,
+    /// A `Set-Cookie` header (the token cookie after a login).
+    pub set_cookie: Option<String>,
+    /// A `Location` header (the redirect after a login link).
+    pub location: Option<String>,
     /// The body.
     pub body: Vec<u8>,
 }
@@ -266,6 +348,8 @@ impl HttpResponse {
             status,
             content_type: "application/json",
             allow: None,
+            set_cookie: None,
+            location: None,
             body: v.to_string().into_bytes(),
         }
     }
@@ -279,6 +363,8 @@ impl HttpResponse {
             status: 200,
             content_type,
             allow: None,
+            set_cookie: None,
+            location: None,
             body: body.as_bytes().to_vec(),
         }
     }
@@ -318,7 +404,7 @@ impl Console {
         let path = req.path.trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
         if !path.starts_with("/api") {
-            return self.page(req.method, path);
+            return self.page(req, path);
         }
         let segs: Vec<String> = path
             .trim_start_matches("/api")
@@ -333,7 +419,8 @@ impl Console {
         }
     }
 
-    fn page(&self, method: &str, path: &str) -> HttpResponse {
+    fn page(&self, req: &HttpRequest<'_>, path: &str) -> HttpResponse {
+        let method = req.method;
         if method != "GET" && method != "HEAD" {
             return HttpResponse {
                 status: 405,
@@ -341,6 +428,30 @@ impl Console {
                 ..HttpResponse::error(&ConsoleError::BadRequest(format!(
                     "{method} {path}: pages are read with GET"
                 )))
+            };
+        }
+        // The link `planner serve` prints carries the token once: it becomes an HttpOnly
+        // cookie and the browser is sent on to the same page without it.
+        if let Some(given) = req.query.and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("token="))
+                .map(percent_decode)
+        }) {
+            return if self.token_matches(&given) {
+                HttpResponse {
+                    status: 303,
+                    location: Some(path.to_owned()),
+                    set_cookie: Some(self.cookie_header(req, Some(&given))),
+                    ..HttpResponse::text("text/plain; charset=utf-8", "signed in\n")
+                }
+            } else {
+                HttpResponse {
+                    status: 401,
+                    ..HttpResponse::text(
+                        "text/plain; charset=utf-8",
+                        "the token in this link is wrong: use the link planner serve printed\n",
+                    )
+                }
             };
         }
         match path {
@@ -353,35 +464,138 @@ impl Console {
         }
     }
 
+    /// Whether `given` is the token (compared in constant time).
+    fn token_matches(&self, given: &str) -> bool {
+        self.settings
+            .token
+            .as_ref()
+            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(given.as_bytes())))
+    }
+
+    /// The token cookie's name: one per port, so consoles on one host do not sign each other
+    /// out (cookies ignore ports).
+    fn cookie_name(req: &HttpRequest<'_>) -> String {
+        let port = req
+            .host
+            .and_then(|h| h.rsplit_once(':'))
+            .map(|(_, p)| p)
+            .filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            .unwrap_or(if req.tls { "443" } else { "80" });
+        format!("plexus_token_{port}")
+    }
+
+    /// A `Set-Cookie` value holding `token` (`None`: clears it). HttpOnly (no script reads
+    /// it), SameSite=Strict (no other site's page sends it), Secure over TLS.
+    fn cookie_header(&self, req: &HttpRequest<'_>, token: Option<&str>) -> String {
+        let name = Self::cookie_name(req);
+        let secure = if req.tls { "; Secure" } else { "" };
+        match token {
+            Some(t) => format!("{name}={t}; Path=/; HttpOnly; SameSite=Strict{secure}"),
+            None => format!("{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
+        }
+    }
+
+    /// Whether the request carries the token (bearer or cookie) or a cluster client
+    /// certificate.
+    fn authenticated(&self, req: &HttpRequest<'_>) -> bool {
+        if req.client_cert {
+            return true;
+        }
+        // RFC 9110: the scheme is case-insensitive.
+        let bearer = req.authorization.and_then(|h| {
+            let (scheme, rest) = h.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+        if bearer.is_some_and(|b| self.token_matches(b)) {
+            return true;
+        }
+        let name = Self::cookie_name(req);
+        req.cookie.is_some_and(|c| {
+            c.split(';').any(|kv| {
+                kv.trim()
+                    .split_once('=')
+                    .is_some_and(|(k, v)| k == name && self.token_matches(v))
+            })
+        })
+    }
+
     fn authorize(&self, req: &HttpRequest<'_>, access: Access) -> Result<(), ConsoleError> {
         let s = &self.settings;
-        let given = req
-            .authorization
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim);
-        match (&s.token, access) {
-            (None, Access::Read) => Ok(()),
-            (None, Access::Write) if s.writes_open => Ok(()),
-            (None, Access::Write) => Err(ConsoleError::Unauthorized(
-                "state changes are disabled: no console token is configured (set [console] token in node.toml, or planner serve --token)"
-                    .to_owned(),
-            )),
-            (Some(_), Access::Read) if !s.protect_reads => Ok(()),
-            (Some(token), _) => match given {
-                Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
-                Some(_) => Err(ConsoleError::Unauthorized(
-                    "the bearer token is wrong".to_owned(),
-                )),
-                None => Err(ConsoleError::Unauthorized(format!(
-                    "{} needs the console token: send Authorization: Bearer <token>",
-                    if access == Access::Write {
-                        "a state change"
-                    } else {
-                        "reading"
-                    }
-                ))),
-            },
+        if access == Access::Read && !s.protect_reads {
+            return Ok(());
         }
+        if s.token.is_none() && !req.client_cert {
+            return Err(ConsoleError::Unauthorized(
+                "state changes are disabled: this server has no console token".to_owned(),
+            ));
+        }
+        if self.authenticated(req) {
+            return Ok(());
+        }
+        let given = req.authorization.is_some()
+            || req
+                .cookie
+                .is_some_and(|c| c.contains(&Self::cookie_name(req)));
+        Err(ConsoleError::Unauthorized(if given {
+            "the console token is wrong".to_owned()
+        } else {
+            format!(
+                "{} needs the console token: open the link the server printed, or send Authorization: Bearer <token>",
+                if access == Access::Write {
+                    "a state change"
+                } else {
+                    "reading"
+                }
+            )
+        }))
+    }
+
+    /// `POST /api/session {"token": …}`: checks the token and sets it as the cookie;
+    /// `DELETE /api/session` clears it.
+    fn session(&self, req: &HttpRequest<'_>) -> Result<HttpResponse, ConsoleError> {
+        if req.method == "DELETE" {
+            return Ok(HttpResponse {
+                set_cookie: Some(self.cookie_header(req, None)),
+                ..HttpResponse::json(200, &json!({ "signed_in": false }))
+            });
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Login {
+            token: String,
+        }
+        let login: Login = serde_json::from_slice(req.body).map_err(|_| {
+            ConsoleError::BadRequest("a sign-in takes {\"token\": \"…\"}".to_owned())
+        })?;
+        let token = login.token.trim();
+        if !self.token_matches(token) {
+            return Err(ConsoleError::Unauthorized(
+                "the console token is wrong".to_owned(),
+            ));
+        }
+        Ok(HttpResponse {
+            set_cookie: Some(self.cookie_header(req, Some(token))),
+            ..HttpResponse::json(200, &json!({ "signed_in": true }))
+        })
+    }
+
+    /// Refuses a start whose script or params lie outside the file roots (one message for
+    /// every such file, whether it exists or not).
+    fn check_roots(&self, start: &StartRequest) -> Result<(), ConsoleError> {
+        let roots = &self.settings.file_roots;
+        if roots.is_empty() {
+            return Err(ConsoleError::Forbidden(
+                "the run was not started: this server has no file roots, so it reads no script (planner serve --file-root DIR, or [console] file-roots in node.toml)".to_owned(),
+            ));
+        }
+        for url in std::iter::once(start.script_url.as_str())
+            .chain(start.params_url.as_deref().filter(|p| !p.trim().is_empty()))
+        {
+            roots
+                .check(url)
+                .map_err(|e| ConsoleError::Forbidden(format!("the run was not started: {e}")))?;
+        }
+        Ok(())
     }
 
     fn api(&self, req: &HttpRequest<'_>, segs: &[&str]) -> Result<HttpResponse, ConsoleError> {
@@ -401,9 +615,13 @@ impl Console {
             ["info"] => match m {
                 "GET" => {
                     read()?;
-                    Ok(HttpResponse::json(200, &self.info()))
+                    Ok(HttpResponse::json(200, &self.info(req)))
                 }
                 _ => not_allowed("GET"),
+            },
+            ["session"] => match m {
+                "POST" | "DELETE" => self.session(req),
+                _ => not_allowed("POST, DELETE"),
             },
             ["keyspaces"] => match m {
                 "GET" => {
@@ -433,13 +651,15 @@ impl Console {
                 "POST" => {
                     write()?;
                     check_name("keyspace", ks)?;
-                    let start: StartRequest = parse_body(req.body)?;
+                    let mut start: StartRequest = parse_body(req.body)?;
                     if start.script_url.trim().is_empty() {
                         return Err(ConsoleError::Invalid {
                             message: "the run was not started: the script URL is empty".into(),
                             errors: vec!["script_url: give the script's path or URL".into()],
                         });
                     }
+                    self.check_roots(&start)?;
+                    start.file_roots = self.settings.file_roots.clone();
                     let started = self.backend.start_run(ks, &start)?;
                     Ok(HttpResponse::json(
                         201,
@@ -528,6 +748,8 @@ impl Console {
                         status: 200,
                         content_type: "image/svg+xml",
                         allow: None,
+                        set_cookie: None,
+                        location: None,
                         body: svg.into_bytes(),
                     })
                 }
@@ -540,14 +762,15 @@ impl Console {
         }
     }
 
-    fn info(&self) -> Value {
+    fn info(&self, req: &HttpRequest<'_>) -> Value {
         let i = self.backend.info();
         let s = &self.settings;
-        let writes = s.token.is_some() || s.writes_open;
+        let writes = s.token.is_some() || req.client_cert;
         json!({
             "backend": i.kind,
             "name": i.name,
-            "token_required": s.token.is_some(),
+            "token_required": true,
+            "signed_in": self.authenticated(req),
             "writes": {
                 "start": writes && i.can_start,
                 "stop": writes,
@@ -839,15 +1062,6 @@ fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
-/// Compares without stopping at the first difference, so the time taken does not tell how
-/// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -907,7 +1121,12 @@ mod tests {
         let r = c.handle(&HttpRequest {
             method,
             path,
+            query: None,
             authorization: auth,
+            cookie: None,
+            host: Some("127.0.0.1:8080"),
+            tls: false,
+            client_cert: false,
             body: body.as_bytes(),
         });
         let v = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
@@ -915,8 +1134,12 @@ mod tests {
     }
 
     #[test]
-    fn tokens_guard_state_changes_and_optionally_reads() {
-        let start = r#"{"script_url":"s.json"}"#;
+    fn tokens_guard_state_changes_and_optionally_reads() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut roots = FileRoots::default();
+        roots.add(&dir.path().display().to_string())?;
+        let script = std::fs::canonicalize(dir.path())?.join("s.json");
+        let start = &json!({ "script_url": script.display().to_string() }).to_string();
         // No token configured, writes closed (a peer without [console] token).
         let c = console(ConsoleSettings::default());
         assert_eq!(ask(&c, "GET", "/api/keyspaces", None, "").0, 200);
@@ -930,6 +1153,7 @@ mod tests {
         // A token: required for writes, not for reads.
         let c = console(ConsoleSettings {
             token: Some("t".into()),
+            file_roots: roots.clone(),
             ..ConsoleSettings::default()
         });
         assert_eq!(
@@ -967,21 +1191,161 @@ mod tests {
             ask(&c, "GET", "/api/keyspaces", Some("Bearer t"), "").0,
             200
         );
-        // Loopback planner serve without a token.
+        // The scheme is case-insensitive; the token is not.
         let c = console(ConsoleSettings {
-            writes_open: true,
+            token: Some("t".into()),
+            file_roots: roots,
             ..ConsoleSettings::default()
         });
         assert_eq!(
-            ask(&c, "POST", "/api/keyspaces/ks/runs", None, start).0,
+            ask(
+                &c,
+                "POST",
+                "/api/keyspaces/ks/runs",
+                Some("bearer t"),
+                start
+            )
+            .0,
             201
         );
+        assert_eq!(
+            ask(
+                &c,
+                "POST",
+                "/api/keyspaces/ks/runs",
+                Some("BEARER T"),
+                start
+            )
+            .0,
+            401
+        );
+        Ok(())
+    }
+
+    fn request<'a>(
+        method: &'a str,
+        path: &'a str,
+        query: Option<&'a str>,
+        cookie: Option<&'a str>,
+        body: &'a [u8],
+    ) -> HttpRequest<'a> {
+        HttpRequest {
+            method,
+            path,
+            query,
+            authorization: None,
+            cookie,
+            host: Some("127.0.0.1:8080"),
+            tls: false,
+            client_cert: false,
+            body,
+        }
+    }
+
+    #[test]
+    fn the_login_link_and_sign_in_set_an_http_only_strict_cookie() {
+        let c = console(ConsoleSettings {
+            token: Some("t0k".into()),
+            ..ConsoleSettings::default()
+        });
+        let r = c.handle(&request("GET", "/ks/x", Some("token=t0k"), None, b""));
+        assert_eq!((r.status, r.location.as_deref()), (303, Some("/ks/x")));
+        assert_eq!(
+            r.set_cookie.as_deref(),
+            Some("plexus_token_8080=t0k; Path=/; HttpOnly; SameSite=Strict")
+        );
+        assert_eq!(
+            c.handle(&request("GET", "/", Some("token=bad"), None, b""))
+                .status,
+            401
+        );
+        let start = br#"{"script_url":"/nowhere/s.json"}"#;
+        let with = |cookie| {
+            c.handle(&request(
+                "POST",
+                "/api/keyspaces/ks/runs",
+                None,
+                Some(cookie),
+                start,
+            ))
+            .status
+        };
+        // The right cookie passes the token check (and meets the empty file roots).
+        assert_eq!(with("a=b; plexus_token_8080=t0k"), 403);
+        assert_eq!(with("plexus_token_8080=bad"), 401);
+        assert_eq!(with("plexus_token_9090=t0k"), 401);
+        let r = c.handle(&request(
+            "POST",
+            "/api/session",
+            None,
+            None,
+            br#"{"token":"t0k"}"#,
+        ));
+        assert_eq!(r.status, 200);
+        assert!(
+            r.set_cookie
+                .is_some_and(|k| k.starts_with("plexus_token_8080=t0k;"))
+        );
+        let r = c.handle(&request(
+            "POST",
+            "/api/session",
+            None,
+            None,
+            br#"{"token":"no"}"#,
+        ));
+        assert_eq!((r.status, r.set_cookie), (401, None));
+    }
+
+    #[test]
+    fn starts_read_only_below_the_file_roots() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut roots = FileRoots::default();
+        roots.add(&dir.path().display().to_string())?;
+        let c = console(ConsoleSettings {
+            token: Some("t".into()),
+            file_roots: roots,
+            ..ConsoleSettings::default()
+        });
+        let inside = std::fs::canonicalize(dir.path())?.join("s.json");
+        let body = json!({ "script_url": inside.display().to_string() }).to_string();
+        assert_eq!(
+            ask(
+                &c,
+                "POST",
+                "/api/keyspaces/ks/runs",
+                Some("Bearer t"),
+                &body
+            )
+            .0,
+            201
+        );
+        let mut refusals = Vec::new();
+        for outside in ["/etc/passwd", "/nonexistent/s.json", "s.json"] {
+            let body = json!({ "script_url": outside }).to_string();
+            let (st, v) = ask(
+                &c,
+                "POST",
+                "/api/keyspaces/ks/runs",
+                Some("Bearer t"),
+                &body,
+            );
+            assert_eq!(st, 403, "{outside}");
+            refusals.push(
+                v["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace(outside, "X"),
+            );
+        }
+        // One message whether the file exists or not.
+        assert_eq!(refusals[0], refusals[1]);
+        Ok(())
     }
 
     #[test]
     fn routes_refuse_with_messages() {
         let c = console(ConsoleSettings {
-            writes_open: true,
+            token: Some("t".into()),
             ..ConsoleSettings::default()
         });
         let (st, v) = ask(&c, "GET", "/api/keyspaces/nope/runs", None, "");
@@ -995,7 +1359,7 @@ mod tests {
         assert_eq!(ask(&c, "GET", "/api/keyspaces/ks/runs/x", None, "").0, 400);
         assert_eq!(ask(&c, "PUT", "/api/keyspaces", None, "").0, 405);
         assert_eq!(ask(&c, "GET", "/api/whatever", None, "").0, 404);
-        let (st, v) = ask(&c, "POST", "/api/keyspaces/ks/runs", None, "{");
+        let (st, v) = ask(&c, "POST", "/api/keyspaces/ks/runs", Some("Bearer t"), "{");
         assert_eq!(st, 400);
         assert!(
             v["error"]
@@ -1006,16 +1370,24 @@ mod tests {
             &c,
             "POST",
             "/api/keyspaces/ks/runs",
-            None,
+            Some("Bearer t"),
             r#"{"script_url":" "}"#,
         );
         assert_eq!(st, 422);
         assert_eq!(v["errors"].as_array().map(Vec::len), Some(1));
-        assert_eq!(ask(&c, "DELETE", "/api/keyspaces/ks", None, "").0, 501);
+        assert_eq!(
+            ask(&c, "DELETE", "/api/keyspaces/ks", Some("Bearer t"), "").0,
+            501
+        );
         let page = c.handle(&HttpRequest {
             method: "GET",
             path: "/ks/anything",
+            query: None,
             authorization: None,
+            cookie: None,
+            host: None,
+            tls: false,
+            client_cert: false,
             body: b"",
         });
         assert_eq!(

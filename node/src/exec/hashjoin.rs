@@ -591,7 +591,7 @@ fn spill(
     let mut files = parts
         .iter()
         .map(|p| {
-            File::create(p)
+            crate::fsmode::create_private_file(p)
                 .map(|f| BufWriter::with_capacity(1 << 16, f))
                 .map_err(BatchErrorKind::spill("create", p))
         })

@@ -239,7 +239,7 @@ impl TopBuffer {
         };
         let path = dir.path().join(format!("run-{:05}", s.runs.len()));
         self.rows.sort_unstable();
-        let file = File::create(&path).map_err(spill_err(&path))?;
+        let file = crate::fsmode::create_private_file(&path).map_err(spill_err(&path))?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
         for e in self.rows.drain(..) {
             write_entry(&mut w, &e).map_err(spill_err(&path))?;

@@ -145,3 +145,30 @@ pub fn client_config(m: &TlsMaterial) -> Result<ClientConfig, TransportError> {
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(config)
 }
+
+/// HTTPS for a peer's console listener: the peer's own certificate; a client certificate
+/// chaining to the cluster CA is verified when presented (it stands in for the console
+/// token) and, with `require_client_cert`, required. TLS 1.2 and 1.3, ALPN `http/1.1`, ring.
+pub fn https_server_config(
+    m: &TlsMaterial,
+    require_client_cert: bool,
+) -> Result<ServerConfig, TransportError> {
+    let provider = provider();
+    let builder = WebPkiClientVerifier::builder_with_provider(m.roots.clone(), provider.clone());
+    let builder = if require_client_cert {
+        builder
+    } else {
+        builder.allow_unauthenticated()
+    };
+    let verifier = builder
+        .build()
+        .map_err(|e| tls_err(format!("client verifier: {e}")))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(format!("server config: {e}")))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(m.chain.clone(), m.key.clone_key())
+        .map_err(|e| tls_err(format!("server certificate/key: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}

@@ -6,7 +6,9 @@ data directory and starts `planner serve`; this script starts chromedriver (and 
 walks the pages, saves a screenshot of each into the artifacts directory and checks what the
 pages say.
 
-Usage: console_test.py BASE_URL ARTIFACTS_DIR SCRIPT_URL PARAMS_URL SLOW_PARAMS_URL
+Usage: console_test.py BASE_URL ARTIFACTS_DIR SCRIPT_URL PARAMS_URL SLOW_PARAMS_URL LINK EVIL_BASE
+(LINK: the console link with the token `planner serve` printed; EVIL_BASE: a server of another
+origin serving evil.html.)
 """
 
 import base64
@@ -19,9 +21,11 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
-BASE, ART, SCRIPT, PARAMS, SLOW_PARAMS = sys.argv[1:6]
+BASE, ART, SCRIPT, PARAMS, SLOW_PARAMS, LINK, EVIL = sys.argv[1:8]
+CSRF_KS = "csrf_attack"
 KS = "lookup_quicktest"
 SLOW_KS = "slow_inputs"
 
@@ -145,6 +149,28 @@ def main():
     os.makedirs(ART, exist_ok=True)
     d = Driver()
     try:
+        # 0. The console link signs the browser in: the token becomes an HttpOnly cookie and
+        #    leaves the address bar.
+        d.go(LINK)
+        d.wait("the console after the link", "document.querySelector('#main')")
+        url = d.js("return location.href")
+        check("token" not in url, f"the token left the address bar ({url})")
+        check("token" not in (d.js("return document.cookie") or ""), "the page's script cannot read the token cookie")
+        d.wait("signed in", "document.querySelector('#token-btn') && document.querySelector('#token-btn').hidden")
+
+        # 0b. A page of another origin, with the cookie in this browser, tries a simple
+        #     cross-site POST (text/plain, no preflight), a JSON POST and an API read.
+        d.go(f"{EVIL}/index.html?target={urllib.parse.quote(BASE)}&script={urllib.parse.quote(SCRIPT)}&params={urllib.parse.quote(PARAMS)}&ks={CSRF_KS}")
+        d.wait("the attacks to finish", "window.results && window.results.done", 30)
+        res = d.js("return window.results")
+        d.shot("00-other-origin")
+        check(res.get("read", "").startswith("blocked"), f"the other origin cannot read the API ({res.get('read')})")
+        check(res.get("json", "").startswith("blocked"), f"its JSON POST is blocked ({res.get('json')})")
+        time.sleep(1)
+        with urllib.request.urlopen(BASE + "/api/keyspaces", timeout=30) as r:
+            names = [k["name"] for k in json.loads(r.read())["keyspaces"]]
+        check(CSRF_KS not in names, f"no run was created by the other origin (keyspaces: {names})")
+
         # 1. The keyspace list shows the keyspace of the finished conformance run.
         d.go(BASE + "/")
         d.wait("the keyspace card", f"document.querySelector('[data-keyspace=\"{KS}\"]')")
@@ -204,7 +230,7 @@ def main():
         d.click("#start-confirm")
         d.wait("the error box", "document.querySelector('#dialog-errors')")
         d.shot("07-start-refused")
-        check("script.json" in d.text("#dialog-errors"), "a bad script URL is refused with its path")
+        check("script.json" in d.text("#dialog-errors"), "a script outside the file roots is refused with its path")
         d.click("#start-cancel")
 
         # 7. A long run (inputs behind a slow HTTP server), stopped from the dialog.

@@ -5,8 +5,11 @@
 # 2. builds `planner`; copies the lookup conformance inputs to a temp dir; `planner run` makes
 #    run 1 (complete) and run 2 (read_orders fails: its input file is missing) of
 #    keyspace lookup_quicktest;
-# 3. starts a slow HTTP server (inputs of the run the test stops) and `planner serve` on
-#    loopback, then console_test.py walks the pages, saving screenshots into
+# 3. starts a slow HTTP server (inputs of the run the test stops), a page server on another
+#    port (evil.html: the cross-origin attacks) and `planner serve` on loopback without a
+#    token (it prints a console link carrying the one it made), then console_test.py signs in
+#    through that link, checks that the other origin's CSRF POST and API read fail, walks the
+#    pages and starts runs, saving screenshots into
 #    $CARGO_TARGET_DIR/test-artifacts/console (default target/test-artifacts/console).
 #
 # Every process started here is killed by its pid on exit, failed or not. Without conformance
@@ -101,14 +104,26 @@ for _ in $(seq 50); do [ -s "$tmp/slow.port" ] && break; sleep 0.1; done
 slow_port="$(head -1 "$tmp/slow.port")"
 params "http://127.0.0.1:$slow_port" "$tmp/out_slow" "$tmp/params_slow.json"
 
-"$planner" serve --data-dir "$tmp/data" --listen 127.0.0.1:0 --threads 2 \
-  >"$tmp/serve.out" 2>"$art/serve.log" &
+# A page of another origin (another port of the same host: same-site for cookies, so only the
+# server's Origin and Content-Type checks stop it) that tries a CSRF POST and an API read.
+mkdir -p "$tmp/evil"
+cp "$here/evil.html" "$tmp/evil/index.html"
+python3 -m http.server 0 --bind 127.0.0.1 --directory "$tmp/evil" >"$tmp/evil.out" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do grep -q '^listening on ' "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do grep -q 'port ' "$tmp/evil.out" 2>/dev/null && break; sleep 0.1; done
+evil_port="$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/evil.out" | head -1)"
+[ -n "$evil_port" ] || { echo "the other-origin server did not start" >&2; cat "$tmp/evil.out" >&2; exit 1; }
+
+# No token given: planner serve makes one and prints it once, in the console link.
+env -u PLEXUS_CONSOLE_TOKEN "$planner" serve --data-dir "$tmp/data" --listen 127.0.0.1:0 --threads 2 \
+  --file-root "$tmp" >"$tmp/serve.out" 2>"$art/serve.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q '^console: ' "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
 base="$(sed -n 's/^listening on //p' "$tmp/serve.out" | head -1)"
-[ -n "$base" ] || { echo "planner serve did not start:" >&2; cat "$art/serve.log" >&2; exit 1; }
+link="$(sed -n 's/^console: //p' "$tmp/serve.out" | head -1)"
+[ -n "$base" ] && [ -n "$link" ] || { echo "planner serve did not start:" >&2; cat "$art/serve.log" >&2; exit 1; }
 echo "planner serve at $base"
 
 python3 "$here/console_test.py" "$base" "$art" "$tmp/script_quick.yaml" "$tmp/params.json" \
-  "$tmp/params_slow.json"
+  "$tmp/params_slow.json" "$link" "http://127.0.0.1:$evil_port"
 echo "browser test took $((SECONDS - start))s (build included); screenshots in $art"

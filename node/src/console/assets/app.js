@@ -4,7 +4,6 @@
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $("#main");
-const TOKEN_KEY = "plexus.token";
 const REFRESH_MS = 1000;
 
 // ---- helpers -------------------------------------------------------------------------------
@@ -49,12 +48,15 @@ class ApiError extends Error {
   }
 }
 
+// The token never lives in this page: the server keeps it in an HttpOnly, SameSite=Strict
+// cookie (set by the console link or by signing in), sent with same-origin requests only.
+// State changes are JSON, as the server insists.
 async function api(method, path, body) {
   const headers = { Accept: "application/json" };
-  const token = localStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = `Bearer ${token}`;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const resp = await fetch(`/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const writes = method !== "GET" && method !== "HEAD";
+  if (writes) headers["Content-Type"] = "application/json";
+  if (writes && body === undefined) body = {};
+  const resp = await fetch(`/api${path}`, { method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
@@ -99,18 +101,23 @@ function askToken(why) {
   return new Promise((resolve) => {
     openDialog(`
       <h3>API token</h3>
-      <p class="muted">${esc(why || "Start, stop and drop need the console token of this server (planner serve --token, or [console] token in node.toml).")}</p>
-      <label>Token<input id="token-input" type="password" autocomplete="off" value="${esc(localStorage.getItem(TOKEN_KEY) || "")}"></label>
+      <p class="muted">${esc(why || "Start, stop and drop need the console token of this server: open the link planner serve printed, or give the token (PLEXUS_CONSOLE_TOKEN, --token-file, or the peer's console.token).")}</p>
+      <label>Token<input id="token-input" type="password" autocomplete="off" value=""></label>
       <div class="actions">
         <button type="button" id="token-cancel">Cancel</button>
         <button type="button" class="primary" id="token-save">Save</button>
       </div>`, (f) => {
       $("#token-cancel", f).onclick = () => { closeDialog(); resolve(false); };
-      $("#token-save", f).onclick = () => {
+      $("#token-save", f).onclick = async () => {
         const v = $("#token-input", f).value.trim();
-        if (v) localStorage.setItem(TOKEN_KEY, v); else localStorage.removeItem(TOKEN_KEY);
-        closeDialog();
-        resolve(!!v);
+        try {
+          if (v) await api("POST", "/session", { token: v }); else await api("DELETE", "/session");
+          $("#token-btn").hidden = !!v;
+          closeDialog();
+          resolve(!!v);
+        } catch (e) {
+          toast(e.message, true);
+        }
       };
     });
   });
@@ -478,7 +485,7 @@ window.addEventListener("hashchange", route);
   try {
     info = await api("GET", "/info");
     $("#backend").textContent = info.backend === "cluster" ? `cluster · ${info.name}` : `embedded store · ${info.name}`;
-    $("#token-btn").hidden = !info.token_required;
+    $("#token-btn").hidden = !!info.signed_in;
   } catch (e) {
     toast(`cannot reach the API: ${e.message}`, true);
   }
