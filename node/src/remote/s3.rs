@@ -173,6 +173,24 @@ pub(super) async fn length(op: Operator, key: String, url: String) -> Result<u64
         .map_err(|e| map_err(&e, Operation::Open, &url))
 }
 
+/// The keys under `prefix`, at any depth (directory markers left out).
+pub(super) async fn list(
+    op: Operator,
+    prefix: String,
+    url: String,
+) -> Result<Vec<String>, RemoteError> {
+    let entries = op
+        .list_with(&prefix)
+        .recursive(true)
+        .await
+        .map_err(|e| map_err(&e, Operation::List, &url))?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| !e.metadata().is_dir())
+        .map(|e| e.path().trim_start_matches('/').to_owned())
+        .collect())
+}
+
 /// Checks the object exists (a clear not-found or access-denied at open), then pumps it into
 /// `tx` from a task of its own.
 pub(super) async fn stream(
