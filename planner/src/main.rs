@@ -769,11 +769,7 @@ fn run_plan(
     for ignored in &capi.ignored {
         eprintln!("warning: Capillaries setting {ignored}");
     }
-    if let Some(level) = &capi.log_level {
-        eprintln!(
-            "warning: Capillaries setting log.level={level} ignored: planner run logs nothing to filter"
-        );
-    }
+    let log_level = capi.log_level.clone();
     let settings = planner::run::RunSettings {
         script: target.script.clone(),
         params: target.params.clone(),
@@ -789,7 +785,7 @@ fn run_plan(
         start_nodes: start.names,
         exec_node: exec_node.is_some(),
         capi: Some(capi),
-        tracing: start_tracing()?,
+        tracing: start_tracing(log_level.as_deref())?,
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress);
@@ -800,26 +796,45 @@ fn run_plan(
     Ok(finish_report(&report?))
 }
 
-/// The span export of `planner run` when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (service name
-/// `OTEL_SERVICE_NAME`, else `planner`), with warnings logged to stderr and `tracing` spans
-/// bridged; `None` otherwise (nothing is exported, no subscriber is installed).
-fn start_tracing() -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
+/// The logs and span export of `planner run`. Logs go to stderr, filtered by `RUST_LOG`, else
+/// by Capillaries' `log.level` (`capi_level`), else at warn; without either and without
+/// tracing no subscriber is installed. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+/// set (service name `OTEL_SERVICE_NAME`, else `planner`), with `tracing` spans bridged.
+fn start_tracing(
+    capi_level: Option<&str>,
+) -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
     use plexus_node::telemetry::{LogSettings, TelemetrySettings, Tracing, init_logging};
     let settings = TelemetrySettings {
         service_name: "planner".to_owned(),
         ..TelemetrySettings::default()
     }
     .with_env();
-    let Some(t) = Tracing::start(&settings, None)? else {
+    let tracing = Tracing::start(&settings, None)?;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .or_else(|| capi_level.map(capi_log_filter));
+    if tracing.is_none() && filter.is_none() {
         return Ok(None);
-    };
+    }
     let log = LogSettings {
-        filter: Some(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned())),
+        filter: Some(filter.unwrap_or_else(|| "warn".to_owned())),
         ..LogSettings::default()
     };
     // A subscriber installed already (a library caller) keeps its place.
-    let _ = init_logging(&log, Some(&t));
-    Ok(Some(t))
+    let _ = init_logging(&log, tracing.as_deref());
+    Ok(tracing)
+}
+
+/// Capillaries' zap level (`debug`, `info`, `warn`, `error`, `dpanic`, `panic`, `fatal`) as a
+/// log filter.
+fn capi_log_filter(level: &str) -> String {
+    match level.trim().to_ascii_lowercase().as_str() {
+        "debug" => "debug",
+        "info" => "info",
+        "warn" | "warning" => "warn",
+        _ => "error",
+    }
+    .to_owned()
 }
 
 /// Prints the final table and the failed nodes; exit 1 when a node failed.
