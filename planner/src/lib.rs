@@ -18,6 +18,7 @@ pub mod script;
 pub mod serve;
 pub mod source;
 pub mod start_nodes;
+pub mod table;
 pub mod template;
 pub mod toolbelt;
 

@@ -258,6 +258,12 @@ enum Command {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
+    /// The tables a keyspace's runs wrote, and their rows (what cqlsh's SELECT and COPY TO
+    /// show of a Capillaries keyspace), on the embedded store or with --store cql.
+    Table {
+        #[command(subcommand)]
+        op: TableOp,
+    },
     /// Capillaries' toolbelt with its own command names and Go-style flags, e.g.
     /// `planner toolbelt start_run -keyspace=ks -script_file=s.json -start_nodes=a,b`
     /// (the same as the `capitoolbelt` binary).
@@ -345,6 +351,63 @@ struct RunTarget {
     /// no Plexus counterpart are listed as ignored.
     #[arg(long)]
     capi_config: Option<PathBuf>,
+}
+
+/// `planner table …` operations.
+#[derive(Subcommand, Debug)]
+enum TableOp {
+    /// Every table the runs of a keyspace wrote: run, stored name, creating node, rows.
+    List {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// Only the tables of this run.
+        #[arg(long)]
+        run_id: Option<u32>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The first rows of a table: rowid, then the fields by name.
+    Show {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// The script's table name.
+        table: String,
+        /// The run that wrote it; default: the latest run that did.
+        #[arg(long)]
+        run_id: Option<u32>,
+        /// How many rows.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// csv or json (one object per line).
+        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
+        format: planner::table::TableFormat,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Every row of a table, to stdout or --output (Parquet needs --output).
+    Dump {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// The script's table name.
+        table: String,
+        /// The run that wrote it; default: the latest run that did.
+        #[arg(long)]
+        run_id: Option<u32>,
+        /// At most this many rows.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// csv, json (one object per line) or parquet.
+        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
+        format: planner::table::TableFormat,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 /// `planner cluster …` operations.
@@ -548,6 +611,61 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("listening on http://{bound}");
                 let _ = std::io::stdout().flush();
             })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Table { op } => {
+            match op {
+                TableOp::List {
+                    keyspace,
+                    run_id,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    print!("{}", planner::table::list(&store, &keyspace, run_id)?);
+                }
+                TableOp::Show {
+                    keyspace,
+                    table,
+                    run_id,
+                    limit,
+                    format,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    let text = planner::table::show(
+                        &store,
+                        &keyspace,
+                        &table,
+                        run_id,
+                        Some(limit),
+                        format,
+                    )?;
+                    print!("{text}");
+                }
+                TableOp::Dump {
+                    keyspace,
+                    table,
+                    run_id,
+                    limit,
+                    format,
+                    output,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    match output {
+                        Some(path) => {
+                            let bytes = planner::table::dump_to(
+                                &store, &keyspace, &table, run_id, limit, format, &path,
+                            )?;
+                            eprintln!("wrote {bytes} bytes to {}", path.display());
+                        }
+                        None => print!(
+                            "{}",
+                            planner::table::show(&store, &keyspace, &table, run_id, limit, format)?
+                        ),
+                    }
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Toolbelt { args } => Ok(match planner::toolbelt::main_with(&args) {
