@@ -343,6 +343,63 @@ pub struct CsvReaderSettings {
     pub separator: u8,
     /// Whether columns are addressed by header name (else by index).
     pub by_header: bool,
+    /// How the files are compressed (`r.csv.compression`, a Plexus extension).
+    pub compression: Compression,
+}
+
+/// How a CSV input file is compressed. Decompression is streamed, so a compressed file is
+/// one batch (it cannot be cut into byte ranges).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Compression {
+    /// By the URL's suffix: `.gz` is gzip, `.zst` is zstd, anything else is plain text.
+    #[default]
+    Auto,
+    /// Plain text, whatever the suffix.
+    None,
+    /// gzip (one or more members).
+    Gzip,
+    /// Zstandard (one or more frames).
+    Zstd,
+}
+
+impl Compression {
+    /// The script's name of each setting, as `r.csv.compression` takes it.
+    pub const NAMES: [(&'static str, Self); 4] = [
+        ("auto", Self::Auto),
+        ("none", Self::None),
+        ("gzip", Self::Gzip),
+        ("zstd", Self::Zstd),
+    ];
+
+    /// The compression of `url`: the setting, or for `Auto` the URL path's suffix (a query or
+    /// fragment after it does not count). Never `Auto`.
+    pub fn of_url(self, url: &str) -> Self {
+        if self != Self::Auto {
+            return self;
+        }
+        let path = url
+            .split(['?', '#'])
+            .next()
+            .unwrap_or(url)
+            .to_ascii_lowercase();
+        if path.ends_with(".gz") {
+            Self::Gzip
+        } else if path.ends_with(".zst") {
+            Self::Zstd
+        } else {
+            Self::None
+        }
+    }
+
+    /// The script's name of this setting.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+        }
+    }
 }
 
 /// One reader column.
@@ -683,14 +740,21 @@ impl fmt::Display for Plan {
             match &n.reader {
                 Reader::File(r) => {
                     match &r.format {
-                        FileReaderFormat::Csv(c) => writeln!(
-                            f,
-                            "  read csv: hdr_line_idx {}, first_data_line_idx {}, separator {:?}, by {}",
-                            c.hdr_line_idx,
-                            c.first_data_line_idx,
-                            char::from(c.separator),
-                            if c.by_header { "header" } else { "index" }
-                        )?,
+                        FileReaderFormat::Csv(c) => {
+                            write!(
+                                f,
+                                "  read csv: hdr_line_idx {}, first_data_line_idx {}, separator {:?}, by {}",
+                                c.hdr_line_idx,
+                                c.first_data_line_idx,
+                                char::from(c.separator),
+                                if c.by_header { "header" } else { "index" }
+                            )?;
+                            // Only when set, so the text of every older plan stays as it was.
+                            if c.compression != Compression::Auto {
+                                write!(f, ", compression {}", c.compression.name())?;
+                            }
+                            writeln!(f)?;
+                        }
                         FileReaderFormat::Parquet => writeln!(f, "  read parquet")?,
                     }
                     for u in &r.urls {

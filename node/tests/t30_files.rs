@@ -99,6 +99,7 @@ fn csv_reader(
             first_data_line_idx: first,
             separator: sep,
             by_header,
+            compression: plexus_core::plan::Compression::Auto,
         }),
         columns: cols,
         splits: Vec::new(),

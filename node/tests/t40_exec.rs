@@ -1108,6 +1108,7 @@ fn csv_node(name: &str, urls: &[String]) -> PlanNode {
                 first_data_line_idx: 1,
                 separator: b',',
                 by_header: true,
+                compression: plexus_core::plan::Compression::Auto,
             }),
             // Sorted by name, as the planner orders them.
             columns: vec![

@@ -138,12 +138,12 @@ const KEYS: &[(&str, Option<&str>, Option<&str>)] = &[
     (
         "cassandra.num_conns",
         Some("CAPI_CASSANDRA_NUM_CONNS"),
-        Some("the scylla driver sizes its connection pool per shard"),
+        None,
     ),
     (
         "cassandra.connect_timeout",
         Some("CAPI_CASSANDRA_CONNECT_TIMEOUT"),
-        Some("no separate connect timeout; cassandra.timeout bounds requests"),
+        None,
     ),
     (
         "cassandra.min_inserter_rate",
@@ -189,7 +189,9 @@ const KEYS: &[(&str, Option<&str>, Option<&str>)] = &[
     (
         "log.prometheus_exporter_port",
         Some("CAPI_PROMETHEUS_EXPORTER_PORT"),
-        Some("metrics go through OpenTelemetry (not built yet)"),
+        Some(
+            "peers serve Prometheus metrics at /metrics on their HTTP listener; planner run serves none",
+        ),
     ),
 ];
 
@@ -435,6 +437,18 @@ fn cql(found: &BTreeMap<String, Raw>, hosts: &[String]) -> Result<CqlConfig, Cap
         let n = as_int(r)?;
         if n > 0 {
             cfg.request_timeout_ms = n as u64;
+        }
+    }
+    if let Some(r) = get("cassandra.num_conns") {
+        let n = as_int(r)?;
+        if n > 0 {
+            cfg.connections_per_host = Some(n as usize);
+        }
+    }
+    if let Some(r) = get("cassandra.connect_timeout") {
+        let n = as_int(r)?;
+        if n > 0 {
+            cfg.connect_timeout_ms = n as u64;
         }
     }
     if let Some(r) = get("cassandra.consistency") {

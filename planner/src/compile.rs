@@ -13,11 +13,11 @@ use std::fmt;
 use plexus_core::expr::{self, AggPolicy, Alias, Ast, Scope};
 use plexus_core::key::{self, IndexDef, IndexKind};
 use plexus_core::plan::{
-    CsvReaderSettings, DependencyCmd, DependencyPolicy, DependencyRule, Field, FileColumn,
-    FileReader, FileReaderFormat, FileWriter, FileWriterFormat, JoinType, Lookup, NodeType,
-    ParquetCodec, Plan, PlanExpr, PlanNode, Processor, PyCalc, Reader, ReaderColumn, RerunPolicy,
-    StartPolicy, TableReader, TableSchema, TableWriter, TagAndDenormalize, Top, Writer,
-    WriterField,
+    Compression, CsvReaderSettings, DependencyCmd, DependencyPolicy, DependencyRule, Field,
+    FileColumn, FileReader, FileReaderFormat, FileWriter, FileWriterFormat, JoinType, Lookup,
+    NodeType, ParquetCodec, Plan, PlanExpr, PlanNode, Processor, PyCalc, Reader, ReaderColumn,
+    RerunPolicy, StartPolicy, TableReader, TableSchema, TableWriter, TagAndDenormalize, Top,
+    Writer, WriterField,
 };
 use plexus_core::value::Type;
 
@@ -798,11 +798,27 @@ impl Compiler<'_> {
                 );
                 ok = false;
             }
+            let compression = match r.csv.compression.as_deref() {
+                None => Compression::Auto,
+                Some(name) => match Compression::NAMES.iter().find(|(n, _)| *n == name) {
+                    Some((_, c)) => *c,
+                    None => {
+                        self.err(
+                            subject,
+                            "r.csv.compression",
+                            format!("must be auto, none, gzip or zstd, got {name:?}"),
+                        );
+                        ok = false;
+                        Compression::Auto
+                    }
+                },
+            };
             FileReaderFormat::Csv(CsvReaderSettings {
                 hdr_line_idx: r.csv.hdr_line_idx,
                 first_data_line_idx: r.csv.first_data_line_idx,
                 separator: sep.unwrap_or(b','),
                 by_header,
+                compression,
             })
         } else {
             self.err(

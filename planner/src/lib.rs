@@ -18,6 +18,7 @@ pub mod script;
 pub mod serve;
 pub mod source;
 pub mod start_nodes;
+pub mod table;
 pub mod template;
 pub mod toolbelt;
 
@@ -84,8 +85,17 @@ pub fn build_plan_with(
         script: script_url.to_string(),
         diagnostics,
     })?;
-    // The split is part of the plan (its batches and hash), so every peer reads the same
-    // parts; the files are probed here, once, where the script's URLs are resolved.
+    // Patterns become the files they match, and large files are split: both are part of the
+    // plan (its batches and hash), so every peer reads the same files and parts; the files
+    // are listed and probed here, once, where the script's URLs are resolved.
+    plexus_node::files::expand_globs(&mut plan).map_err(|e| PlanError::Invalid {
+        script: script_url.to_string(),
+        diagnostics: vec![Diagnostic {
+            subject: compile::Subject::Node(e.node),
+            path: "r.urls".to_owned(),
+            message: format!("{}: {}", e.pattern, e.reason),
+        }],
+    })?;
     plexus_node::files::split_inputs(&mut plan, split);
     Ok(plan)
 }

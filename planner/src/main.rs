@@ -256,6 +256,12 @@ enum Command {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
+    /// The tables a keyspace's runs wrote, and their rows (what cqlsh's SELECT and COPY TO
+    /// show of a Capillaries keyspace), on the embedded store or with --store cql.
+    Table {
+        #[command(subcommand)]
+        op: TableOp,
+    },
     /// Capillaries' toolbelt with its own command names and Go-style flags, e.g.
     /// `planner toolbelt start_run -keyspace=ks -script_file=s.json -start_nodes=a,b`
     /// (the same as the `capitoolbelt` binary).
@@ -343,6 +349,63 @@ struct RunTarget {
     /// no Plexus counterpart are listed as ignored.
     #[arg(long)]
     capi_config: Option<PathBuf>,
+}
+
+/// `planner table …` operations.
+#[derive(Subcommand, Debug)]
+enum TableOp {
+    /// Every table the runs of a keyspace wrote: run, stored name, creating node, rows.
+    List {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// Only the tables of this run.
+        #[arg(long)]
+        run_id: Option<u32>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The first rows of a table: rowid, then the fields by name.
+    Show {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// The script's table name.
+        table: String,
+        /// The run that wrote it; default: the latest run that did.
+        #[arg(long)]
+        run_id: Option<u32>,
+        /// How many rows.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// csv or json (one object per line).
+        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
+        format: planner::table::TableFormat,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Every row of a table, to stdout or --output (Parquet needs --output).
+    Dump {
+        /// Keyspace.
+        #[arg(long)]
+        keyspace: String,
+        /// The script's table name.
+        table: String,
+        /// The run that wrote it; default: the latest run that did.
+        #[arg(long)]
+        run_id: Option<u32>,
+        /// At most this many rows.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// csv, json (one object per line) or parquet.
+        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
+        format: planner::table::TableFormat,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 /// `planner cluster …` operations.
@@ -536,6 +599,61 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("listening on {base}");
                 let _ = std::io::stdout().flush();
             })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Table { op } => {
+            match op {
+                TableOp::List {
+                    keyspace,
+                    run_id,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    print!("{}", planner::table::list(&store, &keyspace, run_id)?);
+                }
+                TableOp::Show {
+                    keyspace,
+                    table,
+                    run_id,
+                    limit,
+                    format,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    let text = planner::table::show(
+                        &store,
+                        &keyspace,
+                        &table,
+                        run_id,
+                        Some(limit),
+                        format,
+                    )?;
+                    print!("{text}");
+                }
+                TableOp::Dump {
+                    keyspace,
+                    table,
+                    run_id,
+                    limit,
+                    format,
+                    output,
+                    store,
+                } => {
+                    let store = store.target().open()?;
+                    match output {
+                        Some(path) => {
+                            let bytes = planner::table::dump_to(
+                                &store, &keyspace, &table, run_id, limit, format, &path,
+                            )?;
+                            eprintln!("wrote {bytes} bytes to {}", path.display());
+                        }
+                        None => print!(
+                            "{}",
+                            planner::table::show(&store, &keyspace, &table, run_id, limit, format)?
+                        ),
+                    }
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Toolbelt { args } => Ok(match planner::toolbelt::main_with(&args) {
@@ -757,11 +875,7 @@ fn run_plan(
     for ignored in &capi.ignored {
         eprintln!("warning: Capillaries setting {ignored}");
     }
-    if let Some(level) = &capi.log_level {
-        eprintln!(
-            "warning: Capillaries setting log.level={level} ignored: planner run logs nothing to filter"
-        );
-    }
+    let log_level = capi.log_level.clone();
     let settings = planner::run::RunSettings {
         script: target.script.clone(),
         params: target.params.clone(),
@@ -777,7 +891,7 @@ fn run_plan(
         start_nodes: start.names,
         exec_node: exec_node.is_some(),
         capi: Some(capi),
-        tracing: start_tracing()?,
+        tracing: start_tracing(log_level.as_deref())?,
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress);
@@ -788,26 +902,45 @@ fn run_plan(
     Ok(finish_report(&report?))
 }
 
-/// The span export of `planner run` when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (service name
-/// `OTEL_SERVICE_NAME`, else `planner`), with warnings logged to stderr and `tracing` spans
-/// bridged; `None` otherwise (nothing is exported, no subscriber is installed).
-fn start_tracing() -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
+/// The logs and span export of `planner run`. Logs go to stderr, filtered by `RUST_LOG`, else
+/// by Capillaries' `log.level` (`capi_level`), else at warn; without either and without
+/// tracing no subscriber is installed. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+/// set (service name `OTEL_SERVICE_NAME`, else `planner`), with `tracing` spans bridged.
+fn start_tracing(
+    capi_level: Option<&str>,
+) -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
     use plexus_node::telemetry::{LogSettings, TelemetrySettings, Tracing, init_logging};
     let settings = TelemetrySettings {
         service_name: "planner".to_owned(),
         ..TelemetrySettings::default()
     }
     .with_env();
-    let Some(t) = Tracing::start(&settings, None)? else {
+    let tracing = Tracing::start(&settings, None)?;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .or_else(|| capi_level.map(capi_log_filter));
+    if tracing.is_none() && filter.is_none() {
         return Ok(None);
-    };
+    }
     let log = LogSettings {
-        filter: Some(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned())),
+        filter: Some(filter.unwrap_or_else(|| "warn".to_owned())),
         ..LogSettings::default()
     };
     // A subscriber installed already (a library caller) keeps its place.
-    let _ = init_logging(&log, Some(&t));
-    Ok(Some(t))
+    let _ = init_logging(&log, tracing.as_deref());
+    Ok(tracing)
+}
+
+/// Capillaries' zap level (`debug`, `info`, `warn`, `error`, `dpanic`, `panic`, `fatal`) as a
+/// log filter.
+fn capi_log_filter(level: &str) -> String {
+    match level.trim().to_ascii_lowercase().as_str() {
+        "debug" => "debug",
+        "info" => "info",
+        "warn" | "warning" => "warn",
+        _ => "error",
+    }
+    .to_owned()
 }
 
 /// Prints the final table and the failed nodes; exit 1 when a node failed.

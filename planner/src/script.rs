@@ -230,6 +230,10 @@ pub struct ReaderCsv {
     /// Field separator (default `,`; only the first byte is used).
     #[serde(default = "default_separator", deserialize_with = "de_separator")]
     pub separator: String,
+    /// Plexus extension: `auto` (by suffix: `.gz`, `.zst`; the default), `none`, `gzip` or
+    /// `zstd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
 
 impl Default for ReaderCsv {
@@ -239,6 +243,7 @@ impl Default for ReaderCsv {
             hdr_line_idx: 0,
             first_data_line_idx: 0,
             separator: default_separator(),
+            compression: None,
         }
     }
 }

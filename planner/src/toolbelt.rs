@@ -705,34 +705,29 @@ fn failed(command: &'static str) -> impl FnOnce(anyhow::Error) -> ToolbeltError 
 }
 
 /// Renders DOT as `-format` asks: `dot` as is, `capigraph` (the default) as SVG via Graphviz.
-fn render(dot: String, format: Option<&str>) -> Result<Vec<u8>, ToolbeltError> {
+/// The diagram in the `-format` asked for: `dot` (Graphviz text) or `capigraph` (SVG, laid
+/// out in process as the console does: no Graphviz needed).
+fn render(
+    plan: &Plan,
+    statuses: Option<&[(String, NodeBatchStatus)]>,
+    detail: plexus_node::console::dag::Detail,
+    format: Option<&str>,
+) -> Result<Vec<u8>, ToolbeltError> {
     match format.unwrap_or("capigraph") {
-        "dot" => Ok(dot.into_bytes()),
-        "capigraph" => svg(&dot).map_err(failed("diagram")),
+        "dot" => Ok(match statuses {
+            Some(s) => crate::diagram::to_dot_with_status(plan, s),
+            None => crate::diagram::to_dot(plan),
+        }
+        .into_bytes()),
+        "capigraph" => {
+            Ok(plexus_node::console::dag::svg_with(plan, statuses, None, detail).into_bytes())
+        }
         other => Err(ToolbeltError::BadValue {
             flag: "format".into(),
             value: other.into(),
             detail: "expected capigraph or dot",
         }),
     }
-}
-
-fn svg(dot: &str) -> Result<Vec<u8>, anyhow::Error> {
-    use anyhow::Context as _;
-    let mut child = std::process::Command::new("dot")
-        .arg("-Tsvg")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("the capigraph (SVG) format needs Graphviz `dot`; use -format=dot")?;
-    child
-        .stdin
-        .take()
-        .context("dot stdin")?
-        .write_all(dot.as_bytes())?;
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(out.status.success(), "dot -Tsvg failed");
-    Ok(out.stdout)
 }
 
 fn plan_of(inv: &Invocation) -> Result<Plan, ToolbeltError> {
@@ -758,7 +753,16 @@ pub fn execute(
     match inv.command {
         "validate_script" => {
             let plan = plan_of(inv)?;
-            out.write_all(&render(crate::diagram::to_dot(&plan), inv.get("format"))?)
+            // An empty `-detail=` asks for neither (Go's flag package keeps the empty value).
+            let detail = plexus_node::console::dag::Detail::parse(
+                inv.flags.get("detail").map_or("idx,field", String::as_str),
+            )
+            .map_err(|word| ToolbeltError::BadValue {
+                flag: "detail".into(),
+                value: word,
+                detail: "expected a list of idx and field",
+            })?;
+            out.write_all(&render(&plan, None, detail, inv.get("format"))?)
                 .map_err(io)?;
         }
         "start_run" => {
@@ -840,8 +844,11 @@ pub fn execute(
             let statuses = backend
                 .node_statuses(inv.need("keyspace")?, inv.int("run_id", 0u32)?)
                 .map_err(f)?;
-            let dot = crate::diagram::to_dot_with_status(&plan, &statuses);
-            out.write_all(&render(dot, inv.get("format"))?)
+            let detail = plexus_node::console::dag::Detail {
+                idx: true,
+                field: false,
+            };
+            out.write_all(&render(&plan, Some(&statuses), detail, inv.get("format"))?)
                 .map_err(io)?;
         }
         "drop_keyspace" => {

@@ -704,3 +704,95 @@ fn same_parquet_rows(script: &Path, want: &Path, got: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+/// S3 credentials from a machine role: the EC2 instance metadata service (IMDSv2) and the ECS
+/// container credentials URL, both served by a loopback stand-in handing out the moto test
+/// key. With the metadata service turned off and no other source, the read fails naming the
+/// missing credentials, and the stand-in is never asked.
+#[test]
+fn s3_credentials_from_instance_metadata_and_container_role() -> Result<()> {
+    let Some(s3) = MotoS3::start()? else {
+        return Ok(());
+    };
+    let tmp = tempfile::tempdir()?;
+    s3.make_bucket("roles")?;
+    let csv = tmp.path().join("a.csv");
+    std::fs::write(&csv, "id,name\n1,one\n2,two\n")?;
+    s3.put("roles", "in/a.csv", &csv)?;
+    let (key, secret, token) = s3.session()?;
+    let meta = plexus_testkit::remote::MetadataStandIn::start(&key, &secret, &token)?;
+    // Only the endpoint and region from moto's variables: the key must come from the role.
+    let base: Vec<(&str, String)> = s3
+        .env()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("AWS_ACCESS_KEY") && !k.starts_with("AWS_SECRET"))
+        .chain([
+            ("HOME", tmp.path().to_string_lossy().into_owned()),
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            (
+                "AWS_CONFIG_FILE",
+                tmp.path().join("none").to_string_lossy().into_owned(),
+            ),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                tmp.path().join("none").to_string_lossy().into_owned(),
+            ),
+        ])
+        .collect();
+    let proto = |extra: &[(&str, String)]| -> Result<(bool, String)> {
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(["proto-file-reader-creator", "--file", "s3://roles/in/a.csv"])
+            .args(["--csv-hdr-line-idx", "0", "--csv-first-line-idx", "1"])
+            .env_clear()
+            .envs(base.iter().cloned())
+            .envs(extra.iter().cloned())
+            .output()?;
+        Ok((
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ))
+    };
+
+    let (ok, text) = proto(&[
+        ("AWS_EC2_METADATA_DISABLED", "false".into()),
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", meta.endpoint()),
+    ])?;
+    ensure!(
+        ok && text.contains("col_name"),
+        "instance role: {text} {:?}",
+        meta.hits()
+    );
+    let hits = meta.hits();
+    ensure!(
+        hits.iter().any(|h| h == "PUT /latest/api/token")
+            && hits
+                .iter()
+                .any(|h| h.ends_with("/security-credentials/plexus-test-role")),
+        "IMDSv2 not used as a machine would: {hits:?}"
+    );
+
+    let before = meta.hits().len();
+    let (ok, text) = proto(&[
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ("AWS_CONTAINER_CREDENTIALS_FULL_URI", meta.container_uri()),
+    ])?;
+    ensure!(ok && text.contains("col_name"), "container role: {text}");
+    let hits = meta.hits();
+    ensure!(
+        hits[before..] == ["GET /ecs/credentials".to_owned()],
+        "container credentials: {hits:?}"
+    );
+
+    let before = meta.hits().len();
+    let (ok, text) = proto(&[("AWS_EC2_METADATA_DISABLED", "true".into())])?;
+    ensure!(!ok && text.contains("no S3 credentials found"), "{text}");
+    ensure!(
+        meta.hits().len() == before,
+        "asked with the metadata service off"
+    );
+    Ok(())
+}

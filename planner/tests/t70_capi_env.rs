@@ -72,6 +72,9 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
     ensure!(cql.username.as_deref() == Some("cassandra"));
     ensure!(cql.password.as_deref() == Some("cassandra"));
     ensure!(cql.writer_concurrency == 20 && cql.request_timeout_ms == 15000);
+    // Capillaries' gocql pool size and dial timeout (milliseconds) have counterparts.
+    ensure!(cql.connections_per_host == Some(2), "{cql:?}");
+    ensure!(cql.connect_timeout_ms == 1000, "{cql:?}");
     ensure!(cql.read_consistency == CqlConsistency::LocalQuorum);
     ensure!(cql.write_consistency == CqlConsistency::LocalQuorum);
     ensure!(
@@ -94,8 +97,6 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
     for key in [
         "handler_executable_type",
         "cassandra.min_inserter_rate",
-        "cassandra.num_conns",
-        "cassandra.connect_timeout",
         "cassandra.ssl_opts.enable_host_verification",
         "cassandra.disable_initial_host_lookup",
         "mq_type",
@@ -116,11 +117,22 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
     unique.sort_unstable();
     unique.dedup();
     ensure!(unique.len() == ignored.len(), "duplicates in {ignored:?}");
-    ensure!(
-        !ignored
-            .iter()
-            .any(|k| k.starts_with("cassandra.hosts") || k.starts_with("daemon.thread"))
-    );
+    for mapped in [
+        "cassandra.hosts",
+        "daemon.thread_pool_size",
+        "cassandra.num_conns",
+        "cassandra.connect_timeout",
+        "log.level",
+    ] {
+        ensure!(
+            !ignored.contains(&mapped),
+            "{mapped} is mapped, not ignored"
+        );
+    }
+    // No reason still claims a feature is missing that exists.
+    for i in &s.ignored {
+        ensure!(!i.reason.contains("not built"), "{}: {}", i.key, i.reason);
+    }
     Ok(())
 }
 
@@ -267,5 +279,60 @@ fn capi_config_sets_the_interpreter_and_reports_ignored_keys_once() -> Result<()
     );
     ensure!(err.contains("/no/such/python3"), "{err}");
     ensure!(err.matches("mq_type ignored").count() == 1, "{err}");
+    Ok(())
+}
+
+/// Capillaries' `log.level` filters `planner run`'s log: at warn the failed batches are
+/// logged, at error they are not (the final table says they failed either way).
+#[test]
+fn capi_log_level_filters_the_run_log() -> Result<()> {
+    let ws = workspace_dir();
+    let sample = ws.join("examples/roastery");
+    let mut warned = Vec::new();
+    for level in ["warn", "error"] {
+        let tmp = tempfile::tempdir()?;
+        // The output directory does not exist, so every file-writing batch fails.
+        let params = params_with(
+            tmp.path(),
+            &sample.join("params.json"),
+            &[
+                ("dir_py", &url(&sample)),
+                ("dir_in", &url(&sample.join("data"))),
+                ("dir_out", &url(&tmp.path().join("missing/out"))),
+            ],
+        )?;
+        let cfg = tmp.path().join("capidaemon.json");
+        std::fs::write(&cfg, format!(r#"{{"log": {{"level": "{level}"}}}}"#))?;
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args([
+                "run",
+                &url(&sample.join("script.json")),
+                "--params",
+                &url(&params),
+            ])
+            .args([
+                "--data-dir",
+                &url(&tmp.path().join("data")),
+                "--capi-config",
+                &url(&cfg),
+            ])
+            .env_remove("RUST_LOG")
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        ensure!(out.status.code() == Some(1), "{level}: {err}");
+        warned.push(
+            err.lines()
+                .any(|l| l.contains(" WARN ") && l.contains("batch failed")),
+        );
+        ensure!(
+            !err.lines()
+                .any(|l| l.contains(" INFO ") || l.contains(" DEBUG ")),
+            "{level}: {err}"
+        );
+    }
+    ensure!(
+        warned == [true, false],
+        "warn lines at warn/error: {warned:?}"
+    );
     Ok(())
 }

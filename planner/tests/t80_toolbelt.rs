@@ -402,3 +402,68 @@ fn the_toolbelt_drives_a_cluster() -> Result<()> {
     ensure!(dot.starts_with("digraph"), "{dot}");
     Ok(())
 }
+
+/// `validate_script` draws its SVG in process: it works with no Graphviz on the PATH, and
+/// `-detail` chooses the edge labels (`idx`) and the field lists (`field`).
+#[test]
+fn validate_script_svg_needs_no_graphviz_and_honours_detail() -> Result<()> {
+    let b = Belt::new()?;
+    let no_tools = tempfile::tempdir()?;
+    let svg = |detail: Option<&str>| -> Result<(bool, String, String)> {
+        let mut args = vec![
+            "validate_script".to_owned(),
+            format!("-script_file={}", b.script),
+            format!("-params_file={}", b.params),
+        ];
+        if let Some(d) = detail {
+            args.push(format!("-detail={d}"));
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
+            .args(&args)
+            .current_dir(b.path())
+            .env("PATH", no_tools.path())
+            .output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    let edge_labels = |s: &str| {
+        s.matches(r#"<g class="edge"><path"#).count() > 0
+            && s.split(r#"<g class="edge">"#)
+                .skip(1)
+                .any(|e| e.split("</g>").next().is_some_and(|g| g.contains("<text")))
+    };
+    let field_lines = |s: &str| s.contains(r#"<text class="fields""#);
+    for (detail, labels, fields) in [
+        (None, true, true),
+        (Some("idx,field"), true, true),
+        (Some("idx"), true, false),
+        (Some("field"), false, true),
+        (Some(""), false, false),
+    ] {
+        let (ok, out, err) = svg(detail)?;
+        ensure!(ok, "-detail={detail:?}: {err}");
+        ensure!(
+            out.starts_with("<svg") && out.contains(r#"data-node="read_beans""#),
+            "{out}"
+        );
+        ensure!(
+            edge_labels(&out) == labels,
+            "-detail={detail:?}: edge labels"
+        );
+        ensure!(
+            field_lines(&out) == fields,
+            "-detail={detail:?}: field lists"
+        );
+    }
+    let (_, out, _) = svg(Some("field"))?;
+    ensure!(
+        out.contains("price_per_kg"),
+        "the beans table's fields are listed"
+    );
+    let (ok, _, err) = svg(Some("idx,colour"))?;
+    ensure!(!ok && err.contains("colour"), "{err}");
+    Ok(())
+}

@@ -140,6 +140,7 @@ impl PlanBuilder {
                 first_data_line_idx: 1,
                 separator: b',',
                 by_header: true,
+                compression: plexus_core::plan::Compression::Auto,
             }),
             columns: Vec::new(),
             splits: Vec::new(),

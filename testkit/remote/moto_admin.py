@@ -2,6 +2,9 @@
 
 setup ENDPOINT            -> creates an IAM user with an access key allowed everything, then
                              turns authentication on; prints "KEY_ID SECRET".
+session ENDPOINT KEY_ID SECRET
+                          -> a role allowed everything, assumed through moto's STS; prints
+                             "KEY_ID SECRET SESSION_TOKEN" (what a machine role hands out).
 mb|put|get ENDPOINT KEY_ID SECRET BUCKET [KEY FILE]
                           -> create a bucket, upload FILE to KEY, download KEY to FILE.
 """
@@ -46,6 +49,33 @@ def main():
         )
         urllib.request.urlopen(req).read()
         print(key["AccessKeyId"], key["SecretAccessKey"])
+        return
+    if cmd == "session":
+        key_id, secret = sys.argv[3], sys.argv[4]
+        iam = client("iam", endpoint, key_id, secret)
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+        role = iam.create_role(
+            RoleName="plexus-machine", AssumeRolePolicyDocument=json.dumps(trust)
+        )["Role"]
+        iam.put_role_policy(
+            RoleName="plexus-machine",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+                }
+            ),
+        )
+        c = client("sts", endpoint, key_id, secret).assume_role(
+            RoleArn=role["Arn"], RoleSessionName="plexus-test"
+        )["Credentials"]
+        print(c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
         return
     key_id, secret, bucket = sys.argv[3], sys.argv[4], sys.argv[5]
     s3 = client("s3", endpoint, key_id, secret)

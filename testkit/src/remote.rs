@@ -165,6 +165,26 @@ impl MotoS3 {
         self.admin(&["mb", bucket])
     }
 
+    /// Temporary credentials of the test user from moto's STS: (key id, secret, session
+    /// token), as an instance or container role hands them out.
+    pub fn session(&self) -> Result<(String, String, String)> {
+        let out = Command::new(&self.python)
+            .arg(&self.admin)
+            .args(["session", &self.endpoint, &self.key_id, &self.secret])
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "moto session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut p = text.split_whitespace().map(str::to_owned);
+        match (p.next(), p.next(), p.next()) {
+            (Some(k), Some(s), Some(t)) => Ok((k, s, t)),
+            _ => bail!("moto session printed {text:?}"),
+        }
+    }
+
     /// Uploads a local file.
     pub fn put(&self, bucket: &str, key: &str, file: &Path) -> Result<()> {
         self.admin(&["put", bucket, key, &file.to_string_lossy()])
@@ -396,6 +416,164 @@ impl Drop for HttpFiles {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A loopback stand-in of the AWS credential endpoints a machine role uses: the EC2 instance
+/// metadata service (IMDSv2: `PUT /latest/api/token`, then the role list and the role's
+/// credentials under `/latest/meta-data/iam/security-credentials/`, token required) and the
+/// ECS container credentials URL (`GET /ecs/credentials`). Both hand out the key it was started
+/// with. Stopped on drop.
+#[derive(Debug)]
+pub struct MetadataStandIn {
+    addr: SocketAddr,
+    hits: Arc<Mutex<Vec<String>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The role name the stand-in's instance has.
+const STAND_IN_ROLE: &str = "plexus-test-role";
+/// The IMDSv2 session token it issues and requires.
+const STAND_IN_TOKEN: &str = "plexus-imds-token";
+
+impl MetadataStandIn {
+    /// Serves the temporary credentials `key_id`/`secret`/`token` on a free loopback port.
+    pub fn start(key_id: &str, secret: &str, token: &str) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let creds = serde_json::json!({
+            "Code": "Success",
+            "Type": "AWS-HMAC",
+            "AccessKeyId": key_id,
+            "SecretAccessKey": secret,
+            "Token": token,
+            "Expiration": "2099-01-01T00:00:00Z",
+            "LastUpdated": "2026-01-01T00:00:00Z"
+        })
+        .to_string();
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let h = hits.clone();
+        let thread = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                loop {
+                    tokio::select! {
+                        _ = &mut stop_rx => return,
+                        accepted = listener.accept() => {
+                            let Ok((sock, _)) = accepted else { continue };
+                            let (h, creds) = (h.clone(), creds.clone());
+                            tokio::spawn(async move {
+                                let _ = metadata_connection(sock, &h, &creds).await;
+                            });
+                        }
+                    }
+                }
+            });
+        });
+        Ok(Self {
+            addr,
+            hits,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`: the value of `AWS_EC2_METADATA_SERVICE_ENDPOINT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The value of `AWS_CONTAINER_CREDENTIALS_FULL_URI`.
+    pub fn container_uri(&self) -> String {
+        format!("http://{}/ecs/credentials", self.addr)
+    }
+
+    /// Requests so far, as `METHOD path`.
+    pub fn hits(&self) -> Vec<String> {
+        self.hits.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for MetadataStandIn {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Answers the requests of one connection to the metadata stand-in.
+async fn metadata_connection(
+    mut s: tokio::net::TcpStream,
+    hits: &Mutex<Vec<String>>,
+    creds: &str,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        buf.drain(..head_end);
+        let mut lines = head.split("\r\n");
+        let request = lines.next().unwrap_or_default().to_owned();
+        let mut parts = request.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_owned();
+        let path = parts.next().unwrap_or("/").to_owned();
+        let token_ok = lines.filter_map(|l| l.split_once(':')).any(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("x-aws-ec2-metadata-token") && v.trim() == STAND_IN_TOKEN
+        });
+        if let Ok(mut h) = hits.lock() {
+            h.push(format!("{method} {path}"));
+        }
+        let role_list = "/latest/meta-data/iam/security-credentials/";
+        let role_creds = format!("{role_list}{STAND_IN_ROLE}");
+        let (status, body) = match (method.as_str(), path.as_str()) {
+            ("PUT", "/latest/api/token") => ("200 OK", STAND_IN_TOKEN.to_owned()),
+            ("GET", p) if p == role_list && token_ok => ("200 OK", STAND_IN_ROLE.to_owned()),
+            ("GET", p) if p == role_creds && token_ok => ("200 OK", creds.to_owned()),
+            ("GET", p) if p.starts_with("/latest/") => ("401 Unauthorized", String::new()),
+            ("GET", "/ecs/credentials") => {
+                let mut v: serde_json::Value =
+                    serde_json::from_str(creds).unwrap_or(serde_json::Value::Null);
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("Code");
+                    o.remove("Type");
+                    o.remove("LastUpdated");
+                }
+                ("200 OK", v.to_string())
+            }
+            _ => ("404 Not Found", String::new()),
+        };
+        let reply = format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Type: text/plain\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(reply.as_bytes()).await?;
+        s.flush().await?;
     }
 }
 

@@ -38,13 +38,69 @@ struct Edge {
     lookup: bool,
 }
 
-/// Renders the plan's DAG; with `statuses`, every node is filled by its status in one run
-/// (nodes missing from the list are `none`) and `run_status` is recorded on the root element.
+/// What a diagram shows besides the nodes and edges (Capillaries' `-detail idx,field`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Detail {
+    /// Label each edge with the table it reads or the index a lookup uses.
+    pub idx: bool,
+    /// List the fields each node writes (a line in the box, all of them in its tooltip).
+    pub field: bool,
+}
+
+impl Detail {
+    /// Capillaries' `-detail` list (`idx`, `field`, both, or empty for neither); an unknown
+    /// word is returned as the error.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut d = Self {
+            idx: false,
+            field: false,
+        };
+        for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "idx" => d.idx = true,
+                "field" => d.field = true,
+                other => return Err(other.to_owned()),
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// Renders the plan's DAG as the console shows it (edge labels, no field lists); with
+/// `statuses`, every node is filled by its status in one run (nodes missing from the list are
+/// `none`) and `run_status` is recorded on the root element.
 pub fn svg(
     plan: &Plan,
     statuses: Option<&[(String, NodeBatchStatus)]>,
     run_status: Option<&str>,
 ) -> String {
+    svg_with(
+        plan,
+        statuses,
+        run_status,
+        Detail {
+            idx: true,
+            field: false,
+        },
+    )
+}
+
+/// The names of the fields a node writes (table fields or file columns).
+fn written_fields(node: &plexus_core::plan::PlanNode) -> Vec<&str> {
+    match &node.writer {
+        Writer::Table(w) => w.fields.iter().map(|f| f.name.as_str()).collect(),
+        Writer::File(w) => w.columns.iter().map(|c| c.name.as_str()).collect(),
+    }
+}
+
+/// [`svg`] with the details Capillaries' `validate_script -detail` chooses.
+pub fn svg_with(
+    plan: &Plan,
+    statuses: Option<&[(String, NodeBatchStatus)]>,
+    run_status: Option<&str>,
+    detail: Detail,
+) -> String {
+    let box_h = if detail.field { BOX_H + 16.0 } else { BOX_H };
     let index: BTreeMap<&str, usize> = plan
         .nodes
         .iter()
@@ -126,7 +182,7 @@ pub fn svg(
     }
     let widest = rows.iter().map(Vec::len).max().unwrap_or(1).max(1) as f64;
     let width = MARGIN * 2.0 + widest * BOX_W + (widest - 1.0) * GAP_X;
-    let height = MARGIN * 2.0 + depth.max(1) as f64 * (BOX_H + GAP_Y) - GAP_Y;
+    let height = MARGIN * 2.0 + depth.max(1) as f64 * (box_h + GAP_Y) - GAP_Y;
     let mut pos = vec![(0.0f64, 0.0f64); n];
     for (l, row) in rows.iter().enumerate() {
         let row_w = row.len() as f64 * BOX_W + (row.len().saturating_sub(1)) as f64 * GAP_X;
@@ -134,7 +190,7 @@ pub fn svg(
         for (k, &i) in row.iter().enumerate() {
             pos[i] = (
                 x0 + k as f64 * (BOX_W + GAP_X),
-                MARGIN + l as f64 * (BOX_H + GAP_Y),
+                MARGIN + l as f64 * (box_h + GAP_Y),
             );
         }
     }
@@ -149,7 +205,7 @@ pub fn svg(
     for e in &edges {
         let (fx, fy) = pos[e.from];
         let (tx, ty) = pos[e.to];
-        let (x1, y1) = (fx + BOX_W / 2.0, fy + BOX_H);
+        let (x1, y1) = (fx + BOX_W / 2.0, fy + box_h);
         let (x2, y2) = (tx + BOX_W / 2.0, ty);
         let my = (y1 + y2) / 2.0;
         let dash = if e.lookup {
@@ -163,10 +219,17 @@ pub fn svg(
         let u = 1.0 - t;
         let lx = u * u * u * x1 + 3.0 * u * u * t * x1 + 3.0 * u * t * t * x2 + t * t * t * x2;
         let ly = u * u * u * y1 + 3.0 * u * u * t * my + 3.0 * u * t * t * my + t * t * t * y2;
+        let label = if detail.idx {
+            format!(
+                r##"<text x="{lx:.1}" y="{ly:.1}" font-size="10" fill="#6b7385" text-anchor="middle" paint-order="stroke" stroke="#ffffff" stroke-width="3">{}</text>"##,
+                xml(&short(&e.label, 34))
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             out,
-            r##"<g class="edge"><path d="M{x1:.1},{y1:.1} C{x1:.1},{my:.1} {x2:.1},{my:.1} {x2:.1},{y2:.1}" fill="none" stroke="#7a8294" stroke-width="1.4"{dash} marker-end="url(#arrow)"/><text x="{lx:.1}" y="{ly:.1}" font-size="10" fill="#6b7385" text-anchor="middle" paint-order="stroke" stroke="#ffffff" stroke-width="3">{}</text></g>"##,
-            xml(&short(&e.label, 34))
+            r##"<g class="edge"><path d="M{x1:.1},{y1:.1} C{x1:.1},{my:.1} {x2:.1},{my:.1} {x2:.1},{y2:.1}" fill="none" stroke="#7a8294" stroke-width="1.4"{dash} marker-end="url(#arrow)"/>{label}</g>"##
         );
     }
     for (i, node) in plan.nodes.iter().enumerate() {
@@ -183,6 +246,20 @@ pub fn svg(
             Writer::File(w) => format!("→ file {}", short_path(&w.url_template, 30)),
         };
         let status_attr = status.map_or(String::new(), |s| format!(r#" data-status="{s}""#));
+        let (fields_line, fields_title) = if detail.field {
+            let fields = written_fields(node).join(", ");
+            (
+                format!(
+                    r##"<text class="fields" x="{:.1}" y="{:.1}" font-size="9.5" fill="{ink}" text-anchor="middle" opacity="0.75">{}</text>"##,
+                    x + BOX_W / 2.0,
+                    y + 68.0,
+                    xml(&short(&fields, 44))
+                ),
+                format!("&#10;fields: {}", xml(&fields)),
+            )
+        } else {
+            (String::new(), String::new())
+        };
         let border = if manual {
             r##" stroke="#1d2330" stroke-width="2.2" stroke-dasharray="2 2""##
         } else {
@@ -190,7 +267,7 @@ pub fn svg(
         };
         let _ = write!(
             out,
-            r##"<g class="node" data-node="{name}"{status_attr}><title>{name}: {ty}{manual_t}{status_t}&#10;{desc}</title><rect x="{x:.1}" y="{y:.1}" width="{BOX_W}" height="{BOX_H}" rx="8" fill="{fill}"{border}/><text x="{cx:.1}" y="{t1:.1}" font-size="13" font-weight="600" fill="{ink}" text-anchor="middle">{short_name}</text><text x="{cx:.1}" y="{t2:.1}" font-size="10.5" fill="{ink}" text-anchor="middle" opacity="0.85">{ty}{manual_t}{status_t}</text><text x="{cx:.1}" y="{t3:.1}" font-size="10.5" fill="{ink}" text-anchor="middle" opacity="0.85">{target}</text></g>"##,
+            r##"<g class="node" data-node="{name}"{status_attr}><title>{name}: {ty}{manual_t}{status_t}&#10;{desc}{fields_title}</title><rect x="{x:.1}" y="{y:.1}" width="{BOX_W}" height="{box_h}" rx="8" fill="{fill}"{border}/><text x="{cx:.1}" y="{t1:.1}" font-size="13" font-weight="600" fill="{ink}" text-anchor="middle">{short_name}</text><text x="{cx:.1}" y="{t2:.1}" font-size="10.5" fill="{ink}" text-anchor="middle" opacity="0.85">{ty}{manual_t}{status_t}</text><text x="{cx:.1}" y="{t3:.1}" font-size="10.5" fill="{ink}" text-anchor="middle" opacity="0.85">{target}</text>{fields_line}</g>"##,
             name = xml(&node.name),
             short_name = xml(&short(&node.name, 27)),
             ty = node.node_type.name(),

@@ -42,7 +42,7 @@ impl CsvSource {
     ) -> Result<Self, FileError> {
         let display = super::location::display(url);
         check_separator(&display, settings.separator)?;
-        let file = super::location::open_stream(url)?;
+        let file = super::location::open_text(url, settings.compression)?;
         Ok(Self::over(display, file, 0, settings, columns))
     }
 

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parquet::file::reader::{ChunkReader, Length};
 
+use plexus_core::plan::Compression;
+
 use super::{FileError, local_path};
 use crate::remote::{FileAccess, Location, RangedFile, RangedReader, RemoteWrite, redact};
 
@@ -30,6 +32,99 @@ pub(crate) fn open_stream(url: &str) -> Result<Box<dyn Read + Send>, FileError> 
         return Ok(Box::new(f));
     }
     Ok(FileAccess::global().open_read(url)?)
+}
+
+/// Opens `url` for sequential reading of its text: decompressed as `compression` says (for
+/// `Auto`, by the URL's suffix), streamed.
+pub(crate) fn open_text(
+    url: &str,
+    compression: Compression,
+) -> Result<Box<dyn Read + Send>, FileError> {
+    let raw = open_stream(url)?;
+    Ok(match compression.of_url(url) {
+        Compression::Auto | Compression::None => raw,
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(raw))),
+        Compression::Zstd => Box::new(ZstdFrames::new(raw)),
+    })
+}
+
+/// A Zstandard stream of one or more frames, skippable frames included (`zstd` writes one
+/// frame, `pzstd` several with skippable frames between them).
+struct ZstdFrames {
+    src: io::BufReader<Box<dyn Read + Send>>,
+    dec: ruzstd::decoding::FrameDecoder,
+    /// Whether a frame's header was read and its blocks are being decoded.
+    in_frame: bool,
+}
+
+impl ZstdFrames {
+    fn new(raw: Box<dyn Read + Send>) -> Self {
+        Self {
+            src: io::BufReader::new(raw),
+            dec: ruzstd::decoding::FrameDecoder::new(),
+            in_frame: false,
+        }
+    }
+
+    /// Reads the next frame's header, skipping skippable frames; false at the end of input.
+    fn next_frame(&mut self) -> io::Result<bool> {
+        use io::BufRead as _;
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        loop {
+            if self.src.fill_buf()?.is_empty() {
+                return Ok(false);
+            }
+            match self.dec.init(&mut self.src) {
+                Ok(()) => return Ok(true),
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                    length,
+                    ..
+                })) => {
+                    let skipped = io::copy(
+                        &mut (&mut self.src).take(u64::from(length)),
+                        &mut io::sink(),
+                    )?;
+                    if skipped < u64::from(length) {
+                        return Err(zstd_err("the input ends inside a skippable frame"));
+                    }
+                }
+                Err(e) => return Err(zstd_err(e)),
+            }
+        }
+    }
+}
+
+fn zstd_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}"))
+}
+
+impl Read for ZstdFrames {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if !self.in_frame {
+                if !self.next_frame()? {
+                    return Ok(0);
+                }
+                self.in_frame = true;
+            }
+            while self.dec.can_collect() == 0 && !self.dec.is_finished() {
+                self.dec
+                    .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBlocks(1))
+                    .map_err(zstd_err)?;
+            }
+            let n = self.dec.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if self.dec.is_finished() {
+                self.in_frame = false;
+            }
+        }
+    }
 }
 
 /// Opens bytes `start..end` of the local file `url`, which must still be `file_len` bytes long

@@ -18,6 +18,7 @@ mod csv_sink;
 mod csv_source;
 mod error;
 mod fastcell;
+mod glob;
 mod gocsv;
 mod location;
 mod parquet_sink;
@@ -32,6 +33,7 @@ use plexus_core::plan::{BatchInput, FileReader, FileReaderFormat, FileWriter, Fi
 use plexus_core::value::Value;
 
 pub use error::FileError;
+pub use glob::{GlobError, expand_globs};
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
 pub use split::{SplitSettings, split_inputs};
 pub use top::{DEFAULT_TOP_LIMIT, TopBuffer};

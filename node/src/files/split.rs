@@ -24,7 +24,9 @@ use std::io::{self, Read};
 
 use memchr::{memchr, memchr2_iter};
 use parquet::file::reader::{FileReader as _, SerializedFileReader};
-use plexus_core::plan::{CsvReaderSettings, FilePart, FileReaderFormat, FileSplit, Plan, Reader};
+use plexus_core::plan::{
+    Compression, CsvReaderSettings, FilePart, FileReaderFormat, FileSplit, Plan, Reader,
+};
 
 use super::local_path;
 use crate::remote::Location;
@@ -131,6 +133,12 @@ fn split_file(
 ) -> io::Result<Vec<FilePart>> {
     let local = Location::parse(url).map(|l| l.is_local()).unwrap_or(false);
     if !local {
+        return Ok(Vec::new());
+    }
+    // A compressed file is read from its start: it cannot be cut into byte ranges.
+    if let FileReaderFormat::Csv(s) = format
+        && s.compression.of_url(url) != Compression::None
+    {
         return Ok(Vec::new());
     }
     let path = local_path(url).map_err(io::Error::other)?;
@@ -377,6 +385,7 @@ mod tests {
             first_data_line_idx: first,
             separator: b',',
             by_header,
+            compression: plexus_core::plan::Compression::Auto,
         }
     }
 

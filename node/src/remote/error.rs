@@ -16,6 +16,8 @@ pub enum Operation {
     Create,
     /// Writing bytes or completing the upload.
     Write,
+    /// Listing the objects under a prefix (an `r.urls` pattern).
+    List,
 }
 
 impl fmt::Display for Operation {
@@ -25,6 +27,7 @@ impl fmt::Display for Operation {
             Self::Read => "read",
             Self::Create => "create",
             Self::Write => "write",
+            Self::List => "list",
         })
     }
 }

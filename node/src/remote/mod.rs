@@ -292,6 +292,17 @@ impl FileAccess {
         }))
     }
 
+    /// The keys of the objects in `bucket` under `prefix` (empty: the whole bucket), at any
+    /// depth.
+    pub fn list_s3(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, RemoteError> {
+        let op = self.s3_operator(bucket)?;
+        block(s3::list(
+            op,
+            prefix.to_owned(),
+            format!("s3://{bucket}/{prefix}"),
+        ))?
+    }
+
     /// Opens `url` for ranged reads (Parquet).
     pub fn open_ranged(&self, url: &str) -> Result<RangedFile, RemoteError> {
         let shown = redact(url);

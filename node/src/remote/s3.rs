@@ -1,10 +1,14 @@
 //! `s3://bucket/key` through Apache OpenDAL's S3 service: one operator per bucket with a retry
 //! layer (exponential backoff with jitter) and a timeout layer, on our reqwest client.
 //!
-//! Region, endpoint and credentials: the settings first, then OpenDAL's (reqsign's) reading of
-//! the standard AWS variables (`AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_PROFILE`) and profile files
-//! (`~/.aws/config`, `~/.aws/credentials`, `AWS_SHARED_CREDENTIALS_FILE`).
+//! Region, endpoint and credentials: the settings first, then the AWS SDKs' usual chain as
+//! OpenDAL (reqsign) implements it: the variables (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+//! `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_PROFILE`), the
+//! profile files (`~/.aws/config`, `~/.aws/credentials`, `AWS_SHARED_CREDENTIALS_FILE`), web
+//! identity (`AWS_WEB_IDENTITY_TOKEN_FILE`, `AWS_ROLE_ARN`), ECS container credentials
+//! (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`/`_FULL_URI`) and last the EC2 instance metadata
+//! service (an instance role, as Capillaries' own AWS deployment uses; `AWS_EC2_METADATA_DISABLED
+//! =true` turns it off, `AWS_EC2_METADATA_SERVICE_ENDPOINT` moves it).
 
 use std::time::Duration;
 
@@ -31,10 +35,7 @@ pub(super) fn operator(
         .unwrap_or_else(|| "us-east-1".to_owned());
     let mut b = opendal::services::S3::default()
         .bucket(bucket)
-        .region(&region)
-        // Never ask the EC2 instance metadata service: it is not on loopback, and a machine
-        // that is not on EC2 would wait for it on every credential lookup.
-        .disable_ec2_metadata();
+        .region(&region);
     if let Some(ep) = s
         .s3_endpoint
         .clone()
@@ -171,6 +172,24 @@ pub(super) async fn length(op: Operator, key: String, url: String) -> Result<u64
         .await
         .map(|m| m.content_length())
         .map_err(|e| map_err(&e, Operation::Open, &url))
+}
+
+/// The keys under `prefix`, at any depth (directory markers left out).
+pub(super) async fn list(
+    op: Operator,
+    prefix: String,
+    url: String,
+) -> Result<Vec<String>, RemoteError> {
+    let entries = op
+        .list_with(&prefix)
+        .recursive(true)
+        .await
+        .map_err(|e| map_err(&e, Operation::List, &url))?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| !e.metadata().is_dir())
+        .map(|e| e.path().trim_start_matches('/').to_owned())
+        .collect())
 }
 
 /// Checks the object exists (a clear not-found or access-denied at open), then pumps it into

@@ -468,7 +468,14 @@ impl CqlStore {
             .known_nodes(&cfg.contact_points)
             .default_execution_profile_handle(profile.into_handle())
             .auto_await_schema_agreement(true)
-            .fetch_schema_metadata(cfg.fetch_schema_metadata);
+            .fetch_schema_metadata(cfg.fetch_schema_metadata)
+            .connection_timeout(std::time::Duration::from_millis(cfg.connect_timeout_ms));
+        if let Some(n) = cfg
+            .connections_per_host
+            .and_then(std::num::NonZeroUsize::new)
+        {
+            builder = builder.pool_size(scylla::client::PoolSize::PerHost(n));
+        }
         if let Some(user) = &cfg.username {
             builder = builder.user(user, cfg.password.as_deref().unwrap_or_default());
         }

@@ -44,6 +44,12 @@ pub struct CqlConfig {
     pub retry_base_backoff_ms: u64,
     /// Worker threads of the store's own tokio runtime (driver I/O and request fan-out).
     pub runtime_threads: usize,
+    /// Connections the driver keeps to each node; `None`: one per shard (ScyllaDB) or one
+    /// per node (Cassandra), the driver's default. Capillaries' `cassandra.num_conns`.
+    pub connections_per_host: Option<usize>,
+    /// How long opening one connection may take, in milliseconds. Capillaries'
+    /// `cassandra.connect_timeout`.
+    pub connect_timeout_ms: u64,
     /// TLS to every node; `None` connects in plain text.
     pub tls: Option<CqlTls>,
     /// Whether the driver reads the cluster's schema (`system_schema.*`) at connect and on
@@ -87,6 +93,8 @@ impl Default for CqlConfig {
             max_retries: 5,
             retry_base_backoff_ms: 50,
             runtime_threads: 2,
+            connections_per_host: None,
+            connect_timeout_ms: 5_000,
             tls: None,
             fetch_schema_metadata: true,
         }
@@ -110,6 +118,8 @@ impl fmt::Debug for CqlConfig {
             .field("max_retries", &self.max_retries)
             .field("retry_base_backoff_ms", &self.retry_base_backoff_ms)
             .field("runtime_threads", &self.runtime_threads)
+            .field("connections_per_host", &self.connections_per_host)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("tls", &self.tls)
             .field("fetch_schema_metadata", &self.fetch_schema_metadata)
             .finish()
