@@ -204,7 +204,7 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
     let mut out = String::new();
     match run_id {
         None => {
-            let _ = writeln!(out, "run_id,status,nodes_done,nodes,description");
+            let _ = writeln!(out, "run_id,status,outcome,nodes_done,nodes,description");
             for run in ks.runs.values() {
                 let done = run
                     .processed
@@ -213,9 +213,10 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
                     .count();
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{}",
+                    "{},{},{},{},{},{}",
                     run.run_id,
                     run.status(),
+                    run.outcome(),
                     done,
                     run.processed.len(),
                     run.description
@@ -224,7 +225,7 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
         }
         Some(id) => {
             let run = ledger.run(keyspace, id)?;
-            let _ = writeln!(out, "run {id}: {}", run.status());
+            let _ = writeln!(out, "run {id}: {}", run.outcome());
             if let Some(t) = plexus_node::telemetry::run_trace(ledger, keyspace, id) {
                 let _ = writeln!(out, "trace {}", t.trace_hex());
             }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -791,19 +792,71 @@ fn run_plan(
         capi: Some(capi),
         tracing: start_tracing()?,
     };
+    let interrupt = Arc::new(plexus_node::engine::Interrupt::new());
+    on_signals(interrupt.clone())?;
     let progress = planner::progress::RunProgress::new();
-    let report = planner::run::run(&plan, &settings, &progress);
+    let report =
+        planner::run::run_interruptible(&plan, &settings, &progress, Some(interrupt.clone()));
     // Spans are flushed before the process exits, whatever the run's outcome.
     if let Some(t) = &settings.tracing {
         t.shutdown();
     }
-    Ok(finish_report(&report?))
+    let code = finish_report(&report?);
+    if interrupt.requested().is_some() {
+        return Ok(ExitCode::from(INTERRUPTED));
+    }
+    Ok(code)
+}
+
+/// The exit code of an interrupted `planner run` (128 + SIGINT, as shells report it).
+const INTERRUPTED: u8 = 130;
+
+/// SIGINT and SIGTERM: the first stops the run cleanly (its ledger says why, its Python
+/// workers end, the report is printed, exit 130); a second exits at once. Registered before
+/// this returns, so no signal in between takes the default (silent) death.
+fn on_signals(interrupt: Arc<plexus_node::engine::Interrupt>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("cannot start the signal handler")?;
+    let (mut int, mut term) = {
+        let _in_rt = rt.enter();
+        (
+            signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut seen = 0;
+                loop {
+                    let name = tokio::select! {
+                        _ = int.recv() => "SIGINT",
+                        _ = term.recv() => "SIGTERM",
+                    };
+                    seen += 1;
+                    if seen > 1 {
+                        eprintln!("{name} again: exiting at once");
+                        std::process::exit(i32::from(INTERRUPTED));
+                    }
+                    eprintln!(
+                        "{name}: stopping the run (its Python workers end; send it again to exit at once)"
+                    );
+                    interrupt.request(&format!("interrupted by {name}"));
+                }
+            });
+        })
+        .context("cannot start the signal handler")?;
+    Ok(())
 }
 
 /// The span export of `planner run` when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (service name
 /// `OTEL_SERVICE_NAME`, else `planner`), with warnings logged to stderr and `tracing` spans
 /// bridged; `None` otherwise (nothing is exported, no subscriber is installed).
-fn start_tracing() -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
+fn start_tracing() -> anyhow::Result<Option<Arc<plexus_node::telemetry::Tracing>>> {
     use plexus_node::telemetry::{LogSettings, TelemetrySettings, Tracing, init_logging};
     let settings = TelemetrySettings {
         service_name: "planner".to_owned(),
@@ -822,20 +875,27 @@ fn start_tracing() -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetr
     Ok(Some(t))
 }
 
-/// Prints the final table and the failed nodes; exit 1 when a node failed.
+/// Prints the final table and the failed nodes with their reasons; exit 0 only when the run
+/// succeeded (a stopped run did not).
 fn finish_report(report: &plexus_node::engine::RunReport) -> ExitCode {
     print!("{}", planner::progress::report_table(report));
-    let failed: Vec<_> = report.failed().collect();
-    if failed.is_empty() {
-        return ExitCode::SUCCESS;
-    }
-    for n in failed {
-        eprintln!("node {} failed:", n.name);
-        for e in &n.errors {
-            eprintln!("  {e}");
+    for n in report.failed() {
+        match n.errors.as_slice() {
+            [] => eprintln!("node {} failed (no reason recorded)", n.name),
+            [one] => eprintln!("node {} failed: {one}", n.name),
+            many => {
+                eprintln!("node {} failed:", n.name);
+                for e in many {
+                    eprintln!("  {e}");
+                }
+            }
         }
     }
-    ExitCode::FAILURE
+    if report.outcome.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// `planner history` text from a ledger (a cluster's).

@@ -128,7 +128,7 @@ pub fn report_table(r: &RunReport) -> String {
         "run {} of keyspace {}: {} in {:.2} s",
         r.run_id,
         r.keyspace,
-        r.status.name(),
+        r.outcome,
         r.elapsed_ms as f64 / 1000.0
     );
     let width = r

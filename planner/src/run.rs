@@ -208,6 +208,17 @@ pub(crate) fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
 
 /// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
 pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
+    run_interruptible(plan, s, observer, None)
+}
+
+/// [`run`], stopped (run status stop with the reason, Python workers ended) when `interrupt`
+/// is requested: how `planner run` answers SIGINT and SIGTERM.
+pub fn run_interruptible(
+    plan: &Plan,
+    s: &RunSettings,
+    observer: &dyn Observer,
+    interrupt: Option<Arc<plexus_node::engine::Interrupt>>,
+) -> Result<RunReport> {
     let capi = capi_of(s)?;
     let threads = s.threads.or(capi.threads).unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -249,7 +260,10 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         Some(p) => format!("planner run {} --params {p}", s.script),
         None => format!("planner run {}", s.script),
     };
-    let engine = Engine::new(ctx, threads).with_tracing(s.tracing.clone());
+    let mut engine = Engine::new(ctx, threads).with_tracing(s.tracing.clone());
+    if let Some(i) = interrupt {
+        engine = engine.with_interrupt(i);
+    }
     let req = RunRequest {
         keyspace,
         start_nodes,

@@ -1194,16 +1194,23 @@ mod on_cluster {
         let planner = |args: &[&str]| cluster.cli(env!("CARGO_BIN_EXE_planner"), args, None);
         let ks = "lookup_quicktest_one";
         let watched = planner(&["status", "--keyspace", ks, "--run-id", "1", "--watch"])?;
-        ensure!(watched.starts_with("run 1: complete"), "{watched}");
+        ensure!(watched.starts_with("run 1: succeeded"), "{watched}");
         ensure!(
             watched.contains("order_item_date_inner,success,10,10,0"),
             "{watched}"
         );
         let runs = planner(&["history", "runs", "--keyspace", ks])?;
         ensure!(runs.lines().count() == 3, "start and complete rows: {runs}");
-        planner(&["stop", "--keyspace", ks, "--run-id", "1"])?;
+        // A finished run is not stopped: refused with what it came to, and left as it is.
+        let stop = planner(&["stop", "--keyspace", ks, "--run-id", "1"])
+            .err()
+            .context("stopping a finished run was accepted")?;
+        ensure!(
+            format!("{stop:#}").contains("run 1 is not running, it is succeeded"),
+            "{stop:#}"
+        );
         let all = planner(&["status", "--keyspace", ks])?;
-        ensure!(all.contains("\n1,stop,"), "{all}");
+        ensure!(all.contains("\n1,complete,succeeded,"), "{all}");
         Ok(())
     }
 

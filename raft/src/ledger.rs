@@ -15,7 +15,7 @@ use crate::command::{
 use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan, token_range};
 use crate::policy::{CompiledPolicy, NodeRunEvent};
-use crate::status::{NodeBatchStatus, RunStatus};
+use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
 
 /// How many times a batch that failed with a retryable error is claimed before it fails for
 /// good. Decided here, not by executors, so every peer applies the same budget.
@@ -116,6 +116,35 @@ impl Run {
             RunStatus::Start
         } else {
             RunStatus::None
+        }
+    }
+
+    /// The run's outcome in the words every front end shows ([`RunOutcome`]).
+    pub fn outcome(&self) -> RunOutcome {
+        match self.status() {
+            RunStatus::Stop => RunOutcome::Stopped {
+                reason: self
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|r| r.status == RunStatus::Stop)
+                    .map(|r| r.comment.clone())
+                    .unwrap_or_default(),
+            },
+            RunStatus::Complete => {
+                let nodes: Vec<String> = self
+                    .processed
+                    .iter()
+                    .filter(|n| self.node_status(n) == NodeBatchStatus::Fail)
+                    .cloned()
+                    .collect();
+                if nodes.is_empty() {
+                    RunOutcome::Succeeded
+                } else {
+                    RunOutcome::Failed { nodes }
+                }
+            }
+            RunStatus::Start | RunStatus::None => RunOutcome::Running,
         }
     }
 
@@ -300,6 +329,16 @@ impl Ledger {
                 keyspace: keyspace.to_owned(),
                 run_id,
             })
+    }
+
+    /// Whether `StopRun` would be accepted: only a running run can be stopped. Front ends ask
+    /// this before proposing, so they refuse with the ledger's own words.
+    pub fn stoppable(&self, keyspace: &str, run_id: u32) -> Result<(), LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        match run.outcome() {
+            RunOutcome::Running => Ok(()),
+            outcome => Err(LedgerError::RunNotRunning { run_id, outcome }),
+        }
     }
 
     /// The status of a run.
@@ -753,7 +792,12 @@ impl Ledger {
                 let attempts = self
                     .batch(ks_name, run_id, node, batch_idx)
                     .map_or(0, |(_, _, b)| b.attempts);
-                if retryable && attempts < MAX_ATTEMPTS {
+                let stopped = self
+                    .run(ks_name, run_id)
+                    .is_ok_and(|r| r.status() == RunStatus::Stop);
+                if (retryable && attempts < MAX_ATTEMPTS) || stopped {
+                    // In a stopped run this marks the batch stopreceived: a batch ended by the
+                    // stop (its Python worker killed) did not fail on its own.
                     let comment = format!("retryable failure: {error}");
                     self.return_to_pool(
                         ks_name, run_id, node, batch_idx, comment, error, ts_ms, ev,
@@ -1118,11 +1162,14 @@ impl Ledger {
         ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
         let run = self.run(keyspace, run_id)?;
-        let rerun = self
-            .plans
-            .get(&run.plan_hash)
-            .and_then(|p| p.node(node))
-            .map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
+        let plan_node = self.plans.get(&run.plan_hash).and_then(|p| p.node(node));
+        let rerun = plan_node.map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
+        // The ledger cannot tell a task still waiting in its holder's deque from one that
+        // started writing (that would take a commit per batch start), so every held batch is
+        // treated as possibly started. That is safe because re-running any built-in processor
+        // rewrites the same rows (`PlanNode::rerun_is_idempotent`): an unstarted or started
+        // batch of a lost peer always returns to the pool, `rerun_policy: fail` or not.
+        let rerun_idempotent = plan_node.is_some_and(PlanNode::rerun_is_idempotent);
         let stopped = run.status() == RunStatus::Stop;
         let ks = self.ks_mut(keyspace)?;
         let outcome = Outcome {
@@ -1142,9 +1189,10 @@ impl Ledger {
                 ts_ms,
                 ev,
             );
-        } else if rerun == RerunPolicy::Fail {
+        } else if rerun == RerunPolicy::Fail && !rerun_idempotent {
             // Quirk (spec §9.7, §14 #41): Capillaries drops the redelivered message of a
-            // started batch under `rerun_policy: fail`, so the run never completes; we fail it.
+            // started batch under `rerun_policy: fail`, so the run never completes. Plexus
+            // re-runs it when that provably rewrites the same rows (below); otherwise it fails.
             ks.finish_batch(
                 keyspace,
                 run_id,
@@ -1188,7 +1236,13 @@ impl Ledger {
                         rows_out: None,
                         elapsed_ms: None,
                         error: outcome.error,
-                        comment: format!("returned to the pool: {comment}"),
+                        comment: if rerun == RerunPolicy::Fail {
+                            format!(
+                                "returned to the pool (rerun_policy fail, but a re-run rewrites the same rows): {comment}"
+                            )
+                        } else {
+                            format!("returned to the pool: {comment}")
+                        },
                     });
                 }
             }
@@ -1258,8 +1312,8 @@ impl Ledger {
                 });
                 return Ok(());
             }
-            return Err(LedgerError::RunAlreadyStopped { run_id });
         }
+        self.stoppable(keyspace, run_id)?;
         let ks = self.ks_mut(keyspace)?;
         let seq = ks.seq();
         let Some(run) = ks.runs.get_mut(&run_id) else {
@@ -1348,7 +1402,10 @@ impl Ledger {
                         idx,
                         NodeBatchStatus::Fail,
                         format!("nogo: {reason}"),
-                        Outcome::default(),
+                        Outcome {
+                            error: Some(format!("nogo: {reason}")),
+                            ..Outcome::default()
+                        },
                         ts_ms,
                         ev,
                     );
@@ -1449,8 +1506,16 @@ impl Ledger {
                     });
                 }
                 Ok((DependencyCmd::Nogo, r)) => {
+                    // Name the dependency's state, so the reason needs no batch history.
+                    let state = ks.runs.get(r).map_or_else(String::new, |dr| {
+                        format!(
+                            " (node status {}, run status {})",
+                            dr.node_status(dep),
+                            dr.status()
+                        )
+                    });
                     return Ok(Readiness::Nogo {
-                        reason: format!("dependency {dep:?} in run {r}"),
+                        reason: format!("dependency {dep:?} in run {r}{state}"),
                     });
                 }
                 Ok((DependencyCmd::Wait, _)) => wait = true,
@@ -2028,7 +2093,13 @@ impl Keyspace {
             rows_in: outcome.rows_in,
             rows_out: outcome.rows_out,
             elapsed_ms: outcome.elapsed_ms,
-            error: outcome.error,
+            // A failure always says why: a nogo or a lost batch has a comment but no error
+            // from an executor.
+            error: match outcome.error {
+                Some(e) if !e.is_empty() => Some(e),
+                _ if status == NodeBatchStatus::Fail => Some(comment.clone()),
+                e => e,
+            },
             comment,
         });
         ev.push(Event::BatchFinished {

@@ -30,4 +30,4 @@ pub use error::LedgerError;
 pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
 pub use ledger::{BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NodeRun, Readiness, Run};
 pub use policy::{CompiledPolicy, NodeRunEvent, PolicyError, PolicyMatch};
-pub use status::{NodeBatchStatus, RunStatus};
+pub use status::{NodeBatchStatus, RunOutcome, RunStatus};

@@ -233,7 +233,7 @@ pub fn execute(
                 &task.keyspace,
                 spec,
                 out,
-                plexus_core::task::rowid_seed(task.run_id, &task.node, row_batch),
+                plexus_core::task::rowid_seed(&task.node, row_batch),
                 row_batch,
                 ctx.write_batch_rows,
             );

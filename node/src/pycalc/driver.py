@@ -9,8 +9,31 @@
 import builtins
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
+
+# The parent decides when a run stops: Ctrl-C reaches the whole process group, and a
+# KeyboardInterrupt here would read as a failed row. The parent kills this process instead.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _watch_parent(parent):
+    # No worker outlives its parent, even one killed with SIGKILL that could not kill us: once
+    # we are re-parented, exit. Polling getppid() works for any parent thread layout, unlike
+    # Linux's PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (a pooled worker
+    # outlives the executor thread that started it), and needs no ctypes. A formula looping in
+    # Python still lets this thread run (the interpreter switches threads every few ms).
+    while True:
+        time.sleep(0.2)
+        if os.getppid() != parent:
+            os._exit(70)
+
+
+_PARENT = os.getppid()
+threading.Thread(target=_watch_parent, args=(_PARENT,), daemon=True).start()
 
 _IN = os.fdopen(os.dup(0), "rb", 0)
 _OUT = os.fdopen(os.dup(1), "wb", 0)

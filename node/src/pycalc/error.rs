@@ -91,6 +91,12 @@ pub enum PyCalcError {
         /// The Go type name of the value.
         go_type: &'static str,
     },
+    /// The pool was ended (the run was interrupted): no worker runs any more.
+    #[error("python workers were ended: {reason}")]
+    Ended {
+        /// Why.
+        reason: String,
+    },
     /// The worker's reply did not follow the protocol; the worker was replaced.
     #[error("python worker protocol error: {0}")]
     Protocol(String),

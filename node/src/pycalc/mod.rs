@@ -74,6 +74,10 @@ struct PoolState {
     live: usize,
     /// Slots freed by a worker that died or was killed; the next start in one is a restart.
     lost: usize,
+    /// Every worker started, to kill them all at once ([`PyPool::end_all`]).
+    killers: Vec<std::sync::Weak<Mutex<std::process::Child>>>,
+    /// Why the pool was ended: no worker starts any more.
+    ended: Option<String>,
 }
 
 /// A pool of Python worker processes shared by the executor threads (`Arc<PyPool>`).
@@ -104,9 +108,48 @@ impl PyPool {
                 idle: Vec::new(),
                 live: 0,
                 lost: 0,
+                killers: Vec::new(),
+                ended: None,
             }),
             freed: Condvar::new(),
         }
+    }
+
+    /// Kills every worker, idle or computing, and refuses to start new ones: an interrupted
+    /// run must leave no Python process behind. A chunk being computed fails with
+    /// [`PyCalcError::WorkerDied`]; later calls fail with [`PyCalcError::Ended`].
+    pub fn end_all(&self, reason: &str) {
+        let (idle, killers) = {
+            let mut state = self.lock();
+            state.ended = Some(reason.to_owned());
+            (
+                std::mem::take(&mut state.idle),
+                std::mem::take(&mut state.killers),
+            )
+        };
+        // Dropping a worker kills and reaps it.
+        drop(idle);
+        for k in killers.iter().filter_map(std::sync::Weak::upgrade) {
+            let _ = k.lock().unwrap_or_else(PoisonError::into_inner).kill();
+        }
+        self.freed.notify_all();
+    }
+
+    /// Starts a worker, unless the pool was ended, and keeps its kill handle.
+    fn spawn(&self) -> Result<Worker, PyCalcError> {
+        if let Some(reason) = self.lock().ended.clone() {
+            return Err(PyCalcError::Ended { reason });
+        }
+        let w = Worker::spawn(&self.config)?;
+        let mut state = self.lock();
+        state.killers.retain(|k| k.strong_count() > 0);
+        state.killers.push(w.killer());
+        if let Some(reason) = state.ended.clone() {
+            drop(state);
+            drop(w);
+            return Err(PyCalcError::Ended { reason });
+        }
+        Ok(w)
     }
 
     /// The pool's config.
@@ -239,6 +282,9 @@ impl PyPool {
     fn checkout(&self) -> Result<Lease<'_>, PyCalcError> {
         let mut state = self.lock();
         loop {
+            if let Some(reason) = state.ended.clone() {
+                return Err(PyCalcError::Ended { reason });
+            }
             if let Some(worker) = state.idle.pop() {
                 drop(state);
                 let mut lease = Lease {
@@ -252,7 +298,7 @@ impl PyPool {
                     lease.worker = None;
                     tracing::warn!("a python worker died while idle; starting a new one");
                     crate::metrics::PY_WORKERS_RESTARTED.fetch_add(1, Ordering::Relaxed);
-                    lease.worker = Some(Worker::spawn(&self.config)?);
+                    lease.worker = Some(self.spawn()?);
                 }
                 return Ok(lease);
             }
@@ -268,7 +314,7 @@ impl PyPool {
                     worker: None,
                     lost: false,
                 };
-                lease.worker = Some(Worker::spawn(&self.config)?);
+                lease.worker = Some(self.spawn()?);
                 let counter = if restart {
                     &crate::metrics::PY_WORKERS_RESTARTED
                 } else {
@@ -359,14 +405,18 @@ impl Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let mut state = self.pool.lock();
+        let mut ended = None;
         match self.worker.take() {
-            Some(worker) => state.idle.push(worker),
+            Some(worker) if state.ended.is_none() => state.idle.push(worker),
+            // An ended pool keeps no worker: it is killed outside the lock.
+            Some(worker) => ended = Some(worker),
             None => {
                 state.live = state.live.saturating_sub(1);
                 state.lost += usize::from(self.lost);
             }
         }
         drop(state);
+        drop(ended);
         self.pool.freed.notify_one();
     }
 }

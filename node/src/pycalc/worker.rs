@@ -93,7 +93,8 @@ struct Tail {
 
 /// A running worker process. Dropping it kills the process.
 pub(crate) struct Worker {
-    child: Child,
+    /// Shared with the pool, which kills every worker when a run is interrupted.
+    child: Arc<Mutex<Child>>,
     stdin: ChildStdin,
     replies: Receiver<io::Result<Vec<u8>>>,
     stderr: Arc<Mutex<Tail>>,
@@ -157,7 +158,7 @@ impl Worker {
             return Err(PyCalcError::Spawn { path, source });
         }
         let mut worker = Self {
-            child,
+            child: Arc::new(Mutex::new(child)),
             stdin,
             replies,
             stderr,
@@ -193,7 +194,7 @@ impl Worker {
 
     /// True when the process has already exited (checked before reusing an idle worker).
     pub(crate) fn has_exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        !matches!(self.child().try_wait(), Ok(None))
     }
 
     /// Sends one request and waits up to `timeout` for its reply. Any error leaves the worker
@@ -227,8 +228,9 @@ impl Worker {
                 .map_err(|e| PyCalcError::Protocol(format!("undecodable reply: {e}"))),
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => Err(self.died()),
             Err(RecvTimeoutError::Timeout) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                let mut child = self.child();
+                let _ = child.kill();
+                let _ = child.wait();
                 Err(PyCalcError::Timeout { timeout })
             }
         }
@@ -239,12 +241,14 @@ impl Worker {
     fn died(&mut self) -> PyCalcError {
         let deadline = Instant::now() + EXIT_GRACE;
         let status = loop {
-            match self.child.try_wait() {
+            let waited = self.child().try_wait();
+            match waited {
                 Ok(Some(status)) => break status.to_string(),
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
                 Ok(None) => {
-                    let _ = self.child.kill();
-                    break match self.child.wait() {
+                    let mut child = self.child();
+                    let _ = child.kill();
+                    break match child.wait() {
                         Ok(s) => format!("closed its output, killed: {s}"),
                         Err(e) => format!("closed its output, wait failed: {e}"),
                     };
@@ -281,10 +285,22 @@ impl Worker {
     }
 }
 
+impl Worker {
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A handle the pool keeps to kill the process from another thread.
+    pub(crate) fn killer(&self) -> std::sync::Weak<Mutex<Child>> {
+        Arc::downgrade(&self.child)
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
