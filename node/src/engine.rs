@@ -27,19 +27,19 @@ pub enum EngineError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// The ledger refused a command (unknown node, …).
-    #[error("{0}")]
+    #[error(transparent)]
     Ledger(#[from] LedgerError),
     /// The keyspace's command log could not be loaded.
-    #[error("{0}")]
+    #[error(transparent)]
     Log(#[from] LocalLedgerError),
     /// The ledger could not commit a command.
-    #[error("{0}")]
+    #[error(transparent)]
     Propose(#[from] ProposeError),
     /// A node of the plan cannot be executed (an internal compile error).
-    #[error("{0}")]
+    #[error(transparent)]
     Compile(#[from] ExecError),
     /// An executor thread gave up (setup failure, a run that cannot progress).
-    #[error("{0}")]
+    #[error(transparent)]
     Executor(#[from] ExecutorError),
     /// The plan could not be encoded to compute its hash.
     #[error("cannot encode the plan: {reason}")]

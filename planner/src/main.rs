@@ -272,9 +272,10 @@ enum Command {
 /// Which store a command works on.
 #[derive(clap::Args, Debug)]
 struct StoreArgs {
-    /// Data directory of the embedded store.
-    #[arg(long, default_value = DEFAULT_DATA_DIR)]
-    data_dir: PathBuf,
+    /// Data directory of the embedded store [default: ./plexus-data]. Given explicitly, it
+    /// wins over PLEXUS_CLUSTER.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Storage backend: the embedded store in --data-dir, or a Cassandra/ScyllaDB cluster.
     #[arg(long, value_enum, default_value_t = planner::run::StoreKind::Embedded)]
     store: planner::run::StoreKind,
@@ -288,10 +289,30 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Whether a local store was named explicitly (`--data-dir`, `--store cql`): it then wins
+    /// over a cluster named only by `PLEXUS_CLUSTER`.
+    fn explicit(&self) -> bool {
+        self.data_dir.is_some() || self.store == planner::run::StoreKind::Cql
+    }
+
+    /// The cluster to ask, unless this local store was named explicitly.
+    fn cluster_unless_local(
+        &self,
+        cluster: &ClusterArgs,
+    ) -> anyhow::Result<Option<planner::cluster::ClusterTarget>> {
+        if self.explicit() {
+            return Ok(None);
+        }
+        cluster.target()
+    }
+
     fn target(&self) -> planner::run::StoreTarget {
         planner::run::StoreTarget {
             kind: self.store,
-            data_dir: self.data_dir.clone(),
+            data_dir: self
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             cql_contact_points: self.cql_contact_points.clone(),
             cql_config: self.cql_config.clone(),
             cql_base: None,
@@ -422,7 +443,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", planner::error_text(&err));
             ExitCode::FAILURE
         }
     }
@@ -485,7 +506,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let dot = match (keyspace, run_id) {
                 (Some(ks), Some(run)) => {
-                    let statuses = match cluster.target()? {
+                    let statuses = match store.cluster_unless_local(&cluster)? {
                         Some(c) => {
                             planner::cluster::ledger(&c.connect()?, &ks)?.node_statuses(&ks, run)?
                         }
@@ -564,7 +585,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             cluster,
         } => {
-            if let Some(c) = cluster.target()? {
+            if let Some(c) = store.cluster_unless_local(&cluster)? {
                 let ledger = planner::cluster::ledger(&c.connect()?, &keyspace)?;
                 print!(
                     "{}",
@@ -610,13 +631,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             cluster,
         } => {
-            match cluster.target()? {
+            match store.cluster_unless_local(&cluster)? {
                 Some(c) => {
                     c.connect()?
                         .drop_keyspace(&keyspace)
                         .with_context(|| format!("cannot drop keyspace {keyspace}"))?;
                 }
-                None => planner::run::drop_keyspace(&store.target(), &keyspace)?,
+                None => {
+                    if !planner::run::drop_keyspace(&store.target(), &keyspace)? {
+                        println!("keyspace {keyspace} does not exist: nothing dropped");
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
             }
             println!("dropped keyspace {keyspace}");
             Ok(ExitCode::SUCCESS)
@@ -708,9 +734,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let client = cluster.required()?.connect()?;
             match op {
                 ClusterOp::Status => {
+                    let status = client.status()?;
+                    // Every member is asked directly, so a dead peer shows as unreachable.
+                    let reachable = status
+                        .voters
+                        .iter()
+                        .chain(&status.learners)
+                        .map(|(id, addr)| {
+                            (
+                                *id,
+                                client.reachable(addr, std::time::Duration::from_secs(2)),
+                            )
+                        })
+                        .collect();
                     print!(
                         "{}",
-                        planner::cluster::cluster_status_text(&client.status()?)
+                        planner::cluster::cluster_status_text(&status, &reachable)
                     );
                 }
                 ClusterOp::Add { peer, addr } => {
@@ -779,7 +818,7 @@ fn run_plan(
         script: target.script.clone(),
         params: target.params.clone(),
         keyspace: target.keyspace.clone(),
-        data_dir: target.store.data_dir.clone(),
+        data_dir: target.store.target().data_dir,
         store: target.store.store,
         cql_contact_points: target.store.cql_contact_points.clone(),
         cql_config: target.store.cql_config.clone(),
@@ -863,11 +902,22 @@ fn start_tracing() -> anyhow::Result<Option<Arc<plexus_node::telemetry::Tracing>
         ..TelemetrySettings::default()
     }
     .with_env();
+    // What py_calc formulas print is logged (target plexus::py_calc) with node, batch and
+    // row; `planner run` shows it on stderr by default.
     let Some(t) = Tracing::start(&settings, None)? else {
+        let log = LogSettings {
+            filter: Some(
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "off,plexus::py_calc=info".to_owned()),
+            ),
+            ..LogSettings::default()
+        };
+        let _ = init_logging(&log, None);
         return Ok(None);
     };
     let log = LogSettings {
-        filter: Some(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned())),
+        filter: Some(
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,plexus::py_calc=info".to_owned()),
+        ),
         ..LogSettings::default()
     };
     // A subscriber installed already (a library caller) keeps its place.

@@ -191,7 +191,7 @@ pub enum ToolbeltError {
         outcome: RunOutcome,
     },
     /// The command itself failed (store, engine, files).
-    #[error("{command}: {source:#}")]
+    #[error("{command}: {}", crate::error_text(source))]
     Failed {
         /// The command.
         command: &'static str,
@@ -518,7 +518,7 @@ impl Backend for InProcess {
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), anyhow::Error> {
-        crate::run::drop_keyspace(&self.target, keyspace)
+        crate::run::drop_keyspace(&self.target, keyspace).map(|_| ())
     }
 }
 
@@ -955,6 +955,13 @@ fn run_ids(list: &str) -> Result<Vec<u32>, ToolbeltError> {
 pub fn main_with(args: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
+    // Asking for help is not a usage error: the usage goes to stdout and the exit code is 0.
+    if let [one] = args
+        && matches!(one.as_str(), "help" | "-h" | "--help" | "-help")
+    {
+        let _ = write!(stdout.lock(), "{}", usage());
+        return 0;
+    }
     let inv = match parse(args) {
         Ok(inv) => inv,
         Err(e) => {

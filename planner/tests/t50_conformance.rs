@@ -192,6 +192,26 @@ fn lookup_params(c: &Case, from: &str) -> Result<PathBuf> {
     )
 }
 
+/// The self-made script of issue 22 (`tests/fixtures/distinct`): a `distinct_table` node with
+/// `rerun_policy: fail` (as the spec requires of that type) over the lookup test's order
+/// items, feeding a grouped lookup and two file writers. Into keyspace `ks`, its files next to
+/// the lookup test's.
+fn distinct_in(c: &Case, ks: &str) -> Result<String> {
+    let params = c.dir("distinct_params.json");
+    let values = serde_json::json!({
+        "dir_in": url(&c.dir("in")),
+        "dir_out": url(&c.dir("out")),
+    });
+    std::fs::write(&params, values.to_string())?;
+    let script = crate_dir().join("tests/fixtures/distinct/script.json");
+    c.run_from(&url(&script), &url(&params), ks, "read_items")
+}
+
+/// The keyspace of the distinct script's run next to the lookup run in `ks`.
+fn distinct_ks(ks: &str) -> String {
+    format!("{ks}_distinct")
+}
+
 fn check_lookup_outputs(c: &Case) -> Result<()> {
     for name in LOOKUP_OUTPUTS {
         assert_same(
@@ -1342,12 +1362,30 @@ mod multi_process {
 
         // SIGKILL a follower; the other two still make a quorum.
         let status = local.status(&cluster, &tls)?;
+        // peer,role,address,reachable,last_contact,log_lag,running_batches
+        let member = |status: &str, name: &str| -> Option<Vec<String>> {
+            status
+                .lines()
+                .map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
+                .find(|f| f.len() == 7 && f[0] == name)
+        };
         let follower = status
             .lines()
-            .find_map(|l| l.strip_suffix(",0").and_then(|l| l.split_once(",voter,")))
-            .map(|(name, addr)| (name.to_owned(), addr.to_owned()))
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.len() == 7 && f[1] == "voter" && f[6] == "0")
+            .map(|f| (f[0].to_owned(), f[2].to_owned()))
             .with_context(|| format!("no follower in {status}"))?;
+        ensure!(
+            member(&status, &follower.0).is_some_and(|f| f[3] == "yes"),
+            "{status}"
+        );
         local.script(&["kill", &follower.0])?;
+        // The dead peer is still a voter, and cluster status says it does not answer.
+        let status = local.status(&cluster, &tls)?;
+        ensure!(
+            member(&status, &follower.0).is_some_and(|f| f[1] == "voter" && f[3] == "no"),
+            "{status}"
+        );
         let embedded = Case::on("tag_and_denormalize", None)?.context("conformance data")?;
         tag_one(&embedded)?;
         let c = Case::on_cluster_at("tag_and_denormalize", &cluster, &tls)?.context("data")?;
@@ -1380,6 +1418,10 @@ mod multi_process {
         lookup_one(&embedded)?;
         let c = Case::on_cluster_at("lookup", &cluster, &tls)?.context("conformance data")?;
         let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        // The distinct script (a distinct_table node under rerun_policy fail) runs at the
+        // same time: the killed peer's distinct batches are re-run, and its files are the
+        // one-process run's.
+        distinct_in(&embedded, "distinct_one_process")?;
         std::thread::scope(|s| -> Result<()> {
             let run = s.spawn(|| {
                 c.run_from(
@@ -1389,13 +1431,25 @@ mod multi_process {
                     "read_orders,read_order_items",
                 )
             });
+            let distinct = s.spawn(|| distinct_in(&c, "distinct_sigkill"));
             std::thread::sleep(Duration::from_millis(400));
             local.script(&["kill", &follower.0])?;
             run.join()
                 .map_err(|_| anyhow::anyhow!("the run panicked"))??;
+            distinct
+                .join()
+                .map_err(|_| anyhow::anyhow!("the distinct run panicked"))??;
             Ok(())
         })?;
         check_lookup_outputs(&c)?;
-        on_cluster::same_files(&embedded, &c)
+        on_cluster::same_files(&embedded, &c)?;
+        for f in ["sellers.csv", "seller_totals.csv"] {
+            let (a, b) = (
+                std::fs::read(embedded.dir("out").join(f))?,
+                std::fs::read(c.dir("out").join(f))?,
+            );
+            ensure!(a == b, "{f}: bytes differ after the SIGKILL");
+        }
+        Ok(())
     }
 }

@@ -864,9 +864,17 @@ impl Ledger {
         let held = self.claims_of(peer);
         let mut returned = 0;
         let mut touched = BTreeSet::new();
+        // A duration people can read, not the epoch milliseconds of the bound.
+        let silent_ms = (ts_ms
+            - self
+                .peers
+                .get(&peer)
+                .map_or(silent_since_ms, |p| p.last_seen_ms.min(silent_since_ms)))
+        .max(0);
+        let silence = format!("{}.{:01} s", silent_ms / 1000, (silent_ms % 1000) / 100);
         for (t, _) in &held {
             let b = &t.batch;
-            let reason = format!("the lease of n{peer} expired (silent since {silent_since_ms})");
+            let reason = format!("the lease of n{peer} expired (silent for {silence})");
             if self
                 .return_to_pool(
                     &b.keyspace,

@@ -166,6 +166,25 @@ impl ClusterClient {
         }
     }
 
+    /// Whether the peer at `addr` answers a status request within `limit`: what `planner
+    /// cluster status` calls reachable.
+    pub fn reachable(&self, addr: &str, limit: std::time::Duration) -> bool {
+        let Ok(sock) = resolve(addr) else {
+            return false;
+        };
+        self.rt.block_on(async {
+            matches!(
+                tokio::time::timeout(
+                    limit,
+                    self.transport
+                        .call::<_, PeerResponse>(sock, None, &PeerRequest::Status),
+                )
+                .await,
+                Ok(Ok(PeerResponse::Status(Ok(_))))
+            )
+        })
+    }
+
     /// Adds a peer (learner, then voter).
     pub fn add_peer(&self, id: u64, addr: &str) -> Result<(), ClientError> {
         match self.call(&PeerRequest::AddPeer {

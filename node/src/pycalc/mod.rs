@@ -29,6 +29,11 @@ pub use worker::InterpreterInfo;
 
 use worker::{Reply, RowReply, RunRequest, Worker};
 
+/// The default progress deadline: two minutes without one row of a chunk finishing. A
+/// formula computes one row; an honest one takes micro- to milliseconds, and even one calling
+/// a slow service per row stays far below this.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(120);
+
 /// How the pool starts its workers (Capillaries `custom_processors.py_calc`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyPoolConfig {
@@ -43,6 +48,9 @@ pub struct PyPoolConfig {
     pub chunk_timeout: Duration,
     /// Limit for a new worker to report ready.
     pub start_timeout: Duration,
+    /// The progress deadline: a chunk in which no row finished for this long fails its batch,
+    /// naming the formula file and line the worker was on. Zero: none.
+    pub progress_deadline: Duration,
 }
 
 impl PyPoolConfig {
@@ -64,6 +72,7 @@ impl Default for PyPoolConfig {
             workers: 1,
             chunk_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(60),
+            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
         }
     }
 }
@@ -194,6 +203,19 @@ impl PyPool {
         program: &PyProgram,
         rows: &[Vec<Value>],
     ) -> Result<Vec<RowOutcome>, PyCalcError> {
+        self.run_chunk_for(program, rows, String::new(), 0)
+    }
+
+    /// [`PyPool::run_chunk`] for a chunk of a batch: the formulas' prints are logged
+    /// (target `plexus::py_calc`) with `label` ("py_calc node N batch B") and their row, the
+    /// chunk's rows being rows `first_row..` of the batch.
+    pub fn run_chunk_for(
+        &self,
+        program: &PyProgram,
+        rows: &[Vec<Value>],
+        label: String,
+        first_row: u64,
+    ) -> Result<Vec<RowOutcome>, PyCalcError> {
         let expected = program.reader_fields().len();
         if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != expected) {
             return Err(PyCalcError::RowWidth {
@@ -215,6 +237,9 @@ impl PyPool {
             })?;
 
         let mut lease = self.checkout()?;
+        if let Some(w) = &lease.worker {
+            w.set_context(worker::PrintContext { label, first_row });
+        }
         let reply = lease.call(program, &chunk.text, self.config.chunk_timeout)?;
         let rows_reply = match reply {
             Reply::Ok { rows } => rows,
@@ -226,6 +251,17 @@ impl PyPool {
             }
             Reply::SyntaxError { message } => return Err(PyCalcError::Syntax { message }),
             Reply::ExecError { message } => return Err(PyCalcError::Exec { message }),
+            Reply::NoProgress { line, function } => {
+                // The driver exits after this reply.
+                lease.discard();
+                return Err(PyCalcError::NoProgress {
+                    seconds: self.config.progress_deadline.as_secs(),
+                    at: program
+                        .source_line(line)
+                        .map(|at| at.in_function(&function)),
+                    files: program.files().join(", "),
+                });
+            }
             other => {
                 lease.discard();
                 return Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")));
@@ -379,6 +415,7 @@ impl Lease<'_> {
                 calc_name: program.calc_name(),
                 calc: program.calc_source(),
                 program: text,
+                deadline_s: self.pool.config.progress_deadline.as_secs_f64(),
             };
             let reply = match worker.call(&request, timeout) {
                 Ok(r) => r,
