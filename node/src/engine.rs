@@ -142,6 +142,8 @@ pub struct NodeReport {
     pub last_end: Option<Duration>,
     /// Error texts of failed batches (at most five).
     pub errors: Vec<String>,
+    /// Data notices of its batches (cells read leniently, empty input files), at most ten.
+    pub notices: Vec<String>,
 }
 
 /// The outcome of a run.
@@ -455,6 +457,13 @@ impl Engine {
                         && let Some(nr) = run.nodes.get(n)
                     {
                         r.errors = failed_batch_errors(nr);
+                        r.notices = nr
+                            .history
+                            .iter()
+                            .filter_map(|h| h.comment.strip_prefix(plexus_raft::NOTICE_PREFIX))
+                            .take(10)
+                            .map(str::to_owned)
+                            .collect();
                     }
                     r
                 })
@@ -505,6 +514,11 @@ impl BatchSink for Reports<'_> {
                         let end = self.started.elapsed();
                         r.first_start = Some(r.first_start.map_or(begin, |f| f.min(begin)));
                         r.last_end = Some(r.last_end.map_or(end, |l| l.max(end)));
+                        for n in &stats.notices {
+                            if r.notices.len() < 10 && !r.notices.contains(n) {
+                                r.notices.push(n.clone());
+                            }
+                        }
                     }
                     Err(e) if r.errors.len() < 5 => r.errors.push(e.to_string()),
                     Err(_) => {}
@@ -583,6 +597,13 @@ impl RunReport {
                 }
             }
             r.errors = failed_batch_errors(nr);
+            r.notices = nr
+                .history
+                .iter()
+                .filter_map(|h| h.comment.strip_prefix(plexus_raft::NOTICE_PREFIX))
+                .take(10)
+                .map(str::to_owned)
+                .collect();
             nodes.push(r);
         }
         Ok(Self {

@@ -804,6 +804,19 @@ impl Executor {
                 }
             }
         };
+        if let Ok(stats) = &result
+            && !stats.notices.is_empty()
+        {
+            // Into the node's history, before the outcome, so a finished run has them all.
+            let cmd = Command::BatchNotices {
+                task: q.task.clone(),
+                notices: stats.notices.clone(),
+                ts_ms: now_ms(),
+            };
+            if let Err(e) = self.ledger.propose(cmd) {
+                tracing::warn!(batch = %id, cause = %e, "cannot record the batch's data notices");
+            }
+        }
         lock(&self.outcomes).push(TaskResult {
             task: q.task,
             outcome,

@@ -929,6 +929,11 @@ fn start_tracing() -> anyhow::Result<Option<Arc<plexus_node::telemetry::Tracing>
 /// succeeded (a stopped run did not).
 fn finish_report(report: &plexus_node::engine::RunReport) -> ExitCode {
     print!("{}", planner::progress::report_table(report));
+    for n in &report.nodes {
+        for notice in &n.notices {
+            eprintln!("notice: node {}: {notice}", n.name);
+        }
+    }
     for n in report.failed() {
         match n.errors.as_slice() {
             [] => eprintln!("node {} failed (no reason recorded)", n.name),

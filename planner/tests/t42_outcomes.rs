@@ -363,3 +363,69 @@ fn sigkill_of_the_planner_leaves_no_python_worker() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn lenient_cells_and_empty_files_are_reported() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path();
+    std::fs::write(dir.join("a.csv"), "n,s\n1,x\n12a,y\n3,z\n7 kg,w\n")?;
+    std::fs::write(dir.join("empty.csv"), "n,s\n")?;
+    // The dependency policies of the sample scripts (a file reader needs none, but a script
+    // must name a default).
+    let sample: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        workspace_dir().join("examples/roastery/script.json"),
+    )?)?;
+    let script = serde_json::json!({
+        "dependency_policies": sample["dependency_policies"],
+        "nodes": {
+            "read": {
+                "type": "file_table",
+                "r": {
+                    "urls": [url(&dir.join("a.csv")), url(&dir.join("empty.csv"))],
+                    "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
+                    "columns": {
+                        "col_n": {"csv": {"col_hdr": "n", "col_format": "%d"}, "col_type": "int"},
+                        "col_s": {"csv": {"col_hdr": "s"}, "col_type": "string"}
+                    }
+                },
+                "w": {
+                    "name": "t",
+                    "fields": {
+                        "n": {"expression": "r.col_n", "type": "int"},
+                        "s": {"expression": "r.col_s", "type": "string"}
+                    }
+                }
+            }
+        }
+    });
+    let script_path = dir.join("script.json");
+    std::fs::write(&script_path, script.to_string())?;
+    let data = dir.join("data");
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["run", &url(&script_path), "--keyspace", "notices"])
+        .args(["--data-dir", &url(&data)])
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "{err}");
+    let a = url(&dir.join("a.csv"));
+    let lenient = format!(
+        "notice: node read: {a}: column col_n: 2 cells read leniently, the text after the number ignored as Go's Sscanf does (first: \"12a\" on line 3)"
+    );
+    ensure!(err.contains(&lenient), "missing {lenient:?} in:\n{err}");
+    let empty = format!(
+        "notice: node read: input file {} has no data rows",
+        url(&dir.join("empty.csv"))
+    );
+    ensure!(err.contains(&empty), "missing {empty:?} in:\n{err}");
+    // The node's history keeps them.
+    let history = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["history", "nodes", "--keyspace", "notices"])
+        .args(["--data-dir", &url(&data)])
+        .output()?;
+    let history = String::from_utf8_lossy(&history.stdout);
+    ensure!(
+        history.contains("notice: ") && history.contains("12a") && history.contains("no data rows"),
+        "{history}"
+    );
+    Ok(())
+}

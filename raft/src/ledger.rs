@@ -17,6 +17,9 @@ use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan
 use crate::policy::{CompiledPolicy, NodeRunEvent};
 use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
 
+/// The comment prefix of a node history row carrying a data notice ([`Command::BatchNotices`]).
+pub const NOTICE_PREFIX: &str = "notice: ";
+
 /// How many times a batch that failed with a retryable error is claimed before it fails for
 /// good. Decided here, not by executors, so every peer applies the same budget.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -488,6 +491,11 @@ impl Ledger {
                 self.settle(&keyspace, ts_ms, &mut ev);
             }
             Command::DropKeyspace { keyspace } => self.drop_keyspace(&keyspace, &mut ev)?,
+            Command::BatchNotices {
+                task,
+                notices,
+                ts_ms,
+            } => self.batch_notices(&task, notices, ts_ms)?,
         }
         Ok(ev)
     }
@@ -1264,6 +1272,38 @@ impl Ledger {
         Ok(())
     }
 
+    /// Appends a batch's data notices to its node's history (`notice: …` rows with the node's
+    /// current status), so `history nodes` and the console show them.
+    fn batch_notices(
+        &mut self,
+        task: &TaskRef,
+        notices: Vec<String>,
+        ts_ms: i64,
+    ) -> Result<(), LedgerError> {
+        let id = &task.batch;
+        self.batch(&id.keyspace, id.run_id, &id.node, id.batch_idx)?;
+        let ks = self.ks_mut(&id.keyspace)?;
+        let seqs: Vec<u64> = notices.iter().map(|_| ks.seq()).collect();
+        if let Some(nr) = ks
+            .runs
+            .get_mut(&id.run_id)
+            .and_then(|r| r.nodes.get_mut(&id.node))
+        {
+            for (n, seq) in notices.into_iter().zip(seqs) {
+                nr.history.push(NodeHistoryRow {
+                    ts_ms,
+                    seq,
+                    run_id: id.run_id,
+                    node: id.node.clone(),
+                    written_by_batch_idx: id.batch_idx,
+                    status: nr.status,
+                    comment: format!("{NOTICE_PREFIX}{n}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Forgets a keyspace and its runs, refused while any of its runs is going or still has
     /// batches executing (they would write into tables being dropped).
     fn drop_keyspace(&mut self, keyspace: &str, ev: &mut Vec<Event>) -> Result<(), LedgerError> {
@@ -1834,17 +1874,19 @@ impl Ledger {
                     continue;
                 }
                 let key = |r: &&NodeHistoryRow| (r.ts_ms, r.seq);
+                let notice = |r: &&NodeHistoryRow| r.comment.starts_with(NOTICE_PREFIX);
                 let start = nr
                     .history
                     .iter()
-                    .filter(|r| r.status == NodeBatchStatus::Start)
+                    .filter(|r| r.status == NodeBatchStatus::Start && !notice(r))
                     .min_by_key(key);
                 let fin = nr
                     .history
                     .iter()
-                    .filter(|r| r.status.is_final())
+                    .filter(|r| r.status.is_final() && !notice(r))
                     .max_by_key(key);
                 rows.extend(start.into_iter().chain(fin).cloned());
+                rows.extend(nr.history.iter().filter(notice).cloned());
             }
         }
         rows.sort_by_key(|r| (r.ts_ms, r.run_id, r.written_by_batch_idx, r.seq));

@@ -187,6 +187,9 @@ pub struct BatchStats {
     pub write: Duration,
     /// Wall time of the whole batch.
     pub total: Duration,
+    /// Data notices: cells read leniently (per column, with the first example), an input file
+    /// without data rows.
+    pub notices: Vec<String>,
 }
 
 /// Executes `task` (a batch of `compiled`, which must have been built from `plan` for
