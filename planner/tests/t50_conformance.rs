@@ -1231,6 +1231,29 @@ mod on_cluster {
         );
         let all = planner(&["status", "--keyspace", ks])?;
         ensure!(all.contains("\n1,complete,succeeded,"), "{all}");
+
+        // A run with a failed node: `submit --wait` says failed and exits 1, `status` too.
+        let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        let failed = planner(&[
+            "submit",
+            &url(&c.cfg("script_quick.yaml")),
+            "--params",
+            &url(&params),
+            "--keyspace",
+            "failing",
+            "--start-nodes",
+            "order_item_date_inner",
+            "--only-start-nodes",
+            "--wait",
+        ])
+        .err()
+        .context("a run with a failed node exited 0")?;
+        ensure!(
+            format!("{failed:#}").contains("node order_item_date_inner failed:"),
+            "{failed:#}"
+        );
+        let status = planner(&["status", "--keyspace", "failing", "--run-id", "1"])?;
+        ensure!(status.starts_with("run 1: failed (1 node)"), "{status}");
         Ok(())
     }
 
