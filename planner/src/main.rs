@@ -734,19 +734,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let client = cluster.required()?.connect()?;
             match op {
                 ClusterOp::Status => {
-                    let status = client.status()?;
-                    // Every member is asked directly, so a dead peer shows as unreachable.
-                    let reachable = status
-                        .voters
-                        .iter()
-                        .chain(&status.learners)
-                        .map(|(id, addr)| {
-                            (
-                                *id,
-                                client.reachable(addr, std::time::Duration::from_secs(2)),
-                            )
-                        })
-                        .collect();
+                    let mut status = client.status()?;
+                    // Every member is asked directly, so a dead peer shows as unreachable;
+                    // the leader's own answer has the replication state (log lag).
+                    let mut reachable = std::collections::BTreeMap::new();
+                    let mut leader_view = None;
+                    for (id, addr) in status.voters.iter().chain(&status.learners) {
+                        let answer = client.status_at(addr, std::time::Duration::from_secs(2));
+                        reachable.insert(*id, answer.is_some());
+                        if let Some(a) = answer
+                            && a.leader == Some(a.answered_by)
+                        {
+                            leader_view = Some(a);
+                        }
+                    }
+                    if let Some(l) = leader_view {
+                        status = l;
+                    }
                     print!(
                         "{}",
                         planner::cluster::cluster_status_text(&status, &reachable)

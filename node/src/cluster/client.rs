@@ -166,22 +166,22 @@ impl ClusterClient {
         }
     }
 
-    /// Whether the peer at `addr` answers a status request within `limit`: what `planner
-    /// cluster status` calls reachable.
-    pub fn reachable(&self, addr: &str, limit: std::time::Duration) -> bool {
-        let Ok(sock) = resolve(addr) else {
-            return false;
-        };
+    /// What the peer at `addr` knows of the cluster, if it answers within `limit`: `planner
+    /// cluster status` calls a member that does not reachable, and takes the replication
+    /// state from the leader's own answer.
+    pub fn status_at(&self, addr: &str, limit: std::time::Duration) -> Option<ClusterStatus> {
+        let sock = resolve(addr).ok()?;
         self.rt.block_on(async {
-            matches!(
-                tokio::time::timeout(
-                    limit,
-                    self.transport
-                        .call::<_, PeerResponse>(sock, None, &PeerRequest::Status),
-                )
-                .await,
-                Ok(Ok(PeerResponse::Status(Ok(_))))
+            match tokio::time::timeout(
+                limit,
+                self.transport
+                    .call::<_, PeerResponse>(sock, None, &PeerRequest::Status),
             )
+            .await
+            {
+                Ok(Ok(PeerResponse::Status(Ok(s)))) => Some(s),
+                _ => None,
+            }
         })
     }
 
