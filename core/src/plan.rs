@@ -216,6 +216,34 @@ pub struct PlanNode {
     pub writer: Writer,
 }
 
+impl PlanNode {
+    /// Whether executing a batch of this node again, after an attempt that may have written
+    /// part or all of its output, leaves the same output as one clean attempt. True for every
+    /// built-in node type, so the ledger re-runs a lost batch even under `rerun_policy: fail`:
+    /// - table writers give each row a rowid derived from (node, batch, position in the
+    ///   batch's deterministic read order), so a re-run overwrites its own rows;
+    /// - unique and distinct keys are first-writer-wins and a key held by the row's own rowid
+    ///   is not a duplicate (both stores), so a re-run keeps the keys it wrote;
+    /// - file writers create (truncate) their batch's file before writing it;
+    /// - py_calc and tag_and_denormalize write through the same table writer.
+    ///
+    /// A future processor with outside effects (appending to a file, calling a service) must
+    /// answer false here, and its lost batches then fail under `rerun_policy: fail`.
+    pub fn rerun_is_idempotent(&self) -> bool {
+        match self.node_type {
+            NodeType::FileTable
+            | NodeType::TableTable
+            | NodeType::TableLookupTable
+            | NodeType::DistinctTable
+            | NodeType::TableFile => true,
+            NodeType::TableCustomTfmTable => matches!(
+                self.processor,
+                Some(Processor::PyCalc(_) | Processor::TagAndDenormalize(_))
+            ),
+        }
+    }
+}
+
 /// A node's source of rows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reader {

@@ -143,12 +143,14 @@ impl BatchTask {
     }
 }
 
-/// The seed of a batch's rowids: a hash of (run, node, batch) so that re-executing a batch
-/// produces the same rowids and overwrites its own earlier rows (idempotent writes).
-pub fn rowid_seed(run_id: u32, node: &str, batch_idx: u32) -> u64 {
+/// The seed of a batch's rowids: a hash of (node, batch) so that re-executing a batch
+/// produces the same rowids and overwrites its own earlier rows (idempotent writes). The run
+/// id is left out on purpose: tables are per run already, and the same script on the same
+/// inputs must put the same rows in the same table-reader batches (and so write the same
+/// files) in run 1 and in run 7.
+pub fn rowid_seed(node: &str, batch_idx: u32) -> u64 {
     let mut h = blake3::Hasher::new();
-    h.update(b"plexus-rowid-v1");
-    h.update(&run_id.to_le_bytes());
+    h.update(b"plexus-rowid-v2");
     h.update(&(node.len() as u64).to_le_bytes());
     h.update(node.as_bytes());
     h.update(&batch_idx.to_le_bytes());
@@ -181,11 +183,10 @@ mod tests {
 
     #[test]
     fn rowids_are_deterministic_and_distinct() {
-        let s = rowid_seed(1, "read_orders", 0);
-        assert_eq!(s, rowid_seed(1, "read_orders", 0));
-        assert_ne!(s, rowid_seed(2, "read_orders", 0));
-        assert_ne!(s, rowid_seed(1, "read_orders", 1));
-        assert_ne!(s, rowid_seed(1, "read_order", 0));
+        let s = rowid_seed("read_orders", 0);
+        assert_eq!(s, rowid_seed("read_orders", 0));
+        assert_ne!(s, rowid_seed("read_orders", 1));
+        assert_ne!(s, rowid_seed("read_order", 0));
         let ids: HashSet<i64> = (0..100_000).map(|i| rowid(s, i)).collect();
         assert_eq!(ids.len(), 100_000);
         let negative = ids.iter().filter(|&&r| r < 0).count();

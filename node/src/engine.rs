@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
-use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunStatus};
+use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};
 
 use crate::exec::{ExecContext, ExecError};
 use crate::executor::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
@@ -27,19 +27,19 @@ pub enum EngineError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// The ledger refused a command (unknown node, …).
-    #[error("{0}")]
+    #[error(transparent)]
     Ledger(#[from] LedgerError),
     /// The keyspace's command log could not be loaded.
-    #[error("{0}")]
+    #[error(transparent)]
     Log(#[from] LocalLedgerError),
     /// The ledger could not commit a command.
-    #[error("{0}")]
+    #[error(transparent)]
     Propose(#[from] ProposeError),
     /// A node of the plan cannot be executed (an internal compile error).
-    #[error("{0}")]
+    #[error(transparent)]
     Compile(#[from] ExecError),
     /// An executor thread gave up (setup failure, a run that cannot progress).
-    #[error("{0}")]
+    #[error(transparent)]
     Executor(#[from] ExecutorError),
     /// The plan could not be encoded to compute its hash.
     #[error("cannot encode the plan: {reason}")]
@@ -142,6 +142,8 @@ pub struct NodeReport {
     pub last_end: Option<Duration>,
     /// Error texts of failed batches (at most five).
     pub errors: Vec<String>,
+    /// Data notices of its batches (cells read leniently, empty input files), at most ten.
+    pub notices: Vec<String>,
 }
 
 /// The outcome of a run.
@@ -151,8 +153,10 @@ pub struct RunReport {
     pub keyspace: String,
     /// Run id.
     pub run_id: u32,
-    /// Final run status.
+    /// Final run status (Capillaries' raw value: `complete` even with failed nodes).
     pub status: RunStatus,
+    /// What the run came to, as every front end says it.
+    pub outcome: RunOutcome,
     /// Processed nodes in plan order.
     pub nodes: Vec<NodeReport>,
     /// Wall time of the run.
@@ -168,11 +172,53 @@ impl RunReport {
     }
 }
 
+/// A request, from another thread (the signal handler of `planner run`), to stop the run an
+/// [`Engine`] executes: the run is stopped in its keyspace's ledger with the reason, its
+/// executors stop claiming, and every Python worker is ended.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    reason: Mutex<Option<String>>,
+    changed: std::sync::Condvar,
+}
+
+impl Interrupt {
+    /// No interruption yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks for the stop; the first reason wins.
+    pub fn request(&self, reason: &str) {
+        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        r.get_or_insert_with(|| reason.to_owned());
+        self.changed.notify_all();
+    }
+
+    /// The reason, once a stop was asked for.
+    pub fn requested(&self) -> Option<String> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits up to `timeout` for a request.
+    fn wait(&self, timeout: Duration) -> Option<String> {
+        let r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        let (r, _) = self
+            .changed
+            .wait_timeout_while(r, timeout, |r| r.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        r.clone()
+    }
+}
+
 /// Runs plans on one machine.
 pub struct Engine {
     ctx: ExecContext,
     threads: usize,
     tracing: Option<Arc<crate::telemetry::Tracing>>,
+    interrupt: Option<Arc<Interrupt>>,
 }
 
 impl Engine {
@@ -182,7 +228,14 @@ impl Engine {
             ctx,
             threads: threads.max(1),
             tracing: None,
+            interrupt: None,
         }
+    }
+
+    /// The engine stopping its run when `interrupt` is requested.
+    pub fn with_interrupt(mut self, interrupt: Arc<Interrupt>) -> Self {
+        self.interrupt = Some(interrupt);
+        self
     }
 
     /// The engine exporting run, node and batch spans to `tracing`.
@@ -275,6 +328,25 @@ impl Engine {
         outcome
     }
 
+    /// Stops an interrupted run: the stop goes to the keyspace's ledger first (so no thread
+    /// claims again), then every Python worker is killed, which ends the batches computing.
+    fn interrupted(&self, ledger: &LocalLedger, ks: &str, run_id: u32, reason: &str) {
+        if let Err(e) = ledger.propose(Command::StopRun {
+            keyspace: ks.to_owned(),
+            run_id,
+            comment: reason.to_owned(),
+            ts_ms: now_ms(),
+        }) {
+            // A run that ended meanwhile cannot be stopped; anything else is worth saying.
+            if !matches!(e, ProposeError::Refused(LedgerError::RunNotRunning { .. })) {
+                tracing::warn!(keyspace = ks, run_id, cause = %e, "cannot record the interruption");
+            }
+        }
+        if let Some(py) = &self.ctx.py {
+            py.end_all(reason);
+        }
+    }
+
     /// Executes a started run to its end: tables, then every thread's batches; the report.
     #[allow(clippy::too_many_arguments)]
     fn execute(
@@ -331,7 +403,20 @@ impl Engine {
             keyspace: ks.to_owned(),
             run_id,
         };
+        let finished = std::sync::atomic::AtomicBool::new(false);
         let results = std::thread::scope(|s| {
+            if let Some(interrupt) = &self.interrupt {
+                let finished = &finished;
+                s.spawn(move || {
+                    while !finished.load(std::sync::atomic::Ordering::SeqCst) {
+                        let Some(reason) = interrupt.wait(Duration::from_millis(100)) else {
+                            continue;
+                        };
+                        self.interrupted(ledger, ks, run_id, &reason);
+                        return;
+                    }
+                });
+            }
             let handles: Vec<_> = (0..self.threads)
                 .map(|t| {
                     let (executor, scope, sink) = (&executor, &scope, &sink);
@@ -345,7 +430,9 @@ impl Engine {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+            let joined = handles.into_iter().map(|h| h.join()).collect::<Vec<_>>();
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            joined
         });
         for r in results {
             match r {
@@ -364,6 +451,20 @@ impl Engine {
             .filter_map(|n| {
                 reports.remove(n).map(|mut r| {
                     r.status = Some(run.node_status(n));
+                    // Batches failed without executing (nogo, a lost batch) have their
+                    // reason in the ledger only.
+                    if r.errors.is_empty()
+                        && let Some(nr) = run.nodes.get(n)
+                    {
+                        r.errors = failed_batch_errors(nr);
+                        r.notices = nr
+                            .history
+                            .iter()
+                            .filter_map(|h| h.comment.strip_prefix(plexus_raft::NOTICE_PREFIX))
+                            .take(10)
+                            .map(str::to_owned)
+                            .collect();
+                    }
                     r
                 })
             })
@@ -372,6 +473,7 @@ impl Engine {
             keyspace: ks.to_string(),
             run_id,
             status,
+            outcome: run.outcome(),
             nodes,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
@@ -412,6 +514,11 @@ impl BatchSink for Reports<'_> {
                         let end = self.started.elapsed();
                         r.first_start = Some(r.first_start.map_or(begin, |f| f.min(begin)));
                         r.last_end = Some(r.last_end.map_or(end, |l| l.max(end)));
+                        for n in &stats.notices {
+                            if r.notices.len() < 10 && !r.notices.contains(n) {
+                                r.notices.push(n.clone());
+                            }
+                        }
                     }
                     Err(e) if r.errors.len() < 5 => r.errors.push(e.to_string()),
                     Err(_) => {}
@@ -444,6 +551,24 @@ pub fn report_events(events: &[Event], observer: &dyn Observer) {
     }
 }
 
+/// The reasons of a node's failed batches (at most five), as "batch N: reason".
+fn failed_batch_errors(nr: &plexus_raft::NodeRun) -> Vec<String> {
+    nr.batches
+        .iter()
+        .flat_map(|b| &b.history)
+        .filter(|h| h.status == NodeBatchStatus::Fail)
+        .take(5)
+        .map(|h| {
+            let why = h
+                .error
+                .clone()
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| h.comment.clone());
+            format!("batch {}: {why}", h.batch_idx)
+        })
+        .collect()
+}
+
 impl RunReport {
     /// The report of a run as the ledger records it (a cluster run, watched by a client):
     /// rows and times from the batch histories; the stage times are not replicated.
@@ -469,18 +594,23 @@ impl RunReport {
                         r.rows_out += h.rows_out.unwrap_or(0);
                         r.busy_ms += h.elapsed_ms.unwrap_or(0);
                     }
-                    if h.status == NodeBatchStatus::Fail && r.errors.len() < 5 {
-                        r.errors
-                            .push(h.error.clone().unwrap_or_else(|| h.comment.clone()));
-                    }
                 }
             }
+            r.errors = failed_batch_errors(nr);
+            r.notices = nr
+                .history
+                .iter()
+                .filter_map(|h| h.comment.strip_prefix(plexus_raft::NOTICE_PREFIX))
+                .take(10)
+                .map(str::to_owned)
+                .collect();
             nodes.push(r);
         }
         Ok(Self {
             keyspace: keyspace.to_owned(),
             run_id,
             status: run.status(),
+            outcome: run.outcome(),
             nodes,
             elapsed_ms: u64::try_from(last_ts - first_ts).unwrap_or(0),
         })

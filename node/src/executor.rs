@@ -506,6 +506,24 @@ impl Executor {
             }
             let popped = lock(&self.deque).pop_front();
             if let Some(q) = popped {
+                let b = &q.task.batch;
+                let stopped = matches!(
+                    view.read().run_status(&b.keyspace, b.run_id),
+                    Ok(RunStatus::Stop)
+                );
+                if stopped {
+                    // Claimed before the stop, never started: the ledger marks it
+                    // stopreceived (spec §9.8) instead of it running after the stop.
+                    lock(&self.outcomes).push(TaskResult {
+                        task: q.task,
+                        outcome: TaskOutcome::Failed {
+                            error: "the run was stopped before this batch started".to_owned(),
+                            retryable: true,
+                        },
+                    });
+                    self.flush(scope, sink)?;
+                    continue;
+                }
                 self.in_flight.fetch_add(1, Ordering::SeqCst);
                 let r = self.run_queued(q, sink);
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -786,6 +804,19 @@ impl Executor {
                 }
             }
         };
+        if let Ok(stats) = &result
+            && !stats.notices.is_empty()
+        {
+            // Into the node's history, before the outcome, so a finished run has them all.
+            let cmd = Command::BatchNotices {
+                task: q.task.clone(),
+                notices: stats.notices.clone(),
+                ts_ms: now_ms(),
+            };
+            if let Err(e) = self.ledger.propose(cmd) {
+                tracing::warn!(batch = %id, cause = %e, "cannot record the batch's data notices");
+            }
+        }
         lock(&self.outcomes).push(TaskResult {
             task: q.task,
             outcome,

@@ -174,13 +174,20 @@ impl LocalLedger {
                     seq: next,
                     reason: e.to_string(),
                 })?;
-                ledger
-                    .apply(cmd)
-                    .map_err(|source| LocalLedgerError::Replay {
-                        keyspace: keyspace.to_owned(),
-                        seq: next,
-                        source,
-                    })?;
+                match ledger.apply(cmd) {
+                    Ok(_) => {}
+                    // Versions before the one stop rule accepted stopping a finished run; such
+                    // a stop changed only the run's status, so skipping it on replay leaves
+                    // the run as it ended.
+                    Err(LedgerError::RunNotRunning { .. }) => {}
+                    Err(source) => {
+                        return Err(LocalLedgerError::Replay {
+                            keyspace: keyspace.to_owned(),
+                            seq: next,
+                            source,
+                        });
+                    }
+                }
                 next += 1;
             }
         }

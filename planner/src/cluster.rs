@@ -3,7 +3,7 @@
 //! and the run start are committed through the cluster's Raft ledger; progress is followed by
 //! reading the keyspace's ledger from the leader.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -204,7 +204,7 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
     let mut out = String::new();
     match run_id {
         None => {
-            let _ = writeln!(out, "run_id,status,nodes_done,nodes,description");
+            let _ = writeln!(out, "run_id,status,outcome,nodes_done,nodes,description");
             for run in ks.runs.values() {
                 let done = run
                     .processed
@@ -213,9 +213,10 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
                     .count();
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{}",
+                    "{},{},{},{},{},{}",
                     run.run_id,
                     run.status(),
+                    run.outcome(),
                     done,
                     run.processed.len(),
                     run.description
@@ -224,7 +225,7 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
         }
         Some(id) => {
             let run = ledger.run(keyspace, id)?;
-            let _ = writeln!(out, "run {id}: {}", run.status());
+            let _ = writeln!(out, "run {id}: {}", run.outcome());
             if let Some(t) = plexus_node::telemetry::run_trace(ledger, keyspace, id) {
                 let _ = writeln!(out, "trace {}", t.trace_hex());
             }
@@ -251,8 +252,10 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
     Ok(out)
 }
 
-/// `planner cluster status`.
-pub fn cluster_status_text(s: &ClusterStatus) -> String {
+/// `planner cluster status`: every member with whether it answers now (`reachable`), its
+/// last sign of life in the ledger (a time, UTC) and how far its log trails the leader's
+/// (`log_lag`, entries; `-` when unknown).
+pub fn cluster_status_text(s: &ClusterStatus, reachable: &BTreeMap<u64, bool>) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let leader = s.leader.map_or("none".to_owned(), |l| format!("n{l}"));
@@ -264,19 +267,52 @@ pub fn cluster_status_text(s: &ClusterStatus) -> String {
         s.applied_index.map_or("-".into(), |i| i.to_string()),
         s.answered_by
     );
-    let _ = writeln!(out, "peer,role,address,running_batches");
-    for (id, addr) in &s.voters {
-        let role = if Some(*id) == s.leader {
-            "leader"
-        } else {
-            "voter"
+    let _ = writeln!(
+        out,
+        "peer,role,address,reachable,last_contact,log_lag,running_batches"
+    );
+    let members = s
+        .voters
+        .iter()
+        .map(|(id, a)| {
+            (
+                id,
+                a,
+                if Some(*id) == s.leader {
+                    "leader"
+                } else {
+                    "voter"
+                },
+            )
+        })
+        .chain(s.learners.iter().map(|(id, a)| (id, a, "learner")));
+    for (id, addr, role) in members {
+        let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
+        let up = reachable.get(id).copied();
+        let reach = match up {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "-",
         };
-        let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
-        let _ = writeln!(out, "n{id},{role},{addr},{running}");
-    }
-    for (id, addr) in &s.learners {
-        let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
-        let _ = writeln!(out, "n{id},learner,{addr},{running}");
+        let last = s
+            .last_seen_ms
+            .get(id)
+            .map_or_else(|| "-".to_owned(), |ms| utc_time(*ms));
+        // The leader's own log is the reference; a follower's lag needs the leader's view.
+        let lag = match (s.last_log_index, s.matched.get(id)) {
+            (_, _) if Some(*id) == s.leader && s.answered_by == *id => "0".to_owned(),
+            (Some(last), Some(m)) => last.saturating_sub(*m).to_string(),
+            _ => "-".to_owned(),
+        };
+        let _ = writeln!(out, "n{id},{role},{addr},{reach},{last},{lag},{running}");
     }
     out
+}
+
+/// Epoch milliseconds as a UTC time, `2026-12-02 03:49:31.004Z`.
+pub fn utc_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string(),
+    )
 }

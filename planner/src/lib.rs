@@ -67,6 +67,24 @@ impl PlanError {
     }
 }
 
+/// An error and its causes joined by ": ", skipping a cause whose text the message already
+/// holds: many errors print their source in their own message, and `{:#}` would say it twice
+/// ("unknown run 7: unknown run 7").
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// Loads, validates and compiles a script with its optional params file, then splits large
 /// local input files into several batches (`PLEXUS_SPLIT_MIB`, see [`build_plan_with`]).
 pub fn build_plan(script_url: &str, params_url: Option<&str>) -> Result<Plan, PlanError> {

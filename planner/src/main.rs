@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -275,9 +276,10 @@ enum Command {
 /// Which store a command works on.
 #[derive(clap::Args, Debug)]
 struct StoreArgs {
-    /// Data directory of the embedded store.
-    #[arg(long, default_value = DEFAULT_DATA_DIR)]
-    data_dir: PathBuf,
+    /// Data directory of the embedded store [default: ./plexus-data]. Given explicitly, it
+    /// wins over PLEXUS_CLUSTER.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Storage backend: the embedded store in --data-dir, or a Cassandra/ScyllaDB cluster.
     #[arg(long, value_enum, default_value_t = planner::run::StoreKind::Embedded)]
     store: planner::run::StoreKind,
@@ -291,10 +293,30 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Whether a local store was named explicitly (`--data-dir`, `--store cql`): it then wins
+    /// over a cluster named only by `PLEXUS_CLUSTER`.
+    fn explicit(&self) -> bool {
+        self.data_dir.is_some() || self.store == planner::run::StoreKind::Cql
+    }
+
+    /// The cluster to ask, unless this local store was named explicitly.
+    fn cluster_unless_local(
+        &self,
+        cluster: &ClusterArgs,
+    ) -> anyhow::Result<Option<planner::cluster::ClusterTarget>> {
+        if self.explicit() {
+            return Ok(None);
+        }
+        cluster.target()
+    }
+
     fn target(&self) -> planner::run::StoreTarget {
         planner::run::StoreTarget {
             kind: self.store,
-            data_dir: self.data_dir.clone(),
+            data_dir: self
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             cql_contact_points: self.cql_contact_points.clone(),
             cql_config: self.cql_config.clone(),
             cql_base: None,
@@ -482,7 +504,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", planner::error_text(&err));
             ExitCode::FAILURE
         }
     }
@@ -545,7 +567,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let dot = match (keyspace, run_id) {
                 (Some(ks), Some(run)) => {
-                    let statuses = match cluster.target()? {
+                    let statuses = match store.cluster_unless_local(&cluster)? {
                         Some(c) => {
                             planner::cluster::ledger(&c.connect()?, &ks)?.node_statuses(&ks, run)?
                         }
@@ -669,7 +691,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             cluster,
         } => {
-            if let Some(c) = cluster.target()? {
+            if let Some(c) = store.cluster_unless_local(&cluster)? {
                 let ledger = planner::cluster::ledger(&c.connect()?, &keyspace)?;
                 print!(
                     "{}",
@@ -715,13 +737,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             cluster,
         } => {
-            match cluster.target()? {
+            match store.cluster_unless_local(&cluster)? {
                 Some(c) => {
                     c.connect()?
                         .drop_keyspace(&keyspace)
                         .with_context(|| format!("cannot drop keyspace {keyspace}"))?;
                 }
-                None => planner::run::drop_keyspace(&store.target(), &keyspace)?,
+                None => {
+                    if !planner::run::drop_keyspace(&store.target(), &keyspace)? {
+                        println!("keyspace {keyspace} does not exist: nothing dropped");
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
             }
             println!("dropped keyspace {keyspace}");
             Ok(ExitCode::SUCCESS)
@@ -813,9 +840,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let client = cluster.required()?.connect()?;
             match op {
                 ClusterOp::Status => {
+                    let mut status = client.status()?;
+                    // Every member is asked directly, so a dead peer shows as unreachable;
+                    // the leader's own answer has the replication state (log lag).
+                    let mut reachable = std::collections::BTreeMap::new();
+                    let mut leader_view = None;
+                    for (id, addr) in status.voters.iter().chain(&status.learners) {
+                        let answer = client.status_at(addr, std::time::Duration::from_secs(2));
+                        reachable.insert(*id, answer.is_some());
+                        if let Some(a) = answer
+                            && a.leader == Some(a.answered_by)
+                        {
+                            leader_view = Some(a);
+                        }
+                    }
+                    if let Some(l) = leader_view {
+                        status = l;
+                    }
                     print!(
                         "{}",
-                        planner::cluster::cluster_status_text(&client.status()?)
+                        planner::cluster::cluster_status_text(&status, &reachable)
                     );
                 }
                 ClusterOp::Add { peer, addr } => {
@@ -880,7 +924,7 @@ fn run_plan(
         script: target.script.clone(),
         params: target.params.clone(),
         keyspace: target.keyspace.clone(),
-        data_dir: target.store.data_dir.clone(),
+        data_dir: target.store.target().data_dir,
         store: target.store.store,
         cql_contact_points: target.store.cql_contact_points.clone(),
         cql_config: target.store.cql_config.clone(),
@@ -893,22 +937,75 @@ fn run_plan(
         capi: Some(capi),
         tracing: start_tracing(log_level.as_deref())?,
     };
+    let interrupt = Arc::new(plexus_node::engine::Interrupt::new());
+    on_signals(interrupt.clone())?;
     let progress = planner::progress::RunProgress::new();
-    let report = planner::run::run(&plan, &settings, &progress);
+    let report =
+        planner::run::run_interruptible(&plan, &settings, &progress, Some(interrupt.clone()));
     // Spans are flushed before the process exits, whatever the run's outcome.
     if let Some(t) = &settings.tracing {
         t.shutdown();
     }
-    Ok(finish_report(&report?))
+    let code = finish_report(&report?);
+    if interrupt.requested().is_some() {
+        return Ok(ExitCode::from(INTERRUPTED));
+    }
+    Ok(code)
+}
+
+/// The exit code of an interrupted `planner run` (128 + SIGINT, as shells report it).
+const INTERRUPTED: u8 = 130;
+
+/// SIGINT and SIGTERM: the first stops the run cleanly (its ledger says why, its Python
+/// workers end, the report is printed, exit 130); a second exits at once. Registered before
+/// this returns, so no signal in between takes the default (silent) death.
+fn on_signals(interrupt: Arc<plexus_node::engine::Interrupt>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("cannot start the signal handler")?;
+    let (mut int, mut term) = {
+        let _in_rt = rt.enter();
+        (
+            signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut seen = 0;
+                loop {
+                    let name = tokio::select! {
+                        _ = int.recv() => "SIGINT",
+                        _ = term.recv() => "SIGTERM",
+                    };
+                    seen += 1;
+                    if seen > 1 {
+                        eprintln!("{name} again: exiting at once");
+                        std::process::exit(i32::from(INTERRUPTED));
+                    }
+                    eprintln!(
+                        "{name}: stopping the run (its Python workers end; send it again to exit at once)"
+                    );
+                    interrupt.request(&format!("interrupted by {name}"));
+                }
+            });
+        })
+        .context("cannot start the signal handler")?;
+    Ok(())
 }
 
 /// The logs and span export of `planner run`. Logs go to stderr, filtered by `RUST_LOG`, else
-/// by Capillaries' `log.level` (`capi_level`), else at warn; without either and without
-/// tracing no subscriber is installed. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+/// by Capillaries' `log.level` (`capi_level`), else at warn with span export and off without;
+/// what py_calc formulas print (target `plexus::py_calc`, with node, batch and row) is shown
+/// unless `RUST_LOG` says otherwise. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` is
 /// set (service name `OTEL_SERVICE_NAME`, else `planner`), with `tracing` spans bridged.
 fn start_tracing(
     capi_level: Option<&str>,
-) -> anyhow::Result<Option<std::sync::Arc<plexus_node::telemetry::Tracing>>> {
+) -> anyhow::Result<Option<Arc<plexus_node::telemetry::Tracing>>> {
     use plexus_node::telemetry::{LogSettings, TelemetrySettings, Tracing, init_logging};
     let settings = TelemetrySettings {
         service_name: "planner".to_owned(),
@@ -916,14 +1013,16 @@ fn start_tracing(
     }
     .with_env();
     let tracing = Tracing::start(&settings, None)?;
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .or_else(|| capi_level.map(capi_log_filter));
-    if tracing.is_none() && filter.is_none() {
-        return Ok(None);
-    }
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| {
+        let base = match (capi_level, &tracing) {
+            (Some(level), _) => capi_log_filter(level),
+            (None, Some(_)) => "warn".to_owned(),
+            (None, None) => "off".to_owned(),
+        };
+        format!("{base},plexus::py_calc=info")
+    });
     let log = LogSettings {
-        filter: Some(filter.unwrap_or_else(|| "warn".to_owned())),
+        filter: Some(filter),
         ..LogSettings::default()
     };
     // A subscriber installed already (a library caller) keeps its place.
@@ -943,20 +1042,32 @@ fn capi_log_filter(level: &str) -> String {
     .to_owned()
 }
 
-/// Prints the final table and the failed nodes; exit 1 when a node failed.
+/// Prints the final table and the failed nodes with their reasons; exit 0 only when the run
+/// succeeded (a stopped run did not).
 fn finish_report(report: &plexus_node::engine::RunReport) -> ExitCode {
     print!("{}", planner::progress::report_table(report));
-    let failed: Vec<_> = report.failed().collect();
-    if failed.is_empty() {
-        return ExitCode::SUCCESS;
-    }
-    for n in failed {
-        eprintln!("node {} failed:", n.name);
-        for e in &n.errors {
-            eprintln!("  {e}");
+    for n in &report.nodes {
+        for notice in &n.notices {
+            eprintln!("notice: node {}: {notice}", n.name);
         }
     }
-    ExitCode::FAILURE
+    for n in report.failed() {
+        match n.errors.as_slice() {
+            [] => eprintln!("node {} failed (no reason recorded)", n.name),
+            [one] => eprintln!("node {} failed: {one}", n.name),
+            many => {
+                eprintln!("node {} failed:", n.name);
+                for e in many {
+                    eprintln!("  {e}");
+                }
+            }
+        }
+    }
+    if report.outcome.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// `planner history` text from a ledger (a cluster's).

@@ -66,7 +66,9 @@ impl Observer for RunProgress {
             Progress::RunStarted { run_id, nodes } => {
                 let width = nodes.iter().map(|(n, _)| n.len()).max().unwrap_or(10);
                 let style = ProgressStyle::with_template(&format!(
-                    "{{prefix:<{width}}} [{{bar:30}}] {{pos}}/{{len}} batches {{elapsed:>4}} {{msg}}"
+                    // `wide_msg` is cut to the terminal's width: a long message would
+                    // otherwise wrap mid-word and break the bars' redraw.
+                    "{{prefix:<{width}}} [{{bar:30}}] {{pos}}/{{len}} batches {{elapsed:>4}} {{wide_msg}}"
                 ))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
@@ -128,7 +130,7 @@ pub fn report_table(r: &RunReport) -> String {
         "run {} of keyspace {}: {} in {:.2} s",
         r.run_id,
         r.keyspace,
-        r.status.name(),
+        r.outcome,
         r.elapsed_ms as f64 / 1000.0
     );
     let width = r

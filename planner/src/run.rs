@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plexus_core::plan::Plan;
@@ -138,8 +139,20 @@ impl StoreTarget {
                 let dir = &self.data_dir;
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create data directory {}", dir.display()))?;
-                let store = EmbeddedStore::open(dir).with_context(|| {
-                    format!("cannot open the embedded store in {}", dir.display())
+                let store = EmbeddedStore::open(dir).map_err(|e| {
+                    if e.to_string().contains("Locked") {
+                        let holder = store_holder(dir)
+                            .unwrap_or_else(|| "another process".to_owned());
+                        anyhow::anyhow!(
+                            "the embedded store in {} is in use by {holder}, and one process at a time may open it: stop that process, work through it (a `planner serve` console), or pass another --data-dir",
+                            dir.display()
+                        )
+                    } else {
+                        anyhow::Error::new(e).context(format!(
+                            "cannot open the embedded store in {}",
+                            dir.display()
+                        ))
+                    }
                 })?;
                 Ok(Arc::new(store))
             }
@@ -152,6 +165,52 @@ impl StoreTarget {
             }
         }
     }
+}
+
+impl StoreTarget {
+    /// Opens the store for a read (history, statuses) or a drop: an embedded store that does
+    /// not exist is an error, never created (a read creates nothing).
+    pub fn open_existing(&self) -> Result<Arc<dyn Store>> {
+        if self.kind == StoreKind::Embedded && !self.data_dir.join("version").exists() {
+            anyhow::bail!(
+                "no embedded store in {}: nothing has run there (give --data-dir where `planner run` wrote)",
+                self.data_dir.display()
+            );
+        }
+        self.open()
+    }
+}
+
+/// The process holding files of `dir` open, found through /proc (Linux): "pid N (command)".
+fn store_holder(dir: &Path) -> Option<String> {
+    let dir = dir.canonicalize().ok()?;
+    let me = std::process::id();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(&dir)));
+        if holds {
+            let cmd = std::fs::read(e.path().join("cmdline"))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .replace('\0', " ")
+                        .trim()
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            return Some(format!("pid {pid} ({cmd})"));
+        }
+    }
+    None
 }
 
 /// The Capillaries settings of a run: the ones given, else the `CAPI_*` variables alone.
@@ -183,8 +242,19 @@ fn python_config(
     if let Some(t) = capi.pycalc_timeout {
         cfg.chunk_timeout = t;
     }
+    if let Some(secs) = std::env::var(PROGRESS_DEADLINE_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+    {
+        cfg.progress_deadline = Duration::from_secs_f64(secs);
+    }
     cfg
 }
+
+/// Seconds without a finished row before a py_calc chunk fails (default
+/// [`plexus_node::pycalc::DEFAULT_PROGRESS_DEADLINE`]; 0: none).
+pub const PROGRESS_DEADLINE_VAR: &str = "PLEXUS_PY_PROGRESS_DEADLINE";
 
 /// Loads every py_calc node's formula files in one worker before the run starts, so a syntax
 /// error is a load-time error naming the node, the file and the line.
@@ -208,6 +278,17 @@ pub(crate) fn check_python_code(plan: &Plan, pool: &PyPool) -> Result<()> {
 
 /// Runs the plan once (one new run of the keyspace) and reports every node's outcome.
 pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunReport> {
+    run_interruptible(plan, s, observer, None)
+}
+
+/// [`run`], stopped (run status stop with the reason, Python workers ended) when `interrupt`
+/// is requested: how `planner run` answers SIGINT and SIGTERM.
+pub fn run_interruptible(
+    plan: &Plan,
+    s: &RunSettings,
+    observer: &dyn Observer,
+    interrupt: Option<Arc<plexus_node::engine::Interrupt>>,
+) -> Result<RunReport> {
     let capi = capi_of(s)?;
     let threads = s.threads.or(capi.threads).unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -249,7 +330,10 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
         Some(p) => format!("planner run {} --params {p}", s.script),
         None => format!("planner run {}", s.script),
     };
-    let engine = Engine::new(ctx, threads).with_tracing(s.tracing.clone());
+    let mut engine = Engine::new(ctx, threads).with_tracing(s.tracing.clone());
+    if let Some(i) = interrupt {
+        engine = engine.with_interrupt(i);
+    }
     let req = RunRequest {
         keyspace,
         start_nodes,
@@ -259,8 +343,9 @@ pub fn run(plan: &Plan, s: &RunSettings, observer: &dyn Observer) -> Result<RunR
     Ok(engine.run(plan, &req, observer)?)
 }
 
+/// An engine over an existing store, for reads, stops and drops.
 fn engine_for(target: &StoreTarget) -> Result<Engine> {
-    Ok(Engine::new(ExecContext::new(target.open()?), 1))
+    Ok(Engine::new(ExecContext::new(target.open_existing()?), 1))
 }
 
 /// `planner history runs`.
@@ -309,9 +394,18 @@ pub fn stop_run(target: &StoreTarget, keyspace: &str, run_id: u32, comment: &str
 }
 
 /// `planner drop-keyspace`.
-pub fn drop_keyspace(target: &StoreTarget, keyspace: &str) -> Result<()> {
-    target.open()?.drop_keyspace(keyspace)?;
-    Ok(())
+pub fn drop_keyspace(target: &StoreTarget, keyspace: &str) -> Result<bool> {
+    let store = match target.open_existing() {
+        Ok(s) => s,
+        // No store: no keyspace to drop, and nothing is created to say so.
+        Err(_) if target.kind == StoreKind::Embedded => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !store.list_keyspaces()?.iter().any(|k| k == keyspace) {
+        return Ok(false);
+    }
+    store.drop_keyspace(keyspace)?;
+    Ok(true)
 }
 
 /// `planner proto-file-reader-creator`: the generated script as pretty JSON.

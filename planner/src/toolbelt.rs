@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use plexus_core::plan::Plan;
-use plexus_raft::NodeBatchStatus;
+use plexus_raft::{NodeBatchStatus, RunOutcome};
 
 use crate::capi::CapiSettings;
 use crate::run::{RunSettings, StoreKind, StoreTarget};
@@ -182,8 +182,16 @@ pub enum ToolbeltError {
     /// `PLEXUS_CLUSTER` is set without the client certificate directory.
     #[error("{CLUSTER_VAR}={0} needs PLEXUS_TLS_DIR (the directory with ca.pem and planner.pem)")]
     ClusterNeedsTls(String),
+    /// The run the command waited for did not succeed (a node failed, or it was stopped).
+    #[error("run {run_id} {outcome}")]
+    RunDidNotSucceed {
+        /// The run.
+        run_id: u32,
+        /// What it came to.
+        outcome: RunOutcome,
+    },
     /// The command itself failed (store, engine, files).
-    #[error("{command}: {source:#}")]
+    #[error("{command}: {}", crate::error_text(source))]
     Failed {
         /// The command.
         command: &'static str,
@@ -298,11 +306,33 @@ pub fn usage() -> String {
     out
 }
 
+/// A run a backend started: its id, and what it came to when the backend waited for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launched {
+    /// The run id.
+    pub run_id: u32,
+    /// The outcome; `None` when the run goes on after the command returns.
+    pub outcome: Option<RunOutcome>,
+}
+
+impl Launched {
+    /// Ok unless the run was waited for and did not succeed: the toolbelt then exits non-zero.
+    fn succeeded(&self) -> Result<(), ToolbeltError> {
+        match &self.outcome {
+            Some(o) if !o.is_success() => Err(ToolbeltError::RunDidNotSucceed {
+                run_id: self.run_id,
+                outcome: o.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What the toolbelt commands need from a place that holds keyspaces and runs.
 pub trait Backend {
     /// Where the data is, for `check_db_connectivity` (`[hosts]`).
     fn describe(&self) -> Result<String, anyhow::Error>;
-    /// Starts a run of `start_nodes`; returns its id. In-process, the run is complete on return.
+    /// Starts a run of `start_nodes`. In-process, the run is over on return.
     fn start_run(
         &self,
         plan: &Plan,
@@ -310,8 +340,8 @@ pub trait Backend {
         params: Option<&str>,
         keyspace: &str,
         start_nodes: Vec<String>,
-    ) -> Result<u32, anyhow::Error>;
-    /// Runs one node as its own new run; returns the run id.
+    ) -> Result<Launched, anyhow::Error>;
+    /// Runs one node as its own new run and waits for it.
     fn exec_node(
         &self,
         plan: &Plan,
@@ -319,7 +349,7 @@ pub trait Backend {
         params: Option<&str>,
         keyspace: &str,
         node: &str,
-    ) -> Result<u32, anyhow::Error>;
+    ) -> Result<Launched, anyhow::Error>;
     /// Writes run status stop with `comment`.
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), anyhow::Error>;
     /// Run history CSV.
@@ -403,13 +433,21 @@ impl InProcess {
         }
     }
 
-    fn run(&self, plan: &Plan, settings: &RunSettings) -> Result<u32, anyhow::Error> {
+    fn run(&self, plan: &Plan, settings: &RunSettings) -> Result<Launched, anyhow::Error> {
         let report = crate::run::run(plan, settings, &plexus_node::engine::Silent)?;
-        // Capillaries reports node failures through the histories only; say it on stderr too.
-        for n in report.failed() {
-            eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
-        }
-        Ok(report.run_id)
+        Ok(launched(&report))
+    }
+}
+
+/// A finished run as the toolbelt reports it. Capillaries reports node failures through the
+/// histories only; Plexus says them on stderr too.
+fn launched(report: &plexus_node::engine::RunReport) -> Launched {
+    for n in report.failed() {
+        eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
+    }
+    Launched {
+        run_id: report.run_id,
+        outcome: Some(report.outcome.clone()),
     }
 }
 
@@ -430,7 +468,7 @@ impl Backend for InProcess {
         params: Option<&str>,
         keyspace: &str,
         start_nodes: Vec<String>,
-    ) -> Result<u32, anyhow::Error> {
+    ) -> Result<Launched, anyhow::Error> {
         let mut s = self.settings(script, params, keyspace);
         s.start_nodes = start_nodes;
         self.run(plan, &s)
@@ -443,7 +481,7 @@ impl Backend for InProcess {
         params: Option<&str>,
         keyspace: &str,
         node: &str,
-    ) -> Result<u32, anyhow::Error> {
+    ) -> Result<Launched, anyhow::Error> {
         let mut s = self.settings(script, params, keyspace);
         s.start_nodes = vec![node.to_string()];
         s.exec_node = true;
@@ -480,7 +518,7 @@ impl Backend for InProcess {
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), anyhow::Error> {
-        crate::run::drop_keyspace(&self.target, keyspace)
+        crate::run::drop_keyspace(&self.target, keyspace).map(|_| ())
     }
 }
 
@@ -551,8 +589,11 @@ impl Backend for OnCluster {
         _params: Option<&str>,
         keyspace: &str,
         start_nodes: Vec<String>,
-    ) -> Result<u32, anyhow::Error> {
-        self.submit(plan, script, keyspace, start_nodes, false)
+    ) -> Result<Launched, anyhow::Error> {
+        Ok(Launched {
+            run_id: self.submit(plan, script, keyspace, start_nodes, false)?,
+            outcome: None,
+        })
     }
 
     fn exec_node(
@@ -562,7 +603,7 @@ impl Backend for OnCluster {
         _params: Option<&str>,
         keyspace: &str,
         node: &str,
-    ) -> Result<u32, anyhow::Error> {
+    ) -> Result<Launched, anyhow::Error> {
         let run_id = self.submit(plan, script, keyspace, vec![node.to_owned()], true)?;
         let report = crate::cluster::wait(
             &self.client,
@@ -571,10 +612,7 @@ impl Backend for OnCluster {
             &plexus_node::engine::Silent,
             Duration::from_millis(200),
         )?;
-        for n in report.failed() {
-            eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
-        }
-        Ok(run_id)
+        Ok(launched(&report))
     }
 
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), anyhow::Error> {
@@ -780,7 +818,8 @@ pub fn execute(
                     start.names,
                 )
                 .map_err(f)?;
-            writeln!(out, "{run}").map_err(io)?;
+            writeln!(out, "{}", run.run_id).map_err(io)?;
+            run.succeeded()?;
         }
         "stop_run" => {
             let run = inv.int("run_id", 0u32)?;
@@ -816,7 +855,14 @@ pub fn execute(
                     node,
                 )
                 .map_err(f)?;
-            writeln!(out, "run {run}, elapsed {}", go_duration(started.elapsed())).map_err(io)?;
+            writeln!(
+                out,
+                "run {}, elapsed {}",
+                run.run_id,
+                go_duration(started.elapsed())
+            )
+            .map_err(io)?;
+            run.succeeded()?;
         }
         "get_run_history" => {
             let text = backend.run_history(inv.need("keyspace")?).map_err(f)?;
@@ -916,6 +962,13 @@ fn run_ids(list: &str) -> Result<Vec<u32>, ToolbeltError> {
 pub fn main_with(args: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
+    // Asking for help is not a usage error: the usage goes to stdout and the exit code is 0.
+    if let [one] = args
+        && matches!(one.as_str(), "help" | "-h" | "--help" | "-help")
+    {
+        let _ = write!(stdout.lock(), "{}", usage());
+        return 0;
+    }
     let inv = match parse(args) {
         Ok(inv) => inv,
         Err(e) => {

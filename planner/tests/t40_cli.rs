@@ -191,3 +191,219 @@ fn get_table_cql_prints_the_tables_of_the_affected_nodes() -> Result<()> {
     ensure!(!text.contains("beans_00007\" (rowid"), "{text}");
     Ok(())
 }
+
+/// A `planner run` of the roastery sample into keyspace `roastery` of `data`, its files in
+/// `tmp/out`.
+fn roastery_into(tmp: &std::path::Path, data: &std::path::Path) -> Result<()> {
+    let sample = workspace_dir().join("examples/roastery");
+    std::fs::create_dir_all(tmp.join("out"))?;
+    let params = params_with(
+        tmp,
+        &sample.join("params.json"),
+        &[
+            ("dir_in", &url(&sample.join("data"))),
+            ("dir_py", &url(&sample)),
+            ("dir_out", &url(&tmp.join("out"))),
+        ],
+    )?;
+    let out = planner(&[
+        "run",
+        "examples/roastery/script.json",
+        "--params",
+        &url(&params),
+        "--keyspace",
+        "roastery",
+        "--data-dir",
+        &url(data),
+    ])?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// The CLI faults of issue 22, one by one.
+#[test]
+fn an_explicit_data_dir_wins_over_plexus_cluster() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    roastery_into(tmp.path(), &data)?;
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["history", "runs", "--keyspace", "roastery", "--data-dir"])
+        .arg(&data)
+        .env("PLEXUS_CLUSTER", "127.0.0.1:9")
+        .env("PLEXUS_TLS_DIR", tmp.path().join("no-tls"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.lines().count() == 3,
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_read_of_an_unknown_keyspace_creates_nothing() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["history", "runs", "--keyspace", "nosuch"])
+        .current_dir(tmp.path())
+        .env_remove("PLEXUS_CLUSTER")
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(1) && err.contains("no embedded store in ./plexus-data"),
+        "{err}"
+    );
+    ensure!(
+        !tmp.path().join("plexus-data").exists(),
+        "history created ./plexus-data"
+    );
+    Ok(())
+}
+
+#[test]
+fn drop_keyspace_of_an_unknown_keyspace_says_so() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    roastery_into(tmp.path(), &data)?;
+    let drop = |ks: &str| planner(&["drop-keyspace", ks, "--data-dir", &url(&data)]);
+    let out = drop("nosuch")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.trim() == "keyspace nosuch does not exist: nothing dropped",
+        "{text}"
+    );
+    let out = drop("roastery")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(text.trim() == "dropped keyspace roastery", "{text}");
+    Ok(())
+}
+
+#[test]
+fn errors_say_each_thing_once() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    roastery_into(tmp.path(), &data)?;
+    let out = planner(&[
+        "history",
+        "batches",
+        "--keyspace",
+        "roastery",
+        "--run-id",
+        "7",
+        "--node",
+        "read_beans",
+        "--data-dir",
+        &url(&data),
+    ])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(1), "{err}");
+    ensure!(err.matches("run 7").count() == 1, "{err}");
+    let out = planner(&[
+        "run",
+        "examples/roastery/script.json",
+        "--params",
+        &url(&tmp.path().join("missing.json")),
+        "--data-dir",
+        &url(&data),
+    ])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(1), "{err}");
+    ensure!(
+        err.matches("No such file or directory").count() <= 1,
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn help_of_every_binary_exits_0_with_its_own_description() -> Result<()> {
+    for arg in ["--help", "-h", "help"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_capitoolbelt"))
+            .arg(arg)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            out.status.success() && text.starts_with("Usage: capitoolbelt"),
+            "capitoolbelt {arg}: {:?} {text}",
+            out.status.code()
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_plexus-node"))
+        .arg("--help")
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.contains("peer daemon") && !text.contains("script loading"),
+        "{text}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_store_held_by_serve_names_the_holder() -> Result<()> {
+    use std::io::BufRead as _;
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    roastery_into(tmp.path(), &data)?;
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // Stopped by pid whatever happens below.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = serve.stdout.take().context("serve stdout")?;
+    let pid = serve.id();
+    let _stop = Stop(serve);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    ensure!(line.starts_with("listening on "), "{line}");
+    let out = planner(&[
+        "history",
+        "runs",
+        "--keyspace",
+        "roastery",
+        "--data-dir",
+        &url(&data),
+    ])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(1)
+            && err.contains(&format!("is in use by pid {pid} ("))
+            && err.contains("pass another --data-dir")
+            && !err.contains("Locked"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn readme_documents_serve_and_the_real_proto_defaults() -> Result<()> {
+    let readme = std::fs::read_to_string(workspace_dir().join("README.md"))?;
+    ensure!(readme.contains("planner serve    [--data-dir D]"));
+    let help = planner(&["proto-file-reader-creator", "--help"])?;
+    let help = String::from_utf8_lossy(&help.stdout);
+    for (flag, default) in [("--csv-hdr-line-idx", "-1"), ("--csv-first-line-idx", "0")] {
+        ensure!(
+            help.contains(&format!("[default: {default}]")),
+            "{flag}: {help}"
+        );
+        ensure!(
+            readme.contains(&format!("[{flag} {default}]")),
+            "README's {flag} default"
+        );
+    }
+    Ok(())
+}

@@ -192,6 +192,26 @@ fn lookup_params(c: &Case, from: &str) -> Result<PathBuf> {
     )
 }
 
+/// The self-made script of issue 22 (`tests/fixtures/distinct`): a `distinct_table` node with
+/// `rerun_policy: fail` (as the spec requires of that type) over the lookup test's order
+/// items, feeding a grouped lookup and two file writers. Into keyspace `ks`, its files next to
+/// the lookup test's.
+fn distinct_in(c: &Case, ks: &str) -> Result<String> {
+    let params = c.dir("distinct_params.json");
+    let values = serde_json::json!({
+        "dir_in": url(&c.dir("in")),
+        "dir_out": url(&c.dir("out")),
+    });
+    std::fs::write(&params, values.to_string())?;
+    let script = crate_dir().join("tests/fixtures/distinct/script.json");
+    c.run_from(&url(&script), &url(&params), ks, "read_items")
+}
+
+/// The keyspace of the distinct script's run next to the lookup run in `ks`.
+fn distinct_ks(ks: &str) -> String {
+    format!("{ks}_distinct")
+}
+
 fn check_lookup_outputs(c: &Case) -> Result<()> {
     for name in LOOKUP_OUTPUTS {
         assert_same(
@@ -1194,16 +1214,46 @@ mod on_cluster {
         let planner = |args: &[&str]| cluster.cli(env!("CARGO_BIN_EXE_planner"), args, None);
         let ks = "lookup_quicktest_one";
         let watched = planner(&["status", "--keyspace", ks, "--run-id", "1", "--watch"])?;
-        ensure!(watched.starts_with("run 1: complete"), "{watched}");
+        ensure!(watched.starts_with("run 1: succeeded"), "{watched}");
         ensure!(
             watched.contains("order_item_date_inner,success,10,10,0"),
             "{watched}"
         );
         let runs = planner(&["history", "runs", "--keyspace", ks])?;
         ensure!(runs.lines().count() == 3, "start and complete rows: {runs}");
-        planner(&["stop", "--keyspace", ks, "--run-id", "1"])?;
+        // A finished run is not stopped: refused with what it came to, and left as it is.
+        let stop = planner(&["stop", "--keyspace", ks, "--run-id", "1"])
+            .err()
+            .context("stopping a finished run was accepted")?;
+        ensure!(
+            format!("{stop:#}").contains("run 1 is not running, it is succeeded"),
+            "{stop:#}"
+        );
         let all = planner(&["status", "--keyspace", ks])?;
-        ensure!(all.contains("\n1,stop,"), "{all}");
+        ensure!(all.contains("\n1,complete,succeeded,"), "{all}");
+
+        // A run with a failed node: `submit --wait` says failed and exits 1, `status` too.
+        let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        let failed = planner(&[
+            "submit",
+            &url(&c.cfg("script_quick.yaml")),
+            "--params",
+            &url(&params),
+            "--keyspace",
+            "failing",
+            "--start-nodes",
+            "order_item_date_inner",
+            "--only-start-nodes",
+            "--wait",
+        ])
+        .err()
+        .context("a run with a failed node exited 0")?;
+        ensure!(
+            format!("{failed:#}").contains("node order_item_date_inner failed:"),
+            "{failed:#}"
+        );
+        let status = planner(&["status", "--keyspace", "failing", "--run-id", "1"])?;
+        ensure!(status.starts_with("run 1: failed (1 node)"), "{status}");
         Ok(())
     }
 
@@ -1335,12 +1385,34 @@ mod multi_process {
 
         // SIGKILL a follower; the other two still make a quorum.
         let status = local.status(&cluster, &tls)?;
+        // peer,role,address,reachable,last_contact,log_lag,running_batches
+        let member = |status: &str, name: &str| -> Option<Vec<String>> {
+            status
+                .lines()
+                .map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
+                .find(|f| f.len() == 7 && f[0] == name)
+        };
         let follower = status
             .lines()
-            .find_map(|l| l.strip_suffix(",0").and_then(|l| l.split_once(",voter,")))
-            .map(|(name, addr)| (name.to_owned(), addr.to_owned()))
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.len() == 7 && f[1] == "voter" && f[6] == "0")
+            .map(|f| (f[0].to_owned(), f[2].to_owned()))
             .with_context(|| format!("no follower in {status}"))?;
+        ensure!(
+            member(&status, &follower.0).is_some_and(|f| f[3] == "yes"),
+            "{status}"
+        );
         local.script(&["kill", &follower.0])?;
+        // The dead peer is still a voter, and cluster status says it does not answer.
+        let status = local.status(&cluster, &tls)?;
+        // Its log lag comes from the leader's replication state; its last contact is a time.
+        ensure!(
+            member(&status, &follower.0).is_some_and(|f| f[1] == "voter"
+                && f[3] == "no"
+                && f[5].parse::<u64>().is_ok()
+                && (f[4] == "-" || f[4].ends_with('Z'))),
+            "{status}"
+        );
         let embedded = Case::on("tag_and_denormalize", None)?.context("conformance data")?;
         tag_one(&embedded)?;
         let c = Case::on_cluster_at("tag_and_denormalize", &cluster, &tls)?.context("data")?;
@@ -1373,6 +1445,10 @@ mod multi_process {
         lookup_one(&embedded)?;
         let c = Case::on_cluster_at("lookup", &cluster, &tls)?.context("conformance data")?;
         let params = lookup_params(&c, "script_params_quick_fs_one.yaml")?;
+        // The distinct script (a distinct_table node under rerun_policy fail) runs at the
+        // same time: the killed peer's distinct batches are re-run, and its files are the
+        // one-process run's.
+        distinct_in(&embedded, "distinct_one_process")?;
         std::thread::scope(|s| -> Result<()> {
             let run = s.spawn(|| {
                 c.run_from(
@@ -1382,13 +1458,25 @@ mod multi_process {
                     "read_orders,read_order_items",
                 )
             });
+            let distinct = s.spawn(|| distinct_in(&c, "distinct_sigkill"));
             std::thread::sleep(Duration::from_millis(400));
             local.script(&["kill", &follower.0])?;
             run.join()
                 .map_err(|_| anyhow::anyhow!("the run panicked"))??;
+            distinct
+                .join()
+                .map_err(|_| anyhow::anyhow!("the distinct run panicked"))??;
             Ok(())
         })?;
         check_lookup_outputs(&c)?;
-        on_cluster::same_files(&embedded, &c)
+        on_cluster::same_files(&embedded, &c)?;
+        for f in ["sellers.csv", "seller_totals.csv"] {
+            let (a, b) = (
+                std::fs::read(embedded.dir("out").join(f))?,
+                std::fs::read(c.dir("out").join(f))?,
+            );
+            ensure!(a == b, "{f}: bytes differ after the SIGKILL");
+        }
+        Ok(())
     }
 }

@@ -184,18 +184,43 @@ fn session(b: &Belt) -> Result<()> {
     ])?;
     ensure!(exec.starts_with("run 2, elapsed "), "{exec}");
 
+    // Run 2 is over: stopping it is refused with what it came to, as the CLI and the console
+    // refuse it, and its history is left as it is (Capillaries' raw status 2).
+    let late = b.call(&["stop_run", "-keyspace=roastery", "-run_id=2"])?;
+    let err = String::from_utf8_lossy(&late.stderr);
     ensure!(
-        b.ok(&["stop_run", "-keyspace=roastery", "-run_id=2"])?
-            .is_empty()
+        late.status.code() == Some(1) && err.contains("run 2 is not running, it is succeeded"),
+        "{:?} {err}",
+        late.status.code()
     );
     let history = b.ok(&["get_run_history", "-keyspace=roastery"])?;
     ensure!(
         rows(&history)
             .last()
-            .is_some_and(|r| r[1] == "2" && r[2] == "3" && r[3] == "stopped by toolbelt"),
+            .is_some_and(|r| r[1] == "2" && r[2] == "2"),
         "{history}"
     );
 
+    b.ok(&["drop_keyspace", "-keyspace=roastery"])?;
+    // A node whose dependency never ran fails (nogo): the toolbelt prints the run as
+    // Capillaries does, names the failure and its reason, and exits non-zero.
+    let failed = b.call(&[
+        "exec_node",
+        "-keyspace=roastery",
+        &script_file,
+        &params_file,
+        "-node_id=order_lines",
+    ])?;
+    let out = String::from_utf8_lossy(&failed.stdout);
+    let err = String::from_utf8_lossy(&failed.stderr);
+    ensure!(
+        failed.status.code() == Some(1)
+            && out.starts_with("run 1, elapsed ")
+            && err.contains("run 1 failed (1 node)")
+            && err.contains("node order_lines failed: batch 0: nogo: dependency node"),
+        "{:?}\n{out}\n{err}",
+        failed.status.code()
+    );
     b.ok(&["drop_keyspace", "-keyspace=roastery"])?;
     // As on Cassandra, the history of a dropped keyspace is an error naming it.
     let gone = b.call(&["get_run_history", "-keyspace=roastery"])?;

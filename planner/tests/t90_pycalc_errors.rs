@@ -13,6 +13,11 @@ use common::{params_with, url, workspace_dir};
 
 /// Runs the roastery sample with its formulas replaced by `formulas`.
 fn run_with_formulas(tmp: &Path, formulas: &str) -> Result<Output> {
+    run_with_formulas_env(tmp, formulas, &[])
+}
+
+/// [`run_with_formulas`] with extra environment variables.
+fn run_with_formulas_env(tmp: &Path, formulas: &str, env: &[(&str, &str)]) -> Result<Output> {
     let sample = workspace_dir().join("examples/roastery");
     let py = tmp.join("py");
     std::fs::create_dir_all(&py)?;
@@ -39,6 +44,8 @@ fn run_with_formulas(tmp: &Path, formulas: &str) -> Result<Output> {
         .args(["--data-dir", &url(&tmp.join("data"))])
         .env_remove("CAPI_PYCALC_INTERPRETER_PATH")
         .env_remove("CAPI_PYCALC_INTERPRETER_PARAMS")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
         .output()?)
 }
 
@@ -105,6 +112,58 @@ fn a_syntax_error_is_a_load_error_with_file_and_line() -> Result<()> {
     ensure!(
         tmp.path().join("out").read_dir()?.next().is_none(),
         "no outputs"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_formula_that_never_returns_fails_within_the_deadline_naming_file_and_line() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    // Lines 14 and 15 of the file spin for hot beans.
+    let looping = RAISING.replace(
+        "    check_count(order_count)\n",
+        "    while order_count >= 20:\n        pass\n",
+    );
+    let started = std::time::Instant::now();
+    let out = run_with_formulas_env(
+        tmp.path(),
+        &looping,
+        &[("PLEXUS_PY_PROGRESS_DEADLINE", "2")],
+    )?;
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(1), "{err}");
+    ensure!(took < std::time::Duration::from_secs(60), "took {took:?}");
+    let file = url(&tmp.path().join("py/formulas.py"));
+    // The spinning loop is lines 14 and 15; the worker is on either.
+    let want = |line: u32| {
+        format!(
+            "no row finished within 2 s (the py_calc progress deadline): the formula is stuck at {file}:{line} in popularity"
+        )
+    };
+    ensure!(err.contains("node bean_scores failed"), "{err}");
+    ensure!(
+        err.contains(&want(14)) || err.contains(&want(15)),
+        "missing {:?} in:\n{err}",
+        want(14)
+    );
+    Ok(())
+}
+
+#[test]
+fn what_a_formula_prints_is_logged_with_node_batch_and_row() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let printing = RAISING.replace(
+        "    check_count(order_count)\n",
+        "    print(\"orders seen:\", order_count)\n",
+    );
+    let out = run_with_formulas(tmp.path(), &printing)?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "{err}");
+    ensure!(
+        err.contains("py_calc node bean_scores batch 0 row 0: orders seen: ")
+            && err.contains("py_calc node bean_scores batch 0 row 1: orders seen: "),
+        "{err}"
     );
     Ok(())
 }

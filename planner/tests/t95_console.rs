@@ -409,6 +409,8 @@ fn check_reads(addr: SocketAddr) -> Result<()> {
         .with_context(|| format!("{KS} not listed: {ks}"))?;
     assert_eq!(entry["runs"], 2, "{entry}");
     assert_eq!(entry["last_status"], "complete", "{entry}");
+    // Run 2 has a failed node: its badge says failed, never complete or green.
+    assert_eq!(entry["last_outcome"], "failed", "{entry}");
 
     let m = get(addr, &format!("/api/keyspaces/{KS}/runs"))?;
     assert_eq!(m["keyspace"], KS);
@@ -439,6 +441,13 @@ fn check_reads(addr: SocketAddr) -> Result<()> {
 
     let run = get(addr, &format!("/api/keyspaces/{KS}/runs/2"))?;
     assert_eq!(run["status"], "complete");
+    assert_eq!(run["outcome"], "failed", "{run}");
+    assert!(
+        run["outcome_text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("failed (")),
+        "{run}"
+    );
     assert!(
         run["started_ms"].is_i64() && run["completed_ms"].is_i64(),
         "{run}"

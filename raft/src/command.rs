@@ -193,6 +193,17 @@ pub enum Command {
         /// Keyspace.
         keyspace: String,
     },
+    /// Data notices of a batch its executor ran (cells read leniently, an input file without
+    /// data rows), recorded as `notice: …` rows of the node's history. Last in the enum, so
+    /// command logs written before it still decode.
+    BatchNotices {
+        /// The batch and the claim it ran under.
+        task: TaskRef,
+        /// The notices.
+        notices: Vec<String>,
+        /// Time of the command.
+        ts_ms: i64,
+    },
 }
 
 impl Command {

@@ -99,11 +99,13 @@ pub enum LedgerError {
         /// Its status.
         status: RunStatus,
     },
-    /// The run was stopped already.
-    #[error("run {run_id} is already stopped")]
-    RunAlreadyStopped {
+    /// Only a running run can be stopped (one rule for the CLI, the toolbelt and the console).
+    #[error("run {run_id} is not running, it is {outcome}: nothing to stop")]
+    RunNotRunning {
         /// The run.
         run_id: u32,
+        /// What it came to.
+        outcome: crate::status::RunOutcome,
     },
     /// Only unclaimed batches can be claimed.
     #[error("batch {batch_idx} of node {node:?} in run {run_id} is {status}, not claimable")]

@@ -15,7 +15,10 @@ use crate::command::{
 use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan, token_range};
 use crate::policy::{CompiledPolicy, NodeRunEvent};
-use crate::status::{NodeBatchStatus, RunStatus};
+use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
+
+/// The comment prefix of a node history row carrying a data notice ([`Command::BatchNotices`]).
+pub const NOTICE_PREFIX: &str = "notice: ";
 
 /// How many times a batch that failed with a retryable error is claimed before it fails for
 /// good. Decided here, not by executors, so every peer applies the same budget.
@@ -116,6 +119,35 @@ impl Run {
             RunStatus::Start
         } else {
             RunStatus::None
+        }
+    }
+
+    /// The run's outcome in the words every front end shows ([`RunOutcome`]).
+    pub fn outcome(&self) -> RunOutcome {
+        match self.status() {
+            RunStatus::Stop => RunOutcome::Stopped {
+                reason: self
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|r| r.status == RunStatus::Stop)
+                    .map(|r| r.comment.clone())
+                    .unwrap_or_default(),
+            },
+            RunStatus::Complete => {
+                let nodes: Vec<String> = self
+                    .processed
+                    .iter()
+                    .filter(|n| self.node_status(n) == NodeBatchStatus::Fail)
+                    .cloned()
+                    .collect();
+                if nodes.is_empty() {
+                    RunOutcome::Succeeded
+                } else {
+                    RunOutcome::Failed { nodes }
+                }
+            }
+            RunStatus::Start | RunStatus::None => RunOutcome::Running,
         }
     }
 
@@ -302,6 +334,16 @@ impl Ledger {
             })
     }
 
+    /// Whether `StopRun` would be accepted: only a running run can be stopped. Front ends ask
+    /// this before proposing, so they refuse with the ledger's own words.
+    pub fn stoppable(&self, keyspace: &str, run_id: u32) -> Result<(), LedgerError> {
+        let run = self.run(keyspace, run_id)?;
+        match run.outcome() {
+            RunOutcome::Running => Ok(()),
+            outcome => Err(LedgerError::RunNotRunning { run_id, outcome }),
+        }
+    }
+
     /// The status of a run.
     pub fn run_status(&self, keyspace: &str, run_id: u32) -> Result<RunStatus, LedgerError> {
         Ok(self.run(keyspace, run_id)?.status())
@@ -449,6 +491,11 @@ impl Ledger {
                 self.settle(&keyspace, ts_ms, &mut ev);
             }
             Command::DropKeyspace { keyspace } => self.drop_keyspace(&keyspace, &mut ev)?,
+            Command::BatchNotices {
+                task,
+                notices,
+                ts_ms,
+            } => self.batch_notices(&task, notices, ts_ms)?,
         }
         Ok(ev)
     }
@@ -753,7 +800,12 @@ impl Ledger {
                 let attempts = self
                     .batch(ks_name, run_id, node, batch_idx)
                     .map_or(0, |(_, _, b)| b.attempts);
-                if retryable && attempts < MAX_ATTEMPTS {
+                let stopped = self
+                    .run(ks_name, run_id)
+                    .is_ok_and(|r| r.status() == RunStatus::Stop);
+                if (retryable && attempts < MAX_ATTEMPTS) || stopped {
+                    // In a stopped run this marks the batch stopreceived: a batch ended by the
+                    // stop (its Python worker killed) did not fail on its own.
                     let comment = format!("retryable failure: {error}");
                     self.return_to_pool(
                         ks_name, run_id, node, batch_idx, comment, error, ts_ms, ev,
@@ -820,9 +872,17 @@ impl Ledger {
         let held = self.claims_of(peer);
         let mut returned = 0;
         let mut touched = BTreeSet::new();
+        // A duration people can read, not the epoch milliseconds of the bound.
+        let silent_ms = (ts_ms
+            - self
+                .peers
+                .get(&peer)
+                .map_or(silent_since_ms, |p| p.last_seen_ms.min(silent_since_ms)))
+        .max(0);
+        let silence = format!("{}.{:01} s", silent_ms / 1000, (silent_ms % 1000) / 100);
         for (t, _) in &held {
             let b = &t.batch;
-            let reason = format!("the lease of n{peer} expired (silent since {silent_since_ms})");
+            let reason = format!("the lease of n{peer} expired (silent for {silence})");
             if self
                 .return_to_pool(
                     &b.keyspace,
@@ -1118,11 +1178,14 @@ impl Ledger {
         ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
         let run = self.run(keyspace, run_id)?;
-        let rerun = self
-            .plans
-            .get(&run.plan_hash)
-            .and_then(|p| p.node(node))
-            .map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
+        let plan_node = self.plans.get(&run.plan_hash).and_then(|p| p.node(node));
+        let rerun = plan_node.map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
+        // The ledger cannot tell a task still waiting in its holder's deque from one that
+        // started writing (that would take a commit per batch start), so every held batch is
+        // treated as possibly started. That is safe because re-running any built-in processor
+        // rewrites the same rows (`PlanNode::rerun_is_idempotent`): an unstarted or started
+        // batch of a lost peer always returns to the pool, `rerun_policy: fail` or not.
+        let rerun_idempotent = plan_node.is_some_and(PlanNode::rerun_is_idempotent);
         let stopped = run.status() == RunStatus::Stop;
         let ks = self.ks_mut(keyspace)?;
         let outcome = Outcome {
@@ -1142,9 +1205,10 @@ impl Ledger {
                 ts_ms,
                 ev,
             );
-        } else if rerun == RerunPolicy::Fail {
+        } else if rerun == RerunPolicy::Fail && !rerun_idempotent {
             // Quirk (spec §9.7, §14 #41): Capillaries drops the redelivered message of a
-            // started batch under `rerun_policy: fail`, so the run never completes; we fail it.
+            // started batch under `rerun_policy: fail`, so the run never completes. Plexus
+            // re-runs it when that provably rewrites the same rows (below); otherwise it fails.
             ks.finish_batch(
                 keyspace,
                 run_id,
@@ -1188,7 +1252,13 @@ impl Ledger {
                         rows_out: None,
                         elapsed_ms: None,
                         error: outcome.error,
-                        comment: format!("returned to the pool: {comment}"),
+                        comment: if rerun == RerunPolicy::Fail {
+                            format!(
+                                "returned to the pool (rerun_policy fail, but a re-run rewrites the same rows): {comment}"
+                            )
+                        } else {
+                            format!("returned to the pool: {comment}")
+                        },
                     });
                 }
             }
@@ -1198,6 +1268,38 @@ impl Ledger {
                 node: node.to_owned(),
                 batch_idx,
             });
+        }
+        Ok(())
+    }
+
+    /// Appends a batch's data notices to its node's history (`notice: …` rows with the node's
+    /// current status), so `history nodes` and the console show them.
+    fn batch_notices(
+        &mut self,
+        task: &TaskRef,
+        notices: Vec<String>,
+        ts_ms: i64,
+    ) -> Result<(), LedgerError> {
+        let id = &task.batch;
+        self.batch(&id.keyspace, id.run_id, &id.node, id.batch_idx)?;
+        let ks = self.ks_mut(&id.keyspace)?;
+        let seqs: Vec<u64> = notices.iter().map(|_| ks.seq()).collect();
+        if let Some(nr) = ks
+            .runs
+            .get_mut(&id.run_id)
+            .and_then(|r| r.nodes.get_mut(&id.node))
+        {
+            for (n, seq) in notices.into_iter().zip(seqs) {
+                nr.history.push(NodeHistoryRow {
+                    ts_ms,
+                    seq,
+                    run_id: id.run_id,
+                    node: id.node.clone(),
+                    written_by_batch_idx: id.batch_idx,
+                    status: nr.status,
+                    comment: format!("{NOTICE_PREFIX}{n}"),
+                });
+            }
         }
         Ok(())
     }
@@ -1258,8 +1360,8 @@ impl Ledger {
                 });
                 return Ok(());
             }
-            return Err(LedgerError::RunAlreadyStopped { run_id });
         }
+        self.stoppable(keyspace, run_id)?;
         let ks = self.ks_mut(keyspace)?;
         let seq = ks.seq();
         let Some(run) = ks.runs.get_mut(&run_id) else {
@@ -1348,7 +1450,10 @@ impl Ledger {
                         idx,
                         NodeBatchStatus::Fail,
                         format!("nogo: {reason}"),
-                        Outcome::default(),
+                        Outcome {
+                            error: Some(format!("nogo: {reason}")),
+                            ..Outcome::default()
+                        },
                         ts_ms,
                         ev,
                     );
@@ -1449,8 +1554,16 @@ impl Ledger {
                     });
                 }
                 Ok((DependencyCmd::Nogo, r)) => {
+                    // Name the dependency's state, so the reason needs no batch history.
+                    let state = ks.runs.get(r).map_or_else(String::new, |dr| {
+                        format!(
+                            " (node status {}, run status {})",
+                            dr.node_status(dep),
+                            dr.status()
+                        )
+                    });
                     return Ok(Readiness::Nogo {
-                        reason: format!("dependency {dep:?} in run {r}"),
+                        reason: format!("dependency {dep:?} in run {r}{state}"),
                     });
                 }
                 Ok((DependencyCmd::Wait, _)) => wait = true,
@@ -1761,17 +1874,19 @@ impl Ledger {
                     continue;
                 }
                 let key = |r: &&NodeHistoryRow| (r.ts_ms, r.seq);
+                let notice = |r: &&NodeHistoryRow| r.comment.starts_with(NOTICE_PREFIX);
                 let start = nr
                     .history
                     .iter()
-                    .filter(|r| r.status == NodeBatchStatus::Start)
+                    .filter(|r| r.status == NodeBatchStatus::Start && !notice(r))
                     .min_by_key(key);
                 let fin = nr
                     .history
                     .iter()
-                    .filter(|r| r.status.is_final())
+                    .filter(|r| r.status.is_final() && !notice(r))
                     .max_by_key(key);
                 rows.extend(start.into_iter().chain(fin).cloned());
+                rows.extend(nr.history.iter().filter(notice).cloned());
             }
         }
         rows.sort_by_key(|r| (r.ts_ms, r.run_id, r.written_by_batch_idx, r.seq));
@@ -2028,7 +2143,13 @@ impl Keyspace {
             rows_in: outcome.rows_in,
             rows_out: outcome.rows_out,
             elapsed_ms: outcome.elapsed_ms,
-            error: outcome.error,
+            // A failure always says why: a nogo or a lost batch has a comment but no error
+            // from an executor.
+            error: match outcome.error {
+                Some(e) if !e.is_empty() => Some(e),
+                _ if status == NodeBatchStatus::Fail => Some(comment.clone()),
+                e => e,
+            },
             comment,
         });
         ev.push(Event::BatchFinished {

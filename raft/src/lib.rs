@@ -28,6 +28,8 @@ pub use affected::affected_nodes;
 pub use command::{Command, EXEC_NODE_DESCRIPTION, Event, PlanHash};
 pub use error::LedgerError;
 pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
-pub use ledger::{BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NodeRun, Readiness, Run};
+pub use ledger::{
+    BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun, Readiness, Run,
+};
 pub use policy::{CompiledPolicy, NodeRunEvent, PolicyError, PolicyMatch};
-pub use status::{NodeBatchStatus, RunStatus};
+pub use status::{NodeBatchStatus, RunOutcome, RunStatus};

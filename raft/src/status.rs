@@ -95,6 +95,65 @@ impl fmt::Display for NodeBatchStatus {
     }
 }
 
+/// What a run came to, in the one vocabulary every front end shows: `running`,
+/// `succeeded`, `failed (N nodes)` or `stopped (reason)`. Capillaries' raw [`RunStatus`] calls
+/// a run with failed nodes `complete`; that value stays in its history formats only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunOutcome {
+    /// Not every processed node is final yet.
+    Running,
+    /// Every processed node succeeded.
+    Succeeded,
+    /// Every processed node is final and these failed (plan order).
+    Failed {
+        /// The failed nodes.
+        nodes: Vec<String>,
+    },
+    /// An operator, an interruption or an error stopped the run.
+    Stopped {
+        /// The stop's comment.
+        reason: String,
+    },
+}
+
+impl RunOutcome {
+    /// The outcome's word alone: running, succeeded, failed or stopped.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed { .. } => "failed",
+            Self::Stopped { .. } => "stopped",
+        }
+    }
+
+    /// Whether the run ended with every node succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Succeeded)
+    }
+
+    /// Whether the run has ended.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Self::Running)
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failed { nodes } => {
+                let n = nodes.len();
+                write!(f, "failed ({n} node{})", if n == 1 { "" } else { "s" })
+            }
+            Self::Stopped { reason } if reason.is_empty() => {
+                f.write_str("stopped (no reason given)")
+            }
+            Self::Stopped { reason } => write!(f, "stopped ({reason})"),
+            other => f.write_str(other.word()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -214,6 +214,32 @@ impl PlanBuilder {
         self
     }
 
+    /// A distinct_table node reading `reads` into `writes`, with the `rerun_policy: fail` the
+    /// spec requires of that type.
+    pub(crate) fn distinct(mut self, name: &str, reads: &str, writes: &str, batches: u32) -> Self {
+        let mut n = Self::base(
+            name,
+            NodeType::DistinctTable,
+            Self::table_reader(reads, batches),
+            batches,
+        );
+        n.rerun_policy = RerunPolicy::Fail;
+        n.dependency_policy = Some(DEFAULT_POLICY.to_owned());
+        n.depends_on = vec![self.creator(reads)];
+        self.push(n, Some(writes));
+        self
+    }
+
+    /// Turns the last added node into a custom node without a known processor: one whose
+    /// re-run the ledger cannot prove idempotent.
+    pub(crate) fn unknown_processor(mut self) -> Self {
+        if let Some(n) = self.plan.nodes.last_mut() {
+            n.node_type = NodeType::TableCustomTfmTable;
+            n.processor = None;
+        }
+        self
+    }
+
     /// Sets the rerun policy of the last added node.
     pub(crate) fn rerun_fail(mut self) -> Self {
         if let Some(n) = self.plan.nodes.last_mut() {

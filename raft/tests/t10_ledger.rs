@@ -8,7 +8,8 @@ use plexus_core::plan::StartPolicy;
 use plexus_core::task::{BatchId, BatchTask};
 use plexus_raft::command::{SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::{
-    Command, Event, Ledger, LedgerError, NodeBatchStatus, PlanHash, Readiness, RunStatus,
+    Command, Event, Ledger, LedgerError, NodeBatchStatus, PlanHash, Readiness, RunOutcome,
+    RunStatus,
 };
 
 /// The one-task claim of `task` by peer 1, with a stand-in for the sealed bytes (the ledger
@@ -567,8 +568,10 @@ fn retryable_failure_returns_batch_to_pool() {
 }
 
 #[test]
-fn release_of_a_rerun_fail_node_fails_the_batch() {
-    // Quirk 41: a started batch of a `rerun_policy: fail` node that comes back is failed.
+fn release_of_a_rerun_fail_node_reruns_the_batch() {
+    // Capillaries drops the redelivered message of a started batch under `rerun_policy: fail`
+    // (quirk 41) and the run never completes; Plexus re-runs it, since the re-run rewrites the
+    // same rows.
     let mut h = Harness::new();
     let plan = h.submit(
         PlanBuilder::new()
@@ -580,17 +583,115 @@ fn release_of_a_rerun_fail_node_fails_the_batch() {
     let run = h.start("ks", plan, &["a"]);
     h.claim("ks", run, "a", 0);
     let ts_ms = h.tick();
-    h.ok(Command::ReleaseBatch {
+    let ev = h.ok(Command::ReleaseBatch {
         task: h.current("ks", run, "a", 0),
         reason: "lease expired".into(),
         ts_ms,
     });
+    assert!(
+        matches!(ev.as_slice(), [Event::BatchReturned { .. }]),
+        "{ev:?}"
+    );
     let a = &h.ledger.run("ks", run).unwrap().nodes["a"];
-    assert_eq!(a.batches[0].status, NodeBatchStatus::Fail);
+    assert_eq!(a.batches[0].status, NodeBatchStatus::None);
+    let returned = a.batches[0].history.last().unwrap();
+    assert!(
+        returned.comment.contains("rerun_policy fail")
+            && returned.comment.contains("lease expired"),
+        "{}",
+        returned.comment
+    );
     h.drain("ks", run);
-    assert_eq!(h.node_status("ks", run, "a"), NodeBatchStatus::Fail);
-    assert_eq!(h.node_status("ks", run, "b"), NodeBatchStatus::Fail);
+    assert_eq!(h.node_status("ks", run, "a"), NodeBatchStatus::Success);
+    assert_eq!(h.node_status("ks", run, "b"), NodeBatchStatus::Success);
     assert_eq!(h.status("ks", run), RunStatus::Complete);
+}
+
+#[test]
+fn a_lost_peer_holding_distinct_batches_loses_nothing() {
+    // The trial of issue 22: a peer holding a distinct_table node's batches (one executing,
+    // others waiting in its deque) dies; every one of them returns to the pool and the nodes
+    // downstream (a lookup into the distinct table, a file writer) still succeed.
+    let mut h = Harness::new();
+    let plan = h.submit(
+        PlanBuilder::new()
+            .file("read", "items", 1)
+            .distinct("sellers", "items", "sellers_t", 3)
+            .lookup(
+                "totals",
+                "items",
+                "sellers_t",
+                "totals_t",
+                2,
+                StartPolicy::Auto,
+            )
+            .table("file_totals", "totals_t", None, 1, StartPolicy::Auto)
+            .build(),
+    );
+    let run = h.start("ks", plan, &["read"]);
+    h.drain_node("ks", run, "read");
+    for b in 0..3 {
+        h.claim("ks", run, "sellers", b);
+    }
+    h.done("ks", run, "sellers", 0);
+    let ts_ms = h.tick() + 60_000;
+    let ev = h.ok(Command::ExpireLeases {
+        peer: 1,
+        silent_since_ms: ts_ms - 1,
+        ts_ms,
+    });
+    assert!(
+        ev.contains(&Event::LeasesExpired {
+            peer: 1,
+            returned: 2
+        }),
+        "{ev:?}"
+    );
+    assert_eq!(h.ledger.claimable("ks", run), 2);
+    h.drain("ks", run);
+    for node in ["read", "sellers", "totals", "file_totals"] {
+        assert_eq!(
+            h.node_status("ks", run, node),
+            NodeBatchStatus::Success,
+            "{node}"
+        );
+    }
+    assert_eq!(h.status("ks", run), RunStatus::Complete);
+}
+
+#[test]
+fn a_lost_batch_whose_rerun_is_not_idempotent_fails_under_rerun_fail() {
+    // The rule stays for a processor that cannot prove its re-run harmless.
+    let mut h = Harness::new();
+    let plan = h.submit(
+        PlanBuilder::new()
+            .file("a", "ta", 1)
+            .table("c", "ta", Some("tc"), 1, StartPolicy::Auto)
+            .unknown_processor()
+            .rerun_fail()
+            .build(),
+    );
+    let run = h.start("ks", plan, &["a"]);
+    h.drain_node("ks", run, "a");
+    h.claim("ks", run, "c", 0);
+    let ts_ms = h.tick();
+    h.ok(Command::ReleaseBatch {
+        task: h.current("ks", run, "c", 0),
+        reason: "lease expired".into(),
+        ts_ms,
+    });
+    let c = &h.ledger.run("ks", run).unwrap().nodes["c"];
+    assert_eq!(c.batches[0].status, NodeBatchStatus::Fail);
+    assert!(
+        c.batches[0]
+            .history
+            .last()
+            .unwrap()
+            .comment
+            .contains("rerun_policy is fail"),
+        "{:?}",
+        c.batches[0].history
+    );
 }
 
 #[test]
@@ -737,7 +838,83 @@ fn stop_run_marks_unclaimed_batches_and_blocks_later_runs() {
             comment: String::new(),
             ts_ms
         }),
-        Err(LedgerError::RunAlreadyStopped { run_id: run1 })
+        Err(LedgerError::RunNotRunning {
+            run_id: run1,
+            outcome: RunOutcome::Stopped {
+                reason: "stopped by toolbelt".into()
+            }
+        })
+    );
+}
+
+#[test]
+fn only_a_running_run_can_be_stopped() {
+    // One rule for the CLI, the toolbelt and the console: a finished run is not stopped, and
+    // the refusal says what the run came to.
+    let mut h = Harness::new();
+    let plan = h.submit(PlanBuilder::new().file("a", "ta", 1).build());
+    let run = h.start("ks", plan, &["a"]);
+    assert_eq!(h.ledger.stoppable("ks", run), Ok(()));
+    h.drain("ks", run);
+    assert_eq!(
+        h.ledger.run("ks", run).unwrap().outcome(),
+        RunOutcome::Succeeded
+    );
+    let ts_ms = h.tick();
+    let refused = h
+        .apply(Command::StopRun {
+            keyspace: "ks".into(),
+            run_id: run,
+            comment: "too late".into(),
+            ts_ms,
+        })
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!("run {run} is not running, it is succeeded: nothing to stop")
+    );
+    assert_eq!(h.status("ks", run), RunStatus::Complete);
+}
+
+#[test]
+fn a_run_with_a_failed_node_reads_failed_and_its_nogo_names_the_dependency() {
+    let mut h = Harness::new();
+    let plan = h.submit(
+        PlanBuilder::new()
+            .file("a", "ta", 1)
+            .table("b", "ta", None, 2, StartPolicy::Auto)
+            .build(),
+    );
+    let run = h.start("ks", plan, &["a"]);
+    h.claim("ks", run, "a", 0);
+    let task = h.current("ks", run, "a", 0);
+    h.outcome(
+        task,
+        TaskOutcome::Failed {
+            error: "bad row".into(),
+            retryable: false,
+        },
+    );
+    let r = h.ledger.run("ks", run).unwrap();
+    assert_eq!(r.status(), RunStatus::Complete);
+    assert_eq!(
+        r.outcome(),
+        RunOutcome::Failed {
+            nodes: vec!["a".into(), "b".into()]
+        }
+    );
+    assert_eq!(r.outcome().to_string(), "failed (2 nodes)");
+    let hist = h.ledger.batch_history("ks", run, "b").unwrap();
+    let failed = hist
+        .iter()
+        .find(|h| h.status == NodeBatchStatus::Fail)
+        .expect("b failed");
+    assert_eq!(
+        failed.error.as_deref(),
+        Some(
+            format!("nogo: dependency \"a\" in run {run} (node status fail, run status start)")
+                .as_str()
+        )
     );
 }
 

@@ -132,4 +132,10 @@ pub struct ClusterStatus {
     pub learners: BTreeMap<PeerId, String>,
     /// Claimed, unfinished batches per worker peer ("n2" → 3).
     pub running: BTreeMap<String, u64>,
+    /// The log index each member has matched, as the leader replicates it (empty when a
+    /// follower answered).
+    pub matched: BTreeMap<PeerId, u64>,
+    /// Each peer's last sign of life in the ledger (claim, heartbeat, completion, steal),
+    /// epoch milliseconds.
+    pub last_seen_ms: BTreeMap<PeerId, i64>,
 }

@@ -166,6 +166,25 @@ impl ClusterClient {
         }
     }
 
+    /// What the peer at `addr` knows of the cluster, if it answers within `limit`: `planner
+    /// cluster status` calls a member that does not reachable, and takes the replication
+    /// state from the leader's own answer.
+    pub fn status_at(&self, addr: &str, limit: std::time::Duration) -> Option<ClusterStatus> {
+        let sock = resolve(addr).ok()?;
+        self.rt.block_on(async {
+            match tokio::time::timeout(
+                limit,
+                self.transport
+                    .call::<_, PeerResponse>(sock, None, &PeerRequest::Status),
+            )
+            .await
+            {
+                Ok(Ok(PeerResponse::Status(Ok(s)))) => Some(s),
+                _ => None,
+            }
+        })
+    }
+
     /// Adds a peer (learner, then voter).
     pub fn add_peer(&self, id: u64, addr: &str) -> Result<(), ClientError> {
         match self.call(&PeerRequest::AddPeer {

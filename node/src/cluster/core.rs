@@ -215,7 +215,17 @@ impl PeerCore {
                 status.learners.insert(*id, node.addr.clone());
             }
         }
+        if let Some(repl) = &m.replication {
+            for (id, matched) in repl {
+                if let Some(log_id) = matched {
+                    status.matched.insert(*id, log_id.index);
+                }
+            }
+        }
         let l = self.ledger.read();
+        for (id, lease) in l.peer_leases() {
+            status.last_seen_ms.insert(*id, lease.last_seen_ms);
+        }
         for ks in l.keyspace_names() {
             let Ok(k) = l.keyspace(&ks) else { continue };
             for run in k.runs.values() {

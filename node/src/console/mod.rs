@@ -693,12 +693,13 @@ impl Console {
                         parse_body(req.body)?
                     };
                     let (ledger, _) = self.run_of(ks, &run.to_string())?;
-                    let status = ledger.run_status(ks, run).map_err(not_found)?;
-                    if status != RunStatus::Start {
-                        return Err(ConsoleError::Conflict(format!(
-                            "run {run} of {ks} is not running (its status is {status}): nothing to stop"
-                        )));
-                    }
+                    // The ledger's own rule, as the CLI and the toolbelt meet it.
+                    ledger.stoppable(ks, run).map_err(|e| match e {
+                        plexus_raft::LedgerError::RunNotRunning { .. } => {
+                            ConsoleError::Conflict(e.to_string())
+                        }
+                        e => not_found(e),
+                    })?;
                     let comment = if stop.comment.trim().is_empty() {
                         "stopped from the console".to_owned()
                     } else {
@@ -813,6 +814,7 @@ impl Console {
                 "runs": ks.runs.len(),
                 "last_run": last.map(|r| r.run_id),
                 "last_status": last.map(|r| r.status().name()),
+                "last_outcome": last.map(|r| r.outcome().word()),
                 "last_ts_ms": last.and_then(|r| r.history.iter().map(|h| h.ts_ms).max()),
             }));
         }
@@ -892,6 +894,10 @@ fn run_json(ledger: &Ledger, r: &Run) -> Value {
     json!({
         "run_id": r.run_id,
         "status": r.status().name(),
+        // What the badge shows: `status` is Capillaries' raw value, which calls a run with
+        // failed nodes "complete".
+        "outcome": r.outcome().word(),
+        "outcome_text": r.outcome().to_string(),
         "description": r.description,
         "start_nodes": r.start_nodes,
         "affected_nodes": r.affected_nodes,

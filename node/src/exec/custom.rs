@@ -107,10 +107,15 @@ pub(crate) fn run_py(
         // One page in Python and one read ahead at most: memory stays at two pages.
         let (to_py, pages) = mpsc::sync_channel::<PyPage>(1);
         let (to_engine, results) = mpsc::sync_channel(1);
+        let label = format!("py_calc node {} batch {}", b.task.node, b.task.batch_idx);
         s.spawn(move || {
+            // The batch's row number of each page's first row, for the prints' log lines.
+            let mut first_row = 0u64;
             for p in pages {
                 let start = Instant::now();
-                let outcomes = pool.run_chunk(&py.program, &p.py_rows);
+                let outcomes =
+                    pool.run_chunk_for(&py.program, &p.py_rows, label.clone(), first_row);
+                first_row += p.py_rows.len() as u64;
                 if to_engine.send((p, outcomes, start.elapsed())).is_err() {
                     return;
                 }

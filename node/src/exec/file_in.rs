@@ -81,6 +81,13 @@ pub(crate) fn run(
             w.push(&row, &loc)?;
         }
     }
+    stats.notices.extend(source.notices());
+    // An empty input gives a successful batch of 0 rows: say so rather than stay silent.
+    if seen == 0 && matches!(*input.part, FilePart::Whole) {
+        stats
+            .notices
+            .push(format!("input file {url} has no data rows"));
+    }
     Ok(())
 }
 

@@ -187,6 +187,9 @@ pub struct BatchStats {
     pub write: Duration,
     /// Wall time of the whole batch.
     pub total: Duration,
+    /// Data notices: cells read leniently (per column, with the first example), an input file
+    /// without data rows.
+    pub notices: Vec<String>,
 }
 
 /// Executes `task` (a batch of `compiled`, which must have been built from `plan` for
@@ -233,7 +236,7 @@ pub fn execute(
                 &task.keyspace,
                 spec,
                 out,
-                plexus_core::task::rowid_seed(task.run_id, &task.node, row_batch),
+                plexus_core::task::rowid_seed(&task.node, row_batch),
                 row_batch,
                 ctx.write_batch_rows,
             );

@@ -31,6 +31,8 @@ pub(crate) struct CsvSource {
     fields_per_record: Option<usize>,
     rec: Record,
     done: bool,
+    /// Cells read leniently, per reader column: (count, first text, its line).
+    lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
 }
 
 impl CsvSource {
@@ -143,6 +145,7 @@ impl CsvSource {
             fields_per_record: None,
             rec: Record::default(),
             done: false,
+            lenient: std::collections::BTreeMap::new(),
         }
     }
 
@@ -189,8 +192,25 @@ impl CsvSource {
         Ok(())
     }
 
-    /// Converts the current record into `row`.
-    fn convert(&self, row: &mut Vec<Value>) -> Result<(), FileError> {
+    /// Converts the current record into `row`, counting the cells read leniently.
+    fn convert(&mut self, row: &mut Vec<Value>) -> Result<(), FileError> {
+        let mut lenient = Vec::new();
+        self.convert_into(row, &mut lenient)?;
+        let line = self.rec.line;
+        for (c, text) in lenient {
+            let e = self.lenient.entry(c).or_insert((0, text, line));
+            e.0 += 1;
+        }
+        Ok(())
+    }
+
+    /// Converts the current record into `row`; `lenient` gets the columns (and texts) whose
+    /// number was read from the start of the cell, the rest ignored as Go's `Sscanf` does.
+    fn convert_into(
+        &self,
+        row: &mut Vec<Value>,
+        lenient: &mut Vec<(usize, String)>,
+    ) -> Result<(), FileError> {
         for (c, col) in self.columns.iter().enumerate() {
             let Some(bytes) = self.rec.field(self.idx[c]) else {
                 return Err(FileError::ColumnIndex {
@@ -223,9 +243,43 @@ impl CsvSource {
                     source: Box::new(e),
                 }
             })?;
+            if is_lenient(text, col.ty, &col.csv_format) {
+                lenient.push((c, text.to_owned()));
+            }
             row.push(v);
         }
         Ok(())
+    }
+
+    /// What the user should know of the file read so far: columns with cells read leniently.
+    pub(crate) fn lenient_notices(&self) -> Vec<String> {
+        self.lenient
+            .iter()
+            .map(|(&c, (n, text, line))| {
+                let name = self.columns.get(c).map_or("?", |col| col.name.as_str());
+                format!(
+                    "{}: column {name}: {n} cell{} read leniently, the text after the number ignored as Go's Sscanf does (first: {text:?} on line {line})",
+                    self.path,
+                    if *n == 1 { "" } else { "s" }
+                )
+            })
+            .collect()
+    }
+}
+
+/// Whether a number cell that `read_cell` accepted had text after its number: the general
+/// path scans with Go's `Sscanf`, which stops at the first character that is not part of the
+/// number (`12a` as `%d` is 12). Only that path gets here; plain numbers take the fast path.
+fn is_lenient(text: &str, ty: plexus_core::value::Type, format: &str) -> bool {
+    use plexus_core::value::Type;
+    let t = text.trim();
+    if format.is_empty() || t.is_empty() {
+        return false;
+    }
+    match ty {
+        Type::Int => t.parse::<i64>().is_err(),
+        Type::Float | Type::Decimal2 => t.parse::<f64>().is_err(),
+        _ => false,
     }
 }
 
@@ -294,5 +348,9 @@ impl RowSource for CsvSource {
 
     fn bytes_read(&self) -> u64 {
         self.rdr.bytes_consumed()
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.lenient_notices()
     }
 }

@@ -47,6 +47,12 @@ pub trait RowSource: Send {
     /// Bytes taken from the file so far (for batch spans: CSV counts the lines consumed, Parquet
     /// the compressed column chunks of the row groups opened).
     fn bytes_read(&self) -> u64;
+
+    /// Data notices of what was read so far (cells read leniently, per column), for the run
+    /// summary and the node's history.
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A destination for the rows of one output file; each row is aligned with

@@ -9,8 +9,31 @@
 import builtins
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
+
+# The parent decides when a run stops: Ctrl-C reaches the whole process group, and a
+# KeyboardInterrupt here would read as a failed row. The parent kills this process instead.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _watch_parent(parent):
+    # No worker outlives its parent, even one killed with SIGKILL that could not kill us: once
+    # we are re-parented, exit. Polling getppid() works for any parent thread layout, unlike
+    # Linux's PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (a pooled worker
+    # outlives the executor thread that started it), and needs no ctypes. A formula looping in
+    # Python still lets this thread run (the interpreter switches threads every few ms).
+    while True:
+        time.sleep(0.2)
+        if os.getppid() != parent:
+            os._exit(70)
+
+
+_PARENT = os.getppid()
+threading.Thread(target=_watch_parent, args=(_PARENT,), daemon=True).start()
 
 _IN = os.fdopen(os.dup(0), "rb", 0)
 _OUT = os.fdopen(os.dup(1), "wb", 0)
@@ -18,7 +41,34 @@ _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
 os.dup2(2, 1)
-sys.stdout = sys.stderr
+
+
+class _Prints(object):
+    # sys.stdout for user code: each printed line goes to stderr marked with the row being
+    # computed (\x1e<row>\x1e<text>), and the parent logs it with its node and batch.
+    def __init__(self):
+        self._pending = ""
+
+    def write(self, text):
+        self._pending += text
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self._emit(line)
+        return len(text)
+
+    def _emit(self, line):
+        row = (_ROWS[-1][0] + 1) if _ROWS else 0
+        mark = ("\x1e%d\x1e" % row) if _BUSY[0] else "\x1e-\x1e"
+        sys.stderr.write(mark + line.replace("\x1e", " ") + "\n")
+
+    def flush(self):
+        if self._pending:
+            line, self._pending = self._pending, ""
+            self._emit(line)
+        sys.stderr.flush()
+
+
+sys.stdout = _Prints()
 
 # Namespaces of loaded user code by content hash; a few nodes per pipeline, so a small cap.
 _CACHE = {}
@@ -50,10 +100,14 @@ def _read_frame():
     return json.loads(body.decode("utf-8"))
 
 
+_SEND_LOCK = threading.Lock()
+
+
 def _send(obj):
     body = json.dumps(obj).encode("utf-8")
-    _OUT.write(len(body).to_bytes(4, "big") + body)
-    _OUT.flush()
+    with _SEND_LOCK:
+        _OUT.write(len(body).to_bytes(4, "big") + body)
+        _OUT.flush()
 
 
 def _clean(text):
@@ -61,10 +115,51 @@ def _clean(text):
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+# Progress deadline: the watchdog below fails a chunk in which no row finished for this many
+# seconds (the request's `deadline_s`; 0 = none), naming the line the main thread is on.
+_DEADLINE = [0.0]
+_LAST_PROGRESS = [0.0]
+_BUSY = [False]
+_MAIN = threading.get_ident()
+
+
+def _progress():
+    _LAST_PROGRESS[0] = time.monotonic()
+
+
+def _watchdog():
+    while True:
+        time.sleep(0.1)
+        deadline = _DEADLINE[0]
+        if not _BUSY[0] or deadline <= 0:
+            continue
+        if time.monotonic() - _LAST_PROGRESS[0] <= deadline:
+            continue
+        line, function = 0, ""
+        frame = sys._current_frames().get(_MAIN)
+        while frame is not None:
+            if frame.f_code.co_filename == _USER_CODE and line == 0:
+                line, function = frame.f_lineno, frame.f_code.co_name
+            frame = frame.f_back
+        # The reply replaces the chunk's: the main thread never answers, we end the process.
+        # Under the send lock, so a chunk finishing at this very moment cannot interleave.
+        body = json.dumps({"status": "no_progress", "line": line, "function": _clean(function)})
+        body = body.encode("utf-8")
+        with _SEND_LOCK:
+            if not _BUSY[0]:
+                continue
+            try:
+                _OUT.write(len(body).to_bytes(4, "big") + body)
+                _OUT.flush()
+            finally:
+                os._exit(71)
+
+
 def _row_ok(idx, fields):
     # json.dumps with its defaults, as Capillaries prints it: NaN stays `NaN` and fails the row
     # when the Rust side decodes it; an unserialisable value raises here, inside the row's try.
     _ROWS.append([idx, json.dumps(fields)])
+    _progress()
 
 
 _USER_CODE = "<python_code>"
@@ -87,6 +182,7 @@ def _row_fail(idx, where):
         if line.strip():
             last = line.strip()
     _ROWS.append([idx, where, lineno, _clean(last), _user_frames(tb)])
+    _progress()
 
 
 def _load_error():
@@ -143,17 +239,24 @@ def _run(req):
     except BaseException:
         return {"status": "syntax_error", "message": _exception_only()}
     del _ROWS[:]
+    _DEADLINE[0] = float(req.get("deadline_s") or 0)
+    _progress()
+    _BUSY[0] = True
     try:
         exec(prog, ns)
     except BaseException:
         # Every row sits in its own try/except, so only a broken helper can get here.
         return {"status": "exec_error", "message": _clean(traceback.format_exc())}
+    finally:
+        sys.stdout.flush()
+        _BUSY[0] = False
     rows = list(_ROWS)
     del _ROWS[:]
     return {"status": "ok", "rows": rows}
 
 
 def _main():
+    threading.Thread(target=_watchdog, daemon=True).start()
     impl = sys.implementation.name
     version = ".".join(str(v) for v in sys.version_info[:3])
     _send({"status": "hello", "implementation": impl, "version": version})

@@ -71,6 +71,17 @@ pub enum PyCalcError {
         /// The configured per-chunk timeout.
         timeout: Duration,
     },
+    /// No row of the chunk finished within the progress deadline (a formula that never
+    /// returns); the worker was ended.
+    #[error("no row finished within {seconds} s (the py_calc progress deadline): the formula is stuck{}", match at { Some(a) => format!(" at {a}"), None => format!(" in {files}") })]
+    NoProgress {
+        /// The deadline, in seconds.
+        seconds: u64,
+        /// The formula file and line the worker was on, when it was in formula code.
+        at: Option<super::SourceLine>,
+        /// The node's formula files.
+        files: String,
+    },
     /// A row does not have one value per reader field.
     #[error("row {row} has {got} values but the py_calc node reads {expected} fields")]
     RowWidth {
@@ -90,6 +101,12 @@ pub enum PyCalcError {
         field: String,
         /// The Go type name of the value.
         go_type: &'static str,
+    },
+    /// The pool was ended (the run was interrupted): no worker runs any more.
+    #[error("python workers were ended: {reason}")]
+    Ended {
+        /// Why.
+        reason: String,
     },
     /// The worker's reply did not follow the protocol; the worker was replaced.
     #[error("python worker protocol error: {0}")]

@@ -29,6 +29,11 @@ pub use worker::InterpreterInfo;
 
 use worker::{Reply, RowReply, RunRequest, Worker};
 
+/// The default progress deadline: two minutes without one row of a chunk finishing. A
+/// formula computes one row; an honest one takes micro- to milliseconds, and even one calling
+/// a slow service per row stays far below this.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(120);
+
 /// How the pool starts its workers (Capillaries `custom_processors.py_calc`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyPoolConfig {
@@ -43,6 +48,9 @@ pub struct PyPoolConfig {
     pub chunk_timeout: Duration,
     /// Limit for a new worker to report ready.
     pub start_timeout: Duration,
+    /// The progress deadline: a chunk in which no row finished for this long fails its batch,
+    /// naming the formula file and line the worker was on. Zero: none.
+    pub progress_deadline: Duration,
 }
 
 impl PyPoolConfig {
@@ -64,6 +72,7 @@ impl Default for PyPoolConfig {
             workers: 1,
             chunk_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(60),
+            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
         }
     }
 }
@@ -74,6 +83,10 @@ struct PoolState {
     live: usize,
     /// Slots freed by a worker that died or was killed; the next start in one is a restart.
     lost: usize,
+    /// Every worker started, to kill them all at once ([`PyPool::end_all`]).
+    killers: Vec<std::sync::Weak<Mutex<std::process::Child>>>,
+    /// Why the pool was ended: no worker starts any more.
+    ended: Option<String>,
 }
 
 /// A pool of Python worker processes shared by the executor threads (`Arc<PyPool>`).
@@ -104,9 +117,48 @@ impl PyPool {
                 idle: Vec::new(),
                 live: 0,
                 lost: 0,
+                killers: Vec::new(),
+                ended: None,
             }),
             freed: Condvar::new(),
         }
+    }
+
+    /// Kills every worker, idle or computing, and refuses to start new ones: an interrupted
+    /// run must leave no Python process behind. A chunk being computed fails with
+    /// [`PyCalcError::WorkerDied`]; later calls fail with [`PyCalcError::Ended`].
+    pub fn end_all(&self, reason: &str) {
+        let (idle, killers) = {
+            let mut state = self.lock();
+            state.ended = Some(reason.to_owned());
+            (
+                std::mem::take(&mut state.idle),
+                std::mem::take(&mut state.killers),
+            )
+        };
+        // Dropping a worker kills and reaps it.
+        drop(idle);
+        for k in killers.iter().filter_map(std::sync::Weak::upgrade) {
+            let _ = k.lock().unwrap_or_else(PoisonError::into_inner).kill();
+        }
+        self.freed.notify_all();
+    }
+
+    /// Starts a worker, unless the pool was ended, and keeps its kill handle.
+    fn spawn(&self) -> Result<Worker, PyCalcError> {
+        if let Some(reason) = self.lock().ended.clone() {
+            return Err(PyCalcError::Ended { reason });
+        }
+        let w = Worker::spawn(&self.config)?;
+        let mut state = self.lock();
+        state.killers.retain(|k| k.strong_count() > 0);
+        state.killers.push(w.killer());
+        if let Some(reason) = state.ended.clone() {
+            drop(state);
+            drop(w);
+            return Err(PyCalcError::Ended { reason });
+        }
+        Ok(w)
     }
 
     /// The pool's config.
@@ -151,6 +203,19 @@ impl PyPool {
         program: &PyProgram,
         rows: &[Vec<Value>],
     ) -> Result<Vec<RowOutcome>, PyCalcError> {
+        self.run_chunk_for(program, rows, String::new(), 0)
+    }
+
+    /// [`PyPool::run_chunk`] for a chunk of a batch: the formulas' prints are logged
+    /// (target `plexus::py_calc`) with `label` ("py_calc node N batch B") and their row, the
+    /// chunk's rows being rows `first_row..` of the batch.
+    pub fn run_chunk_for(
+        &self,
+        program: &PyProgram,
+        rows: &[Vec<Value>],
+        label: String,
+        first_row: u64,
+    ) -> Result<Vec<RowOutcome>, PyCalcError> {
         let expected = program.reader_fields().len();
         if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != expected) {
             return Err(PyCalcError::RowWidth {
@@ -172,6 +237,9 @@ impl PyPool {
             })?;
 
         let mut lease = self.checkout()?;
+        if let Some(w) = &lease.worker {
+            w.set_context(worker::PrintContext { label, first_row });
+        }
         let reply = lease.call(program, &chunk.text, self.config.chunk_timeout)?;
         let rows_reply = match reply {
             Reply::Ok { rows } => rows,
@@ -183,6 +251,17 @@ impl PyPool {
             }
             Reply::SyntaxError { message } => return Err(PyCalcError::Syntax { message }),
             Reply::ExecError { message } => return Err(PyCalcError::Exec { message }),
+            Reply::NoProgress { line, function } => {
+                // The driver exits after this reply.
+                lease.discard();
+                return Err(PyCalcError::NoProgress {
+                    seconds: self.config.progress_deadline.as_secs(),
+                    at: program
+                        .source_line(line)
+                        .map(|at| at.in_function(&function)),
+                    files: program.files().join(", "),
+                });
+            }
             other => {
                 lease.discard();
                 return Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")));
@@ -239,6 +318,9 @@ impl PyPool {
     fn checkout(&self) -> Result<Lease<'_>, PyCalcError> {
         let mut state = self.lock();
         loop {
+            if let Some(reason) = state.ended.clone() {
+                return Err(PyCalcError::Ended { reason });
+            }
             if let Some(worker) = state.idle.pop() {
                 drop(state);
                 let mut lease = Lease {
@@ -252,7 +334,7 @@ impl PyPool {
                     lease.worker = None;
                     tracing::warn!("a python worker died while idle; starting a new one");
                     crate::metrics::PY_WORKERS_RESTARTED.fetch_add(1, Ordering::Relaxed);
-                    lease.worker = Some(Worker::spawn(&self.config)?);
+                    lease.worker = Some(self.spawn()?);
                 }
                 return Ok(lease);
             }
@@ -268,7 +350,7 @@ impl PyPool {
                     worker: None,
                     lost: false,
                 };
-                lease.worker = Some(Worker::spawn(&self.config)?);
+                lease.worker = Some(self.spawn()?);
                 let counter = if restart {
                     &crate::metrics::PY_WORKERS_RESTARTED
                 } else {
@@ -333,6 +415,7 @@ impl Lease<'_> {
                 calc_name: program.calc_name(),
                 calc: program.calc_source(),
                 program: text,
+                deadline_s: self.pool.config.progress_deadline.as_secs_f64(),
             };
             let reply = match worker.call(&request, timeout) {
                 Ok(r) => r,
@@ -359,14 +442,18 @@ impl Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let mut state = self.pool.lock();
+        let mut ended = None;
         match self.worker.take() {
-            Some(worker) => state.idle.push(worker),
+            Some(worker) if state.ended.is_none() => state.idle.push(worker),
+            // An ended pool keeps no worker: it is killed outside the lock.
+            Some(worker) => ended = Some(worker),
             None => {
                 state.live = state.live.saturating_sub(1);
                 state.lost += usize::from(self.lost);
             }
         }
         drop(state);
+        drop(ended);
         self.pool.freed.notify_one();
     }
 }

@@ -272,6 +272,11 @@ impl PyProgram {
         self
     }
 
+    /// The formula files the code came from, in order.
+    pub fn files(&self) -> Vec<&str> {
+        self.origins.iter().map(|(f, _)| f.as_str()).collect()
+    }
+
     /// The file and line of line `line` (1-based) of [`Self::code`], when the origins say it.
     pub fn source_line(&self, line: u32) -> Option<SourceLine> {
         let mut rest = line.checked_sub(1)?;

@@ -47,6 +47,8 @@ pub(crate) struct RunRequest<'a> {
     pub(crate) calc_name: &'a str,
     pub(crate) calc: &'a str,
     pub(crate) program: &'a str,
+    /// Seconds without a finished row after which the driver gives up on the chunk (0: none).
+    pub(crate) deadline_s: f64,
 }
 
 /// A reply frame.
@@ -70,6 +72,15 @@ pub(crate) enum Reply {
     ExecError { message: String },
     /// The per-row outcomes.
     Ok { rows: Vec<RowReply> },
+    /// No row finished within the deadline; the worker exits after sending this.
+    NoProgress {
+        /// The line of the concatenated code the main thread was on (0: not in user code).
+        #[serde(default)]
+        line: u32,
+        /// The function of that line.
+        #[serde(default)]
+        function: String,
+    },
 }
 
 /// One row's outcome as the driver reports it.
@@ -84,6 +95,18 @@ pub(crate) enum RowReply {
     Fail(usize, u8, u32, String, Vec<(u32, String)>),
 }
 
+/// Where a worker's chunk comes from: its formula prints are logged with it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PrintContext {
+    /// "py_calc node N batch B" (empty: a load check).
+    pub(crate) label: String,
+    /// Index within the batch of the chunk's first row.
+    pub(crate) first_row: u64,
+}
+
+/// Marks a line the driver wrote for a formula's `print` (`\x1e<row>\x1e<text>`).
+const PRINT_MARK: char = '\u{1e}';
+
 /// The end of a worker's stderr and whether the pipe reached end of file.
 #[derive(Default)]
 struct Tail {
@@ -93,10 +116,13 @@ struct Tail {
 
 /// A running worker process. Dropping it kills the process.
 pub(crate) struct Worker {
-    child: Child,
+    /// Shared with the pool, which kills every worker when a run is interrupted.
+    child: Arc<Mutex<Child>>,
     stdin: ChildStdin,
     replies: Receiver<io::Result<Vec<u8>>>,
     stderr: Arc<Mutex<Tail>>,
+    /// What the chunk being computed belongs to, for the log lines of formula prints.
+    context: Arc<Mutex<PrintContext>>,
     /// Hashes of the code this worker has loaded, so the code is sent only once; the driver
     /// answers `need_code` if it evicted one.
     pub(crate) loaded: HashSet<String>,
@@ -140,6 +166,7 @@ impl Worker {
         let pid = child.id();
         let (tx, replies) = mpsc::channel();
         let stderr = Arc::new(Mutex::new(Tail::default()));
+        let context = Arc::new(Mutex::new(PrintContext::default()));
         // The threads end on end of file, which killing the worker guarantees; they are not
         // joined because a grandchild the user code started could keep the pipes open.
         let spawned = thread::Builder::new()
@@ -147,9 +174,10 @@ impl Worker {
             .spawn(move || read_frames(stdout, &tx))
             .and_then(|_| {
                 let tail = Arc::clone(&stderr);
+                let context = Arc::clone(&context);
                 thread::Builder::new()
                     .name(format!("pycalc-err-{pid}"))
-                    .spawn(move || drain_stderr(stderr_pipe, &tail))
+                    .spawn(move || drain_stderr(stderr_pipe, &tail, &context))
             });
         if let Err(source) = spawned {
             let _ = child.kill();
@@ -157,10 +185,11 @@ impl Worker {
             return Err(PyCalcError::Spawn { path, source });
         }
         let mut worker = Self {
-            child,
+            child: Arc::new(Mutex::new(child)),
             stdin,
             replies,
             stderr,
+            context,
             loaded: HashSet::new(),
             info: InterpreterInfo {
                 implementation: String::new(),
@@ -193,7 +222,7 @@ impl Worker {
 
     /// True when the process has already exited (checked before reusing an idle worker).
     pub(crate) fn has_exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        !matches!(self.child().try_wait(), Ok(None))
     }
 
     /// Sends one request and waits up to `timeout` for its reply. Any error leaves the worker
@@ -227,8 +256,9 @@ impl Worker {
                 .map_err(|e| PyCalcError::Protocol(format!("undecodable reply: {e}"))),
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => Err(self.died()),
             Err(RecvTimeoutError::Timeout) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                let mut child = self.child();
+                let _ = child.kill();
+                let _ = child.wait();
                 Err(PyCalcError::Timeout { timeout })
             }
         }
@@ -239,12 +269,14 @@ impl Worker {
     fn died(&mut self) -> PyCalcError {
         let deadline = Instant::now() + EXIT_GRACE;
         let status = loop {
-            match self.child.try_wait() {
+            let waited = self.child().try_wait();
+            match waited {
                 Ok(Some(status)) => break status.to_string(),
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
                 Ok(None) => {
-                    let _ = self.child.kill();
-                    break match self.child.wait() {
+                    let mut child = self.child();
+                    let _ = child.kill();
+                    break match child.wait() {
                         Ok(s) => format!("closed its output, killed: {s}"),
                         Err(e) => format!("closed its output, wait failed: {e}"),
                     };
@@ -281,10 +313,27 @@ impl Worker {
     }
 }
 
+impl Worker {
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets what the next chunk belongs to, for the log lines of its prints.
+    pub(crate) fn set_context(&self, context: PrintContext) {
+        *self.context.lock().unwrap_or_else(PoisonError::into_inner) = context;
+    }
+
+    /// A handle the pool keeps to kill the process from another thread.
+    pub(crate) fn killer(&self) -> std::sync::Weak<Mutex<Child>> {
+        Arc::downgrade(&self.child)
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -311,18 +360,55 @@ fn read_frames(mut out: impl Read, tx: &mpsc::Sender<io::Result<Vec<u8>>>) {
 }
 
 /// Keeps the last [`STDERR_TAIL`] bytes of the worker's stderr.
-fn drain_stderr(mut err: impl Read, tail: &Mutex<Tail>) {
+fn drain_stderr(mut err: impl Read, tail: &Mutex<Tail>, context: &Mutex<PrintContext>) {
     let mut buf = [0u8; 4096];
+    let mut line = Vec::new();
     loop {
         match err.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                t.bytes.extend(&buf[..n]);
-                let excess = t.bytes.len().saturating_sub(STDERR_TAIL);
-                t.bytes.drain(..excess);
+                for &b in &buf[..n] {
+                    line.push(b);
+                    if b == b'\n' {
+                        stderr_line(&line, tail, context);
+                        line.clear();
+                    }
+                }
             }
         }
     }
+    if !line.is_empty() {
+        stderr_line(&line, tail, context);
+    }
     tail.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+}
+
+/// One line of a worker's stderr: a formula's print goes to the log with node, batch and row
+/// (without its mark); every line is kept in the tail for error messages.
+fn stderr_line(line: &[u8], tail: &Mutex<Tail>, context: &Mutex<PrintContext>) {
+    let text = String::from_utf8_lossy(line);
+    let mut kept = text.as_ref();
+    if let Some(rest) = text.strip_prefix(PRINT_MARK)
+        && let Some((row, printed)) = rest.split_once(PRINT_MARK)
+    {
+        kept = printed;
+        let ctx = context
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let printed = printed.trim_end();
+        match row.parse::<u64>() {
+            Ok(r) => tracing::info!(
+                target: "plexus::py_calc",
+                "{} row {}: {printed}",
+                ctx.label,
+                ctx.first_row + r
+            ),
+            Err(_) => tracing::info!(target: "plexus::py_calc", "{}: {printed}", ctx.label),
+        }
+    }
+    let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
+    t.bytes.extend(kept.as_bytes());
+    let excess = t.bytes.len().saturating_sub(STDERR_TAIL);
+    t.bytes.drain(..excess);
 }

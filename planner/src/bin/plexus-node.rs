@@ -16,7 +16,12 @@ use plexus_node::transport::{certs, parse_peer_name};
 
 /// Plexus peer daemon.
 #[derive(Parser, Debug)]
-#[command(name = "plexus-node", version, about)]
+// An explicit about: a bare `about` takes the planner package's description.
+#[command(
+    name = "plexus-node",
+    version,
+    about = "Plexus peer daemon: a Raft member that executes batches and serves the client API; also the cluster's certificate tool"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -57,13 +62,17 @@ enum CertsOp {
 }
 
 /// The log filter when neither the config nor `RUST_LOG` gives one.
-const DEFAULT_LOG: &str = "info,openraft=warn,scylla=warn";
+///
+/// openraft logs every failed replication RPC at ERROR, including the timeouts it meets at
+/// every start while the other peers come up; those are expected, and a member that stays
+/// behind shows in `planner cluster status` (reachable, log lag), so that module is off.
+const DEFAULT_LOG: &str = "info,openraft=warn,openraft::replication=off,scylla=warn";
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", planner::error_text(&e));
             ExitCode::FAILURE
         }
     }

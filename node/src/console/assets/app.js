@@ -13,6 +13,8 @@ function esc(s) {
 }
 function enc(s) { return encodeURIComponent(s); }
 function pill(status) { return `<span class="pill st-${esc(status)}">${esc(status)}</span>`; }
+// A run's badge: its outcome (running / succeeded / failed (N nodes) / stopped (reason)).
+function outcomePill(r) { return `<span class="pill st-${esc(r.outcome)}" data-outcome="${esc(r.outcome)}">${esc(r.outcome_text)}</span>`; }
 function fmtTime(ms) {
   if (ms == null) return "";
   const d = new Date(ms);
@@ -300,7 +302,7 @@ async function pageKeyspaces() {
     const cards = data.keyspaces.map((k) => `
       <a class="card ks-card" href="#/ks/${enc(k.name)}" data-keyspace="${esc(k.name)}">
         <div class="name">${esc(k.name)}</div>
-        <div class="meta">${k.last_run ? `${pill(k.last_status)} run ${k.last_run} of ${k.runs}` : `<span class="muted">no runs</span>`}
+        <div class="meta">${k.last_run ? `${pill(k.last_outcome)} run ${k.last_run} of ${k.runs}` : `<span class="muted">no runs</span>`}
           <span>${esc(fmtTime(k.last_ts_ms))}</span></div>
       </a>`).join("");
     main.innerHTML = `
@@ -335,7 +337,7 @@ async function pageMatrix(ks) {
       }).join("");
       const dur = r.started_ms != null ? fmtDur((r.completed_ms ?? r.stopped_ms ?? Date.now()) - r.started_ms) : "";
       return `<tr data-run="${r.run_id}" data-status="${r.status}">
-        <td class="run"><a href="#/ks/${enc(ks)}/run/${r.run_id}"><b>run ${r.run_id}</b></a> ${pill(r.status)}
+        <td class="run"><a href="#/ks/${enc(ks)}/run/${r.run_id}"><b>run ${r.run_id}</b></a> ${outcomePill(r)}
           ${r.status === "start" && info.writes.stop ? `<button class="stop-btn" data-run="${r.run_id}">Stop…</button>` : ""}
           <div class="muted">${esc(fmtTime(r.started_ms))} · ${esc(dur)}</div>
           <div class="desc" title="${esc(r.description)}">${esc(r.description)}</div></td>${cells}</tr>`;
@@ -362,7 +364,7 @@ async function pageMatrix(ks) {
 
 function runFacts(ks, r) {
   return `<dl class="kv">
-    <dt>status</dt><dd>${pill(r.status)}</dd>
+    <dt>outcome</dt><dd>${outcomePill(r)}</dd>
     <dt>started</dt><dd>${esc(fmtTime(r.started_ms))}</dd>
     ${r.completed_ms != null ? `<dt>completed</dt><dd>${esc(fmtTime(r.completed_ms))} (${esc(fmtDur(r.completed_ms - r.started_ms))})</dd>` : ""}
     ${r.stopped_ms != null ? `<dt>stopped</dt><dd>${esc(fmtTime(r.stopped_ms))} — ${esc(r.stopped_comment || "")}</dd>` : ""}
