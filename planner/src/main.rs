@@ -236,12 +236,18 @@ enum Command {
         /// Data directory of the embedded store.
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data_dir: PathBuf,
-        /// Address to listen on, `HOST:PORT` (port 0 picks a free one).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
+        /// Address to listen on, `HOST:PORT` (port 0 picks a free one) [default:
+        /// 127.0.0.1:8080, or 127.0.0.1 and the --capi-config webapi port].
+        #[arg(long)]
+        listen: Option<String>,
         /// Token, file roots, allowed hosts and origins, TLS, limits.
         #[command(flatten)]
         security: planner::serve::SecurityArgs,
+        /// A Capillaries `capiwebapi.json` (or `capidaemon.json`): `webapi.webapi_port` is the
+        /// port (on loopback) when --listen is not given, `webapi.access_control_allow_origin`
+        /// adds to --access-control-allow-origin (whole origins only: `*` is refused).
+        #[arg(long)]
+        capi_config: Option<PathBuf>,
         /// Executor threads of each started run; default: the number of cores.
         #[arg(long)]
         threads: Option<usize>,
@@ -569,13 +575,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             data_dir,
             listen,
-            security,
+            mut security,
+            capi_config,
             threads,
             python,
             python_args,
             cluster,
         } => {
             use std::net::ToSocketAddrs as _;
+            let capi = match &capi_config {
+                Some(path) => Some(planner::capi::load(Some(path))?),
+                None => None,
+            };
+            if let Some(c) = &capi {
+                security
+                    .access_control_allow_origin
+                    .extend(c.access_control_allow_origin.iter().cloned());
+            }
+            let listen = match (listen, capi.as_ref().and_then(|c| c.webapi_port)) {
+                (Some(l), _) => l,
+                (None, Some(port)) => format!("127.0.0.1:{port}"),
+                (None, None) => "127.0.0.1:8080".to_owned(),
+            };
             let addr = listen
                 .to_socket_addrs()
                 .with_context(|| format!("--listen {listen:?}: expected HOST:PORT"))?

@@ -12,10 +12,12 @@
 //! `GET /api/keyspaces/<ks>/runs/<run>/nodes`,
 //! `GET /api/keyspaces/<ks>/runs/<run>/nodes/<node>/batches`,
 //! `GET /api/keyspaces/<ks>/runs/<run>/dag.svg`, `POST /api/keyspaces/<ks>/runs/<run>/stop`;
-//! the pages at `/`, `/ks/<ks>` and `/assets/*`.
+//! the pages at `/` and `/assets/*` (the page routes by `#/ks/<ks>…` fragments); Capillaries'
+//! webapi at `/ks…` ([`webapi`]).
 
 pub mod dag;
 pub mod guard;
+mod webapi;
 
 use std::fmt;
 use std::sync::Arc;
@@ -396,13 +398,19 @@ impl Console {
             || path.starts_with("/api/")
             || path == "/api"
             || path.starts_with("/assets/")
-            || path.starts_with("/ks/")
+            || webapi::owns(path.trim_end_matches('/'))
     }
 
     /// Answers one request.
     pub fn handle(&self, req: &HttpRequest<'_>) -> HttpResponse {
         let path = req.path.trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
+        let login = req
+            .query
+            .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("token=")));
+        if webapi::owns(path) && !login {
+            return webapi::handle(self, req, path);
+        }
         if !path.starts_with("/api") {
             return self.page(req, path);
         }
@@ -457,7 +465,7 @@ impl Console {
         match path {
             "/assets/app.js" => HttpResponse::text("text/javascript; charset=utf-8", APP_JS),
             "/assets/style.css" => HttpResponse::text("text/css; charset=utf-8", STYLE_CSS),
-            p if p == "/" || p == "/index.html" || p.starts_with("/ks/") => {
+            p if p == "/" || p == "/index.html" || webapi::owns(p) => {
                 HttpResponse::text("text/html; charset=utf-8", INDEX_HTML)
             }
             p => HttpResponse::error(&ConsoleError::NotFound(format!("no page {p}"))),
@@ -692,19 +700,7 @@ impl Console {
                     } else {
                         parse_body(req.body)?
                     };
-                    let (ledger, _) = self.run_of(ks, &run.to_string())?;
-                    let status = ledger.run_status(ks, run).map_err(not_found)?;
-                    if status != RunStatus::Start {
-                        return Err(ConsoleError::Conflict(format!(
-                            "run {run} of {ks} is not running (its status is {status}): nothing to stop"
-                        )));
-                    }
-                    let comment = if stop.comment.trim().is_empty() {
-                        "stopped from the console".to_owned()
-                    } else {
-                        stop.comment
-                    };
-                    self.backend.stop_run(ks, run, &comment)?;
+                    self.stop(ks, run, &stop.comment, "stopped from the console")?;
                     Ok(HttpResponse::json(
                         200,
                         &json!({ "keyspace": ks, "run_id": run, "status": "stop" }),
@@ -760,6 +756,30 @@ impl Console {
                 segs.join("/")
             ))),
         }
+    }
+
+    /// Stops a running run (`comment`, else `default_comment`); a run that is not running is
+    /// refused with its status.
+    fn stop(
+        &self,
+        ks: &str,
+        run: u32,
+        comment: &str,
+        default_comment: &str,
+    ) -> Result<(), ConsoleError> {
+        let (ledger, _) = self.run_of(ks, &run.to_string())?;
+        let status = ledger.run_status(ks, run).map_err(not_found)?;
+        if status != RunStatus::Start {
+            return Err(ConsoleError::Conflict(format!(
+                "run {run} of {ks} is not running (its status is {status}): nothing to stop"
+            )));
+        }
+        let comment = if comment.trim().is_empty() {
+            default_comment
+        } else {
+            comment
+        };
+        self.backend.stop_run(ks, run, comment)
     }
 
     fn info(&self, req: &HttpRequest<'_>) -> Value {
@@ -1379,21 +1399,29 @@ mod tests {
             ask(&c, "DELETE", "/api/keyspaces/ks", Some("Bearer t"), "").0,
             501
         );
-        let page = c.handle(&HttpRequest {
-            method: "GET",
-            path: "/ks/anything",
-            query: None,
-            authorization: None,
-            cookie: None,
-            host: None,
-            tls: false,
-            client_cert: false,
-            body: b"",
-        });
+        let get = |path| {
+            c.handle(&HttpRequest {
+                method: "GET",
+                path,
+                query: None,
+                authorization: None,
+                cookie: None,
+                host: None,
+                tls: false,
+                client_cert: false,
+                body: b"",
+            })
+        };
+        let page = get("/");
         assert_eq!(
             (page.status, page.content_type),
             (200, "text/html; charset=utf-8")
         );
+        // `/ks…` is Capillaries' webapi: its envelope, not the page.
+        let api = get("/ks/anything");
+        let v: Value = serde_json::from_slice(&api.body).unwrap_or_default();
+        assert_eq!((api.status, api.content_type), (500, "application/json"));
+        assert!(v["data"].is_null() && v["error"].as_str().is_some_and(|e| e.contains("anything")));
         assert!(Console::owns("/assets/app.js") && !Console::owns("/metrics"));
     }
 
