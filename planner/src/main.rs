@@ -385,8 +385,8 @@ enum TableOp {
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// csv or json (one object per line).
-        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
-        format: planner::table::TableFormat,
+        #[arg(long, value_enum, default_value_t = planner::table::FormatArg::Csv)]
+        format: planner::table::FormatArg,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -404,8 +404,8 @@ enum TableOp {
         #[arg(long)]
         limit: Option<usize>,
         /// csv, json (one object per line) or parquet.
-        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
-        format: planner::table::TableFormat,
+        #[arg(long, value_enum, default_value_t = planner::table::FormatArg::Csv)]
+        format: planner::table::FormatArg,
         /// Write to this file instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,

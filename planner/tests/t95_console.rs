@@ -997,6 +997,7 @@ mod on_cluster {
             })?;
             check_reads(*a)?;
             webapi::check_reads(*a)?;
+            check_tables(*a)?;
             // /metrics still answers on the same listener.
             let (status, _, text) = http(*a, "GET", "/metrics", None, None)?;
             assert!(status == 200 && text.contains("plexus_"), "{status}");
@@ -1123,6 +1124,16 @@ mod on_cluster {
         // `planner serve --cluster`: the same reads, and starts validated and submitted.
         let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN, inp.dir.path())?;
         let s = serve.addr;
+        // It reaches the cluster's ledger, not its store: the table pages say where to look.
+        let e = refusal(
+            s,
+            "GET",
+            &format!("/api/keyspaces/{KS}/tables"),
+            None,
+            None,
+            501,
+        )?;
+        assert!(e.contains("peer's console"), "{e}");
         let info = get(s, "/api/info")?;
         assert_eq!(info["writes"]["start"], true, "{info}");
         assert_eq!(info["writes"]["drop"], true, "{info}");
@@ -1892,6 +1903,74 @@ fn planner_serve_over_https() -> Result<()> {
     result
 }
 
+/// The table pages' API (issue #27): the tables of a keyspace, one table's columns, rows per
+/// batch and first rows, and its CSV download.
+fn check_tables(a: SocketAddr) -> Result<()> {
+    let t = get(a, &format!("/api/keyspaces/{KS}/tables"))?;
+    let list = t["tables"].as_array().context("tables")?;
+    let orders = list
+        .iter()
+        .find(|x| x["name"] == "orders" && x["run_id"] == 1)
+        .with_context(|| format!("orders of run 1 not listed: {t}"))?;
+    ensure!(
+        orders["stored_as"] == "orders_00001" && orders["created_by"] == "read_orders",
+        "{orders}"
+    );
+    let rows = orders["rows"].as_u64().context("rows")?;
+    ensure!(rows > 0, "{orders}");
+    let one = get(
+        a,
+        &format!("/api/keyspaces/{KS}/tables/orders?run=1&limit=5"),
+    )?;
+    ensure!(one["rows"].as_array().map(Vec::len) == Some(5), "{one}");
+    let cols = one["columns"].as_array().context("columns")?;
+    ensure!(cols[0]["name"] == "rowid" && cols.len() > 2, "{one}");
+    ensure!(
+        one["rows"][0].as_array().map(Vec::len) == Some(cols.len()),
+        "a row has a value per column: {one}"
+    );
+    let per_batch: u64 = one["batch_rows"]
+        .as_array()
+        .context("batch_rows")?
+        .iter()
+        .filter_map(Value::as_u64)
+        .sum();
+    ensure!(per_batch == rows && one["rows_total"] == rows, "{one}");
+    let (status, ctype, csv) = http(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders/csv?run=1"),
+        None,
+        None,
+    )?;
+    ensure!(
+        status == 200 && ctype.starts_with("text/csv"),
+        "{status} {ctype}"
+    );
+    ensure!(
+        csv.lines().count() as u64 == rows + 1 && csv.starts_with("rowid,"),
+        "{}",
+        csv.lines().count()
+    );
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/nosuch"),
+        None,
+        None,
+        404,
+    )?;
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders?run=x"),
+        None,
+        None,
+        400,
+    )?;
+    Ok(())
+}
+
 /// Capillaries' webapi (issue #27): every route and reply shape, on `planner serve` and on
 /// each peer of a 3-peer cluster, under the same token and origin rules as our API.
 mod webapi {
@@ -2164,6 +2243,7 @@ mod webapi {
         let serve = Serve::start(Path::new(&inp.path("data")), Some(TOKEN))?;
         let a = serve.addr;
         check_reads(a)?;
+        check_tables(a)?;
         // Starts, stops and drops take the token, as on our API; the start reads only below
         // the file roots.
         let start = json!({

@@ -219,6 +219,11 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError>;
     /// Drops a keyspace with its tables and history.
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError>;
+    /// The store the tables are in, for the table pages; `None` where this console cannot
+    /// reach it (`planner serve --cluster` talks to peers only).
+    fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
+        None
+    }
 }
 
 /// Who may use the console: every state change (POST, DELETE) needs the token (or a client
@@ -751,11 +756,113 @@ impl Console {
                 }
                 _ => not_allowed("GET"),
             },
+            ["keyspaces", ks, "tables"] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let list = crate::tables::list(&*store, &ledger, ks, query_u32(req, "run")?)
+                        .map_err(table_error)?;
+                    let tables: Vec<Value> = list
+                        .iter()
+                        .map(|t| {
+                            json!({
+                                "name": t.name,
+                                "run_id": t.run_id,
+                                "stored_as": t.stored_as(),
+                                "created_by": t.created_by,
+                                "rows": t.rows,
+                                "batch_rows": t.batch_rows,
+                                "columns": columns_json(&t.schema),
+                            })
+                        })
+                        .collect();
+                    Ok(HttpResponse::json(
+                        200,
+                        &json!({ "keyspace": ks, "tables": tables }),
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "tables", table] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let limit = query_u32(req, "limit")?.map_or(50, |l| l.clamp(1, 1000)) as usize;
+                    let t = crate::tables::rows(
+                        &*store,
+                        &ledger,
+                        ks,
+                        table,
+                        query_u32(req, "run")?,
+                        Some(limit),
+                    )
+                    .map_err(table_error)?;
+                    let rows = t
+                        .rows
+                        .iter()
+                        .map(|(rowid, values)| {
+                            let mut r = vec![Value::from(rowid.to_string())];
+                            for v in values {
+                                r.push(Value::from(crate::tables::render(v).map_err(table_error)?));
+                            }
+                            Ok(Value::Array(r))
+                        })
+                        .collect::<Result<Vec<_>, ConsoleError>>()?;
+                    Ok(HttpResponse::json(
+                        200,
+                        &json!({
+                            "keyspace": ks,
+                            "table": t.info.name,
+                            "run_id": t.info.run_id,
+                            "stored_as": t.info.stored_as(),
+                            "created_by": t.info.created_by,
+                            "rows_total": t.info.rows,
+                            "batch_rows": t.info.batch_rows,
+                            "columns": columns_json(&t.info.schema),
+                            "rows": rows,
+                        }),
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "tables", table, "csv"] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let t = crate::tables::rows(
+                        &*store,
+                        &ledger,
+                        ks,
+                        table,
+                        query_u32(req, "run")?,
+                        None,
+                    )
+                    .map_err(table_error)?;
+                    let text = crate::tables::to_text(&t, crate::tables::TableFormat::Csv)
+                        .map_err(table_error)?;
+                    Ok(HttpResponse {
+                        body: text.into_bytes(),
+                        ..HttpResponse::text("text/csv; charset=utf-8", "")
+                    })
+                }
+                _ => not_allowed("GET"),
+            },
             _ => Err(ConsoleError::NotFound(format!(
                 "no API endpoint /api/{}; see /api/info and the README",
                 segs.join("/")
             ))),
         }
+    }
+
+    /// The store and ledger of a keyspace, for its tables.
+    fn tables_of(&self, ks: &str) -> Result<(Arc<dyn crate::store::Store>, Ledger), ConsoleError> {
+        let ledger = self.known(ks)?;
+        let store = self.backend.store().ok_or_else(|| {
+            ConsoleError::Unsupported(
+                "this console reaches the cluster's ledger, not its store: open a peer's console or use planner table".to_owned(),
+            )
+        })?;
+        Ok((store, ledger))
     }
 
     /// Stops a running run (`comment`, else `default_comment`); a run that is not running is
@@ -1028,6 +1135,40 @@ fn batches_json(ledger: &Ledger, ks: &str, run: u32, node: &str) -> Result<Value
         "batches": batches,
         "history": history,
     }))
+}
+
+/// A table error as the console reports it.
+fn table_error(e: crate::tables::TablesError) -> ConsoleError {
+    use crate::tables::TablesError as T;
+    match e {
+        T::NoTable { .. } | T::NoRun { .. } => ConsoleError::NotFound(e.to_string()),
+        other => ConsoleError::Internal(other.to_string()),
+    }
+}
+
+/// `[{"name", "type"}]` of a table's fields, `rowid` first.
+fn columns_json(schema: &plexus_core::plan::TableSchema) -> Value {
+    let mut cols = vec![json!({ "name": "rowid", "type": "int" })];
+    cols.extend(
+        schema
+            .fields
+            .iter()
+            .map(|f| json!({ "name": f.name, "type": f.ty.to_string() })),
+    );
+    Value::Array(cols)
+}
+
+/// A whole-number query parameter (`?run=2`), if given.
+fn query_u32(req: &HttpRequest<'_>, name: &str) -> Result<Option<u32>, ConsoleError> {
+    let Some(v) = req.query.and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+    }) else {
+        return Ok(None);
+    };
+    v.parse()
+        .map(Some)
+        .map_err(|_| ConsoleError::BadRequest(format!("{name}={v:?} is not a whole number")))
 }
 
 fn not_found(e: plexus_raft::LedgerError) -> ConsoleError {
