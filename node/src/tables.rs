@@ -50,6 +50,18 @@ pub enum TablesError {
         /// The run asked for.
         run: u32,
     },
+    /// The creating node has no batch of that index.
+    #[error("table {table} of run {run} was written by {batches} batches (0 to {}); there is no batch {batch}", batches.saturating_sub(1))]
+    NoBatch {
+        /// The table.
+        table: String,
+        /// Its run.
+        run: u32,
+        /// The batch asked for.
+        batch: u32,
+        /// The creating node's batches.
+        batches: u32,
+    },
     /// The ledger does not know the keyspace or a run's plan.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -202,16 +214,31 @@ pub struct TableRows {
     pub rows: Vec<(i64, Vec<Value>)>,
 }
 
-/// Table `name` (of run `run`, else of the latest run that wrote it) with at most `limit`
-/// rows.
+/// Which rows of a table to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowFilter {
+    /// The run that wrote the table; `None`: the latest run that did.
+    pub run: Option<u32>,
+    /// Only the rows this batch of the creating node wrote (Capillaries' `batch_idx`: for a
+    /// file reader, the URL's index).
+    pub batch: Option<u32>,
+    /// At most this many rows.
+    pub limit: Option<usize>,
+}
+
+/// A rowid's sequence number below this is the batch's own (no batch writes 2^40 rows; under
+/// another batch's seed a rowid maps to a uniformly spread 64-bit number).
+const SEQ_BOUND: u64 = 1 << 40;
+
+/// Table `name` with the rows `filter` selects.
 pub fn rows(
     store: &dyn Store,
     ledger: &Ledger,
     keyspace: &str,
     name: &str,
-    run: Option<u32>,
-    limit: Option<usize>,
+    filter: RowFilter,
 ) -> Result<TableRows, TablesError> {
+    let RowFilter { run, batch, limit } = filter;
     let info = list(store, ledger, keyspace, run)?
         .into_iter()
         .rev()
@@ -223,6 +250,27 @@ pub fn rows(
         })?;
     let types: Vec<Type> = info.schema.fields.iter().map(|f| f.ty).collect();
     let table = TableRef::new(info.name.clone(), info.run_id);
+    // The seed of the batch's rowids: a row is the batch's when undoing its rowid under that
+    // seed gives one of the batch's sequence numbers.
+    let seed = match batch {
+        None => None,
+        Some(b) => {
+            let batches = u32::try_from(info.batch_rows.len()).unwrap_or(u32::MAX);
+            if b >= batches {
+                return Err(TablesError::NoBatch {
+                    table: info.name.clone(),
+                    run: info.run_id,
+                    batch: b,
+                    batches,
+                });
+            }
+            Some(plexus_core::task::rowid_seed(
+                info.run_id,
+                &info.created_by,
+                b,
+            ))
+        }
+    };
     let mut out = Vec::new();
     let mut resume = None;
     loop {
@@ -230,6 +278,9 @@ pub fn rows(
         for (rowid, bytes) in page.rows {
             if limit.is_some_and(|l| out.len() >= l) {
                 return Ok(TableRows { info, rows: out });
+            }
+            if seed.is_some_and(|s| plexus_core::task::rowid_seq(s, rowid) >= SEQ_BOUND) {
+                continue;
             }
             let values =
                 plexus_core::row::decode_row(&bytes, &types).map_err(|e| TablesError::Decode {

@@ -381,6 +381,9 @@ enum TableOp {
         /// The run that wrote it; default: the latest run that did.
         #[arg(long)]
         run_id: Option<u32>,
+        /// Only the rows this batch of the creating node wrote (Capillaries' batch_idx).
+        #[arg(long)]
+        batch: Option<u32>,
         /// How many rows.
         #[arg(long, default_value_t = 20)]
         limit: usize,
@@ -400,6 +403,9 @@ enum TableOp {
         /// The run that wrote it; default: the latest run that did.
         #[arg(long)]
         run_id: Option<u32>,
+        /// Only the rows this batch of the creating node wrote (Capillaries' batch_idx).
+        #[arg(long)]
+        batch: Option<u32>,
         /// At most this many rows.
         #[arg(long)]
         limit: Option<usize>,
@@ -636,41 +642,46 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     keyspace,
                     table,
                     run_id,
+                    batch,
                     limit,
                     format,
                     store,
                 } => {
                     let store = store.target().open()?;
-                    let text = planner::table::show(
-                        &store,
-                        &keyspace,
-                        &table,
-                        run_id,
-                        Some(limit),
-                        format,
-                    )?;
+                    let filter = plexus_node::tables::RowFilter {
+                        run: run_id,
+                        batch,
+                        limit: Some(limit),
+                    };
+                    let text = planner::table::show(&store, &keyspace, &table, filter, format)?;
                     print!("{text}");
                 }
                 TableOp::Dump {
                     keyspace,
                     table,
                     run_id,
+                    batch,
                     limit,
                     format,
                     output,
                     store,
                 } => {
                     let store = store.target().open()?;
+                    let filter = plexus_node::tables::RowFilter {
+                        run: run_id,
+                        batch,
+                        limit,
+                    };
                     match output {
                         Some(path) => {
                             let bytes = planner::table::dump_to(
-                                &store, &keyspace, &table, run_id, limit, format, &path,
+                                &store, &keyspace, &table, filter, format, &path,
                             )?;
                             eprintln!("wrote {bytes} bytes to {}", path.display());
                         }
                         None => print!(
                             "{}",
-                            planner::table::show(&store, &keyspace, &table, run_id, limit, format)?
+                            planner::table::show(&store, &keyspace, &table, filter, format)?
                         ),
                     }
                 }

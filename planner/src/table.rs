@@ -8,7 +8,7 @@ use anyhow::Result;
 use plexus_node::engine::Engine;
 use plexus_node::exec::ExecContext;
 use plexus_node::store::Store;
-use plexus_node::tables::{self, TableFormat};
+use plexus_node::tables::{self, RowFilter, TableFormat};
 use plexus_raft::Ledger;
 
 /// How `show` and `dump` write rows (`--format`).
@@ -51,12 +51,11 @@ pub fn show(
     store: &Arc<dyn Store>,
     keyspace: &str,
     name: &str,
-    run: Option<u32>,
-    limit: Option<usize>,
+    filter: RowFilter,
     format: FormatArg,
 ) -> Result<String> {
     let l = ledger(store, keyspace)?;
-    let t = tables::rows(&**store, &l, keyspace, name, run, limit)?;
+    let t = tables::rows(&**store, &l, keyspace, name, filter)?;
     Ok(tables::to_text(&t, format.into())?)
 }
 
@@ -65,13 +64,12 @@ pub fn dump_to(
     store: &Arc<dyn Store>,
     keyspace: &str,
     name: &str,
-    run: Option<u32>,
-    limit: Option<usize>,
+    filter: RowFilter,
     format: FormatArg,
     path: &Path,
 ) -> Result<u64> {
     let l = ledger(store, keyspace)?;
-    let t = tables::rows(&**store, &l, keyspace, name, run, limit)?;
+    let t = tables::rows(&**store, &l, keyspace, name, filter)?;
     if format == FormatArg::Parquet {
         return Ok(tables::write_parquet(&t, path)?);
     }

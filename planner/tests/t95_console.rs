@@ -1952,6 +1952,28 @@ fn check_tables(a: SocketAddr) -> Result<()> {
         "{}",
         csv.lines().count()
     );
+    // The rows of one batch: as many as the ledger says it wrote.
+    let first = one["batch_rows"][0].as_u64().context("batch 0")?;
+    let (_, _, csv0) = http(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders/csv?run=1&batch=0"),
+        None,
+        None,
+    )?;
+    ensure!(
+        csv0.lines().count() as u64 == first + 1,
+        "{}",
+        csv0.lines().count()
+    );
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders?run=1&batch=9"),
+        None,
+        None,
+        404,
+    )?;
     refusal(
         a,
         "GET",

@@ -788,15 +788,13 @@ impl Console {
                     read()?;
                     let (store, ledger) = self.tables_of(ks)?;
                     let limit = query_u32(req, "limit")?.map_or(50, |l| l.clamp(1, 1000)) as usize;
-                    let t = crate::tables::rows(
-                        &*store,
-                        &ledger,
-                        ks,
-                        table,
-                        query_u32(req, "run")?,
-                        Some(limit),
-                    )
-                    .map_err(table_error)?;
+                    let filter = crate::tables::RowFilter {
+                        run: query_u32(req, "run")?,
+                        batch: query_u32(req, "batch")?,
+                        limit: Some(limit),
+                    };
+                    let t = crate::tables::rows(&*store, &ledger, ks, table, filter)
+                        .map_err(table_error)?;
                     let rows = t
                         .rows
                         .iter()
@@ -829,15 +827,13 @@ impl Console {
                 "GET" => {
                     read()?;
                     let (store, ledger) = self.tables_of(ks)?;
-                    let t = crate::tables::rows(
-                        &*store,
-                        &ledger,
-                        ks,
-                        table,
-                        query_u32(req, "run")?,
-                        None,
-                    )
-                    .map_err(table_error)?;
+                    let filter = crate::tables::RowFilter {
+                        run: query_u32(req, "run")?,
+                        batch: query_u32(req, "batch")?,
+                        limit: None,
+                    };
+                    let t = crate::tables::rows(&*store, &ledger, ks, table, filter)
+                        .map_err(table_error)?;
                     let text = crate::tables::to_text(&t, crate::tables::TableFormat::Csv)
                         .map_err(table_error)?;
                     Ok(HttpResponse {
@@ -1141,7 +1137,9 @@ fn batches_json(ledger: &Ledger, ks: &str, run: u32, node: &str) -> Result<Value
 fn table_error(e: crate::tables::TablesError) -> ConsoleError {
     use crate::tables::TablesError as T;
     match e {
-        T::NoTable { .. } | T::NoRun { .. } => ConsoleError::NotFound(e.to_string()),
+        T::NoTable { .. } | T::NoRun { .. } | T::NoBatch { .. } => {
+            ConsoleError::NotFound(e.to_string())
+        }
         other => ConsoleError::Internal(other.to_string()),
     }
 }
