@@ -25,5 +25,6 @@ pub mod remote;
 pub mod schedule;
 pub mod seal;
 pub mod store;
+pub mod tables;
 pub mod telemetry;
 pub mod transport;

@@ -37,6 +37,12 @@ pub struct CapiSettings {
     pub ca_path: Option<PathBuf>,
     /// sftp private keys by user (`private_keys`): the file settings' `private-keys`.
     pub private_keys: BTreeMap<String, PathBuf>,
+    /// The webapi's port (`webapi.webapi_port`): where `planner serve` listens (on loopback)
+    /// unless `--listen` says otherwise.
+    pub webapi_port: Option<u16>,
+    /// Origins whose pages may call the webapi (`webapi.access_control_allow_origin`,
+    /// comma-separated): `planner serve`'s origin allow-list.
+    pub access_control_allow_origin: Vec<String>,
     /// Keys and variables with no Plexus counterpart, each once.
     pub ignored: Vec<Ignored>,
 }
@@ -181,6 +187,12 @@ const KEYS: &[(&str, Option<&str>, Option<&str>)] = &[
         None,
     ),
     ("log.level", Some("CAPI_LOG_LEVEL"), None),
+    ("webapi.webapi_port", Some("CAPI_WEBAPI_PORT"), None),
+    (
+        "webapi.access_control_allow_origin",
+        Some("CAPI_WEBAPI_ACCESS_CONTROL_ALLOW_ORIGIN"),
+        None,
+    ),
     (
         "log.log_file",
         Some("CAPI_LOG_FILE"),
@@ -397,6 +409,17 @@ fn build(found: &BTreeMap<String, Raw>) -> Result<CapiSettings, CapiError> {
     }
     if let Some(r) = get("log.level") {
         out.log_level = Some(as_str(r)?);
+    }
+    if let Some(r) = get("webapi.webapi_port") {
+        out.webapi_port = Some(u16::try_from(as_int(r)?).map_err(|_| bad(r, "not a port number"))?);
+    }
+    if let Some(r) = get("webapi.access_control_allow_origin") {
+        out.access_control_allow_origin = as_str(r)?
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_owned)
+            .collect();
     }
     if let Some(r) = get("cassandra.hosts") {
         out.cql = Some(cql(found, &as_list(r)?)?);

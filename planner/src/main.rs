@@ -237,12 +237,18 @@ enum Command {
         /// Data directory of the embedded store.
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data_dir: PathBuf,
-        /// Address to listen on, `HOST:PORT` (port 0 picks a free one).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
+        /// Address to listen on, `HOST:PORT` (port 0 picks a free one) [default:
+        /// 127.0.0.1:8080, or 127.0.0.1 and the --capi-config webapi port].
+        #[arg(long)]
+        listen: Option<String>,
         /// Token, file roots, allowed hosts and origins, TLS, limits.
         #[command(flatten)]
         security: planner::serve::SecurityArgs,
+        /// A Capillaries `capiwebapi.json` (or `capidaemon.json`): `webapi.webapi_port` is the
+        /// port (on loopback) when --listen is not given, `webapi.access_control_allow_origin`
+        /// adds to --access-control-allow-origin (whole origins only: `*` is refused).
+        #[arg(long)]
+        capi_config: Option<PathBuf>,
         /// Executor threads of each started run; default: the number of cores.
         #[arg(long)]
         threads: Option<usize>,
@@ -397,12 +403,15 @@ enum TableOp {
         /// The run that wrote it; default: the latest run that did.
         #[arg(long)]
         run_id: Option<u32>,
+        /// Only the rows this batch of the creating node wrote (Capillaries' batch_idx).
+        #[arg(long)]
+        batch: Option<u32>,
         /// How many rows.
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// csv or json (one object per line).
-        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
-        format: planner::table::TableFormat,
+        #[arg(long, value_enum, default_value_t = planner::table::FormatArg::Csv)]
+        format: planner::table::FormatArg,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -416,12 +425,15 @@ enum TableOp {
         /// The run that wrote it; default: the latest run that did.
         #[arg(long)]
         run_id: Option<u32>,
+        /// Only the rows this batch of the creating node wrote (Capillaries' batch_idx).
+        #[arg(long)]
+        batch: Option<u32>,
         /// At most this many rows.
         #[arg(long)]
         limit: Option<usize>,
         /// csv, json (one object per line) or parquet.
-        #[arg(long, value_enum, default_value_t = planner::table::TableFormat::Csv)]
-        format: planner::table::TableFormat,
+        #[arg(long, value_enum, default_value_t = planner::table::FormatArg::Csv)]
+        format: planner::table::FormatArg,
         /// Write to this file instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -591,13 +603,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             data_dir,
             listen,
-            security,
+            mut security,
+            capi_config,
             threads,
             python,
             python_args,
             cluster,
         } => {
             use std::net::ToSocketAddrs as _;
+            let capi = match &capi_config {
+                Some(path) => Some(planner::capi::load(Some(path))?),
+                None => None,
+            };
+            if let Some(c) = &capi {
+                security
+                    .access_control_allow_origin
+                    .extend(c.access_control_allow_origin.iter().cloned());
+            }
+            let listen = match (listen, capi.as_ref().and_then(|c| c.webapi_port)) {
+                (Some(l), _) => l,
+                (None, Some(port)) => format!("127.0.0.1:{port}"),
+                (None, None) => "127.0.0.1:8080".to_owned(),
+            };
             let addr = listen
                 .to_socket_addrs()
                 .with_context(|| format!("--listen {listen:?}: expected HOST:PORT"))?
@@ -637,41 +664,46 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     keyspace,
                     table,
                     run_id,
+                    batch,
                     limit,
                     format,
                     store,
                 } => {
                     let store = store.target().open()?;
-                    let text = planner::table::show(
-                        &store,
-                        &keyspace,
-                        &table,
-                        run_id,
-                        Some(limit),
-                        format,
-                    )?;
+                    let filter = plexus_node::tables::RowFilter {
+                        run: run_id,
+                        batch,
+                        limit: Some(limit),
+                    };
+                    let text = planner::table::show(&store, &keyspace, &table, filter, format)?;
                     print!("{text}");
                 }
                 TableOp::Dump {
                     keyspace,
                     table,
                     run_id,
+                    batch,
                     limit,
                     format,
                     output,
                     store,
                 } => {
                     let store = store.target().open()?;
+                    let filter = plexus_node::tables::RowFilter {
+                        run: run_id,
+                        batch,
+                        limit,
+                    };
                     match output {
                         Some(path) => {
                             let bytes = planner::table::dump_to(
-                                &store, &keyspace, &table, run_id, limit, format, &path,
+                                &store, &keyspace, &table, filter, format, &path,
                             )?;
                             eprintln!("wrote {bytes} bytes to {}", path.display());
                         }
                         None => print!(
                             "{}",
-                            planner::table::show(&store, &keyspace, &table, run_id, limit, format)?
+                            planner::table::show(&store, &keyspace, &table, filter, format)?
                         ),
                     }
                 }

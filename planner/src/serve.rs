@@ -383,6 +383,10 @@ impl PlanCompiler for ScriptCompiler {
 }
 
 impl ConsoleBackend for EmbeddedBackend {
+    fn store(&self) -> Option<Arc<dyn Store>> {
+        Some(self.store.clone())
+    }
+
     fn info(&self) -> BackendInfo {
         BackendInfo {
             kind: "embedded",

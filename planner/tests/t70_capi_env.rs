@@ -64,6 +64,12 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
     ensure!(s.python_args == Some(vec!["-u".to_string(), "-".to_string()]));
     ensure!(s.pycalc_timeout == Some(Duration::from_secs(60)));
     ensure!(s.log_level.as_deref() == Some("info"));
+    ensure!(s.webapi_port == Some(6543), "{:?}", s.webapi_port);
+    ensure!(
+        s.access_control_allow_origin == ["*"],
+        "{:?}",
+        s.access_control_allow_origin
+    );
     let cql = s
         .cql
         .as_ref()
@@ -105,8 +111,6 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
         "capimq_client.heartbeat_interval",
         "custom_processors.tag_and_denormalize",
         "daemon.dead_letter_ttl",
-        "webapi.webapi_port",
-        "webapi.access_control_allow_origin",
         "log.log_file",
         "log.prometheus_exporter_port",
     ] {
@@ -123,6 +127,8 @@ fn every_capidaemon_field_is_mapped_or_reported_ignored() -> Result<()> {
         "cassandra.num_conns",
         "cassandra.connect_timeout",
         "log.level",
+        "webapi.webapi_port",
+        "webapi.access_control_allow_origin",
     ] {
         ensure!(
             !ignored.contains(&mapped),

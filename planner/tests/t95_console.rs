@@ -572,7 +572,7 @@ mod embedded {
     use super::*;
 
     /// The conformance runs 1 and 2 in `data`, made by `planner run`.
-    fn two_runs(inp: &Inputs) -> Result<()> {
+    pub(super) fn two_runs(inp: &Inputs) -> Result<()> {
         let data = inp.path("data");
         let script = inp.script();
         let ok = planner(&[
@@ -1005,6 +1005,8 @@ mod on_cluster {
                     .then_some(()))
             })?;
             check_reads(*a)?;
+            webapi::check_reads(*a)?;
+            check_tables(*a)?;
             // /metrics still answers on the same listener.
             let (status, _, text) = http(*a, "GET", "/metrics", None, None)?;
             assert!(status == 200 && text.contains("plexus_"), "{status}");
@@ -1131,6 +1133,16 @@ mod on_cluster {
         // `planner serve --cluster`: the same reads, and starts validated and submitted.
         let serve = Serve::on_cluster(&cluster.addrs(), &cluster.tls_dir(), TOKEN, inp.dir.path())?;
         let s = serve.addr;
+        // It reaches the cluster's ledger, not its store: the table pages say where to look.
+        let e = refusal(
+            s,
+            "GET",
+            &format!("/api/keyspaces/{KS}/tables"),
+            None,
+            None,
+            501,
+        )?;
+        assert!(e.contains("peer's console"), "{e}");
         let info = get(s, "/api/info")?;
         assert_eq!(info["writes"]["start"], true, "{info}");
         assert_eq!(info["writes"]["drop"], true, "{info}");
@@ -1898,4 +1910,445 @@ fn planner_serve_over_https() -> Result<()> {
     let _ = child.kill();
     let _ = child.wait();
     result
+}
+
+/// The table pages' API (issue #27): the tables of a keyspace, one table's columns, rows per
+/// batch and first rows, and its CSV download.
+fn check_tables(a: SocketAddr) -> Result<()> {
+    let t = get(a, &format!("/api/keyspaces/{KS}/tables"))?;
+    let list = t["tables"].as_array().context("tables")?;
+    let orders = list
+        .iter()
+        .find(|x| x["name"] == "orders" && x["run_id"] == 1)
+        .with_context(|| format!("orders of run 1 not listed: {t}"))?;
+    ensure!(
+        orders["stored_as"] == "orders_00001" && orders["created_by"] == "read_orders",
+        "{orders}"
+    );
+    let rows = orders["rows"].as_u64().context("rows")?;
+    ensure!(rows > 0, "{orders}");
+    let one = get(
+        a,
+        &format!("/api/keyspaces/{KS}/tables/orders?run=1&limit=5"),
+    )?;
+    ensure!(one["rows"].as_array().map(Vec::len) == Some(5), "{one}");
+    let cols = one["columns"].as_array().context("columns")?;
+    ensure!(cols[0]["name"] == "rowid" && cols.len() > 2, "{one}");
+    ensure!(
+        one["rows"][0].as_array().map(Vec::len) == Some(cols.len()),
+        "a row has a value per column: {one}"
+    );
+    let per_batch: u64 = one["batch_rows"]
+        .as_array()
+        .context("batch_rows")?
+        .iter()
+        .filter_map(Value::as_u64)
+        .sum();
+    ensure!(per_batch == rows && one["rows_total"] == rows, "{one}");
+    let (status, ctype, csv) = http(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders/csv?run=1"),
+        None,
+        None,
+    )?;
+    ensure!(
+        status == 200 && ctype.starts_with("text/csv"),
+        "{status} {ctype}"
+    );
+    ensure!(
+        csv.lines().count() as u64 == rows + 1 && csv.starts_with("rowid,"),
+        "{}",
+        csv.lines().count()
+    );
+    // The rows of one batch: as many as the ledger says it wrote.
+    let first = one["batch_rows"][0].as_u64().context("batch 0")?;
+    let (_, _, csv0) = http(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders/csv?run=1&batch=0"),
+        None,
+        None,
+    )?;
+    ensure!(
+        csv0.lines().count() as u64 == first + 1,
+        "{}",
+        csv0.lines().count()
+    );
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders?run=1&batch=9"),
+        None,
+        None,
+        404,
+    )?;
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/nosuch"),
+        None,
+        None,
+        404,
+    )?;
+    refusal(
+        a,
+        "GET",
+        &format!("/api/keyspaces/{KS}/tables/orders?run=x"),
+        None,
+        None,
+        400,
+    )?;
+    Ok(())
+}
+
+/// Capillaries' webapi (issue #27): every route and reply shape, on `planner serve` and on
+/// each peer of a 3-peer cluster, under the same token and origin rules as our API.
+mod webapi {
+    use super::*;
+
+    /// `{"data": …, "error": ""}` of a webapi answer with status `want`.
+    fn data(
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        want: u16,
+    ) -> Result<Value> {
+        let v = call(addr, method, path, token, body, want)?;
+        if want == 200 {
+            ensure!(v["error"] == "", "{method} {path}: {v}");
+        } else {
+            ensure!(
+                v["data"].is_null() && v["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{method} {path}: {v}"
+            );
+        }
+        Ok(v["data"].clone())
+    }
+
+    /// A Go JSON time (RFC 3339, fraction optional) or the matrix's `…000-0700` form.
+    fn is_time(v: &Value) -> bool {
+        v.as_str()
+            .is_some_and(|t| t.len() >= 20 && t.as_bytes()[4] == b'-' && t.as_bytes()[10] == b'T')
+    }
+
+    /// The reads of runs 1 (complete) and 2 (read_orders failed) of the lookup test.
+    pub(super) fn check_reads(a: SocketAddr) -> Result<()> {
+        let ks = data(a, "GET", "/ks", None, None, 200)?;
+        ensure!(
+            ks.as_array().is_some_and(|k| k.iter().any(|k| k == KS)),
+            "{ks}"
+        );
+        for path in [format!("/ks/{KS}"), format!("/ks/{KS}/")] {
+            let m = data(a, "GET", &path, None, None, 200)?;
+            let spans = m["run_lifespans"].as_array().context("run_lifespans")?;
+            ensure!(spans.len() == 2, "{m}");
+            for (i, span) in spans.iter().enumerate() {
+                for key in [
+                    "run_id",
+                    "start_ts",
+                    "start_comment",
+                    "final_status",
+                    "completed_ts",
+                    "completed_comment",
+                    "stopped_ts",
+                    "stopped_comment",
+                ] {
+                    ensure!(span.get(key).is_some(), "{key} missing from {span}");
+                }
+                ensure!(span["run_id"] == i + 1, "{span}");
+                ensure!(
+                    is_time(&span["start_ts"]) && is_time(&span["stopped_ts"]),
+                    "{span}"
+                );
+            }
+            ensure!(
+                spans[0]["final_status"] == 2,
+                "run 1 complete: {}",
+                spans[0]
+            );
+            ensure!(
+                spans[1]["stopped_ts"] == "0001-01-01T00:00:00Z",
+                "{}",
+                spans[1]
+            );
+            let nodes = m["nodes"].as_array().context("nodes")?;
+            ensure!(nodes.len() >= 5, "{m}");
+            for n in nodes {
+                let st = n["node_statuses"].as_array().context("node_statuses")?;
+                ensure!(
+                    st.len() == 2 && n["node_name"].is_string() && n["node_desc"].is_string(),
+                    "{n}"
+                );
+                for s in st {
+                    ensure!(
+                        s["run_id"].is_u64() && s["status"].is_i64() && is_time(&s["ts"]),
+                        "{s}"
+                    );
+                }
+            }
+            // Nodes that started come first, read_orders among them.
+            ensure!(nodes[0]["node_statuses"][0]["status"] != 0, "{}", nodes[0]);
+            let ro = nodes
+                .iter()
+                .find(|n| n["node_name"] == "read_orders")
+                .context("read_orders")?;
+            ensure!(
+                ro["node_statuses"][0]["status"] == 2 && ro["node_statuses"][1]["status"] == 3,
+                "{ro}"
+            );
+        }
+        let h = data(
+            a,
+            "GET",
+            &format!("/ks/{KS}/run/1/node_history"),
+            None,
+            None,
+            200,
+        )?;
+        let props = &h["run_props"];
+        for key in [
+            "run_id",
+            "start_nodes",
+            "affected_nodes",
+            "script_url",
+            "script_params_url",
+            "run_description",
+        ] {
+            ensure!(props.get(key).is_some(), "{key} missing from {props}");
+        }
+        ensure!(
+            props["start_nodes"]
+                .as_str()
+                .is_some_and(|s| s.contains("read_orders")),
+            "{props}"
+        );
+        ensure!(h["run_lifespan"]["final_status"] == 2, "{h}");
+        let events = h["node_history"].as_array().context("node_history")?;
+        ensure!(!events.is_empty(), "{h}");
+        for e in events {
+            for key in [
+                "ts",
+                "run_id",
+                "script_node",
+                "written_by_batch_idx",
+                "status",
+                "comment",
+            ] {
+                ensure!(e.get(key).is_some(), "{key} missing from {e}");
+            }
+        }
+        ensure!(
+            events
+                .iter()
+                .any(|e| e["script_node"] == "read_orders" && e["status"] == 2),
+            "{h}"
+        );
+        let b = data(
+            a,
+            "GET",
+            &format!("/ks/{KS}/run/2/node/read_orders/batch_history"),
+            None,
+            None,
+            200,
+        )?;
+        let batches = b["batch_history"].as_array().context("batch_history")?;
+        for e in batches {
+            for key in [
+                "ts",
+                "run_id",
+                "script_node",
+                "batch_idx",
+                "batches_total",
+                "status",
+                "first_token",
+                "last_token",
+                "instance",
+                "thread",
+                "comment",
+            ] {
+                ensure!(e.get(key).is_some(), "{key} missing from {e}");
+            }
+        }
+        ensure!(
+            batches
+                .iter()
+                .any(|e| e["status"] == 3 && e["comment"].as_str().is_some_and(|c| !c.is_empty())),
+            "the failed batch and its reason: {b}"
+        );
+        let (status, ctype, svg) = http(
+            a,
+            "GET",
+            &format!("/ks/{KS}/run/1/viz?use_root_palette=true&is_status=true"),
+            None,
+            None,
+        )?;
+        ensure!(
+            status == 200 && ctype.starts_with("image/svg+xml") && svg.starts_with("<svg"),
+            "{status} {ctype}"
+        );
+        // Unknown keyspace: Capillaries' 500 with the message; a bad name or path: 404; a
+        // known path with another method: 405.
+        data(a, "GET", "/ks/never_was", None, None, 500)?;
+        data(a, "GET", "/ks/a-b", None, None, 404)?;
+        data(
+            a,
+            "GET",
+            &format!("/ks/{KS}/run/x/node_history"),
+            None,
+            None,
+            404,
+        )?;
+        data(a, "PUT", "/ks", None, None, 405)?;
+        Ok(())
+    }
+
+    /// `capiwebapi.json`'s `webapi` keys: the port `planner serve` listens on and the origins
+    /// its answers are shared with; `*` is refused (any page could then act for a signed-in
+    /// browser).
+    #[test]
+    fn capiwebapi_json_sets_the_port_and_the_allowed_origins() -> Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let cfg = tmp.path().join("capiwebapi.json");
+        std::fs::write(
+            &cfg,
+            json!({"webapi": {"webapi_port": port, "access_control_allow_origin": "http://ui.example:3000"}}).to_string(),
+        )?;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(["serve", "--data-dir"])
+            .arg(tmp.path().join("data"))
+            .arg("--capi-config")
+            .arg(&cfg)
+            .env("PLEXUS_CONSOLE_TOKEN", TOKEN)
+            .env_remove("PLEXUS_CLUSTER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut out = child.stdout.take().context("stdout")?;
+        let line = line_of(&mut out);
+        let serve = Serve {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            link: String::new(),
+            child,
+            _stdout: out,
+        };
+        let line = line?;
+        ensure!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+        let mut s = TcpStream::connect(serve.addr)?;
+        write!(
+            s,
+            "GET /ks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://ui.example:3000\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        ensure!(
+            text.to_ascii_lowercase()
+                .contains("access-control-allow-origin: http://ui.example:3000"),
+            "{text}"
+        );
+        drop(serve);
+        std::fs::write(
+            &cfg,
+            r#"{"webapi": {"webapi_port": 1, "access_control_allow_origin": "*"}}"#,
+        )?;
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--capi-config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(tmp.path().join("data"))
+            .env("PLEXUS_CONSOLE_TOKEN", TOKEN)
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success() && err.contains('*'), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn capillaries_routes_and_shapes_on_planner_serve() -> Result<()> {
+        let c = common::need_conformance!();
+        let inp = Inputs::new(&c)?;
+        embedded::two_runs(&inp)?;
+        let serve = Serve::start(Path::new(&inp.path("data")), Some(TOKEN))?;
+        let a = serve.addr;
+        check_reads(a)?;
+        check_tables(a)?;
+        // Starts, stops and drops take the token, as on our API; the start reads only below
+        // the file roots.
+        let start = json!({
+            "script_url": inp.script(), "script_params_url": inp.path("params.json"),
+            "start_nodes": "read_orders,read_order_items", "run_description": "from the webapi",
+        });
+        data(a, "POST", &format!("/ks/{KS}/run"), None, Some(&start), 401)?;
+        let outside = json!({ "script_url": "/etc/passwd" });
+        data(
+            a,
+            "POST",
+            &format!("/ks/{KS}/run"),
+            Some(TOKEN),
+            Some(&outside),
+            403,
+        )?;
+        let started = data(
+            a,
+            "POST",
+            &format!("/ks/{KS}/run/"),
+            Some(TOKEN),
+            Some(&start),
+            200,
+        )?;
+        ensure!(started == json!({ "run_id": 3 }), "{started}");
+        wait_for(60, "run 3 complete", || {
+            let h = data(
+                a,
+                "GET",
+                &format!("/ks/{KS}/run/3/node_history"),
+                None,
+                None,
+                200,
+            )?;
+            Ok((h["run_lifespan"]["final_status"] == 2).then_some(h))
+        })
+        .and_then(|h| {
+            ensure!(
+                h["run_props"]["run_description"] == "from the webapi",
+                "{h}"
+            );
+            Ok(())
+        })?;
+        // A finished run is not stopped: refused with its status, as everywhere.
+        let stop = json!({ "comment": "enough" });
+        data(
+            a,
+            "DELETE",
+            &format!("/ks/{KS}/run/3"),
+            None,
+            Some(&stop),
+            401,
+        )?;
+        let v = call(
+            a,
+            "DELETE",
+            &format!("/ks/{KS}/run/3"),
+            Some(TOKEN),
+            Some(&stop),
+            500,
+        )?;
+        ensure!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("not running")),
+            "{v}"
+        );
+        data(a, "DELETE", &format!("/ks/{KS}"), None, None, 401)?;
+        ensure!(data(a, "DELETE", &format!("/ks/{KS}"), Some(TOKEN), None, 200)?.is_null());
+        let ks = data(a, "GET", "/ks", None, None, 200)?;
+        ensure!(
+            ks.as_array().is_some_and(|k| !k.iter().any(|k| k == KS)),
+            "{ks}"
+        );
+        serve.terminate()
+    }
 }

@@ -61,6 +61,10 @@ fn api_error(e: ApiError) -> ConsoleError {
 }
 
 impl ConsoleBackend for PeerConsole {
+    fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
+        self.core.store()
+    }
+
     fn info(&self) -> BackendInfo {
         BackendInfo {
             kind: "cluster",

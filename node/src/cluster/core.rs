@@ -145,6 +145,11 @@ impl PeerCore {
         }
     }
 
+    /// The store this peer's executor writes to (none before the executor is up).
+    pub fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
+        self.executor().map(|e| e.context().store.clone())
+    }
+
     fn executor(&self) -> Option<Arc<Executor>> {
         self.executor.get().and_then(Weak::upgrade)
     }

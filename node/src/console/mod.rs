@@ -12,10 +12,12 @@
 //! `GET /api/keyspaces/<ks>/runs/<run>/nodes`,
 //! `GET /api/keyspaces/<ks>/runs/<run>/nodes/<node>/batches`,
 //! `GET /api/keyspaces/<ks>/runs/<run>/dag.svg`, `POST /api/keyspaces/<ks>/runs/<run>/stop`;
-//! the pages at `/`, `/ks/<ks>` and `/assets/*`.
+//! the pages at `/` and `/assets/*` (the page routes by `#/ks/<ks>…` fragments); Capillaries'
+//! webapi at `/ks…` ([`webapi`]).
 
 pub mod dag;
 pub mod guard;
+mod webapi;
 
 use std::fmt;
 use std::sync::Arc;
@@ -217,6 +219,11 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError>;
     /// Drops a keyspace with its tables and history.
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError>;
+    /// The store the tables are in, for the table pages; `None` where this console cannot
+    /// reach it (`planner serve --cluster` talks to peers only).
+    fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
+        None
+    }
 }
 
 /// Who may use the console: every state change (POST, DELETE) needs the token (or a client
@@ -396,13 +403,19 @@ impl Console {
             || path.starts_with("/api/")
             || path == "/api"
             || path.starts_with("/assets/")
-            || path.starts_with("/ks/")
+            || webapi::owns(path.trim_end_matches('/'))
     }
 
     /// Answers one request.
     pub fn handle(&self, req: &HttpRequest<'_>) -> HttpResponse {
         let path = req.path.trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
+        let login = req
+            .query
+            .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("token=")));
+        if webapi::owns(path) && !login {
+            return webapi::handle(self, req, path);
+        }
         if !path.starts_with("/api") {
             return self.page(req, path);
         }
@@ -457,7 +470,7 @@ impl Console {
         match path {
             "/assets/app.js" => HttpResponse::text("text/javascript; charset=utf-8", APP_JS),
             "/assets/style.css" => HttpResponse::text("text/css; charset=utf-8", STYLE_CSS),
-            p if p == "/" || p == "/index.html" || p.starts_with("/ks/") => {
+            p if p == "/" || p == "/index.html" || webapi::owns(p) => {
                 HttpResponse::text("text/html; charset=utf-8", INDEX_HTML)
             }
             p => HttpResponse::error(&ConsoleError::NotFound(format!("no page {p}"))),
@@ -692,20 +705,7 @@ impl Console {
                     } else {
                         parse_body(req.body)?
                     };
-                    let (ledger, _) = self.run_of(ks, &run.to_string())?;
-                    // The ledger's own rule, as the CLI and the toolbelt meet it.
-                    ledger.stoppable(ks, run).map_err(|e| match e {
-                        plexus_raft::LedgerError::RunNotRunning { .. } => {
-                            ConsoleError::Conflict(e.to_string())
-                        }
-                        e => not_found(e),
-                    })?;
-                    let comment = if stop.comment.trim().is_empty() {
-                        "stopped from the console".to_owned()
-                    } else {
-                        stop.comment
-                    };
-                    self.backend.stop_run(ks, run, &comment)?;
+                    self.stop(ks, run, &stop.comment, "stopped from the console")?;
                     Ok(HttpResponse::json(
                         200,
                         &json!({ "keyspace": ks, "run_id": run, "status": "stop" }),
@@ -756,11 +756,132 @@ impl Console {
                 }
                 _ => not_allowed("GET"),
             },
+            ["keyspaces", ks, "tables"] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let list = crate::tables::list(&*store, &ledger, ks, query_u32(req, "run")?)
+                        .map_err(table_error)?;
+                    let tables: Vec<Value> = list
+                        .iter()
+                        .map(|t| {
+                            json!({
+                                "name": t.name,
+                                "run_id": t.run_id,
+                                "stored_as": t.stored_as(),
+                                "created_by": t.created_by,
+                                "rows": t.rows,
+                                "batch_rows": t.batch_rows,
+                                "columns": columns_json(&t.schema),
+                            })
+                        })
+                        .collect();
+                    Ok(HttpResponse::json(
+                        200,
+                        &json!({ "keyspace": ks, "tables": tables }),
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "tables", table] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let limit = query_u32(req, "limit")?.map_or(50, |l| l.clamp(1, 1000)) as usize;
+                    let filter = crate::tables::RowFilter {
+                        run: query_u32(req, "run")?,
+                        batch: query_u32(req, "batch")?,
+                        limit: Some(limit),
+                    };
+                    let t = crate::tables::rows(&*store, &ledger, ks, table, filter)
+                        .map_err(table_error)?;
+                    let rows = t
+                        .rows
+                        .iter()
+                        .map(|(rowid, values)| {
+                            let mut r = vec![Value::from(rowid.to_string())];
+                            for v in values {
+                                r.push(Value::from(crate::tables::render(v).map_err(table_error)?));
+                            }
+                            Ok(Value::Array(r))
+                        })
+                        .collect::<Result<Vec<_>, ConsoleError>>()?;
+                    Ok(HttpResponse::json(
+                        200,
+                        &json!({
+                            "keyspace": ks,
+                            "table": t.info.name,
+                            "run_id": t.info.run_id,
+                            "stored_as": t.info.stored_as(),
+                            "created_by": t.info.created_by,
+                            "rows_total": t.info.rows,
+                            "batch_rows": t.info.batch_rows,
+                            "columns": columns_json(&t.info.schema),
+                            "rows": rows,
+                        }),
+                    ))
+                }
+                _ => not_allowed("GET"),
+            },
+            ["keyspaces", ks, "tables", table, "csv"] => match m {
+                "GET" => {
+                    read()?;
+                    let (store, ledger) = self.tables_of(ks)?;
+                    let filter = crate::tables::RowFilter {
+                        run: query_u32(req, "run")?,
+                        batch: query_u32(req, "batch")?,
+                        limit: None,
+                    };
+                    let t = crate::tables::rows(&*store, &ledger, ks, table, filter)
+                        .map_err(table_error)?;
+                    let text = crate::tables::to_text(&t, crate::tables::TableFormat::Csv)
+                        .map_err(table_error)?;
+                    Ok(HttpResponse {
+                        body: text.into_bytes(),
+                        ..HttpResponse::text("text/csv; charset=utf-8", "")
+                    })
+                }
+                _ => not_allowed("GET"),
+            },
             _ => Err(ConsoleError::NotFound(format!(
                 "no API endpoint /api/{}; see /api/info and the README",
                 segs.join("/")
             ))),
         }
+    }
+
+    /// The store and ledger of a keyspace, for its tables.
+    fn tables_of(&self, ks: &str) -> Result<(Arc<dyn crate::store::Store>, Ledger), ConsoleError> {
+        let ledger = self.known(ks)?;
+        let store = self.backend.store().ok_or_else(|| {
+            ConsoleError::Unsupported(
+                "this console reaches the cluster's ledger, not its store: open a peer's console or use planner table".to_owned(),
+            )
+        })?;
+        Ok((store, ledger))
+    }
+
+    /// Stops a running run (`comment`, else `default_comment`); a run that is not running is
+    /// refused with its status.
+    fn stop(
+        &self,
+        ks: &str,
+        run: u32,
+        comment: &str,
+        default_comment: &str,
+    ) -> Result<(), ConsoleError> {
+        let (ledger, _) = self.run_of(ks, &run.to_string())?;
+        // The ledger's own rule, as the CLI and the toolbelt meet it.
+        ledger.stoppable(ks, run).map_err(|e| match e {
+            plexus_raft::LedgerError::RunNotRunning { .. } => ConsoleError::Conflict(e.to_string()),
+            e => not_found(e),
+        })?;
+        let comment = if comment.trim().is_empty() {
+            default_comment
+        } else {
+            comment
+        };
+        self.backend.stop_run(ks, run, comment)
     }
 
     fn info(&self, req: &HttpRequest<'_>) -> Value {
@@ -1014,6 +1135,42 @@ fn batches_json(ledger: &Ledger, ks: &str, run: u32, node: &str) -> Result<Value
         "batches": batches,
         "history": history,
     }))
+}
+
+/// A table error as the console reports it.
+fn table_error(e: crate::tables::TablesError) -> ConsoleError {
+    use crate::tables::TablesError as T;
+    match e {
+        T::NoTable { .. } | T::NoRun { .. } | T::NoBatch { .. } => {
+            ConsoleError::NotFound(e.to_string())
+        }
+        other => ConsoleError::Internal(other.to_string()),
+    }
+}
+
+/// `[{"name", "type"}]` of a table's fields, `rowid` first.
+fn columns_json(schema: &plexus_core::plan::TableSchema) -> Value {
+    let mut cols = vec![json!({ "name": "rowid", "type": "int" })];
+    cols.extend(
+        schema
+            .fields
+            .iter()
+            .map(|f| json!({ "name": f.name, "type": f.ty.to_string() })),
+    );
+    Value::Array(cols)
+}
+
+/// A whole-number query parameter (`?run=2`), if given.
+fn query_u32(req: &HttpRequest<'_>, name: &str) -> Result<Option<u32>, ConsoleError> {
+    let Some(v) = req.query.and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+    }) else {
+        return Ok(None);
+    };
+    v.parse()
+        .map(Some)
+        .map_err(|_| ConsoleError::BadRequest(format!("{name}={v:?} is not a whole number")))
 }
 
 fn not_found(e: plexus_raft::LedgerError) -> ConsoleError {
@@ -1385,21 +1542,29 @@ mod tests {
             ask(&c, "DELETE", "/api/keyspaces/ks", Some("Bearer t"), "").0,
             501
         );
-        let page = c.handle(&HttpRequest {
-            method: "GET",
-            path: "/ks/anything",
-            query: None,
-            authorization: None,
-            cookie: None,
-            host: None,
-            tls: false,
-            client_cert: false,
-            body: b"",
-        });
+        let get = |path| {
+            c.handle(&HttpRequest {
+                method: "GET",
+                path,
+                query: None,
+                authorization: None,
+                cookie: None,
+                host: None,
+                tls: false,
+                client_cert: false,
+                body: b"",
+            })
+        };
+        let page = get("/");
         assert_eq!(
             (page.status, page.content_type),
             (200, "text/html; charset=utf-8")
         );
+        // `/ks…` is Capillaries' webapi: its envelope, not the page.
+        let api = get("/ks/anything");
+        let v: Value = serde_json::from_slice(&api.body).unwrap_or_default();
+        assert_eq!((api.status, api.content_type), (500, "application/json"));
+        assert!(v["data"].is_null() && v["error"].as_str().is_some_and(|e| e.contains("anything")));
         assert!(Console::owns("/assets/app.js") && !Console::owns("/metrics"));
     }
 

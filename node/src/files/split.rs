@@ -385,7 +385,7 @@ mod tests {
             first_data_line_idx: first,
             separator: b',',
             by_header,
-            compression: plexus_core::plan::Compression::Auto,
+            compression: Compression::Auto,
         }
     }
 

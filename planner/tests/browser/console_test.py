@@ -179,8 +179,8 @@ def main():
         check(KS in body, f"keyspace list names {KS}")
         check("Start a run" in body, "keyspace list offers to start a run")
 
-        # 2. Its matrix at /ks/<keyspace>: run 1 complete, run 2 (missing input file) with a failure.
-        d.go(f"{BASE}/ks/{KS}")
+        # 2. Its matrix at #/ks/<keyspace>: run 1 complete, run 2 (missing input file) with a failure.
+        d.go(f"{BASE}/#/ks/{KS}")
         d.wait("the matrix", "document.querySelectorAll('#matrix tbody tr[data-run]').length >= 2")
         d.shot("02-matrix")
         ok = d.js("return [...document.querySelectorAll('tr[data-run=\"1\"] a[data-status]')].map(a => a.dataset.status)")
@@ -204,6 +204,20 @@ def main():
         fill = d.js("return document.querySelector('#dag svg [data-node=\"read_orders\"]').dataset.status")
         check(fill == "fail", "the DAG marks read_orders as failed")
         check("read_orders" in d.text("#node-history"), "node history lists read_orders")
+
+        # 4b. The tables of the keyspace, one of them with its rows per batch and first rows.
+        d.go(f"{BASE}/#/ks/{KS}/tables")
+        d.wait("the table list", "document.querySelector('#tables tr.table-row')")
+        d.shot("04b-tables")
+        check("orders" in d.text("#tables"), "the tables page lists the orders table")
+        d.click('#tables tr.table-row[data-table="orders"][data-run="1"] a')
+        d.wait("the table's rows", "document.querySelector('#table-rows tbody tr td')")
+        d.shot("04c-table")
+        check(d.js("return document.querySelectorAll('#batch-rows tbody tr').length") >= 1, "rows per batch are shown")
+        href = d.js("return document.querySelector('#download').getAttribute('href')")
+        with urllib.request.urlopen(BASE + href, timeout=30) as r:
+            csv_lines = r.read().decode().splitlines()
+        check(csv_lines and csv_lines[0].startswith("rowid,"), f"the download is the table as CSV ({csv_lines[:1]})")
 
         # 5. A successful run from the start dialog; the matrix turns green.
         d.go(f"{BASE}/#/ks/{KS}")

@@ -346,6 +346,7 @@ async function pageMatrix(ks) {
     main.innerHTML = `
       <h1><span class="mono">${esc(ks)}</span> <span class="sub">${plural(m.runs.length, "run")} × ${plural(m.nodes.length, "node")}${going ? " · refreshing every second" : ""}</span>
         <span class="toolbar">
+          <a class="btn" id="tables-link" href="#/ks/${enc(ks)}/tables">Tables</a>
           ${info.writes.start ? `<button class="primary" id="start-run">Start run…</button>` : ""}
           ${info.writes.drop ? `<button id="drop-ks">Drop keyspace…</button>` : ""}
         </span></h1>
@@ -463,12 +464,51 @@ async function pageBatches(ks, runId, node) {
   });
 }
 
+// The tables the runs of a keyspace wrote, with their row counts.
+async function pageTables(ks) {
+  crumbs([["keyspaces", "#/"], [ks, `#/ks/${enc(ks)}`], ["tables", null]]);
+  await refreshing(async () => {
+    const t = await api("GET", `/keyspaces/${enc(ks)}/tables`);
+    const rows = t.tables.slice().reverse().map((x) => `
+      <tr class="table-row" data-table="${esc(x.name)}" data-run="${x.run_id}">
+        <td><a class="mono" href="#/ks/${enc(ks)}/table/${enc(x.name)}/${x.run_id}">${esc(x.name)}</a></td>
+        <td class="num">${x.run_id}</td><td class="mono">${esc(x.stored_as)}</td><td class="mono">${esc(x.created_by)}</td>
+        <td class="num">${fmtNum(x.rows)}</td><td class="num">${x.columns.length - 1}</td></tr>`).join("");
+    main.innerHTML = `
+      <h1><span class="mono">${esc(ks)}</span> <span class="sub">${plural(t.tables.length, "table")}, newest run first</span></h1>
+      <div class="panel"><table id="tables"><thead><tr><th>table</th><th class="num">run</th><th>stored as</th><th>written by</th>
+        <th class="num">rows</th><th class="num">fields</th></tr></thead><tbody>${rows ||
+        `<tr><td class="empty" colspan="6">No table yet.</td></tr>`}</tbody></table></div>`;
+    return false;
+  });
+}
+
+// One table: its columns, the rows each batch wrote, its first rows and a CSV download.
+async function pageTable(ks, name, run) {
+  crumbs([["keyspaces", "#/"], [ks, `#/ks/${enc(ks)}`], ["tables", `#/ks/${enc(ks)}/tables`], [`${name} (run ${run})`, null]]);
+  await refreshing(async () => {
+    const t = await api("GET", `/keyspaces/${enc(ks)}/tables/${enc(name)}?run=${enc(run)}&limit=50`);
+    const cols = t.columns.map((c) => `<th title="${esc(c.type)}">${esc(c.name)} <span class="muted">${esc(c.type)}</span></th>`).join("");
+    const rows = t.rows.map((r) => `<tr>${r.map((v) => `<td class="mono">${esc(v)}</td>`).join("")}</tr>`).join("");
+    const batches = t.batch_rows.map((n, i) => `<tr data-batch="${i}"><td class="num">${i}</td><td class="num">${fmtNum(n)}</td></tr>`).join("");
+    main.innerHTML = `
+      <h1><span class="mono">${esc(t.table)}</span> <span class="sub">run ${t.run_id} · ${esc(t.stored_as)} · written by ${esc(t.created_by)} · ${fmtNum(t.rows_total)} rows</span>
+        <span class="toolbar"><a class="btn" id="download" download="${esc(t.stored_as)}.csv"
+          href="/api/keyspaces/${enc(ks)}/tables/${enc(t.table)}/csv?run=${t.run_id}">Download CSV</a></span></h1>
+      <h2>Rows per batch <span class="sub muted">(what each batch of ${esc(t.created_by)} wrote)</span></h2>
+      <div class="panel"><table id="batch-rows"><thead><tr><th class="num">batch</th><th class="num">rows</th></tr></thead><tbody>${batches}</tbody></table></div>
+      <h2>First rows <span class="sub muted">(${t.rows.length} of ${fmtNum(t.rows_total)}, as Capillaries' CSV writer renders them)</span></h2>
+      <div class="panel matrix-panel"><table id="table-rows"><thead><tr>${cols}</tr></thead><tbody>${rows ||
+        `<tr><td class="empty" colspan="${t.columns.length}">No rows.</td></tr>`}</tbody></table></div>`;
+    return false;
+  });
+}
+
 // ---- router -------------------------------------------------------------------------------
 
 function currentRoute() {
-  let r = location.hash.replace(/^#/, "");
-  // /ks/<keyspace> addresses work as well as #/ks/<keyspace>.
-  if (!r && location.pathname.startsWith("/ks/")) r = location.pathname;
+  // Pages are addressed by fragments (#/ks/<keyspace>…): the paths /ks… are Capillaries' webapi.
+  const r = location.hash.replace(/^#/, "");
   return r.split("/").filter(Boolean).map(decodeURIComponent);
 }
 
@@ -476,6 +516,8 @@ async function route() {
   closeDialog();
   const p = currentRoute();
   if (p[0] === "ks" && p[1] && p.length === 2) return pageMatrix(p[1]);
+  if (p[0] === "ks" && p[2] === "tables" && p.length === 3) return pageTables(p[1]);
+  if (p[0] === "ks" && p[2] === "table" && p[3] && p[4]) return pageTable(p[1], p[3], p[4]);
   if (p[0] === "ks" && p[2] === "run" && p[3] && p.length === 4) return pageRun(p[1], p[3]);
   if (p[0] === "ks" && p[2] === "run" && p[4] === "dag") return pageDag(p[1], p[3]);
   if (p[0] === "ks" && p[2] === "run" && p[4] === "node" && p[5]) return pageBatches(p[1], p[3], p[5]);
