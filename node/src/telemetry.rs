@@ -470,6 +470,21 @@ pub struct LogSettings {
     pub file: Option<PathBuf>,
 }
 
+/// openraft logs every failed RPC to another peer at ERROR: replication (`RPCError`, field
+/// `err`) and votes and leadership checks (`timeout`, `while requesting vote`, field `target`),
+/// also the timeouts to peers that are still starting or are down, which a cluster expects.
+/// The transport logs a peer that stops answering once, at warn
+/// ([`crate::transport::Transport::contacts`]), and `planner cluster status` shows it, so these
+/// events are dropped. openraft's own failures (storage, a core that quits) name no peer and
+/// still pass.
+fn is_openraft_rpc_error(m: &tracing::Metadata<'_>) -> bool {
+    *m.level() == tracing::Level::ERROR
+        && m.target().starts_with("openraft::")
+        && (m.fields().field("target").is_some()
+            || (m.target().starts_with("openraft::replication")
+                && m.fields().field("err").is_some()))
+}
+
 /// Installs the process's subscriber: the filter, text or JSON output to stderr or a file,
 /// and the OpenTelemetry bridge for `tracing` spans when `tracing` is given.
 pub fn init_logging(log: &LogSettings, otel: Option<&Tracing>) -> Result<(), TelemetryError> {
@@ -483,6 +498,10 @@ pub fn init_logging(log: &LogSettings, otel: Option<&Tracing>) -> Result<(), Tel
         filter: filter_text.clone(),
         detail: e.to_string(),
     })?;
+    let filter = tracing_subscriber::filter::FilterExt::and(
+        filter,
+        tracing_subscriber::filter::filter_fn(|m| !is_openraft_rpc_error(m)),
+    );
     type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
     let writer: tracing_subscriber::fmt::writer::BoxMakeWriter = match &log.file {
         Some(path) => {

@@ -22,6 +22,8 @@ struct NodeCounters {
 /// Shows run progress on stderr: indicatif bars on a TTY, one line per event otherwise.
 pub struct RunProgress {
     tty: bool,
+    /// Terminal columns the bars must fit in (they would wrap mid-word otherwise).
+    columns: usize,
     multi: MultiProgress,
     bars: Mutex<BTreeMap<String, (ProgressBar, NodeCounters)>>,
     started: Instant,
@@ -31,14 +33,25 @@ impl RunProgress {
     /// Bars when stderr is a terminal, plain lines otherwise.
     pub fn new() -> Self {
         let tty = std::io::stderr().is_terminal();
-        let multi = if tty {
-            MultiProgress::new()
+        if tty {
+            let columns = console::Term::stderr()
+                .size_checked()
+                .map_or(80, |(_, cols)| usize::from(cols));
+            Self::with_target(ProgressDrawTarget::stderr(), columns)
         } else {
-            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-        };
+            Self {
+                tty,
+                ..Self::with_target(ProgressDrawTarget::hidden(), 80)
+            }
+        }
+    }
+
+    /// Bars drawn to `target`, a terminal `columns` wide.
+    pub fn with_target(target: ProgressDrawTarget, columns: usize) -> Self {
         Self {
-            tty,
-            multi,
+            tty: true,
+            columns,
+            multi: MultiProgress::with_draw_target(target),
             bars: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
         }
@@ -64,14 +77,11 @@ impl Observer for RunProgress {
         let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
         match event {
             Progress::RunStarted { run_id, nodes } => {
-                let width = nodes.iter().map(|(n, _)| n.len()).max().unwrap_or(10);
-                let style = ProgressStyle::with_template(&format!(
-                    // `wide_msg` is cut to the terminal's width: a long message would
-                    // otherwise wrap mid-word and break the bars' redraw.
-                    "{{prefix:<{width}}} [{{bar:30}}] {{pos}}/{{len}} batches {{elapsed:>4}} {{wide_msg}}"
-                ))
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
+                let names = nodes.iter().map(|(n, _)| n.chars().count()).max();
+                let style =
+                    ProgressStyle::with_template(&bar_template(names.unwrap_or(10), self.columns))
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> ");
                 if !self.tty {
                     eprintln!("run {run_id}: {} nodes", nodes.len());
                 }
@@ -122,6 +132,16 @@ impl Observer for RunProgress {
     }
 }
 
+/// The bar line of a node, at most `columns` wide: the name (cut past a third of the line), a bar of 10 to 30 cells, the batch count and time, and the counters in what is left
+/// (`wide_msg` cuts them to fit; a line longer than the terminal would wrap mid-word).
+fn bar_template(name_width: usize, columns: usize) -> String {
+    let name = name_width.clamp(4, (columns / 3).max(4));
+    // " [" + "] " + "9999/9999" + " " + "999s" + " " around the bar, then 12 for the counters.
+    let fixed = name + 2 + 2 + 9 + 1 + 4 + 1 + 12;
+    let bar = columns.saturating_sub(fixed).clamp(10, 30);
+    format!("{{prefix:<{name}!}} [{{bar:{bar}}}] {{pos:>4}}/{{len:<4}} {{elapsed:>4}} {{wide_msg}}")
+}
+
 /// The final table `planner run` prints: node, status, batches, rows, busy time.
 pub fn report_table(r: &RunReport) -> String {
     let mut out = String::new();
@@ -158,4 +178,108 @@ pub fn report_table(r: &RunReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::{ProgressDrawTarget, TermLike};
+    use plexus_node::engine::{Observer as _, Progress};
+    use plexus_raft::NodeBatchStatus;
+
+    use super::RunProgress;
+
+    /// A terminal of a fixed width that keeps every line drawn on it.
+    #[derive(Debug, Clone)]
+    struct Screen {
+        columns: u16,
+        lines: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Screen {
+        fn push(&self, s: &str) {
+            let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+            lines.extend(s.split('\n').map(str::to_owned));
+        }
+    }
+
+    impl TermLike for Screen {
+        fn width(&self) -> u16 {
+            self.columns
+        }
+        fn move_cursor_up(&self, _n: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _n: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _n: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _n: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> io::Result<()> {
+            self.push(s);
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> io::Result<()> {
+            self.push(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bars_fit_an_80_column_terminal_with_long_names_and_counters() {
+        for columns in [80u16, 100, 60] {
+            let screen = Screen {
+                columns,
+                lines: Arc::default(),
+            };
+            let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+            let progress = RunProgress::with_target(target, usize::from(columns));
+            let nodes = [
+                "read_the_very_long_named_portfolio_transactions_file",
+                "join_accounts_with_their_transactions_and_positions",
+                "out",
+            ];
+            progress.progress(&Progress::RunStarted {
+                run_id: 1,
+                nodes: nodes.iter().map(|n| ((*n).to_owned(), 1200)).collect(),
+            });
+            for node in nodes {
+                for batch_idx in 0..3 {
+                    progress.progress(&Progress::BatchFinished {
+                        node: node.to_owned(),
+                        batch_idx,
+                        rows_in: 123_456_789,
+                        rows_out: 987_654_321,
+                        error: (batch_idx == 1).then(|| "boom".to_owned()),
+                    });
+                }
+                progress.progress(&Progress::NodeFinished {
+                    node: node.to_owned(),
+                    status: NodeBatchStatus::Fail,
+                });
+            }
+            let lines = screen.lines.lock().unwrap_or_else(|p| p.into_inner());
+            let drawn: Vec<&String> = lines.iter().filter(|l| l.contains('[')).collect();
+            assert!(!drawn.is_empty(), "nothing drawn at {columns} columns");
+            for line in drawn {
+                let width = console::measure_text_width(line);
+                assert!(
+                    width <= usize::from(columns),
+                    "{width} > {columns} columns: {line:?}"
+                );
+            }
+        }
+    }
 }

@@ -946,6 +946,7 @@ mod on_cluster {
     use super::*;
 
     mod faults;
+    mod status;
     mod telemetry;
     use cluster_harness::TestCluster;
     use plexus_node::cluster::RaftTimers;
@@ -1366,6 +1367,22 @@ mod multi_process {
             bin,
         };
         let up = local.script(&["up", "3"])?;
+        // Peers that start one after another time out on each other at first: expected, so
+        // not an ERROR in their logs.
+        for entry in std::fs::read_dir(local.state.path().join("state"))? {
+            let path = entry?.path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name.is_some_and(|n| n.starts_with('n') && n.ends_with(".log")) {
+                let text = std::fs::read_to_string(&path)?;
+                let errors: Vec<&str> = text.lines().filter(|l| l.contains(" ERROR ")).collect();
+                ensure!(
+                    errors.is_empty(),
+                    "{} logged ERRORs at start:\n{}",
+                    path.display(),
+                    errors.join("\n")
+                );
+            }
+        }
         let var = |name: &str| {
             up.lines()
                 .find_map(|l| l.strip_prefix(&format!("{name}=")))

@@ -227,10 +227,21 @@ impl PeerCore {
                 }
             }
         }
+        // Last contact: the latest of the member's last sign of life in the ledger and its
+        // last answer to this peer's calls (heartbeats on the leader); this peer itself now.
         let l = self.ledger.read();
         for (id, lease) in l.peer_leases() {
             status.last_seen_ms.insert(*id, lease.last_seen_ms);
         }
+        for (id, c) in self.transport.contacts() {
+            if let Some(t) = c.last_answer_ms
+                && status.voters.contains_key(&id) | status.learners.contains_key(&id)
+            {
+                let e = status.last_seen_ms.entry(id).or_insert(t);
+                *e = (*e).max(t);
+            }
+        }
+        status.last_seen_ms.insert(self.id, now_ms());
         for ks in l.keyspace_names() {
             let Ok(k) = l.keyspace(&ks) else { continue };
             for run in k.runs.values() {

@@ -113,6 +113,18 @@ struct Inner {
     cfg: TransportConfig,
     pool: Pool,
     faults: OnceLock<Arc<faults::Faults>>,
+    /// The outcome of the last call to each peer, for `cluster status` and for logging a peer
+    /// that stops answering once instead of on every retry.
+    contacts: std::sync::Mutex<std::collections::BTreeMap<u64, PeerContact>>,
+}
+
+/// What this endpoint last heard from one peer it calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerContact {
+    /// When the peer last answered a call (milliseconds since the Unix epoch).
+    pub last_answer_ms: Option<i64>,
+    /// Why the last call failed, when it did (cleared by the next answer).
+    pub last_error: Option<String>,
 }
 
 /// Loads the TLS files and checks that they name `me`.
@@ -202,6 +214,7 @@ impl Transport {
                 local_addr,
                 cfg,
                 faults: OnceLock::new(),
+                contacts: std::sync::Mutex::default(),
             }),
         })
     }
@@ -214,6 +227,49 @@ impl Transport {
     /// The fault rules installed, if any.
     pub fn faults(&self) -> Option<&Arc<faults::Faults>> {
         self.inner.faults.get()
+    }
+
+    /// What this endpoint last heard from each peer it called.
+    pub fn contacts(&self) -> std::collections::BTreeMap<u64, PeerContact> {
+        let map = self.inner.contacts.lock();
+        map.unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the outcome of a call to peer `id`. A peer that stops answering is logged once
+    /// (at warn if it had answered before, at info while it never has: peers starting up
+    /// are expected not to answer yet), and once more when it answers again.
+    fn record(&self, id: u64, outcome: Result<(), &TransportError>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut map = self
+            .inner
+            .contacts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = map.entry(id).or_default();
+        match outcome {
+            Ok(()) => {
+                if c.last_error.take().is_some() {
+                    tracing::info!(peer = id, "peer n{id} answers again");
+                }
+                c.last_answer_ms = Some(now);
+            }
+            Err(e) => {
+                if c.last_error.is_none() {
+                    match c.last_answer_ms {
+                        Some(_) => {
+                            tracing::warn!(peer = id, error = %e, "peer n{id} stopped answering")
+                        }
+                        None => {
+                            tracing::info!(peer = id, error = %e, "peer n{id} does not answer yet")
+                        }
+                    }
+                }
+                c.last_error = Some(e.to_string());
+            }
+        }
     }
 
     /// The bound address (the real port when bound to port 0), for peers to advertise.
@@ -243,6 +299,23 @@ impl Transport {
 
     /// One request to `addr`, expecting the server to be `expect` (Some(Identity::Peer(3)) → server name n3.peers.plexus; None → peers.plexus). Pooled connection per (addr, server name), re-dialled when closed; keep-alive.
     pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: SocketAddr,
+        expect: Option<u64>,
+        req: &Req,
+    ) -> Result<Resp, TransportError> {
+        let result = self.call_once(addr, expect, req).await;
+        if let Some(id) = expect {
+            // A refusal is an answer: the peer is up, it said no.
+            match &result {
+                Ok(_) | Err(TransportError::Refused { .. }) => self.record(id, Ok(())),
+                Err(e) => self.record(id, Err(e)),
+            }
+        }
+        result
+    }
+
+    async fn call_once<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         addr: SocketAddr,
         expect: Option<u64>,
