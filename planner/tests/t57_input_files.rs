@@ -346,7 +346,7 @@ fn a_pattern_that_matches_nothing_is_an_error_naming_it() -> Result<()> {
     let pattern = d.join("in/nothing_*.csv").to_string_lossy().into_owned();
     let s = script(
         d,
-        &[pattern.clone()],
+        std::slice::from_ref(&pattern),
         serde_json::json!({"hdr_line_idx": 0, "first_data_line_idx": 1}),
     )?;
     let err = planner::build_plan(&s.to_string_lossy(), None)
