@@ -733,12 +733,43 @@ impl Executor {
         None
     }
 
+    /// For a node whose lost batches must fail (`rerun_policy: fail` and a re-run that is not
+    /// idempotent), commits the start of the task before executing it, so the ledger tells a
+    /// started batch from one that only waited in this deque; `false` when the claim is gone
+    /// (the task must not run). Every built-in processor's re-run is idempotent, so this is
+    /// free for them.
+    fn commit_start(&self, q: &QueuedTask, task: &BatchTask, id: &BatchId) -> bool {
+        let must_commit = self.plan(task.plan_hash, id).is_ok_and(|p| {
+            p.node(&task.node).is_some_and(|n| {
+                n.rerun_policy == plexus_core::plan::RerunPolicy::Fail && !n.rerun_is_idempotent()
+            })
+        });
+        if !must_commit {
+            return true;
+        }
+        let cmd = Command::StartTasks {
+            peer: self.settings.peer,
+            tasks: vec![q.task.clone()],
+            ts_ms: now_ms(),
+        };
+        match self.ledger.propose(cmd) {
+            Ok(events) => !events.iter().any(|e| matches!(e, Event::Ignored { .. })),
+            Err(e) => {
+                tracing::warn!(batch = %id, cause = %e, "start not committed; the task does not run");
+                false
+            }
+        }
+    }
+
     /// Executes one queued task and queues its outcome.
     fn run_queued(&self, q: QueuedTask, sink: &dyn BatchSink) -> Result<(), ExecutorError> {
         let Some(task) = self.open(&q) else {
             return Ok(());
         };
         let id = task.id();
+        if !self.commit_start(&q, &task, &id) {
+            return Ok(());
+        }
         let started = Instant::now();
         let started_at = SystemTime::now();
         let cpu_start = thread_cpu();

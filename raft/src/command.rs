@@ -204,6 +204,19 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
+    /// The holder starts executing these claimed tasks: from now on a lost claim is a
+    /// started batch, which `rerun_policy: fail` fails unless its re-run is idempotent; a
+    /// claim never marked started always returns to the pool. Committed before execution
+    /// where it decides the outcome (nodes whose re-run is not idempotent), so no start can
+    /// be missed. Last in the enum, so command logs written before it still decode.
+    StartTasks {
+        /// The holder.
+        peer: PeerId,
+        /// The claims it starts.
+        tasks: Vec<TaskRef>,
+        /// Time of the command.
+        ts_ms: i64,
+    },
 }
 
 impl Command {

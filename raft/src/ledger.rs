@@ -206,6 +206,8 @@ pub struct Claim {
     pub reader_run: Option<u32>,
     /// Run whose lookup table is read.
     pub lookup_run: Option<u32>,
+    /// Whether the holder said it started executing the task ([`Command::StartTasks`]).
+    pub started: bool,
 }
 
 /// The dependency check of a node in a run (spec §9.4 step 4, §9.6).
@@ -496,8 +498,46 @@ impl Ledger {
                 notices,
                 ts_ms,
             } => self.batch_notices(&task, notices, ts_ms)?,
+            Command::StartTasks { peer, tasks, ts_ms } => {
+                self.seen(peer, ts_ms, None);
+                for t in &tasks {
+                    if let Err(e) = self.start_task(peer, t) {
+                        ev.push(Event::Ignored {
+                            batch: t.batch.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+            }
         }
         Ok(ev)
+    }
+
+    /// Marks a claim of `peer` started (the claim must be the current one, held by `peer`).
+    fn start_task(&mut self, peer: PeerId, t: &TaskRef) -> Result<(), LedgerError> {
+        let b = &t.batch;
+        let ks = self.ks_mut(&b.keyspace)?;
+        let claim = ks
+            .runs
+            .get_mut(&b.run_id)
+            .and_then(|r| r.nodes.get_mut(&b.node))
+            .and_then(|n| n.batches.get_mut(b.batch_idx as usize))
+            .filter(|s| s.status == NodeBatchStatus::Start)
+            .and_then(|s| s.claim.as_mut());
+        match claim {
+            Some(c) if c.peer == peer && c.attempt == t.attempt => {
+                c.started = true;
+                Ok(())
+            }
+            c => Err(LedgerError::NotHolder {
+                batch: b.to_string(),
+                peer,
+                attempt: t.attempt,
+                holder: c.map_or("nobody".to_owned(), |c| {
+                    format!("{} under attempt {}", c.worker, c.attempt)
+                }),
+            }),
+        }
     }
 
     fn ks_mut(&mut self, keyspace: &str) -> Result<&mut Keyspace, LedgerError> {
@@ -1110,6 +1150,7 @@ impl Ledger {
             ts_ms,
             reader_run,
             lookup_run,
+            started: false,
         });
         b.history.push(BatchHistoryRow {
             ts_ms,
@@ -1180,12 +1221,17 @@ impl Ledger {
         let run = self.run(keyspace, run_id)?;
         let plan_node = self.plans.get(&run.plan_hash).and_then(|p| p.node(node));
         let rerun = plan_node.map_or(RerunPolicy::Rerun, |n| n.rerun_policy);
-        // The ledger cannot tell a task still waiting in its holder's deque from one that
-        // started writing (that would take a commit per batch start), so every held batch is
-        // treated as possibly started. That is safe because re-running any built-in processor
-        // rewrites the same rows (`PlanNode::rerun_is_idempotent`): an unstarted or started
-        // batch of a lost peer always returns to the pool, `rerun_policy: fail` or not.
+        // A lost batch returns to the pool when its re-run rewrites the same rows (every
+        // built-in processor: `PlanNode::rerun_is_idempotent`) or when it never started.
         let rerun_idempotent = plan_node.is_some_and(PlanNode::rerun_is_idempotent);
+        // A claim its holder never marked started ([`Command::StartTasks`]) ran nothing: it
+        // returns to the pool whatever the node's rerun policy.
+        let started = run
+            .nodes
+            .get(node)
+            .and_then(|n| n.batches.get(batch_idx as usize))
+            .and_then(|b| b.claim.as_ref())
+            .is_some_and(|c| c.started);
         let stopped = run.status() == RunStatus::Stop;
         let ks = self.ks_mut(keyspace)?;
         let outcome = Outcome {
@@ -1205,7 +1251,7 @@ impl Ledger {
                 ts_ms,
                 ev,
             );
-        } else if rerun == RerunPolicy::Fail && !rerun_idempotent {
+        } else if rerun == RerunPolicy::Fail && !rerun_idempotent && started {
             // Quirk (spec §9.7, §14 #41): Capillaries drops the redelivered message of a
             // started batch under `rerun_policy: fail`, so the run never completes. Plexus
             // re-runs it when that provably rewrites the same rows (below); otherwise it fails.

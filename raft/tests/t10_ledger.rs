@@ -674,6 +674,14 @@ fn a_lost_batch_whose_rerun_is_not_idempotent_fails_under_rerun_fail() {
     let run = h.start("ks", plan, &["a"]);
     h.drain_node("ks", run, "a");
     h.claim("ks", run, "c", 0);
+    // Its holder committed the start before executing it.
+    let ts_ms = h.tick();
+    let ev = h.ok(Command::StartTasks {
+        peer: 1,
+        tasks: vec![h.current("ks", run, "c", 0)],
+        ts_ms,
+    });
+    assert!(ev.is_empty(), "{ev:?}");
     let ts_ms = h.tick();
     h.ok(Command::ReleaseBatch {
         task: h.current("ks", run, "c", 0),
@@ -692,6 +700,47 @@ fn a_lost_batch_whose_rerun_is_not_idempotent_fails_under_rerun_fail() {
         "{:?}",
         c.batches[0].history
     );
+}
+
+/// A claim its holder never marked started only waited in a deque: lost, it returns to the
+/// pool even where a started one would fail; a start from anyone but the holder changes
+/// nothing.
+#[test]
+fn a_lost_claim_that_never_started_returns_to_the_pool_under_rerun_fail() {
+    let mut h = Harness::new();
+    let plan = h.submit(
+        PlanBuilder::new()
+            .file("a", "ta", 1)
+            .table("c", "ta", Some("tc"), 1, StartPolicy::Auto)
+            .unknown_processor()
+            .rerun_fail()
+            .build(),
+    );
+    let run = h.start("ks", plan, &["a"]);
+    h.drain_node("ks", run, "a");
+    h.claim("ks", run, "c", 0);
+    let ts_ms = h.tick();
+    let ev = h.ok(Command::StartTasks {
+        peer: 2,
+        tasks: vec![h.current("ks", run, "c", 0)],
+        ts_ms,
+    });
+    assert!(matches!(ev.as_slice(), [Event::Ignored { .. }]), "{ev:?}");
+    let ts_ms = h.tick();
+    let ev = h.ok(Command::ReleaseBatch {
+        task: h.current("ks", run, "c", 0),
+        reason: "lease expired".into(),
+        ts_ms,
+    });
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::BatchReturned { .. })),
+        "{ev:?}"
+    );
+    let c = &h.ledger.run("ks", run).unwrap().nodes["c"];
+    assert_eq!(c.batches[0].status, NodeBatchStatus::None);
+    // Claimed again, it runs to the end.
+    assert_eq!(h.drain("ks", run).len(), 1);
+    assert_eq!(h.status("ks", run), RunStatus::Complete);
 }
 
 #[test]
