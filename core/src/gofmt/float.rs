@@ -38,6 +38,7 @@ impl NumBuf {
         std::str::from_utf8(self.bytes()).unwrap_or("")
     }
 
+    /// Appends bytes, moving to the heap once the stack part is full.
     pub(super) fn push_bytes(&mut self, b: &[u8]) {
         if !self.spilled && self.len + b.len() <= self.stack.len() {
             self.stack[self.len..self.len + b.len()].copy_from_slice(b);
@@ -51,6 +52,7 @@ impl NumBuf {
         self.heap.extend_from_slice(b);
     }
 
+    /// Appends one byte.
     pub(super) fn push(&mut self, b: u8) {
         self.push_bytes(&[b]);
     }

@@ -10,6 +10,7 @@ use crate::value::{Time, Zone};
 /// Seconds from 0001-01-01 (Go zero time) to the Unix epoch.
 pub(super) const SECS_PER_DAY: i64 = 86_400;
 
+/// English month names, January first (Go's `longMonthNames`).
 pub(super) const LONG_MONTHS: [&str; 12] = [
     "January",
     "February",
@@ -24,6 +25,7 @@ pub(super) const LONG_MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
+/// English day names, Sunday first (Go's `longDayNames`).
 pub(super) const LONG_DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
@@ -66,10 +68,12 @@ pub(super) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Whether `y` is a Gregorian leap year.
 pub(super) fn is_leap(y: i64) -> bool {
     y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
 }
 
+/// The number of days in `month` (1..=12) of `year`.
 pub(super) fn days_in(month: i64, year: i64) -> i64 {
     match month {
         2 if is_leap(year) => 29,

@@ -18,6 +18,7 @@ pub(super) struct Fields {
     pub(super) sec: u32,
 }
 
+/// The calendar fields of `t` in its own zone.
 pub(super) fn fields(t: &Time) -> Fields {
     let local = i128::from(t.secs) + i128::from(t.offset());
     let local = local.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
