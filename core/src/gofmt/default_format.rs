@@ -1,6 +1,6 @@
 //! Go `%v` of a value (what `string(x)` returns): the default text of each Capillaries kind.
 //!
-//! Kept apart from `print` because `string(x)` and CSV writing need it without `Sprintf`.
+//! Kept apart from `printf` because `string(x)` and error texts need it without `Sprintf`.
 
 use std::fmt::Write as _;
 

@@ -1,7 +1,7 @@
 //! Go `strconv` float text (`AppendFloat` and `FormatFloat`) for `fmt`'s float verbs and `%v`.
 //!
 //! Kept apart from the verbs because it only makes digits: signs, padding and `#` belong to
-//! `verbs`, and `%v` of a float reuses it directly.
+//! `printf`, and `%v` of a float reuses it directly.
 
 use std::fmt::Write as _;
 
