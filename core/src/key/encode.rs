@@ -1,0 +1,373 @@
+//! Key encoding (spec §6.2): a row's values turned into the byte string that orders and
+//! matches rows, byte for byte what Capillaries' Go `BuildKey` produces, quirks included.
+
+use std::fmt;
+use std::io::Write as _;
+use std::sync::OnceLock;
+
+use rust_decimal::Decimal;
+use unicode_normalization::UnicodeNormalization;
+
+use super::def::{CaseMode, IndexDef, KeyError, SortDir};
+use crate::value::{Type, Value};
+
+/// Builds the key of one row: `values[i]` is the value of `def.components[i]` (spec §6.2).
+pub fn build_key(def: &IndexDef, values: &[&Value]) -> Result<Vec<u8>, KeyError> {
+    let mut out = Vec::with_capacity(estimated_len(def));
+    build_key_into(&mut out, def, values)?;
+    Ok(out)
+}
+
+/// Appends the key of one row to `out` (see [`build_key`]); on error `out` is left unchanged.
+pub fn build_key_into(
+    out: &mut Vec<u8>,
+    def: &IndexDef,
+    values: &[&Value],
+) -> Result<(), KeyError> {
+    if values.len() != def.components.len() {
+        return Err(KeyError::ValueCount {
+            expected: def.components.len(),
+            actual: values.len(),
+        });
+    }
+    let origin = out.len();
+    for (index, (comp, value)) in def.components.iter().zip(values).enumerate() {
+        let start = out.len();
+        match (comp.ty, value) {
+            (Type::Int, Value::Int(v)) => push_int(out, *v),
+            (Type::Float, Value::Float(v)) => push_float(out, *v),
+            (Type::Decimal2, Value::Decimal(d)) => push_float(out, decimal_to_f64(d)),
+            (Type::DateTime, Value::Time(t)) => {
+                // Go: t.UnixMicro() + 62135596800000000, both with int64 wrap-around.
+                let micros = t
+                    .secs
+                    .wrapping_mul(1_000_000)
+                    .wrapping_add(i64::from(t.nanos / 1000))
+                    .wrapping_add(62_135_596_800_000_000);
+                push_go_020d(out, micros);
+            }
+            (Type::Bool, Value::Bool(b)) => out.push(if *b { b'T' } else { b'F' }),
+            (Type::String, Value::Str(s)) => {
+                push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);
+            }
+            _ => {
+                out.truncate(origin);
+                return Err(KeyError::ValueType {
+                    index,
+                    field: comp.field.clone(),
+                    expected: comp.ty,
+                    actual: value_kind(value),
+                });
+            }
+        }
+        if comp.dir == SortDir::Desc {
+            complement_hex(out, start);
+        }
+    }
+    Ok(())
+}
+
+/// A capacity hint for a key of `def`, so that building it never reallocates in the common case.
+fn estimated_len(def: &IndexDef) -> usize {
+    def.components
+        .iter()
+        .map(|c| {
+            let n = match c.ty {
+                Type::Int => 21,
+                Type::Float | Type::Decimal2 => 67,
+                Type::DateTime => 20,
+                Type::Bool => 1,
+                Type::String => c.string_len,
+            };
+            if c.dir == SortDir::Desc { 2 * n } else { n }
+        })
+        .sum()
+}
+
+/// Describes a value's type for error messages: its script type name, or the Go type of an
+/// intermediate-only value.
+pub(crate) fn value_kind(v: &Value) -> &'static str {
+    match v.column_type() {
+        Some(t) => t.name(),
+        None => match v {
+            Value::GoInt(_) => "Go int (a len() result)",
+            _ => v.go_type_name(),
+        },
+    }
+}
+
+/// Replaces every ASCII digit d by 9−d, leaving signs, dots, spaces and letters alone.
+fn flip_digits(bytes: &mut [u8]) {
+    for b in bytes {
+        if b.is_ascii_digit() {
+            *b = b'9' - (*b - b'0');
+        }
+    }
+}
+
+/// Appends `v` as exactly `width` zero-padded decimal digits (`v` must fit in `width` digits).
+fn push_padded_u64(out: &mut Vec<u8>, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut i = buf.len();
+    while v > 0 && i > 0 {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    out.extend_from_slice(&buf[buf.len().saturating_sub(width)..]);
+}
+
+/// Appends Go's `fmt.Sprintf("%020d", v)`: the sign counts towards the width.
+fn push_go_020d(out: &mut Vec<u8>, v: i64) {
+    if v >= 0 {
+        push_padded_u64(out, v.unsigned_abs(), 20);
+    } else {
+        out.push(b'-');
+        push_padded_u64(out, v.unsigned_abs(), 19);
+    }
+}
+
+/// Int part: sign char + 20 digits, digits flipped for negatives (spec §6.2).
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    if v >= 0 {
+        out.push(b'0');
+        push_padded_u64(out, v.unsigned_abs(), 20);
+    } else if v == i64::MIN {
+        // Quirk (spec §6.2): Go negates MinInt64 back to itself and `%020d` prints it with its
+        // sign, so the key is `-` + flip("-9223372036854775808"); it still sorts first.
+        out.extend_from_slice(b"--0776627963145224191");
+    } else {
+        out.push(b'-');
+        let start = out.len();
+        push_padded_u64(out, v.unsigned_abs(), 20);
+        flip_digits(&mut out[start..]);
+    }
+}
+
+/// Float part: sign char + `%066.32f` of the absolute value, digits flipped for negatives.
+fn push_float(out: &mut Vec<u8>, f: f64) {
+    if f.is_nan() {
+        // Quirk (spec §6.2): `NaN >= 0` is false, so NaN takes the negative branch; Go prints
+        // NaN without sign and pads it with spaces, never zeros.
+        out.push(b'-');
+        out.resize(out.len() + 63, b' ');
+        out.extend_from_slice(b"NaN");
+    } else if f.is_infinite() {
+        // Quirk (spec §6.2): Go's `%f` prints `+Inf` (the negative branch formats -(-Inf)),
+        // space-padded.
+        out.push(if f > 0.0 { b'0' } else { b'-' });
+        out.resize(out.len() + 62, b' ');
+        out.extend_from_slice(b"+Inf");
+    } else if f >= 0.0 {
+        // Quirk (spec §6.2): -0.0 passes `>= 0` but prints as `-000…0.000…`, so its key differs
+        // from 0.0's. Rust's sign-aware zero padding matches Go's here.
+        out.push(b'0');
+        push_f66(out, f);
+    } else {
+        out.push(b'-');
+        let start = out.len();
+        push_f66(out, -f);
+        flip_digits(&mut out[start..]);
+    }
+}
+
+/// Appends `%066.32f`: Rust's `{:.32}` is the exact decimal expansion rounded half-to-even at
+/// the 32nd digit, like Go's `strconv` (checked on ties such as 2^-33).
+fn push_f66(out: &mut Vec<u8>, f: f64) {
+    // Writing into a Vec<u8> cannot fail.
+    let _ = write!(out, "{f:066.32}");
+}
+
+/// The nearest f64 to a decimal, as Go's shopspring `Float64()` (exact rational → nearest).
+///
+/// `rust_decimal`'s own `to_f64` is not correctly rounded, so small mantissas take the exact
+/// fast path (both operands exactly representable, one correctly rounded division) and the rest
+/// go through the decimal text and Rust's correctly rounded parser.
+pub(crate) fn decimal_to_f64(d: &Decimal) -> f64 {
+    let mantissa = d.mantissa();
+    if mantissa == 0 {
+        // Go decimals have no negative zero; a negative-zero Decimal must not give -0.0.
+        return 0.0;
+    }
+    let scale = d.scale();
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    if mantissa.unsigned_abs() < (1u128 << 53)
+        && let Some(p) = POW10.get(scale as usize)
+    {
+        return mantissa as f64 / p;
+    }
+    let mut buf = StackText::default();
+    if fmt::write(&mut buf, format_args!("{d}")).is_ok()
+        && let Ok(f) = buf.as_str().parse::<f64>()
+    {
+        return f;
+    }
+    // Unreachable in practice (the text always fits and parses); stay total anyway.
+    rust_decimal::prelude::ToPrimitive::to_f64(d).unwrap_or(0.0)
+}
+
+/// A small fixed buffer for formatting a Decimal without a heap allocation.
+struct StackText {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        Self {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl StackText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// String part: the first `len` bytes of (NFD → drop Mn → NFC)(s) followed by spaces, then
+/// Go-upper-cased for `ignore_case` (spec §6.2).
+///
+/// Quirk (spec §6.2): Go pads to `len` *runes* and then cuts at `len` *bytes*. The padded text
+/// always has at least `len` bytes, so that equals the first `len` bytes of the normalised text
+/// followed by endless spaces; a multi-byte character may be cut in half, and strings that
+/// share their first `len` bytes get equal keys.
+fn push_string(out: &mut Vec<u8>, s: &str, len: usize, upper: bool) {
+    if s.is_ascii() {
+        // Fast path: ASCII is unchanged by NFD/NFC, has no Mn, and upper-cases byte for byte.
+        let start = out.len();
+        let bytes = s.as_bytes();
+        out.extend_from_slice(&bytes[..bytes.len().min(len)]);
+        if upper {
+            out[start..].make_ascii_uppercase();
+        }
+        out.resize(start + len, b' ');
+        return;
+    }
+    // Bytes of normalised text consumed so far (before upper-casing, which may change widths).
+    let mut raw = 0;
+    for c in s.nfd().filter(|&c| !is_mn(c)).nfc() {
+        let w = c.len_utf8();
+        if raw + w > len {
+            let cut = len - raw;
+            if upper {
+                // Go's ToUpper decodes each byte of a cut character as an invalid rune and
+                // writes U+FFFD for each of them.
+                for _ in 0..cut {
+                    push_char(out, '\u{FFFD}');
+                }
+            } else {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(&c.encode_utf8(&mut buf).as_bytes()[..cut]);
+            }
+            return;
+        }
+        push_char(out, if upper { go_to_upper(c) } else { c });
+        raw += w;
+        if raw == len {
+            return;
+        }
+    }
+    out.resize(out.len() + (len - raw), b' ');
+}
+
+/// Appends the UTF-8 encoding of `c`.
+fn push_char(out: &mut Vec<u8>, c: char) {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+}
+
+/// Go's `unicode.ToUpper`: the *simple* (one-to-one) upper-case mapping.
+///
+/// Rust's `to_uppercase` applies the full mapping (`ß` → `SS`); where that yields several
+/// characters, the simple mapping is the character itself except for the Greek letters with
+/// ypogegrammeni, which map to their title-case forms.
+pub(super) fn go_to_upper(c: char) -> char {
+    if c.is_ascii() {
+        return c.to_ascii_uppercase();
+    }
+    let mut up = c.to_uppercase();
+    if up.len() == 1 {
+        return up.next().unwrap_or(c);
+    }
+    let simple = match c {
+        '\u{1F80}'..='\u{1F87}' | '\u{1F90}'..='\u{1F97}' | '\u{1FA0}'..='\u{1FA7}' => {
+            u32::from(c) + 8
+        }
+        '\u{1FB3}' => 0x1FBC,
+        '\u{1FC3}' => 0x1FCC,
+        '\u{1FF3}' => 0x1FFC,
+        _ => return c,
+    };
+    char::from_u32(simple).unwrap_or(c)
+}
+
+/// Whether `c` has general category Mn (non-spacing mark), as Go's `unicode.Mn`.
+///
+/// `unicode_normalization::char::is_combining_mark` also covers Mc and Me, which Go keeps, so
+/// the exact Mn ranges come from regex-syntax's Unicode tables (built once).
+pub(super) fn is_mn(c: char) -> bool {
+    if c < '\u{300}' {
+        // The first Mn character is U+0300.
+        return false;
+    }
+    match mn_ranges() {
+        Some(ranges) => ranges
+            .binary_search_by(|&(lo, hi)| {
+                if hi < c {
+                    std::cmp::Ordering::Less
+                } else if lo > c {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok(),
+        None => unicode_normalization::char::is_combining_mark(c),
+    }
+}
+
+/// The sorted ranges of general category Mn, or `None` if regex-syntax could not supply them.
+pub(super) fn mn_ranges() -> Option<&'static [(char, char)]> {
+    static RANGES: OnceLock<Option<Vec<(char, char)>>> = OnceLock::new();
+    RANGES
+        .get_or_init(|| {
+            use regex_syntax::hir::{Class, HirKind};
+            let hir = regex_syntax::Parser::new().parse(r"\p{Mn}").ok()?;
+            match hir.kind() {
+                HirKind::Class(Class::Unicode(cls)) => {
+                    Some(cls.ranges().iter().map(|r| (r.start(), r.end())).collect())
+                }
+                _ => None,
+            }
+        })
+        .as_deref()
+}
+
+/// `desc`: replaces the bytes from `start` on by the lower-case hex of 255−b (spec §6.2).
+fn complement_hex(out: &mut Vec<u8>, start: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let n = out.len() - start;
+    out.resize(start + 2 * n, 0);
+    // Back to front, so that no byte is overwritten before it has been read.
+    for i in (0..n).rev() {
+        let b = 255 - out[start + i];
+        out[start + 2 * i] = HEX[usize::from(b >> 4)];
+        out[start + 2 * i + 1] = HEX[usize::from(b & 0xf)];
+    }
+}
