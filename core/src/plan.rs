@@ -89,6 +89,9 @@ pub struct TableSchema {
     pub created_by: String,
     /// Fields in a fixed order (sorted by name); this order is the row layout.
     pub fields: Vec<Field>,
+    /// The field names in the order the script's `w.fields` lists them, for showing a table
+    /// as its author wrote it; empty when unknown (then the layout order is used).
+    pub script_order: Vec<String>,
     /// Index name → definition, for the indexes the writer maintains.
     pub indexes: BTreeMap<String, IndexDef>,
 }

@@ -4,9 +4,8 @@
 //!
 //! Tables and their schemas come from the keyspace's ledger: each run names the plan it ran
 //! and the nodes it processed, and a node with a table writer created `<table>_<run>`; the rows
-//! each batch of that node wrote are in its batch history. Columns are shown as cqlsh shows a
-//! Capillaries table: `rowid`, then the fields by name (the order of the stored row;
-//! Capillaries scripts are Go maps, so they carry no field order). Values are rendered as
+//! each batch of that node wrote are in its batch history. Columns are shown as `rowid`, then
+//! the fields in the order the script lists them ([`display_order`]). Values are rendered as
 //! Capillaries' CSV writer renders them with `%v`; datetimes with the layout
 //! `2006-01-02T15:04:05.000-07:00`.
 
@@ -294,6 +293,21 @@ pub fn rows(
     Ok(TableRows { info, rows: out })
 }
 
+/// The positions of a table's fields in the order they are shown: the order the script lists
+/// them in when the plan knows it, else the row layout's (by name).
+pub fn display_order(schema: &TableSchema) -> Vec<usize> {
+    let by_script: Vec<usize> = schema
+        .script_order
+        .iter()
+        .filter_map(|n| schema.fields.iter().position(|f| &f.name == n))
+        .collect();
+    if by_script.len() == schema.fields.len() {
+        by_script
+    } else {
+        (0..schema.fields.len()).collect()
+    }
+}
+
 /// One value as Capillaries' CSV writer renders it.
 pub fn render(v: &Value) -> Result<String, TablesError> {
     let mut s = String::new();
@@ -322,17 +336,20 @@ pub fn to_text(t: &TableRows, format: TableFormat) -> Result<String, TablesError
     let mut out = String::new();
     match format {
         TableFormat::Csv => {
+            let order = display_order(&t.info.schema);
             out.push_str("rowid");
-            for f in &t.info.schema.fields {
+            for &i in &order {
                 out.push(',');
-                csv_quote_into(&mut out, &f.name);
+                csv_quote_into(&mut out, &t.info.schema.fields[i].name);
             }
             out.push('\n');
             for (rowid, values) in &t.rows {
                 let _ = write!(out, "{rowid}");
-                for v in values {
+                for &i in &order {
                     out.push(',');
-                    csv_quote_into(&mut out, &render(v)?);
+                    if let Some(v) = values.get(i) {
+                        csv_quote_into(&mut out, &render(v)?);
+                    }
                 }
                 out.push('\n');
             }
@@ -364,8 +381,9 @@ pub fn write_parquet(t: &TableRows, path: &Path) -> Result<u64, TablesError> {
         name: "rowid".to_owned(),
         ty: Type::Int,
     };
+    let order = display_order(&t.info.schema);
     let columns = std::iter::once(&rowid)
-        .chain(&t.info.schema.fields)
+        .chain(order.iter().map(|&i| &t.info.schema.fields[i]))
         .map(|f| {
             let src = format!("r.{}", f.name);
             let ast = plexus_core::expr::parse(&src)
@@ -395,7 +413,7 @@ pub fn write_parquet(t: &TableRows, path: &Path) -> Result<u64, TablesError> {
     for (rowid, values) in &t.rows {
         row.clear();
         row.push(Value::Int(*rowid));
-        row.extend(values.iter().cloned());
+        row.extend(order.iter().filter_map(|&i| values.get(i).cloned()));
         sink.write_row(&row)?;
     }
     Ok(sink.finish()?)

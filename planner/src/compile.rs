@@ -189,6 +189,7 @@ impl Compiler<'_> {
                 TableSchema {
                     created_by: t.node.clone(),
                     fields: t.fields.clone(),
+                    script_order: crate::field_order::field_order(self.loaded, &t.node),
                     indexes: idx,
                 },
             );

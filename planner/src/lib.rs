@@ -10,6 +10,7 @@ pub mod capi;
 pub mod cluster;
 pub mod compile;
 pub mod diagram;
+pub mod field_order;
 pub mod load;
 pub mod progress;
 pub mod pycalc;

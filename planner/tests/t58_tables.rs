@@ -153,16 +153,17 @@ fn list_show_and_dump_agree_on_both_stores() -> Result<()> {
         ],
         &embedded,
     )?;
+    // The fields in the order the script's w.fields lists them.
     let header: Vec<&str> = beans.lines().next().context("header")?.split(',').collect();
     ensure!(
         header
             == [
                 "rowid",
                 "bean_id",
-                "harvested",
                 "origin",
+                "roast",
                 "price_per_kg",
-                "roast"
+                "harvested"
             ],
         "{header:?}"
     );

@@ -88,6 +88,7 @@ impl PlanBuilder {
                 t.to_owned(),
                 TableSchema {
                     created_by: node.name.clone(),
+                    script_order: Vec::new(),
                     fields: Vec::new(),
                     indexes: BTreeMap::from([(format!("idx_{t}"), key_index())]),
                 },

@@ -795,12 +795,13 @@ impl Console {
                     };
                     let t = crate::tables::rows(&*store, &ledger, ks, table, filter)
                         .map_err(table_error)?;
+                    let order = crate::tables::display_order(&t.info.schema);
                     let rows = t
                         .rows
                         .iter()
                         .map(|(rowid, values)| {
                             let mut r = vec![Value::from(rowid.to_string())];
-                            for v in values {
+                            for v in order.iter().filter_map(|&i| values.get(i)) {
                                 r.push(Value::from(crate::tables::render(v).map_err(table_error)?));
                             }
                             Ok(Value::Array(r))
@@ -1152,9 +1153,9 @@ fn table_error(e: crate::tables::TablesError) -> ConsoleError {
 fn columns_json(schema: &plexus_core::plan::TableSchema) -> Value {
     let mut cols = vec![json!({ "name": "rowid", "type": "int" })];
     cols.extend(
-        schema
-            .fields
-            .iter()
+        crate::tables::display_order(schema)
+            .into_iter()
+            .map(|i| &schema.fields[i])
             .map(|f| json!({ "name": f.name, "type": f.ty.to_string() })),
     );
     Value::Array(cols)

@@ -48,6 +48,7 @@ pub(crate) fn add(plan: &mut Plan, n: PlanNode) {
             w.name.clone(),
             TableSchema {
                 created_by: n.name.clone(),
+                script_order: Vec::new(),
                 fields: w
                     .fields
                     .iter()
@@ -78,6 +79,7 @@ pub(crate) fn base_plan(orders: Vec<Field>) -> Plan {
         "orders".to_owned(),
         TableSchema {
             created_by: "read_orders".into(),
+            script_order: Vec::new(),
             fields: orders,
             indexes: BTreeMap::new(),
         },
@@ -96,6 +98,7 @@ pub(crate) fn base_plan(orders: Vec<Field>) -> Plan {
         "items".to_owned(),
         TableSchema {
             created_by: "read_items".into(),
+            script_order: Vec::new(),
             fields: itf,
             indexes: idx,
         },
