@@ -645,8 +645,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             planner::serve::serve(&settings, |_, base| {
                 use std::io::Write as _;
-                println!("listening on {base}");
-                let _ = std::io::stdout().flush();
+                // A reader that closed stdout must not stop the server.
+                let mut out = std::io::stdout();
+                let _ = writeln!(out, "listening on {base}");
+                let _ = out.flush();
             })?;
             Ok(ExitCode::SUCCESS)
         }

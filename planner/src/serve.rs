@@ -744,11 +744,13 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<
         {
             use std::io::Write as _;
             // The one place the generated token appears: the link that signs the browser in.
-            match &s.console.token {
-                Some(t) if s.token_generated => println!("console: {base}/?token={t}"),
-                _ => println!("console: {base}/ (sign in with the console token)"),
-            }
-            let _ = std::io::stdout().flush();
+            // Written, not println!-ed: a reader that closed stdout must not stop the server.
+            let mut out = std::io::stdout();
+            let _ = match &s.console.token {
+                Some(t) if s.token_generated => writeln!(out, "console: {base}/?token={t}"),
+                _ => writeln!(out, "console: {base}/ (sign in with the console token)"),
+            };
+            let _ = out.flush();
         }
         // SIGTERM as well as ctrl-c: service managers stop it that way, and the store is
         // synced below either way.
