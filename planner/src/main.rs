@@ -653,14 +653,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Table { op } => {
-            match op {
+            // A read: it opens the store that is there and creates none.
+            let (store, keyspace, table, filter, format, output) = match op {
                 TableOp::List {
                     keyspace,
                     run_id,
                     store,
                 } => {
-                    let store = store.target().open()?;
+                    let store = store.target().open_existing()?;
                     print!("{}", planner::table::list(&store, &keyspace, run_id)?);
+                    return Ok(ExitCode::SUCCESS);
                 }
                 TableOp::Show {
                     keyspace,
@@ -670,16 +672,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     limit,
                     format,
                     store,
-                } => {
-                    let store = store.target().open()?;
-                    let filter = plexus_node::tables::RowFilter {
-                        run: run_id,
-                        batch,
-                        limit: Some(limit),
-                    };
-                    let text = planner::table::show(&store, &keyspace, &table, filter, format)?;
-                    print!("{text}");
-                }
+                } => (
+                    store,
+                    keyspace,
+                    table,
+                    (run_id, batch, Some(limit)),
+                    format,
+                    None,
+                ),
                 TableOp::Dump {
                     keyspace,
                     table,
@@ -689,26 +689,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     format,
                     output,
                     store,
-                } => {
-                    let store = store.target().open()?;
-                    let filter = plexus_node::tables::RowFilter {
-                        run: run_id,
-                        batch,
-                        limit,
-                    };
-                    match output {
-                        Some(path) => {
-                            let bytes = planner::table::dump_to(
-                                &store, &keyspace, &table, filter, format, &path,
-                            )?;
-                            eprintln!("wrote {bytes} bytes to {}", path.display());
-                        }
-                        None => print!(
-                            "{}",
-                            planner::table::show(&store, &keyspace, &table, filter, format)?
-                        ),
-                    }
+                } => (
+                    store,
+                    keyspace,
+                    table,
+                    (run_id, batch, limit),
+                    format,
+                    output,
+                ),
+            };
+            let store = store.target().open_existing()?;
+            let (run, batch, limit) = filter;
+            let filter = plexus_node::tables::RowFilter { run, batch, limit };
+            match output {
+                Some(path) => {
+                    let bytes =
+                        planner::table::dump_to(&store, &keyspace, &table, filter, format, &path)?;
+                    eprintln!("wrote {bytes} bytes to {}", path.display());
                 }
+                None => print!(
+                    "{}",
+                    planner::table::show(&store, &keyspace, &table, filter, format)?
+                ),
             }
             Ok(ExitCode::SUCCESS)
         }

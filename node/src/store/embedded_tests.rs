@@ -1,0 +1,205 @@
+//! Unit tests of the embedded backend: the store suite on a temporary directory, key encodings
+//! and index records.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::*;
+use crate::store::suite::{Rng, full_scan, row, spec};
+
+/// An embedded store in a temporary directory that lives as long as the store.
+struct TempStore {
+    store: EmbeddedStore,
+    _dir: tempfile::TempDir,
+}
+
+impl Deref for TempStore {
+    type Target = EmbeddedStore;
+    fn deref(&self) -> &EmbeddedStore {
+        &self.store
+    }
+}
+
+fn temp_store() -> TempStore {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(dir.path()).expect("open");
+    TempStore { store, _dir: dir }
+}
+
+crate::store_suite_tests!(temp_store);
+
+/// Non-unique entries wait as one record per write and reach the index the first time it
+/// is read (a lookup or a count), across reopening; writes after that are seen by the next
+/// read; dropping the table drops its records.
+#[test]
+fn non_unique_entries_reach_the_index_when_it_is_first_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec("t", 1, &[("n", IndexKind::NonUnique)]);
+    let write = |store: &EmbeddedStore, from: i64, to: i64| {
+        let rows: Vec<RowWrite> = (from..to)
+            .map(|i| RowWrite {
+                rowid: i * 1_000_000_007,
+                batch_idx: 0,
+                row: vec![i as u8],
+                keys: vec![format!("k{}", i % 3).into_bytes()],
+            })
+            .collect();
+        store
+            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .expect("write");
+    };
+    let pending = |store: &EmbeddedStore| {
+        store
+            .handle(&pending_name("ks", &s.indexes[0].table))
+            .map(|h| h.iter().count())
+    };
+    let keys = [b"k0".to_vec(), b"k1".to_vec(), b"k9".to_vec()];
+    let expected = |to: i64| -> Vec<Vec<Rowid>> {
+        let mut out: Vec<Vec<Rowid>> = (0..2)
+            .map(|k| {
+                (0..to)
+                    .filter(|i| i % 3 == k)
+                    .map(|i| i * 1_000_000_007)
+                    .collect()
+            })
+            .collect();
+        out.push(Vec::new());
+        out
+    };
+    {
+        let store = EmbeddedStore::open(dir.path()).expect("open");
+        store.create_keyspace("ks").expect("ks");
+        store.create_table("ks", &s).expect("table");
+        write(&store, 0, 10);
+        write(&store, 10, 20);
+        assert_eq!(pending(&store), Some(2));
+        store.sync().expect("sync");
+    }
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert_eq!(pending(&store), Some(2), "records survive reopening");
+    let index = &s.indexes[0].table;
+    let found = store.lookup_non_unique("ks", index, &keys).expect("lookup");
+    assert_eq!(found, expected(20));
+    assert_eq!(pending(&store), Some(0), "moved by the first read");
+    write(&store, 20, 30);
+    assert_eq!(store.count_rows("ks", index).expect("count"), 30);
+    write(&store, 30, 40);
+    let found = store.lookup_non_unique("ks", index, &keys).expect("lookup");
+    assert_eq!(found, expected(40));
+    store.drop_table("ks", &s.data).expect("drop");
+    store.drop_table("ks", index).expect("drop index");
+    assert_eq!(pending(&store), None);
+}
+
+#[test]
+fn suite_runs_on_one_shared_store() {
+    let store = temp_store();
+    crate::store::suite::run_all(&*store);
+    // Cases clean up after themselves.
+    assert_eq!(store.list_keyspaces().expect("list"), Vec::<String>::new());
+}
+
+#[test]
+fn rowid_encoding_orders_numerically() {
+    let ids = [i64::MIN, i64::MIN + 1, -2, -1, 0, 1, i64::MAX - 1, i64::MAX];
+    for pair in ids.windows(2) {
+        assert!(encode_rowid(pair[0]) < encode_rowid(pair[1]), "{pair:?}");
+    }
+    for id in ids {
+        assert_eq!(decode_rowid(&encode_rowid(id)), Some(id));
+    }
+    assert_eq!(decode_rowid(b"short"), None);
+}
+
+#[test]
+fn data_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ks = "persist";
+    let s = spec(
+        "orders",
+        1,
+        &[
+            ("idx_orders_id", IndexKind::Unique),
+            ("idx_orders_cust", IndexKind::NonUnique),
+        ],
+    );
+    let mut rng = Rng::new(9);
+    let rows: Vec<RowWrite> = (0..2000u32)
+        .map(|i| {
+            let id = format!("id{i}");
+            let cust = format!("c{}", i % 7);
+            row(
+                rng.rowid(),
+                &rng.bytes(30),
+                &[id.as_bytes(), cust.as_bytes()],
+            )
+        })
+        .collect();
+    let before = {
+        let store = EmbeddedStore::open(dir.path()).expect("open");
+        store.create_keyspace(ks).expect("create");
+        store.create_keyspace("persist_dropped").expect("create");
+        store.create_table(ks, &s).expect("create");
+        store
+            .write_rows(ks, &s, &rows, WriteMode::Insert)
+            .expect("write");
+        store.put_meta(ks, b"run/1", b"start").expect("put");
+        assert_eq!(store.next_run_id(ks).expect("next"), 1);
+        store.drop_keyspace("persist_dropped").expect("drop");
+        full_scan(&store, ks, &s.data, 500)
+    };
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert_eq!(store.list_keyspaces().expect("list"), vec![ks.to_owned()]);
+    assert_eq!(full_scan(&store, ks, &s.data, 500), before);
+    assert_eq!(before.len(), rows.len());
+    assert_eq!(
+        store.get_meta(ks, b"run/1").expect("get"),
+        Some(b"start".to_vec())
+    );
+    assert_eq!(store.next_run_id(ks).expect("next"), 2);
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("id{i}").into_bytes()).collect();
+    let holders = store
+        .lookup_unique(ks, &s.indexes[0].table, &keys)
+        .expect("lookup");
+    let want: Vec<Option<Rowid>> = rows.iter().map(|r| Some(r.rowid)).collect();
+    assert_eq!(holders, want);
+    // Duplicate detection still sees the keys written before the reopen.
+    let report = store
+        .write_rows(ks, &s, &[row(5, b"x", &[b"id0", b"c0"])], WriteMode::Insert)
+        .expect("write");
+    assert_eq!(report.duplicates.len(), 1);
+}
+
+#[test]
+fn shared_between_threads_as_arc() {
+    let store: Arc<TempStore> = Arc::new(temp_store());
+    let ks = "arc";
+    store.create_keyspace(ks).expect("create");
+    let s = spec("t", 1, &[("u", IndexKind::Unique)]);
+    store.create_table(ks, &s).expect("create");
+    let handles: Vec<_> = (0..4i64)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let dyn_store: &dyn Store = &**store;
+                for b in 0..5i64 {
+                    let rows: Vec<RowWrite> = (0..100i64)
+                        .map(|i| {
+                            let n = (t * 5 + b) * 100 + i;
+                            row(n, &n.to_le_bytes(), &[&n.to_be_bytes()])
+                        })
+                        .collect();
+                    let report = dyn_store
+                        .write_rows(ks, &s, &rows, WriteMode::Insert)
+                        .expect("write");
+                    assert!(report.duplicates.is_empty());
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+    assert_eq!(store.count_rows(ks, &s.data).expect("count"), 2000);
+}
