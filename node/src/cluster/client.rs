@@ -65,6 +65,9 @@ impl ClientError {
     }
 }
 
+/// How long a client goes round its peers before it reports that none answered.
+const UNREACHABLE_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl ClusterClient {
     /// Connects with the client certificate `<tls_dir>/<name>.pem` (and `ca.pem`) to the peers
     /// at `addrs` (comma-separated `host:port`); calls try them in order.
@@ -109,25 +112,34 @@ impl ClusterClient {
     }
 
     fn call(&self, req: &PeerRequest) -> Result<PeerResponse, ClientError> {
-        let mut last = String::new();
-        for addr in &self.addrs {
-            match self
-                .rt
-                .block_on(self.transport.call::<_, PeerResponse>(*addr, None, req))
-            {
-                Ok(PeerResponse::Refused(r)) => return Err(ClientError::Refused(r)),
-                Ok(r) => return Ok(r),
-                Err(e) if e.is_retryable() => last = e.to_string(),
-                Err(TransportError::Refused { reason, .. }) => {
-                    return Err(ClientError::Refused(reason));
+        // During a rolling restart every peer may be down for a moment in turn: go round the
+        // list again for a while before saying no peer answered. A resent command is safe:
+        // the ledger answers a resent plan, start or stop with what it already did.
+        let deadline = std::time::Instant::now() + UNREACHABLE_WAIT;
+        loop {
+            let mut last = String::new();
+            for addr in &self.addrs {
+                match self
+                    .rt
+                    .block_on(self.transport.call::<_, PeerResponse>(*addr, None, req))
+                {
+                    Ok(PeerResponse::Refused(r)) => return Err(ClientError::Refused(r)),
+                    Ok(r) => return Ok(r),
+                    Err(e) if e.is_retryable() => last = e.to_string(),
+                    Err(TransportError::Refused { reason, .. }) => {
+                        return Err(ClientError::Refused(reason));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
-                Err(e) => return Err(e.into()),
             }
+            if std::time::Instant::now() >= deadline {
+                return Err(ClientError::Unreachable {
+                    addrs: self.spec.clone(),
+                    last,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
         }
-        Err(ClientError::Unreachable {
-            addrs: self.spec.clone(),
-            last,
-        })
     }
 
     /// Commits a command (plans, runs, stops) and returns its events.
