@@ -1,14 +1,33 @@
-//! The embedded backend: one fjall database per data directory (the default, one machine).
+//! The embedded backend (the default, one machine): rows in immutable segment files, indexes,
+//! segment manifests and workflow records in one fjall database.
 //!
-//! Layout: every table is its own fjall keyspace (its own LSM tree), named
-//! `<keyspace>#<kind>#<table>_<run>` with kind `d` (data), `u` (unique index) or `n`
-//! (non-unique index); `<keyspace>#m` holds the workflow records and marks that the keyspace
-//! exists. Separate trees keep each table's keys dense for range scans, make dropping a
-//! table or keyspace a cheap tree deletion instead of a range delete, and let one write batch
-//! span a data table and its indexes atomically. `#` cannot occur in validated names, so the
-//! mapping is unambiguous.
+//! Directory layout (format version 1, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
+//! - `index/`: the fjall database;
+//! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables.
 //!
-//! - data: `rowid` → row bytes
+//! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
+//! a file of its rows sorted by rowid in 64 KiB checksummed pages with an offset index (see
+//! [`segment`]). A table is written batch by batch and never updated in place, so an LSM tree's
+//! memtables, flushes and compactions bought nothing for rows: a segment is written once,
+//! sequentially, and read by offset. The segment is published by its manifest entry in the data
+//! table's fjall tree (`batch u32 BE ‖ part` → `generation u64 BE`, where the part is the first
+//! rowid of the call in input order), committed in the same fjall write batch as the call's index
+//! entries. A file no manifest entry names is invisible and removed at the next open, so a
+//! crash mid-write never leaves a half-visible segment. A re-run of a batch writes the same
+//! calls again, so each new segment replaces the old one of the same (batch, part) whole;
+//! the old file is deleted when its last reader lets go.
+//!
+//! Reads go through a table's directory (built on first read after a change): all rowids of its
+//! segments merged in rowid order, each with its segment and offset, bucketed by the rowid's
+//! top bits, so `rowid → segment → offset` is a bucket lookup, not a search. A rowid written
+//! again in a later segment is read from the newest one. Data pages are read through one block
+//! cache shared by all tables.
+//!
+//! fjall keyspaces are named `<keyspace>#<kind>#<table>_<run>` with kind `d` (data: the
+//! segment manifest), `u` (unique index) or `n` (non-unique index); `<keyspace>#m` holds the
+//! workflow records and marks that the keyspace exists. `#` cannot occur in validated names,
+//! so the mapping is unambiguous.
+//!
 //! - unique index: `xxh3_128(key)` → `rowid ‖ key`
 //! - non-unique index: `xxh3_128(key)[..12] ‖ rowid` → `key`
 //! - pending entries of a non-unique index (`<keyspace>#p#<index>_<run>`): one record per
@@ -25,15 +44,15 @@
 //! hash collision can never return another key's rows.
 //! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
 //!
-//! Rowids are encoded big-endian with the sign bit flipped, so byte order is numeric order and
-//! a batch's rowid range is one contiguous key range.
+//! Rowids in fjall keys are encoded big-endian with the sign bit flipped, so byte order is
+//! numeric order.
 //!
-//! A write call becomes one fjall write batch (fjall is fastest with batch-shaped writes).
-//! Unique-index checks and claims run under a per-index mutex held until the batch is
+//! Unique-index checks and claims run under a per-index mutex held until the write batch is
 //! committed, so two executor threads cannot both claim a key.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
@@ -45,8 +64,21 @@ use super::{
     validate_table_name,
 };
 
-/// Block cache size: lookups and get_rows are point reads over recently written tables.
-const CACHE_BYTES: u64 = 256 * 1024 * 1024;
+mod format;
+mod segment;
+
+pub(crate) use format::describe as describe_format;
+use segment::{BlockCache, Directory, Segment, SegmentError};
+
+/// The fjall database, under the store directory.
+const INDEX_DIR: &str = "index";
+/// The segment files, under the store directory.
+const SEGMENTS_DIR: &str = "segments";
+/// Block cache of segment pages shared by all tables.
+const BLOCK_CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// fjall's block cache: index lookups are point reads over recently written indexes.
+const CACHE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Meta key prefix of caller records (the run counter lives under `COUNTER_KEY`).
 const META_USER_PREFIX: u8 = 1;
@@ -187,9 +219,163 @@ fn invalid(detail: String) -> StoreError {
     StoreError::InvalidArgument { detail }
 }
 
-/// The embedded [`Store`] on fjall; share it as `Arc<EmbeddedStore>` between threads.
+fn segment_err<'a>(
+    keyspace: &'a str,
+    table: &'a TableRef,
+    op: &'static str,
+) -> impl Fn(SegmentError) -> StoreError + 'a {
+    move |e| match e {
+        SegmentError::Io(source) => StoreError::Io { op, source },
+        SegmentError::Corrupt(detail) => corrupt(keyspace, table, &detail),
+    }
+}
+
+/// A segment's place in its table: (batch, first rowid of the write call in input order).
+type SegmentKey = (u32, i64);
+
+/// The manifest entry key of a segment.
+fn manifest_key((batch, part): SegmentKey) -> [u8; 12] {
+    let mut k = [0; 12];
+    k[..4].copy_from_slice(&batch.to_be_bytes());
+    k[4..].copy_from_slice(&encode_rowid(part));
+    k
+}
+
+/// A manifest entry: the segment's key and generation.
+fn decode_manifest(key: &[u8], value: &[u8]) -> Option<(SegmentKey, u64)> {
+    let batch = u32::from_be_bytes(key.get(..4)?.try_into().ok()?);
+    let part = decode_rowid(key.get(4..)?)?;
+    let generation = u64::from_be_bytes(value.try_into().ok()?);
+    Some(((batch, part), generation))
+}
+
+/// The segments of one data table.
+struct TableData {
+    /// Where its segment files live.
+    dir: PathBuf,
+    state: Mutex<TableState>,
+}
+
+#[derive(Default)]
+struct TableState {
+    /// The published segments.
+    segments: BTreeMap<SegmentKey, Arc<Segment>>,
+    /// The directory over `segments`, dropped by every publication and rebuilt by the next read.
+    directory: Option<Arc<Directory>>,
+}
+
+impl TableData {
+    fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            state: Mutex::new(TableState::default()),
+        }
+    }
+
+    /// Retires every segment: their files go when the last reader lets go.
+    fn retire_all(&self) {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for seg in state.segments.values() {
+            seg.retire();
+        }
+    }
+}
+
+/// Reads the segment manifests of every data table and removes what they do not name: files
+/// of writes that crashed before their manifest entry was committed, files of replaced
+/// segments, and directories of dropped tables. Returns the tables and the highest segment
+/// generation seen.
+fn load_segments(
+    root: &Path,
+    handles: &HashMap<String, Keyspace>,
+) -> Result<(HashMap<String, Arc<TableData>>, u64), StoreError> {
+    let io = |source| StoreError::Io { op: "open", source };
+    let mut tables = HashMap::new();
+    let mut max_generation = 0;
+    for (name, handle) in handles {
+        let Some((keyspace, storage)) = name.split_once("#d#") else {
+            continue;
+        };
+        let dir = root.join(keyspace).join(storage);
+        let bad = || StoreError::Corrupt {
+            keyspace: keyspace.to_owned(),
+            table: storage.to_owned(),
+            detail: "segment manifest entry of the wrong shape".to_owned(),
+        };
+        let mut state = TableState::default();
+        for guard in handle.iter() {
+            let (k, v) = guard.into_inner().map_err(|e| fjall_err("open", e))?;
+            let (key, generation) = decode_manifest(&k, &v).ok_or_else(bad)?;
+            max_generation = max_generation.max(generation);
+            state
+                .segments
+                .insert(key, Arc::new(Segment::existing(&dir, generation)));
+        }
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let data = TableData {
+            dir,
+            state: Mutex::new(state),
+        };
+        tables.insert(name.clone(), Arc::new(data));
+    }
+    std::fs::create_dir_all(root).map_err(io)?;
+    for ks in std::fs::read_dir(root).map_err(io)? {
+        let ks = ks.map_err(io)?;
+        // Only directories are ours here; leave anything else alone.
+        if !ks.file_type().map_err(io)?.is_dir() {
+            continue;
+        }
+        let ks_name = ks.file_name().to_string_lossy().into_owned();
+        let mut kept_any = false;
+        for t in std::fs::read_dir(ks.path()).map_err(io)? {
+            let t = t.map_err(io)?;
+            if !t.file_type().map_err(io)?.is_dir() {
+                continue;
+            }
+            let tree = format!("{ks_name}#d#{}", t.file_name().to_string_lossy());
+            let Some(data) = tables.get(&tree) else {
+                std::fs::remove_dir_all(t.path()).map_err(io)?;
+                continue;
+            };
+            kept_any = true;
+            let state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let named: std::collections::HashSet<&Path> =
+                state.segments.values().map(|s| s.path()).collect();
+            for f in std::fs::read_dir(t.path()).map_err(io)? {
+                let path = f.map_err(io)?.path();
+                // Leftovers count too: a generation is never given to two files.
+                if let Some(g) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(segment::parse_file_name)
+                {
+                    max_generation = max_generation.max(g);
+                }
+                if !named.contains(path.as_path()) {
+                    std::fs::remove_file(&path).map_err(io)?;
+                }
+            }
+        }
+        if !kept_any && !handles.contains_key(&meta_name(&ks_name)) {
+            std::fs::remove_dir_all(ks.path()).map_err(io)?;
+        }
+    }
+    Ok((tables, max_generation))
+}
+
+/// The embedded [`Store`] on segments and fjall; share it as `Arc<EmbeddedStore>` between threads.
 pub struct EmbeddedStore {
     db: Database,
+    /// `<store dir>/segments`.
+    segments_root: PathBuf,
+    /// Segments of every data table, by the fjall keyspace name of its manifest.
+    tables: RwLock<HashMap<String, Arc<TableData>>>,
+    /// Pages of segment files.
+    cache: BlockCache,
+    /// The generation of the next segment written (above every one on disk at open).
+    next_generation: AtomicU64,
+    /// Segment files written since the last [`Store::sync`].
+    unsynced: Mutex<Vec<PathBuf>>,
     /// Open handles by fjall keyspace name; fjall's own lookup takes a write lock, this does not.
     handles: RwLock<HashMap<String, Keyspace>>,
     /// Serialises creating and dropping keyspaces and tables.
@@ -205,9 +391,13 @@ impl std::fmt::Debug for EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the store in `dir`; one process at a time may open a directory.
+    /// Opens (or creates) the store in `dir`; one process at a time may open a directory. A
+    /// directory of another format version (or of the unversioned layout before version 1)
+    /// is refused with [`StoreError::UnsupportedFormat`].
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let db = Database::builder(dir)
+        format::check_or_init(dir)?;
+        // fjall locks its directory: a second process fails here, before touching segments.
+        let db = Database::builder(dir.join(INDEX_DIR))
             .cache_size(CACHE_BYTES)
             .open()
             .map_err(|e| fjall_err("open", e))?;
@@ -223,12 +413,56 @@ impl EmbeddedStore {
                 .map_err(|e| fjall_err("open", e))?;
             handles.insert(name.to_owned(), handle);
         }
+        let segments_root = dir.join(SEGMENTS_DIR);
+        let (tables, max_generation) = load_segments(&segments_root, &handles)?;
         Ok(Self {
             db,
+            segments_root,
+            tables: RwLock::new(tables),
+            cache: BlockCache::new(BLOCK_CACHE_BYTES),
+            next_generation: AtomicU64::new(max_generation + 1),
+            unsynced: Mutex::new(Vec::new()),
             handles: RwLock::new(handles),
             ddl: Mutex::new(()),
             key_locks: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn segment_dir(&self, keyspace: &str, table: &TableRef) -> PathBuf {
+        self.segments_root.join(keyspace).join(table.storage_name())
+    }
+
+    /// The segments of an existing data table.
+    fn table_data(&self, keyspace: &str, table: &TableRef) -> Result<Arc<TableData>, StoreError> {
+        let map = self.tables.read().unwrap_or_else(PoisonError::into_inner);
+        map.get(&table_name(keyspace, Kind::Data, table))
+            .cloned()
+            .ok_or_else(|| StoreError::NoSuchTable {
+                keyspace: keyspace.to_owned(),
+                table: table.storage_name(),
+            })
+    }
+
+    /// The current directory of an existing data table, built if the table changed since.
+    fn directory(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        op: &'static str,
+    ) -> Result<Arc<Directory>, StoreError> {
+        self.table(keyspace, Kind::Data, table)?;
+        let data = self.table_data(keyspace, table)?;
+        // Built under the table's lock: concurrent readers wait for one build.
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = &state.directory {
+            return Ok(Arc::clone(d));
+        }
+        let mut segments: Vec<Arc<Segment>> = state.segments.values().cloned().collect();
+        segments.sort_by_key(|s| s.generation);
+        let directory =
+            Arc::new(Directory::build(segments).map_err(segment_err(keyspace, table, op))?);
+        state.directory = Some(Arc::clone(&directory));
+        Ok(directory)
     }
 
     fn handle(&self, name: &str) -> Option<Keyspace> {
@@ -298,6 +532,20 @@ impl EmbeddedStore {
                 self.db
                     .delete_keyspace(handle)
                     .map_err(|e| fjall_err(op, e))?;
+            }
+            // The manifest is gone, so the segments are unreachable: their files go now (a
+            // crash before that leaves a directory the next open removes).
+            let data = {
+                let mut map = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+                map.remove(name)
+            };
+            if let Some(data) = data {
+                data.retire_all();
+                match std::fs::remove_dir_all(&data.dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(source) => return Err(StoreError::Io { op, source }),
+                }
             }
             let mut locks = self
                 .key_locks
@@ -400,6 +648,16 @@ impl Store for EmbeddedStore {
         names.retain(|n| *n != meta);
         names.push(meta);
         self.delete(&names, "drop_keyspace")?;
+        match std::fs::remove_dir_all(self.segments_root.join(keyspace)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StoreError::Io {
+                    op: "drop_keyspace",
+                    source,
+                });
+            }
+        }
         self.sync()
     }
 
@@ -449,6 +707,16 @@ impl Store for EmbeddedStore {
         }
         for (kind, table) in wanted {
             self.create(table_name(keyspace, kind, table), "create_table")?;
+            if kind == Kind::Data {
+                let dir = self.segment_dir(keyspace, table);
+                std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                    op: "create_table",
+                    source,
+                })?;
+                let mut map = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+                map.entry(table_name(keyspace, kind, table))
+                    .or_insert_with(|| Arc::new(TableData::new(dir)));
+            }
             if kind == Kind::NonUnique {
                 self.create(pending_name(keyspace, table), "create_table")?;
             }
@@ -478,6 +746,9 @@ impl Store for EmbeddedStore {
         validate_keyspace_name(keyspace)?;
         validate_table_name(&table.name)?;
         let kind = self.existing_kind(keyspace, table).unwrap_or(Kind::Data);
+        if kind == Kind::Data {
+            return Ok(self.directory(keyspace, table, "count_rows")?.len() as u64);
+        }
         let handle = self.table(keyspace, kind, table)?;
         if kind == Kind::NonUnique {
             self.drain_pending(keyspace, table, &handle)?;
@@ -582,16 +853,53 @@ impl Store for EmbeddedStore {
 
         // Entries go into the batch in key order per tree: memtable inserts then walk the
         // skiplist near the previous insert, which is markedly faster than random order.
-        let per_row = 1 + spec.indexes.len();
-        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), rows.len() * per_row);
+        let mut batch =
+            OwnedWriteBatch::with_capacity(self.db.clone(), rows.len() * unique.len() + 4);
+        // Stable: rows with equal rowids stay in input order, so the last one written wins.
         let mut kept: Vec<usize> = (0..rows.len()).filter(|&r| keep[r]).collect();
         kept.sort_by_key(|&r| rows[r].rowid);
-        for &r in &kept {
-            batch.insert(
-                &data,
-                &encode_rowid(rows[r].rowid)[..],
-                rows[r].row.as_slice(),
+        let table = self.table_data(keyspace, &spec.data)?;
+        let mut written: Vec<(SegmentKey, Segment)> = Vec::new();
+        let mut batches: Vec<u32> = kept.iter().map(|&r| rows[r].batch_idx).collect();
+        batches.sort_unstable();
+        batches.dedup();
+        let mut buf = Vec::new();
+        for b in batches {
+            let mut mine: Vec<usize> = Vec::with_capacity(kept.len());
+            for &r in &kept {
+                if rows[r].batch_idx != b {
+                    continue;
+                }
+                match mine.last_mut() {
+                    Some(last) if rows[*last].rowid == rows[r].rowid => *last = r,
+                    _ => mine.push(r),
+                }
+            }
+            // The call's first row of the batch (kept or not) names the segment, so the re-run
+            // of the batch (the same rows in the same calls) replaces it.
+            let Some(first) = rows.iter().position(|r| r.batch_idx == b) else {
+                continue;
+            };
+            let key = (b, rows[first].rowid);
+            let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+            let segment = Segment::write(
+                &table.dir,
+                generation,
+                mine.iter()
+                    .map(|&r| (rows[r].rowid, rows[r].row.as_slice())),
+                &mut buf,
             );
+            let segment = match segment {
+                Ok(s) => s,
+                Err(e) => {
+                    for (_, s) in &written {
+                        s.retire();
+                    }
+                    return Err(segment_err(keyspace, &spec.data, "write_rows")(e));
+                }
+            };
+            batch.insert(&data, &manifest_key(key)[..], &generation.to_be_bytes()[..]);
+            written.push((key, segment));
         }
         for (i, index) in spec.indexes.iter().enumerate() {
             if index.kind != IndexKind::NonUnique {
@@ -637,7 +945,26 @@ impl Store for EmbeddedStore {
                 batch.insert(&indexes[u], &hashed[..], value.as_slice());
             }
         }
-        batch.commit().map_err(|e| fjall_err("write_rows", e))?;
+        // Commit and publish under the table's lock, so the segments readers see are the ones
+        // the manifest names.
+        let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = batch.commit() {
+            for (_, s) in &written {
+                s.retire();
+            }
+            return Err(fjall_err("write_rows", e));
+        }
+        if !written.is_empty() {
+            let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
+            for (key, segment) in written {
+                unsynced.push(segment.path().to_path_buf());
+                if let Some(old) = state.segments.insert(key, Arc::new(segment)) {
+                    old.retire();
+                }
+            }
+            state.directory = None;
+        }
+        drop(state);
         Ok(WriteReport {
             rows_written: kept.len(),
             duplicates,
@@ -650,25 +977,15 @@ impl Store for EmbeddedStore {
         table: &TableRef,
         rowids: &[Rowid],
     ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let data = self.table(keyspace, Kind::Data, table)?;
-        let mut out = vec![None; rowids.len()];
-        let mut order: Vec<usize> = (0..rowids.len()).collect();
-        order.sort_by_key(|&i| rowids[i]);
-        let mut prev: Option<usize> = None;
-        for i in order {
-            if let Some(p) = prev
-                && rowids[p] == rowids[i]
-            {
-                out[i] = out[p].clone();
-                continue;
-            }
-            let value = data
-                .get(encode_rowid(rowids[i]))
-                .map_err(|e| fjall_err("get_rows", e))?;
-            out[i] = value.map(|v| v.to_vec());
-            prev = Some(i);
-        }
-        Ok(out)
+        let directory = self.directory(keyspace, table, "get_rows")?;
+        let err = segment_err(keyspace, table, "get_rows");
+        rowids
+            .iter()
+            .map(|&rowid| match directory.find(rowid) {
+                Some(i) => directory.row(i, &self.cache).map(Some).map_err(&err),
+                None => Ok(None),
+            })
+            .collect()
     }
 
     fn lookup_unique(
@@ -765,26 +1082,25 @@ impl Store for EmbeddedStore {
         if page_size == 0 {
             return Err(invalid("scan page size must be at least 1".to_owned()));
         }
-        let data = self.table(keyspace, Kind::Data, table)?;
+        let directory = self.directory(keyspace, table, "scan_batch")?;
         let first = match resume_after {
             None => range.first,
             Some(after) if after < range.first => range.first,
             Some(after) if after >= range.last => return Ok(ScanPage::default()),
             Some(after) => after + 1,
         };
+        let err = segment_err(keyspace, table, "scan_batch");
         let mut rows = Vec::with_capacity(page_size.min(4096));
-        let mut more = false;
-        let bounds = encode_rowid(first)..=encode_rowid(range.last);
-        for guard in data.range(bounds) {
-            if rows.len() == page_size {
-                more = true;
+        let mut at = directory.lower_bound(first);
+        while at < directory.len() && rows.len() < page_size {
+            let rowid = directory.rowid(at);
+            if rowid > range.last {
                 break;
             }
-            let (k, v) = guard.into_inner().map_err(|e| fjall_err("scan_batch", e))?;
-            let rowid = decode_rowid(&k)
-                .ok_or_else(|| corrupt(keyspace, table, "data key is not a rowid"))?;
-            rows.push((rowid, v.to_vec()));
+            rows.push((rowid, directory.row(at, &self.cache).map_err(&err)?));
+            at += 1;
         }
+        let more = at < directory.len() && directory.rowid(at) <= range.last;
         let resume_after = if more { rows.last().map(|r| r.0) } else { None };
         Ok(ScanPage { rows, resume_after })
     }
@@ -856,6 +1172,32 @@ impl Store for EmbeddedStore {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        // Segment files first, then the manifests that name them.
+        let paths =
+            std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut dirs: Vec<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        let synced = paths
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(dirs)
+            .try_for_each(
+                |p| match std::fs::File::open(p).and_then(|f| f.sync_all()) {
+                    Ok(()) => Ok(()),
+                    // Replaced or dropped since: nothing to make durable.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(source) => Err(StoreError::Io { op: "sync", source }),
+                },
+            );
+        if let Err(e) = synced {
+            // Keep them for the next attempt.
+            self.unsynced
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(paths);
+            return Err(e);
+        }
         self.db
             .persist(PersistMode::SyncAll)
             .map_err(|e| fjall_err("sync", e))
@@ -865,3 +1207,6 @@ impl Store for EmbeddedStore {
 #[cfg(test)]
 #[path = "embedded_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod segment_tests;

@@ -319,6 +319,23 @@ pub enum StoreError {
     /// until the retry budget ran out; retryable later, e.g. by re-running the batch.
     #[error("{0}")]
     RetriesExhausted(Box<RetriesExhausted>),
+    /// The embedded store directory was written in another on-disk format than this build
+    /// reads (or in the unversioned layout from before formats were recorded); refused, never
+    /// misread.
+    #[error(
+        "the embedded store in {dir} has {}, but this build reads format version {expected} \
+         only: open it with the Plexus release that wrote it, or use another data directory",
+        embedded::describe_format(*found),
+        dir = dir.display()
+    )]
+    UnsupportedFormat {
+        /// The store directory.
+        dir: std::path::PathBuf,
+        /// The version recorded there; `None` for the unversioned fjall-only layout.
+        found: Option<u32>,
+        /// The version this build reads.
+        expected: u32,
+    },
     /// Any other backend failure (e.g. a poisoned embedded database); not retryable.
     #[error("store backend failure during {op}: {detail}")]
     Backend {

@@ -1,0 +1,590 @@
+//! Immutable data segments of the embedded store, the table directory over them and the block
+//! cache they are read through (see the module doc of `embedded` for how they are published).
+//!
+//! A segment file holds the rows of one write call of one batch, sorted by rowid, and is never
+//! changed after it is written:
+//!
+//! ```text
+//! magic "PLXSEG01"
+//! data     (row length u32 LE ‖ row bytes)*            rows in rowid order, one rowid once
+//! footer   block checksum u64 LE *                      xxh3_64 of each 16 KiB block of data
+//!          (rowid i64 LE ‖ data offset u64 LE)*         the offset index, in rowid order
+//! trailer  data length u64 LE ‖ rows u64 LE ‖ xxh3_64(footer) u64 LE ‖ magic
+//! ```
+//!
+//! Data is read in 16 KiB blocks (the pages), each checked against its checksum when it enters
+//! the cache, so a torn or foreign file is reported as corrupt, never misread.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// First and last 8 bytes of every segment file (format version 1 of the segment layout).
+const MAGIC: &[u8; 8] = b"PLXSEG01";
+/// Bytes per data block (page): the unit of reading, checksumming and caching. A scan in
+/// rowid order walks every segment of the table at once, so the blocks it needs at a time are
+/// one per segment: 16 KiB keeps that under the cache for tables of tens of thousands of
+/// segments while one read still fetches a hundred-odd rows.
+const BLOCK: u64 = 16 * 1024;
+/// Trailer: data length, rows, footer checksum, magic.
+const TRAILER: u64 = 32;
+/// Bits of a directory location that hold the data offset; the rest hold the segment.
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+/// File name suffix of segments; anything else in a table directory is not a segment.
+const SUFFIX: &str = ".seg";
+
+/// Why a segment could not be written or read.
+#[derive(Debug)]
+pub(super) enum SegmentError {
+    /// The file system failed.
+    Io(std::io::Error),
+    /// The file does not have the shape this module writes.
+    Corrupt(String),
+}
+
+impl From<std::io::Error> for SegmentError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Row bytes order: rowids with the sign bit flipped compare as unsigned numbers.
+pub(super) fn flip(rowid: i64) -> u64 {
+    rowid.cast_unsigned() ^ (1 << 63)
+}
+
+fn unflip(key: u64) -> i64 {
+    (key ^ (1 << 63)).cast_signed()
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut a = [0; 8];
+    if let Some(s) = bytes.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+/// Where a segment's data blocks are and what they must hash to.
+struct Layout {
+    data_len: u64,
+    block_sums: Vec<u64>,
+}
+
+/// One immutable segment file. Dropping the last reference to a retired segment (one replaced
+/// by a re-run, or of a dropped table) deletes its file, so a reader that still holds the old
+/// directory reads the old rows whole while the new ones are already published.
+pub(super) struct Segment {
+    /// Unique in the store directory and never reused: names the file and keys the cache.
+    pub(super) generation: u64,
+    path: PathBuf,
+    /// Filled when the file is written or first read.
+    layout: OnceLock<Layout>,
+    retired: AtomicBool,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Segment({})", self.path.display())
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.retired.load(Ordering::Acquire) {
+            // Best effort: a file left behind is unreferenced and removed at the next open.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The file name of segment `generation`.
+pub(super) fn file_name(generation: u64) -> String {
+    format!("{generation:016x}{SUFFIX}")
+}
+
+/// The generation of a segment file name, `None` for any other file.
+pub(super) fn parse_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(SUFFIX)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+impl Segment {
+    /// A published segment of `dir` whose file is read when first needed.
+    pub(super) fn existing(dir: &Path, generation: u64) -> Self {
+        Self {
+            generation,
+            path: dir.join(file_name(generation)),
+            layout: OnceLock::new(),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// The segment's file.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Deletes the file once the last reader lets go of this segment.
+    pub(super) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Writes `rows` (strictly ascending rowids) as segment `generation` in `dir`, into a file
+    /// of its own that nothing refers to until the caller publishes it; `buf` is reused.
+    pub(super) fn write<'r>(
+        dir: &Path,
+        generation: u64,
+        rows: impl ExactSizeIterator<Item = (i64, &'r [u8])>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Self, SegmentError> {
+        let n = rows.len();
+        buf.clear();
+        buf.extend_from_slice(MAGIC);
+        let mut index: Vec<(i64, u64)> = Vec::with_capacity(n);
+        let mut prev: Option<i64> = None;
+        for (rowid, row) in rows {
+            if prev.is_some_and(|p| p >= rowid) {
+                return Err(SegmentError::Corrupt(format!(
+                    "rows not in strictly ascending rowid order at rowid {rowid}"
+                )));
+            }
+            prev = Some(rowid);
+            let len = u32::try_from(row.len())
+                .map_err(|_| SegmentError::Corrupt(format!("row {rowid} is larger than 4 GiB")))?;
+            index.push((rowid, (buf.len() - MAGIC.len()) as u64));
+            buf.extend_from_slice(&len.to_le_bytes());
+            buf.extend_from_slice(row);
+        }
+        let data_len = (buf.len() - MAGIC.len()) as u64;
+        if data_len > OFFSET_MASK {
+            return Err(SegmentError::Corrupt(format!(
+                "{data_len} bytes of rows in one write call (at most 1 TiB)"
+            )));
+        }
+        let block_sums: Vec<u64> = buf[MAGIC.len()..]
+            .chunks(BLOCK as usize)
+            .map(xxh3_64)
+            .collect();
+        let footer_start = buf.len();
+        for s in &block_sums {
+            buf.extend_from_slice(&s.to_le_bytes());
+        }
+        for (rowid, off) in &index {
+            buf.extend_from_slice(&rowid.to_le_bytes());
+            buf.extend_from_slice(&off.to_le_bytes());
+        }
+        let footer_sum = xxh3_64(&buf[footer_start..]);
+        buf.extend_from_slice(&data_len.to_le_bytes());
+        buf.extend_from_slice(&(n as u64).to_le_bytes());
+        buf.extend_from_slice(&footer_sum.to_le_bytes());
+        buf.extend_from_slice(MAGIC);
+        let path = dir.join(file_name(generation));
+        std::fs::write(&path, &buf[..])?;
+        let layout = OnceLock::new();
+        let _ = layout.set(Layout {
+            data_len,
+            block_sums,
+        });
+        Ok(Self {
+            generation,
+            path,
+            layout,
+            retired: AtomicBool::new(false),
+        })
+    }
+
+    fn corrupt(&self, what: &str) -> SegmentError {
+        SegmentError::Corrupt(format!("segment {}: {what}", self.path.display()))
+    }
+
+    /// Reads and checks the footer: the layout and the offset index.
+    fn read_footer(&self) -> Result<(Layout, Vec<(i64, u64)>), SegmentError> {
+        let file = File::open(&self.path)?;
+        let size = file.metadata()?.len();
+        if size < MAGIC.len() as u64 + TRAILER {
+            return Err(self.corrupt("shorter than header and trailer"));
+        }
+        let mut trailer = [0u8; TRAILER as usize];
+        file.read_exact_at(&mut trailer, size - TRAILER)?;
+        let mut head = [0u8; 8];
+        file.read_exact_at(&mut head, 0)?;
+        if &head != MAGIC || &trailer[24..] != MAGIC {
+            return Err(self.corrupt("not a segment of this format (magic)"));
+        }
+        let data_len = u64_at(&trailer, 0);
+        let rows = u64_at(&trailer, 8);
+        let footer_sum = u64_at(&trailer, 16);
+        let blocks = data_len.div_ceil(BLOCK);
+        let footer_len = blocks
+            .checked_mul(8)
+            .zip(rows.checked_mul(16))
+            .and_then(|(a, b)| a.checked_add(b));
+        let expected = footer_len
+            .and_then(|f| f.checked_add(data_len))
+            .and_then(|f| f.checked_add(MAGIC.len() as u64 + TRAILER));
+        let (Some(footer_len), Some(expected)) = (footer_len, expected) else {
+            return Err(self.corrupt("trailer sizes overflow"));
+        };
+        if expected != size {
+            return Err(self.corrupt(&format!("{size} bytes, the trailer describes {expected}")));
+        }
+        let mut footer = vec![0u8; footer_len as usize];
+        file.read_exact_at(&mut footer, MAGIC.len() as u64 + data_len)?;
+        if xxh3_64(&footer) != footer_sum {
+            return Err(self.corrupt("footer checksum mismatch"));
+        }
+        let sums_len = (blocks * 8) as usize;
+        let block_sums = footer[..sums_len]
+            .chunks_exact(8)
+            .map(|c| u64_at(c, 0))
+            .collect();
+        let index: Vec<(i64, u64)> = footer[sums_len..]
+            .chunks_exact(16)
+            .map(|c| (u64_at(c, 0).cast_signed(), u64_at(c, 8)))
+            .collect();
+        if index.windows(2).any(|w| w[0].0 >= w[1].0)
+            || index.last().is_some_and(|&(_, off)| off + 4 > data_len)
+        {
+            return Err(self.corrupt("offset index out of order or out of range"));
+        }
+        Ok((
+            Layout {
+                data_len,
+                block_sums,
+            },
+            index,
+        ))
+    }
+
+    /// The offset index (rowid, data offset), ascending, read from the file.
+    pub(super) fn index(&self) -> Result<Vec<(i64, u64)>, SegmentError> {
+        let (layout, index) = self.read_footer()?;
+        let _ = self.layout.set(layout);
+        Ok(index)
+    }
+
+    fn layout(&self) -> Result<&Layout, SegmentError> {
+        if let Some(l) = self.layout.get() {
+            return Ok(l);
+        }
+        let (layout, _) = self.read_footer()?;
+        let _ = self.layout.set(layout);
+        self.layout
+            .get()
+            .ok_or_else(|| self.corrupt("layout not set"))
+    }
+
+    /// Data block `b`, from the cache or the file (checked against its checksum).
+    fn block(&self, b: u64, cache: &BlockCache) -> Result<Arc<[u8]>, SegmentError> {
+        if let Some(block) = cache.get(self.generation, b) {
+            return Ok(block);
+        }
+        let layout = self.layout()?;
+        let start = b * BLOCK;
+        let sum = usize::try_from(b)
+            .ok()
+            .and_then(|i| layout.block_sums.get(i).copied())
+            .filter(|_| start < layout.data_len)
+            .ok_or_else(|| self.corrupt(&format!("block {b} beyond the data")))?;
+        let len = (layout.data_len - start).min(BLOCK) as usize;
+        let mut bytes = vec![0u8; len];
+        cache
+            .file(self)?
+            .read_exact_at(&mut bytes, MAGIC.len() as u64 + start)?;
+        if xxh3_64(&bytes) != sum {
+            return Err(self.corrupt(&format!("block {b} checksum mismatch")));
+        }
+        let block: Arc<[u8]> = bytes.into();
+        cache.insert(self.generation, b, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// Appends `len` data bytes from offset `at` to `out`, across blocks where needed.
+    fn read_span(
+        &self,
+        mut at: u64,
+        mut len: u64,
+        cache: &BlockCache,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SegmentError> {
+        while len > 0 {
+            let block = self.block(at / BLOCK, cache)?;
+            let from = (at % BLOCK) as usize;
+            let take = (block.len().saturating_sub(from) as u64).min(len);
+            if take == 0 {
+                return Err(self.corrupt("row runs past the data"));
+            }
+            out.extend_from_slice(&block[from..from + take as usize]);
+            at += take;
+            len -= take;
+        }
+        Ok(())
+    }
+
+    /// The row stored at data offset `at`.
+    pub(super) fn read_row(&self, at: u64, cache: &BlockCache) -> Result<Vec<u8>, SegmentError> {
+        let block = self.block(at / BLOCK, cache)?;
+        let from = (at % BLOCK) as usize;
+        // The common case: length and row inside one block, one cache lookup.
+        if let Some(len) = block.get(from..from + 4) {
+            let mut l = [0; 4];
+            l.copy_from_slice(len);
+            let len = u32::from_le_bytes(l) as usize;
+            if let Some(row) = block.get(from + 4..from + 4 + len) {
+                return Ok(row.to_vec());
+            }
+        }
+        let mut len = Vec::with_capacity(4);
+        self.read_span(at, 4, cache, &mut len)?;
+        let mut l = [0; 4];
+        l.copy_from_slice(&len);
+        let len = u64::from(u32::from_le_bytes(l));
+        let mut row = Vec::with_capacity(len as usize);
+        self.read_span(at + 4, len, cache, &mut row)?;
+        Ok(row)
+    }
+}
+
+/// Every row of a table: the rowids of all its segments merged (the newest segment wins a
+/// rowid written twice), with where each row lies. Built once per change of the table, then
+/// shared by its readers, who each see one consistent set of segments.
+pub(super) struct Directory {
+    segments: Vec<Arc<Segment>>,
+    /// (sign-flipped rowid, segment position ‖ data offset (`OFFSET_BITS`)), by rowid.
+    entries: Vec<(u64, u64)>,
+    /// Per value of a key's top bits: the first position with that prefix (and a final end);
+    /// rowids are hashes, so each bucket holds a handful of keys and a point read finds its
+    /// row without searching the table.
+    buckets: Vec<u32>,
+    shift: u32,
+}
+
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Directory({} rows in {} segments)",
+            self.entries.len(),
+            self.segments.len()
+        )
+    }
+}
+
+impl Directory {
+    /// Reads the offset indexes of `segments` (oldest first) and merges them.
+    pub(super) fn build(segments: Vec<Arc<Segment>>) -> Result<Self, SegmentError> {
+        if segments.len() >= 1 << (64 - OFFSET_BITS) {
+            return Err(SegmentError::Corrupt(format!(
+                "{} segments in one table",
+                segments.len()
+            )));
+        }
+        let mut entries: Vec<(u64, u64)> = Vec::new();
+        for (i, seg) in segments.iter().enumerate() {
+            let index = seg.index()?;
+            entries.reserve(index.len());
+            let high = (i as u64) << OFFSET_BITS;
+            entries.extend(index.into_iter().map(|(r, off)| (flip(r), high | off)));
+        }
+        // Equal rowids: the newest segment (highest position) first, and only it is kept.
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        entries.dedup_by_key(|e| e.0);
+        entries.shrink_to_fit();
+        if u32::try_from(entries.len()).is_err() {
+            return Err(SegmentError::Corrupt(format!(
+                "{} rows in one table (at most 2^32)",
+                entries.len()
+            )));
+        }
+        // About four keys per bucket, at most 2^24 buckets.
+        let bits = (usize::BITS - entries.len().leading_zeros()).saturating_sub(2);
+        let bits = bits.clamp(1, 24);
+        let shift = 64 - bits;
+        let mut buckets = Vec::with_capacity((1 << bits) + 1);
+        let mut at = 0usize;
+        for b in 0..(1u64 << bits) {
+            while at < entries.len() && (entries[at].0 >> shift) < b {
+                at += 1;
+            }
+            buckets.push(at as u32);
+        }
+        buckets.push(entries.len() as u32);
+        Ok(Self {
+            segments,
+            entries,
+            buckets,
+            shift,
+        })
+    }
+
+    /// Rows in the table.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn bucket(&self, key: u64) -> (usize, usize) {
+        let b = (key >> self.shift) as usize;
+        (self.buckets[b] as usize, self.buckets[b + 1] as usize)
+    }
+
+    /// The position of `rowid`, if the table has it.
+    pub(super) fn find(&self, rowid: i64) -> Option<usize> {
+        let key = flip(rowid);
+        let (lo, hi) = self.bucket(key);
+        self.entries[lo..hi]
+            .binary_search_by_key(&key, |e| e.0)
+            .ok()
+            .map(|i| lo + i)
+    }
+
+    /// The first position whose rowid is at least `rowid`.
+    pub(super) fn lower_bound(&self, rowid: i64) -> usize {
+        let key = flip(rowid);
+        let (lo, hi) = self.bucket(key);
+        lo + self.entries[lo..hi].partition_point(|e| e.0 < key)
+    }
+
+    /// The rowid at position `i` (< [`Directory::len`]).
+    pub(super) fn rowid(&self, i: usize) -> i64 {
+        unflip(self.entries[i].0)
+    }
+
+    /// The row at position `i` (< [`Directory::len`]).
+    pub(super) fn row(&self, i: usize, cache: &BlockCache) -> Result<Vec<u8>, SegmentError> {
+        let loc = self.entries[i].1;
+        let seg = &self.segments[(loc >> OFFSET_BITS) as usize];
+        seg.read_row(loc & OFFSET_MASK, cache)
+    }
+}
+
+/// Shards of the block cache (executor threads read concurrently).
+const SHARDS: usize = 16;
+/// Segment files kept open: opening a file per block read would triple its syscalls, and
+/// keeping every segment open could exhaust the default limit of 1,024 descriptors.
+const OPEN_FILES: usize = 256;
+
+type BlockKey = (u64, u64);
+
+/// Hashes a block key with one multiply: generations and block numbers are small distinct
+/// integers, and SipHash's resistance to chosen keys buys nothing here.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01B3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type KeyMap<V> = HashMap<BlockKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+#[derive(Default)]
+struct Shard {
+    map: KeyMap<Arc<[u8]>>,
+    order: VecDeque<BlockKey>,
+    bytes: usize,
+}
+
+/// Open segment files by generation, oldest opened first out.
+#[derive(Default)]
+struct Files {
+    open: HashMap<u64, Arc<File>>,
+    order: VecDeque<u64>,
+}
+
+/// Recently read data blocks of all segments, first in first out within a byte budget. Keys
+/// are segment generations, which are never reused, so a replaced segment's blocks are never
+/// served for its successor; they just age out.
+pub(super) struct BlockCache {
+    shards: Vec<Mutex<Shard>>,
+    shard_bytes: usize,
+    files: Mutex<Files>,
+}
+
+impl BlockCache {
+    /// A cache of about `bytes` bytes.
+    pub(super) fn new(bytes: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_bytes: (bytes / SHARDS).max(BLOCK as usize),
+            files: Mutex::new(Files::default()),
+        }
+    }
+
+    /// The open file of `segment`. A retired segment's file stays readable through a kept
+    /// descriptor until it ages out (its disk space is freed then).
+    fn file(&self, segment: &Segment) -> Result<Arc<File>, SegmentError> {
+        let g = segment.generation;
+        {
+            let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(f) = files.open.get(&g) {
+                return Ok(Arc::clone(f));
+            }
+        }
+        let file = Arc::new(File::open(segment.path())?);
+        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        if files.open.insert(g, Arc::clone(&file)).is_none() {
+            files.order.push_back(g);
+        }
+        while files.open.len() > OPEN_FILES {
+            let Some(old) = files.order.pop_front() else {
+                break;
+            };
+            files.open.remove(&old);
+        }
+        Ok(file)
+    }
+
+    fn shard(&self, key: BlockKey) -> &Mutex<Shard> {
+        let h = key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.1;
+        &self.shards[(h % SHARDS as u64) as usize]
+    }
+
+    fn get(&self, generation: u64, block: u64) -> Option<Arc<[u8]>> {
+        let key = (generation, block);
+        let shard = self
+            .shard(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        shard.map.get(&key).cloned()
+    }
+
+    fn insert(&self, generation: u64, block: u64, bytes: Arc<[u8]>) {
+        let key = (generation, block);
+        let mut shard = self
+            .shard(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let len = bytes.len();
+        if shard.map.insert(key, bytes).is_none() {
+            shard.order.push_back(key);
+            shard.bytes += len;
+        }
+        while shard.bytes > self.shard_bytes {
+            let Some(old) = shard.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = shard.map.remove(&old) {
+                shard.bytes -= b.len();
+            }
+        }
+    }
+}

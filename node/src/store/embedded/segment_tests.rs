@@ -1,0 +1,418 @@
+//! Tests of the segment layout through the embedded store: crashes mid-segment, re-runs
+//! replacing segments, point reads across segments, readers during a re-run, corrupt pages and
+//! the format version.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::*;
+use crate::store::suite::{Rng, full_scan, spec};
+
+/// A seed from `PLEXUS_TEST_SEED` or the clock, printed so a failure can be replayed.
+fn seed(test: &str) -> u64 {
+    let seed = std::env::var("PLEXUS_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    println!("{test}: PLEXUS_TEST_SEED={seed}");
+    seed
+}
+
+fn write(rowid: Rowid, batch_idx: u32, bytes: &[u8]) -> RowWrite {
+    RowWrite {
+        rowid,
+        batch_idx,
+        row: bytes.to_vec(),
+        keys: Vec::new(),
+    }
+}
+
+/// The segment files of table `t` run 1 in keyspace `ks`, sorted.
+fn segment_files(root: &Path, ks: &str) -> Vec<PathBuf> {
+    let dir = root.join(SEGMENTS_DIR).join(ks).join("t_00001");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("segment dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn open_with_table(dir: &Path) -> (EmbeddedStore, TableSpec) {
+    let store = EmbeddedStore::open(dir).expect("open");
+    let s = spec("t", 1, &[]);
+    store.create_keyspace("ks").expect("keyspace");
+    store.create_table("ks", &s).expect("table");
+    (store, s)
+}
+
+/// A segment file left by a crash (half written, or whole but never named by a manifest
+/// entry) is not visible after reopening and is removed; later writes do not reuse its name.
+#[test]
+fn crash_mid_segment_is_invisible_and_cleaned_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows: Vec<RowWrite> = (0..500)
+        .map(|i| write(i * 7919 - 1000, 0, &[i as u8; 33]))
+        .collect();
+    let before = {
+        let (store, s) = open_with_table(dir.path());
+        store
+            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .expect("write");
+        store.sync().expect("sync");
+        full_scan(&store, "ks", &s.data, 100)
+    };
+    let files = segment_files(dir.path(), "ks");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let whole = std::fs::read(&files[0]).expect("read segment");
+    let table_dir = files[0].parent().expect("parent").to_path_buf();
+    // A write that died halfway, and one that died just before its manifest commit.
+    let torn = table_dir.join(segment::file_name(1000));
+    std::fs::write(&torn, &whole[..whole.len() / 2]).expect("torn");
+    let unpublished = table_dir.join(segment::file_name(1001));
+    std::fs::write(&unpublished, &whole).expect("unpublished");
+    let stray = dir.path().join(SEGMENTS_DIR).join("ks").join("gone_00001");
+    std::fs::create_dir_all(&stray).expect("dropped table's dir");
+
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    let s = spec("t", 1, &[]);
+    assert_eq!(full_scan(&store, "ks", &s.data, 100), before);
+    assert_eq!(store.count_rows("ks", &s.data).expect("count"), 500);
+    assert_eq!(segment_files(dir.path(), "ks"), files, "leftovers removed");
+    assert!(
+        !stray.exists(),
+        "directory of a table without manifest removed"
+    );
+    // New segments get generations above every file seen, so never the leftovers' names.
+    store
+        .write_rows("ks", &s, &[write(1, 1, b"new")], WriteMode::Insert)
+        .expect("write");
+    let now = segment_files(dir.path(), "ks");
+    assert_eq!(now.len(), 2);
+    let newest = now
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().and_then(segment::parse_file_name))
+        .max();
+    assert!(newest > Some(1001), "{now:?}");
+    assert_eq!(
+        store.get_rows("ks", &s.data, &[1]).expect("get"),
+        vec![Some(b"new".to_vec())]
+    );
+}
+
+/// A re-run of a batch (the same calls, first rowids unchanged) replaces its segments whole:
+/// rows the re-run no longer writes are gone, other batches are untouched, the old files are
+/// deleted, and the result survives reopening.
+#[test]
+fn rerun_replaces_segments_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec("t", 1, &[]);
+    let call = |batch: u32, from: i64, to: i64, tag: u8| -> Vec<RowWrite> {
+        (from..to)
+            .map(|i| write(i * 1_000_003, batch, &[tag, i as u8]))
+            .collect()
+    };
+    let expected = {
+        let (store, _) = open_with_table(dir.path());
+        for c in [
+            call(0, 0, 100, b'a'),
+            call(0, 100, 200, b'a'),
+            call(1, 200, 300, b'a'),
+        ] {
+            store
+                .write_rows("ks", &s, &c, WriteMode::Insert)
+                .expect("write");
+        }
+        assert_eq!(segment_files(dir.path(), "ks").len(), 3);
+        // Batch 0 again: the first call now writes fewer rows, the second other bytes.
+        for c in [call(0, 0, 50, b'b'), call(0, 100, 200, b'b')] {
+            store
+                .write_rows("ks", &s, &c, WriteMode::Insert)
+                .expect("rerun");
+        }
+        assert_eq!(
+            segment_files(dir.path(), "ks").len(),
+            3,
+            "old files deleted"
+        );
+        let mut expected: Vec<(Rowid, Vec<u8>)> = call(0, 0, 50, b'b')
+            .into_iter()
+            .chain(call(0, 100, 200, b'b'))
+            .chain(call(1, 200, 300, b'a'))
+            .map(|r| (r.rowid, r.row))
+            .collect();
+        expected.sort();
+        assert_eq!(full_scan(&store, "ks", &s.data, 64), expected);
+        assert_eq!(store.count_rows("ks", &s.data).expect("count"), 250);
+        let gone = store
+            .get_rows("ks", &s.data, &[60 * 1_000_003, 10 * 1_000_003])
+            .expect("get");
+        assert_eq!(gone, vec![None, Some(vec![b'b', 10])]);
+        store.sync().expect("sync");
+        expected
+    };
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert_eq!(full_scan(&store, "ks", &s.data, 1000), expected);
+    assert_eq!(segment_files(dir.path(), "ks").len(), 3);
+}
+
+/// Point reads and scans over many segments of several batches (rows of random sizes, some
+/// larger than a page, some rowids written again by later calls) match a model of the table,
+/// before and after reopening.
+#[test]
+fn point_reads_and_scans_across_segments() {
+    let seed = seed("point_reads_and_scans_across_segments");
+    let mut rng = Rng::new(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec("t", 1, &[]);
+    let mut model: BTreeMap<Rowid, Vec<u8>> = BTreeMap::new();
+    let mut ids: Vec<Rowid> = Vec::new();
+    {
+        let (store, _) = open_with_table(dir.path());
+        for call in 0..40u32 {
+            let n = 1 + rng.below(300) as usize;
+            let rows: Vec<RowWrite> = (0..n)
+                .map(|_| {
+                    // One in five rowids is an earlier one: a later write of it wins.
+                    let rowid = if !ids.is_empty() && rng.below(5) == 0 {
+                        ids[rng.below(ids.len() as u64) as usize]
+                    } else {
+                        rng.rowid()
+                    };
+                    let len = if rng.below(50) == 0 {
+                        70_000 + rng.below(100_000) as usize
+                    } else {
+                        rng.below(200) as usize
+                    };
+                    write(rowid, call % 7, &rng.bytes(len))
+                })
+                .collect();
+            store
+                .write_rows("ks", &s, &rows, WriteMode::Insert)
+                .expect("write");
+            for r in rows {
+                ids.push(r.rowid);
+                model.insert(r.rowid, r.row);
+            }
+        }
+        check_against_model(&store, &s, &model, &mut rng);
+        store.sync().expect("sync");
+    }
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    check_against_model(&store, &s, &model, &mut rng);
+}
+
+fn check_against_model(
+    store: &EmbeddedStore,
+    s: &TableSpec,
+    model: &BTreeMap<Rowid, Vec<u8>>,
+    rng: &mut Rng,
+) {
+    let want: Vec<(Rowid, Vec<u8>)> = model.iter().map(|(k, v)| (*k, v.clone())).collect();
+    assert_eq!(
+        full_scan(store, "ks", &s.data, 1 + rng.below(500) as usize),
+        want
+    );
+    assert_eq!(
+        store.count_rows("ks", &s.data).expect("count"),
+        model.len() as u64
+    );
+    let mut ask: Vec<Rowid> = model.keys().copied().collect();
+    ask.extend((0..100).map(|_| rng.rowid()));
+    for i in (1..ask.len()).rev() {
+        ask.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let got = store.get_rows("ks", &s.data, &ask).expect("get_rows");
+    for (rowid, row) in ask.iter().zip(got) {
+        assert_eq!(row.as_ref(), model.get(rowid), "rowid {rowid}");
+    }
+    // Every batch of a 5-way split holds exactly its range.
+    let mut all = Vec::new();
+    for b in 0..5 {
+        let range = RowidRange::for_batch(b, 5).expect("range");
+        let part = crate::store::suite::scan_whole_batch(store, "ks", &s.data, b, 5, 37);
+        assert!(part.iter().all(|(r, _)| range.contains(*r)));
+        all.extend(part);
+    }
+    assert_eq!(all, want);
+}
+
+/// A reader during a re-run of a batch sees the old segment or the new one whole, never a mix,
+/// and never an error.
+#[test]
+fn reader_during_rerun_sees_old_or_new_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, s) = open_with_table(dir.path());
+    let store = Arc::new(store);
+    let rowids: Vec<Rowid> = (0..2000).map(|i| i * 4_611_686_018_427 - 3).collect();
+    let version =
+        |tag: u8| -> Vec<RowWrite> { rowids.iter().map(|&r| write(r, 0, &[tag; 100])).collect() };
+    store
+        .write_rows("ks", &s, &version(0), WriteMode::Insert)
+        .expect("write");
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let (store, s, done, rowids) = (
+                Arc::clone(&store),
+                s.clone(),
+                Arc::clone(&done),
+                rowids.clone(),
+            );
+            std::thread::spawn(move || -> usize {
+                let mut reads = 0;
+                while !done.load(Ordering::Acquire) {
+                    let rows: Vec<Vec<u8>> = if t == 0 {
+                        store
+                            .get_rows("ks", &s.data, &rowids)
+                            .expect("get_rows")
+                            .into_iter()
+                            .map(|r| r.expect("row present"))
+                            .collect()
+                    } else {
+                        let page = store
+                            .scan_batch("ks", &s.data, 0, 1, rowids.len(), None)
+                            .expect("scan");
+                        assert_eq!(page.rows.len(), rowids.len());
+                        page.rows.into_iter().map(|r| r.1).collect()
+                    };
+                    let tag = rows[0][0];
+                    assert!(
+                        rows.iter().all(|r| r[0] == tag),
+                        "mixed versions in one read"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for round in 1..=30u8 {
+        store
+            .write_rows("ks", &s, &version(round), WriteMode::Insert)
+            .expect("rerun");
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        let reads = r.join().expect("reader");
+        assert!(reads > 0);
+    }
+    let last = store.get_rows("ks", &s.data, &rowids[..1]).expect("get");
+    assert_eq!(last, vec![Some(vec![30; 100])]);
+    // Old segments' files went once their readers let go.
+    assert_eq!(segment_files(dir.path(), "ks").len(), 1);
+}
+
+/// A damaged page is reported as corrupt, never returned as a row.
+#[test]
+fn damaged_page_is_corrupt_not_misread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows: Vec<RowWrite> = (0..100).map(|i| write(i, 0, b"0123456789")).collect();
+    {
+        let (store, s) = open_with_table(dir.path());
+        store
+            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .expect("write");
+    }
+    let files = segment_files(dir.path(), "ks");
+    let mut bytes = std::fs::read(&files[0]).expect("read");
+    bytes[8 + 4 + 3] ^= 0x20;
+    std::fs::write(&files[0], &bytes).expect("damage");
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    let s = spec("t", 1, &[]);
+    let err = store.get_rows("ks", &s.data, &[0]).expect_err("damaged");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+/// A new store records its format version; a directory of the unversioned fjall-only layout
+/// or of another version is refused, naming the directory and both versions, and left as is.
+#[test]
+fn store_format_version_is_recorded_and_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(EmbeddedStore::open(dir.path()).expect("new store"));
+    let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
+    assert_eq!(recorded, "plexus-store-format 1\n");
+    drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
+
+    // Today's layout before version 1: a fjall database at the top of the directory.
+    let old = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Database::builder(old.path()).open().expect("fjall");
+        let ks = db
+            .keyspace("ks#m", KeyspaceCreateOptions::default)
+            .expect("keyspace");
+        ks.insert(b"\x01k", b"v").expect("insert");
+        db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    let listing = |p: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(p)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(old.path());
+    let err = EmbeddedStore::open(old.path()).expect_err("old layout refused");
+    match &err {
+        StoreError::UnsupportedFormat {
+            dir,
+            found,
+            expected,
+        } => {
+            assert_eq!(dir, old.path());
+            assert_eq!(*found, None);
+            assert_eq!(*expected, 1);
+        }
+        other => panic!("wrong error: {other}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains(&old.path().display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("no format version"), "{message}");
+    assert!(message.contains("format version 1"), "{message}");
+    assert_eq!(
+        listing(old.path()),
+        before,
+        "refused directory left untouched"
+    );
+
+    // A version from the future.
+    std::fs::write(
+        dir.path().join(format::FORMAT_FILE),
+        "plexus-store-format 7\n",
+    )
+    .expect("write");
+    let err = EmbeddedStore::open(dir.path()).expect_err("unknown version refused");
+    assert!(
+        matches!(
+            err,
+            StoreError::UnsupportedFormat {
+                found: Some(7),
+                expected: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("format version 7"), "{message}");
+    assert!(message.contains("format version 1"), "{message}");
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+
+    std::fs::write(dir.path().join(format::FORMAT_FILE), "garbage").expect("write");
+    let err = EmbeddedStore::open(dir.path()).expect_err("garbage refused");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+}
