@@ -171,7 +171,7 @@ impl StoreTarget {
     /// Opens the store for a read (history, statuses) or a drop: an embedded store that does
     /// not exist is an error, never created (a read creates nothing).
     pub fn open_existing(&self) -> Result<Arc<dyn Store>> {
-        if self.kind == StoreKind::Embedded && !self.data_dir.join("version").exists() {
+        if self.kind == StoreKind::Embedded && !EmbeddedStore::exists_in(&self.data_dir) {
             anyhow::bail!(
                 "no embedded store in {}: nothing has run there (give --data-dir where `planner run` wrote)",
                 self.data_dir.display()

@@ -428,6 +428,12 @@ impl EmbeddedStore {
         })
     }
 
+    /// True if `dir` holds an embedded store (of any format version, so that opening an old
+    /// one reports its version instead of "no store here"); a read must not create one.
+    pub fn exists_in(dir: &Path) -> bool {
+        format::holds_store(dir)
+    }
+
     fn segment_dir(&self, keyspace: &str, table: &TableRef) -> PathBuf {
         self.segments_root.join(keyspace).join(table.storage_name())
     }

@@ -77,6 +77,14 @@ pub(super) fn check_or_init(dir: &Path) -> Result<(), StoreError> {
         .map_err(io("open"))
 }
 
+/// True if `dir` holds a store of any format version (a version file or the markers of the
+/// unversioned layout).
+pub(super) fn holds_store(dir: &Path) -> bool {
+    std::iter::once(FORMAT_FILE)
+        .chain(UNVERSIONED_MARKERS)
+        .any(|m| dir.join(m).symlink_metadata().is_ok())
+}
+
 /// Describes a format version for [`StoreError::UnsupportedFormat`].
 pub(crate) fn describe(found: Option<u32>) -> String {
     match found {

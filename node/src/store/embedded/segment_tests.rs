@@ -336,7 +336,9 @@ fn damaged_page_is_corrupt_not_misread() {
 #[test]
 fn store_format_version_is_recorded_and_checked() {
     let dir = tempfile::tempdir().expect("tempdir");
+    assert!(!EmbeddedStore::exists_in(dir.path()));
     drop(EmbeddedStore::open(dir.path()).expect("new store"));
+    assert!(EmbeddedStore::exists_in(dir.path()));
     let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
     assert_eq!(recorded, "plexus-store-format 1\n");
     drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
@@ -360,6 +362,10 @@ fn store_format_version_is_recorded_and_checked() {
         names
     };
     let before = listing(old.path());
+    assert!(
+        EmbeddedStore::exists_in(old.path()),
+        "an old store is a store"
+    );
     let err = EmbeddedStore::open(old.path()).expect_err("old layout refused");
     match &err {
         StoreError::UnsupportedFormat {
