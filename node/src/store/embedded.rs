@@ -6,7 +6,7 @@
 //! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables.
 //!
 //! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
-//! a file of its rows sorted by rowid in 64 KiB checksummed pages with an offset index (see
+//! a file of its rows sorted by rowid in 16 KiB checksummed pages with an offset index (see
 //! [`segment`]). A table is written batch by batch and never updated in place, so an LSM tree's
 //! memtables, flushes and compactions bought nothing for rows: a segment is written once,
 //! sequentially, and read by offset. The segment is published by its manifest entry in the data
