@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod cell;
+pub mod clock;
 pub mod decimal;
 pub mod envelope;
 pub mod expr;

@@ -6,9 +6,10 @@
 //! before anything depends on it, so a later `planner run` (a second run of the same keyspace,
 //! `planner history`) replays the log and sees the same state.
 
+use plexus_core::clock::now_ms;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
@@ -478,12 +479,6 @@ impl Engine {
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Collects node reports and forwards progress for one local run.

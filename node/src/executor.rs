@@ -10,10 +10,11 @@
 //! others go on executing. An idle peer with nothing to claim asks a [`Stealer`] for tasks from
 //! the back of a busy peer's deque. Store I/O never happens under the ledger lock.
 
+use plexus_core::clock::now_ms;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
@@ -228,12 +229,6 @@ pub struct Executor {
     stealer: OnceLock<Arc<dyn Stealer>>,
     counters: ExecutorCounters,
     metrics: Metrics,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -974,10 +969,10 @@ impl Executor {
             exec::execute(&self.ctx, &plan, &node, task)
         }))
         .unwrap_or_else(|_| {
-            Err(internal(format!(
-                "batch {} panicked (a bug in Plexus)",
-                task.batch_idx
-            )))
+            Err(ExecError::Panicked {
+                node: task.node.clone(),
+                batch: task.batch_idx,
+            })
         })
     }
 }

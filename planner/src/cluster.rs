@@ -3,9 +3,10 @@
 //! and the run start are committed through the cluster's Raft ledger; progress is followed by
 //! reading the keyspace's ledger from the leader.
 
+use plexus_core::clock::now_ms;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
@@ -38,12 +39,6 @@ impl ClusterTarget {
             )
         })
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What to start.

@@ -10,12 +10,13 @@
 //! store is locked by the serving process, so no other process changes it meanwhile.
 //! [`ClusterBackend`]: the leader's ledger through the QUIC client API.
 
+use plexus_core::clock::now_ms;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plexus_node::cluster::api::ApiError;
@@ -656,12 +657,6 @@ impl ConsoleBackend for ClusterBackend {
             )))
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// `planner serve` exports no metrics of its own; `/readyz` is ready once it listens.

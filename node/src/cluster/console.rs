@@ -9,10 +9,11 @@ use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
 
 use crate::cluster::api::ApiError;
-use crate::cluster::core::{PeerCore, now_ms};
+use crate::cluster::core::PeerCore;
 use crate::console::{
     BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
 };
+use plexus_core::clock::now_ms;
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.

@@ -2,10 +2,11 @@
 //! proposals and reads forwarded to the leader, membership changes, tasks handed to thieves,
 //! and the service that answers peers and clients over the transport.
 
+use plexus_core::clock::now_ms;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft};
@@ -433,11 +434,4 @@ impl Service for PeerCore {
             }
         }
     }
-}
-
-/// Milliseconds since the Unix epoch, the time every proposed command carries.
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
