@@ -17,7 +17,7 @@ use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutco
 
 use crate::exec::{ExecContext, ExecError};
 use crate::executor::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
-use crate::ledger::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
+use crate::ledger_client::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
 use crate::store::{Store, StoreError};
 
 /// Why the engine could not run (batch failures are not engine errors: they are reported in the

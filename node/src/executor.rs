@@ -22,7 +22,7 @@ use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult
 use plexus_raft::{Command, Event, RunStatus};
 
 use crate::exec::{self, BatchErrorKind, BatchStats, CompiledNode, ExecContext, ExecError};
-use crate::ledger::{LedgerClient, ProposeError};
+use crate::ledger_client::{LedgerClient, ProposeError};
 use crate::metrics::{MeteredStore, Metrics};
 use crate::schedule;
 use crate::seal::{SealError, TaskSealer};

@@ -18,7 +18,7 @@ pub mod exec;
 pub mod executor;
 pub mod files;
 pub mod fsmode;
-pub mod ledger;
+pub mod ledger_client;
 pub mod metrics;
 pub mod pycalc;
 pub mod remote;

@@ -27,7 +27,7 @@ use plexus_node::console::{
 };
 use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
-use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::ledger_client::{LedgerClient, LocalLedger, ProposeError};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{EmbeddedStore, Store};

@@ -17,7 +17,7 @@ use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
 use crate::executor::{Executor, QueuedTask};
-use crate::ledger::SharedLedger;
+use crate::ledger_client::SharedLedger;
 use crate::transport::{Identity, Service, Transport};
 
 /// The state a peer's service, ledger client and shutdown share.

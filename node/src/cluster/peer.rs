@@ -27,7 +27,7 @@ use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
 use crate::executor::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
-use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
+use crate::ledger_client::{LedgerClient, ProposeError, SharedLedger};
 use crate::metrics::{HttpServer, Metrics, Probe, Snapshot};
 use crate::schedule;
 use crate::seal::TaskSealer;
