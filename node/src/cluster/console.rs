@@ -9,7 +9,7 @@ use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
 
 use crate::cluster::api::ApiError;
-use crate::cluster::core::PeerCore;
+use crate::cluster::peer_state::PeerCore;
 use crate::console::{
     BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
 };

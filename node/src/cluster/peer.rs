@@ -21,8 +21,8 @@ use plexus_raft::{Command, Event};
 
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
 use crate::cluster::console::PeerConsole;
-use crate::cluster::core::PeerCore;
 use crate::cluster::network::{Network, resolve};
+use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
