@@ -16,9 +16,9 @@ use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};
 
 use crate::exec::{ExecContext, ExecError};
-use crate::executor::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
 use crate::ledger_client::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
 use crate::store::{Store, StoreError};
+use crate::worker::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
 
 /// Why the engine could not run (batch failures are not engine errors: they are reported in the
 /// [`RunReport`]).

@@ -26,7 +26,6 @@ use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
-use crate::executor::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
 use crate::ledger_client::{LedgerClient, ProposeError, SharedLedger};
 use crate::metrics::{HttpServer, Metrics, Probe, Snapshot};
 use crate::schedule;
@@ -35,6 +34,7 @@ use crate::telemetry::{TelemetrySettings, Tracing};
 use crate::transport::{
     Identity, ServeHandle, TlsFiles, Transport, TransportConfig, TransportError,
 };
+use crate::worker::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
 use plexus_core::clock::now_ms;
 
 /// Raft timing and log compaction of a peer.

@@ -16,9 +16,9 @@ use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
-use crate::executor::{Executor, QueuedTask};
 use crate::ledger_client::SharedLedger;
 use crate::transport::{Identity, Service, Transport};
+use crate::worker::{Executor, QueuedTask};
 
 /// The state a peer's service, ledger client and shutdown share.
 pub struct PeerCore {
