@@ -7,8 +7,8 @@ use std::time::Instant;
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::plan::{FilePart, FileReader};
 
-use super::compile::TableOut;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::prepare::TableOut;
 use super::write::RowWriter;
 use super::{BatchRun, BatchStats};
 use crate::files::{FileError, open_batch_source};

@@ -47,8 +47,8 @@ use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
-use super::compile::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::prepare::LookupStage;
 use super::write::{field_err, key_into};
 use super::{BatchRun, decode};
 use crate::store::{Rowid, Store, TableRef};

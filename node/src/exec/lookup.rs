@@ -15,11 +15,11 @@ use plexus_core::key::IndexKind;
 use plexus_core::plan::JoinType;
 use plexus_core::value::Value;
 
-use super::compile::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::{
     RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of, right_side,
 };
+use super::prepare::{LookupStage, OutField, TableInput, TableOut};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into};
 use super::{BatchRun, BatchStats, Page, Scan, decode};
 use crate::store::{Rowid, TableRef};

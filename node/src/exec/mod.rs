@@ -11,13 +11,13 @@
 //! batch-shaped store calls.
 
 mod budget;
-mod compile;
 mod custom;
 mod error;
 mod file_in;
 mod file_out;
 mod hashjoin;
 mod lookup;
+mod prepare;
 mod table;
 mod write;
 
@@ -31,13 +31,13 @@ pub use budget::{
     DEFAULT_BUDGET_FRACTION, FALLBACK_BUDGET, MIN_BUDGET, default_memory_budget, parse_size,
     physical_memory,
 };
-pub use compile::{CompiledNode, compile_node, table_spec};
 pub use error::{BatchErrorKind, ExecError, Inconsistency, RowLoc};
 pub use hashjoin::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache, SPILL_PARTITIONS};
+pub use prepare::{CompiledNode, compile_node, table_spec};
 
 use crate::pycalc::PyPool;
 use crate::store::{Rowid, Store, TableRef};
-use compile::{Input, Output, Stage};
+use prepare::{Input, Output, Stage};
 
 /// Rows per [`Store::write_rows`] call unless configured otherwise.
 pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
