@@ -6,12 +6,12 @@ use std::fmt;
 use crate::pycalc::PyCalcError;
 use crate::store::StoreError;
 
-/// A failed [`super::compile_node`] or [`super::execute`].
+/// A failed [`super::prepare_node`] or [`super::execute`].
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The node cannot be prepared from the plan (never retryable: the plan is wrong).
     #[error("node {node}: cannot prepare for execution: {detail}")]
-    Compile {
+    Prepare {
         /// Script node name.
         node: String,
         /// What is wrong.
@@ -44,15 +44,15 @@ impl ExecError {
     /// final.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Compile { .. } | Self::Panicked { .. } => false,
+            Self::Prepare { .. } | Self::Panicked { .. } => false,
             Self::Batch { kind, .. } => kind.is_retryable(),
         }
     }
 
-    /// The batch error kind, `None` for a compile error or a panic.
+    /// The batch error kind, `None` for a prepare error or a panic.
     pub fn kind(&self) -> Option<&BatchErrorKind> {
         match self {
-            Self::Compile { .. } | Self::Panicked { .. } => None,
+            Self::Prepare { .. } | Self::Panicked { .. } => None,
             Self::Batch { kind, .. } => Some(kind.as_ref()),
         }
     }

@@ -1,7 +1,7 @@
 //! Executing one batch of one script node against the store (spec §7, DESIGN.md "The data
 //! path of one run", step 5).
 //!
-//! [`compile_node`] prepares a node once per plan (scopes, compiled expressions, index
+//! [`prepare_node`] prepares a node once per plan (scopes, compiled expressions, index
 //! positions, defaults, the py_calc program); [`execute`] runs one [`BatchTask`] of it:
 //! read a file or a page of the source table, optionally look up, tag or call Python, and
 //! write rows through the common pipeline ([`write`]) or into the batch's output file.
@@ -33,7 +33,7 @@ pub use budget::{
 };
 pub use error::{BatchErrorKind, ExecError, Inconsistency, RowLoc};
 pub use hashjoin::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache, SPILL_PARTITIONS};
-pub use prepare::{CompiledNode, compile_node, table_spec};
+pub use prepare::{PreparedNode, prepare_node, table_spec};
 
 use crate::pycalc::PyPool;
 use crate::store::{Rowid, Store, TableRef};
@@ -199,7 +199,7 @@ pub struct BatchStats {
 pub fn execute(
     ctx: &ExecContext,
     plan: &Plan,
-    compiled: &CompiledNode,
+    compiled: &PreparedNode,
     task: &BatchTask,
 ) -> Result<BatchStats, ExecError> {
     let start = Instant::now();
