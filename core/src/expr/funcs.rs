@@ -9,8 +9,8 @@ use rust_decimal::prelude::ToPrimitive;
 
 use super::compile::Func;
 use super::error::EvalError;
-use super::eval::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use super::regex_go;
+use super::val::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use crate::value::{Time, Value};
 use crate::{cell, decimal, gofmt, gotime};
 

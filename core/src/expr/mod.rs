@@ -15,16 +15,19 @@ mod eval;
 mod fast;
 mod funcs;
 mod lexer;
+mod ops;
 mod parser;
 mod regex_go;
 mod scope;
+mod val;
 
-pub use agg::{Accumulator, AggFunc};
-pub use ast::{Ast, BinaryOp, Expr, FieldRef, UnaryOp, UnsupportedKind};
+pub use agg::Accumulator;
+pub use ast::{Ast, Expr, FieldRef, UnsupportedKind};
 pub use check::{AggPolicy, check, check_zero};
 pub use compile::{Compiled, Rounding, compile};
-pub use error::{EvalError, ExprError};
-pub use parser::{ParseError, parse};
+pub use error::{EvalError, ExprError, ParseError};
+pub use ops::{AggFunc, BinaryOp, UnaryOp};
+pub use parser::parse;
 pub use scope::{Alias, Scope, Vars};
 
 #[cfg(test)]
