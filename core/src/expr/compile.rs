@@ -202,11 +202,11 @@ impl Compiled {
     }
 }
 
-/// Compiles `ast` for `scope`: rejects what Capillaries rejects while collecting field
+/// Prepares `ast` for `scope` (fields resolved to slots, functions to ids): rejects what Capillaries rejects while collecting field
 /// references (non-ident selectors, plain identifiers, unknown or prohibited fields); anything
 /// else that cannot evaluate (unsupported syntax, unknown functions, bad literals, invalid
 /// literal regexes) becomes an evaluation error, as in Capillaries.
-pub fn compile(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
+pub fn prepare(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
     ast.field_refs(false)?;
     let mut c = Compiler {
         scope,
@@ -357,7 +357,7 @@ impl Compiler<'_> {
                         (Func::ReMatchString, Some(Expr::Str { raw, backquoted })) => {
                             let pattern = string_literal(raw, *backquoted);
                             Node::Regex {
-                                re: regex_go::compile(pattern),
+                                re: regex_go::build(pattern),
                                 args: nodes,
                             }
                         }

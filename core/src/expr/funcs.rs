@@ -341,14 +341,14 @@ thread_local! {
 fn dynamic_regex<R>(pattern: &Arc<str>, f: impl FnOnce(&Regex) -> R) -> Result<R, EvalError> {
     LAST_RE.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
-            return regex_go::compile(pattern).map(|re| f(&re));
+            return regex_go::build(pattern).map(|re| f(&re));
         };
         if let Some((p, re)) = slot.as_ref()
             && **p == **pattern
         {
             return Ok(f(re));
         }
-        let re = regex_go::compile(pattern)?;
+        let re = regex_go::build(pattern)?;
         let r = f(&re);
         *slot = Some((Arc::clone(pattern), re));
         Ok(r)

@@ -2,7 +2,7 @@
 //! parsed defaults and row schemas, built once per (plan, node) and shared by all its batches.
 
 use plexus_core::cell::{CellError, parse_default_value};
-use plexus_core::expr::{Accumulator, Alias, Compiled, Scope, compile, parse};
+use plexus_core::expr::{Accumulator, Alias, Compiled, Scope, parse, prepare};
 use plexus_core::key::{IndexDef, IndexKind};
 use plexus_core::plan::{
     Field, FileReader, FileWriter, JoinType, Plan, PlanExpr, PlanNode, Processor, Reader, Writer,
@@ -189,7 +189,7 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
             .ok_or_else(|| err(format!("table {table} is not in the plan")))
     };
     let cexpr = |what: &str, e: &PlanExpr, scope: &Scope| {
-        compile(&e.ast, scope).map_err(|x| err(format!("{what} `{}`: {x}", e.src)))
+        prepare(&e.ast, scope).map_err(|x| err(format!("{what} `{}`: {x}", e.src)))
     };
 
     // Scope `r`: the reader's fields in row order.
