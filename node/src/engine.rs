@@ -6,11 +6,11 @@
 //! before anything depends on it, so a later `planner run` (a second run of the same keyspace,
 //! `planner history`) replays the log and sees the same state.
 
-use plexus_core::clock::now_ms;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};

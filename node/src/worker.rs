@@ -10,12 +10,12 @@
 //! others go on executing. An idle peer with nothing to claim asks a [`Stealer`] for tasks from
 //! the back of a busy peer's deque. Store I/O never happens under the ledger lock.
 
-use plexus_core::clock::now_ms;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};

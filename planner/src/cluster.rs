@@ -3,12 +3,12 @@
 //! and the run start are committed through the cluster's Raft ledger; progress is followed by
 //! reading the keyspace's ledger from the leader.
 
-use plexus_core::clock::now_ms;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
+use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
 use plexus_node::cluster::ClusterClient;

@@ -10,7 +10,6 @@
 //! store is locked by the serving process, so no other process changes it meanwhile.
 //! [`ClusterBackend`]: the leader's ledger through the QUIC client API.
 
-use plexus_core::clock::now_ms;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use plexus_core::clock::now_ms;
 use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
 use plexus_node::console::{

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use plexus_core::clock::now_ms;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
 
@@ -13,7 +14,6 @@ use crate::cluster::peer_state::PeerCore;
 use crate::console::{
     BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
 };
-use plexus_core::clock::now_ms;
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use openraft::error::RaftError;
 use openraft::{Raft, SnapshotPolicy};
+use plexus_core::clock::now_ms;
 use plexus_core::envelope::Keyring;
 use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
@@ -35,7 +36,6 @@ use crate::transport::{
     Identity, ServeHandle, TlsFiles, Transport, TransportConfig, TransportError,
 };
 use crate::worker::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
-use plexus_core::clock::now_ms;
 
 /// Raft timing and log compaction of a peer.
 #[derive(Clone, Debug)]

@@ -2,7 +2,6 @@
 //! proposals and reads forwarded to the leader, membership changes, tasks handed to thieves,
 //! and the service that answers peers and clients over the transport.
 
-use plexus_core::clock::now_ms;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -10,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft};
+use plexus_core::clock::now_ms;
 use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
