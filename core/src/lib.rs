@@ -6,7 +6,6 @@
 #![warn(missing_docs)]
 
 pub mod cell;
-pub mod clock;
 pub mod decimal;
 pub mod envelope;
 pub mod expr;

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};
 
+use crate::clock::now_ms;
 use crate::exec::{ExecContext, ExecError};
 use crate::ledger_client::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
 use crate::store::{Store, StoreError};

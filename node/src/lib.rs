@@ -10,6 +10,7 @@
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;

@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::{Command, Event, RunStatus};
 
+use crate::clock::now_ms;
 use crate::exec::{self, BatchErrorKind, BatchStats, ExecContext, ExecError, PreparedNode};
 use crate::ledger_client::{LedgerClient, ProposeError};
 use crate::metrics::{MeteredStore, Metrics};

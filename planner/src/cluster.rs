@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use plexus_core::clock::now_ms;
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
 use plexus_node::engine::{Observer, Progress, RunReport};

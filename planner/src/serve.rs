@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use plexus_core::clock::now_ms;
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
 use plexus_node::console::{

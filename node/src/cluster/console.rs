@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use plexus_core::clock::now_ms;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
 
+use crate::clock::now_ms;
 use crate::cluster::api::ApiError;
 use crate::cluster::peer_state::PeerCore;
 use crate::console::{

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use openraft::error::RaftError;
 use openraft::{Raft, SnapshotPolicy};
-use plexus_core::clock::now_ms;
 use plexus_core::envelope::Keyring;
 use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
+use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
 use crate::cluster::console::PeerConsole;
 use crate::cluster::network::{Network, resolve};

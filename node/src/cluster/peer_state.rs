@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft};
-use plexus_core::clock::now_ms;
 use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
 
+use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
 use crate::ledger_client::SharedLedger;

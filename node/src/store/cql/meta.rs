@@ -12,6 +12,7 @@ use crate::store::{StoreError, validate_keyspace_name};
 /// Claim rounds `next_run_id` tries under contention before giving up.
 const MAX_CLAIM_ROUNDS: u32 = 1000;
 
+/// First byte of every stored meta key.
 pub(super) const META_KEY_PREFIX: u8 = 1;
 
 impl CqlStore {

@@ -1,4 +1,4 @@
-//! The Cassandra/ScyllaDB backend of [`Store`], through the `scylla` driver.
+//! The Cassandra/ScyllaDB backend of [`Store`](crate::store::Store), through the `scylla` driver.
 //!
 //! Layout (Capillaries §9.1), one CQL keyspace per store keyspace:
 //! - data tables `<table>_<run %05d>`: `rowid bigint PRIMARY KEY, batch_idx int` and one
@@ -28,7 +28,8 @@
 //! unavailable, overloaded) are retried with exponential backoff, see [`retry`].
 //!
 //! Table-reader batches are ranges of `token(rowid)`, split with the formula of
-//! [`RowidRange::for_batch`] applied to Murmur3 tokens; see [`CqlStore::scan_batch`].
+//! [`RowidRange::for_batch`](crate::store::RowidRange::for_batch) applied to Murmur3 tokens;
+//! see [`CqlStore::scan_batch`].
 
 mod catalog;
 mod config;

@@ -11,7 +11,6 @@ use crate::store::{IndexKind, Rowid, StoreError, TableSpec};
 pub(super) const META_TABLE: &str = "wf_meta";
 /// Run id table.
 pub(super) const COUNTER_TABLE: &str = "wf_run_ids";
-/// First byte of every stored meta key.
 
 /// The Murmur3 token Cassandra and ScyllaDB give the row with this rowid (a `bigint`
 /// partition key); table-reader batches are ranges of these tokens.
@@ -142,7 +141,7 @@ pub(super) fn validate_fields(spec: &TableSpec) -> Result<(), StoreError> {
 }
 
 /// The CQL that creates a keyspace with its workflow tables (`planner get-table-cql`, and what
-/// [`CqlStore`] runs), for the given replication map text.
+/// [`CqlStore`](super::CqlStore) runs), for the given replication map text.
 pub fn keyspace_cql(keyspace: &str, replication: &str) -> Vec<String> {
     vec![
         format!(

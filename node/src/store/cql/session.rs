@@ -30,7 +30,7 @@ use crate::store::{RetriesExhausted, StoreError};
 /// Rows per page for reads the caller does not page (counts, non-unique keys, meta scans).
 pub(super) const INTERNAL_PAGE: i32 = 5000;
 
-/// The [`Store`] on a Cassandra/ScyllaDB cluster; share it as `Arc<CqlStore>`.
+/// The [`Store`](crate::store::Store) on a Cassandra/ScyllaDB cluster; share it as `Arc<CqlStore>`.
 ///
 /// Calls block the calling thread on the store's own runtime, so they must come from plain
 /// threads (or `spawn_blocking`), not from inside an async task.

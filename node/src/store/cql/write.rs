@@ -18,7 +18,7 @@ use crate::store::{
     check_write,
 };
 
-/// One write of [`Store::write_rows`]: a data row, a non-unique entry or a unique claim
+/// One write of [`Store::write_rows`](crate::store::Store::write_rows): a data row, a non-unique entry or a unique claim
 /// (index position, row position).
 #[derive(Clone, Copy, Debug)]
 enum Op {

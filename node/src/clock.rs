@@ -1,5 +1,7 @@
-//! Wall-clock milliseconds since the Unix epoch: the one time stamp that ledger events, task
-//! leases and progress reports share, defined once so that every crate reads it alike.
+//! Wall-clock milliseconds since the Unix epoch: the one time stamp that ledger commands, task
+//! leases and progress reports carry, defined once so that every caller reads it alike. It
+//! lives here, in the only crate that does I/O: `plexus-core` and `plexus-raft` never read
+//! the clock (time is a field of every ledger command).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
