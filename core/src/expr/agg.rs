@@ -4,10 +4,10 @@ use std::fmt;
 
 use rust_decimal::Decimal;
 
-use super::compile::{Compiled, Node, Rounding};
 use super::error::EvalError;
 use super::eval::dec_div;
 use super::ops::AggFunc;
+use super::prepare::{Compiled, Node, Rounding};
 use super::scope::Vars;
 use super::val::{Ctx, Val, describe};
 use crate::decimal::round2;

@@ -6,8 +6,8 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 
 use super::ast::Ast;
-use super::compile::{Compiled, Rounding, prepare};
 use super::error::{EvalError, ExprError};
+use super::prepare::{Compiled, Rounding, prepare};
 use super::scope::{Alias, Scope, Vars};
 use crate::gotime;
 use crate::value::{Type, Value};

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
-use super::compile::{Compiled, Node, Rounding};
 use super::error::EvalError;
 use super::funcs;
 use super::ops::{BinaryOp, UnaryOp};
+use super::prepare::{Compiled, Node, Rounding};
 use super::scope::Vars;
 use super::val::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use crate::decimal::{round_half_away, round2, to_f64};

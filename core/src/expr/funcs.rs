@@ -7,8 +7,8 @@ use regex::Regex;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::compile::Func;
 use super::error::EvalError;
+use super::prepare::Func;
 use super::regex_go;
 use super::val::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use crate::value::{Time, Value};

@@ -9,7 +9,6 @@
 mod agg;
 mod ast;
 mod check;
-mod compile;
 mod error;
 mod eval;
 mod fast;
@@ -17,6 +16,7 @@ mod funcs;
 mod lexer;
 mod ops;
 mod parser;
+mod prepare;
 mod regex_go;
 mod scope;
 mod val;
@@ -24,10 +24,10 @@ mod val;
 pub use agg::Accumulator;
 pub use ast::{Ast, Expr, FieldRef, UnsupportedKind};
 pub use check::{AggPolicy, check, check_zero};
-pub use compile::{Compiled, Rounding, prepare};
 pub use error::{EvalError, ExprError, ParseError};
 pub use ops::{AggFunc, BinaryOp, UnaryOp};
 pub use parser::parse;
+pub use prepare::{Compiled, Rounding, prepare};
 pub use scope::{Alias, Scope, Vars};
 
 #[cfg(test)]

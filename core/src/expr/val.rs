@@ -6,8 +6,8 @@ use std::cell::Cell;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use super::compile::Rounding;
 use super::ops::AggFunc;
+use super::prepare::Rounding;
 use crate::value::Value;
 
 /// A value borrowed from a row or a constant, or computed.
