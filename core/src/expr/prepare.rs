@@ -1,5 +1,5 @@
-//! Compilation of an [`Ast`] against a [`Scope`]: field references resolved to slots, function
-//! names to ids, literals to values and literal regexes compiled, once per plan (spec §5).
+//! Preparing an [`Ast`] for a [`Scope`] ([`prepare`]): field references resolved to slots,
+//! function names to ids, literals to values and literal regexes built, once per plan (spec §5).
 
 use std::sync::Arc;
 
@@ -202,9 +202,9 @@ impl Compiled {
     }
 }
 
-/// Prepares `ast` for `scope` (fields resolved to slots, functions to ids): rejects what Capillaries rejects while collecting field
-/// references (non-ident selectors, plain identifiers, unknown or prohibited fields); anything
-/// else that cannot evaluate (unsupported syntax, unknown functions, bad literals, invalid
+/// Prepares `ast` for `scope` (fields resolved to slots, functions to ids): rejects what
+/// Capillaries rejects while collecting field references (non-ident selectors, plain
+/// identifiers, unknown or prohibited fields); anything else that cannot evaluate (unsupported syntax, unknown functions, bad literals, invalid
 /// literal regexes) becomes an evaluation error, as in Capillaries.
 pub fn prepare(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
     ast.field_refs(false)?;

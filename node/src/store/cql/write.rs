@@ -18,8 +18,8 @@ use crate::store::{
     check_write,
 };
 
-/// One write of [`Store::write_rows`](crate::store::Store::write_rows): a data row, a non-unique entry or a unique claim
-/// (index position, row position).
+/// One write of [`Store::write_rows`](crate::store::Store::write_rows): a data row, a
+/// non-unique entry or a unique claim (index position, row position).
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Row(usize),
