@@ -8,16 +8,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};
 
+use crate::clock::now_ms;
 use crate::exec::{ExecContext, ExecError};
-use crate::executor::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
-use crate::ledger::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
+use crate::ledger_client::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
 use crate::store::{Store, StoreError};
+use crate::worker::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
 
 /// Why the engine could not run (batch failures are not engine errors: they are reported in the
 /// [`RunReport`]).
@@ -478,12 +479,6 @@ impl Engine {
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Collects node reports and forwards progress for one local run.

@@ -10,15 +10,15 @@
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod engine;
 pub mod exec;
-pub mod executor;
 pub mod files;
 pub mod fsmode;
-pub mod ledger;
+pub mod ledger_client;
 pub mod metrics;
 pub mod pycalc;
 pub mod remote;
@@ -28,3 +28,4 @@ pub mod store;
 pub mod tables;
 pub mod telemetry;
 pub mod transport;
+pub mod worker;

@@ -5,11 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
 use plexus_core::task::PlanHash;
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
 use plexus_node::engine::{Observer, Progress, RunReport};
@@ -38,12 +39,6 @@ impl ClusterTarget {
             )
         })
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What to start.

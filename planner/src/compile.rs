@@ -502,7 +502,7 @@ impl Compiler<'_> {
                 return None;
             }
         };
-        if let Err(e) = expr::compile(&ast, scope) {
+        if let Err(e) = expr::prepare(&ast, scope) {
             self.err(subject, path, format!("{src:?}: {e}"));
             return None;
         }

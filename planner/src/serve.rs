@@ -15,9 +15,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
 use plexus_node::console::{
@@ -26,7 +27,7 @@ use plexus_node::console::{
 };
 use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
-use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::ledger_client::{LedgerClient, LocalLedger, ProposeError};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{EmbeddedStore, Store};
@@ -656,12 +657,6 @@ impl ConsoleBackend for ClusterBackend {
             )))
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// `planner serve` exports no metrics of its own; `/readyz` is ready once it listens.

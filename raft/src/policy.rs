@@ -1,7 +1,7 @@
 //! Dependency policy evaluation (spec §3.12, §9.6): which run a dependency is read from, and
 //! whether a node may run at all.
 
-use plexus_core::expr::{Alias, Compiled, Rounding, Scope, Vars, compile};
+use plexus_core::expr::{Alias, Compiled, Rounding, Scope, Vars, prepare};
 use plexus_core::key::{IndexDef, build_key};
 use plexus_core::plan::{DependencyCmd, DependencyPolicy};
 use plexus_core::value::{Type, Value};
@@ -106,7 +106,7 @@ impl CompiledPolicy {
         let scope = Scope::dependency_policy();
         let mut rules = Vec::with_capacity(policy.rules.len());
         for (i, r) in policy.rules.iter().enumerate() {
-            let c = compile(&r.expr.ast, &scope).map_err(|e| PolicyError::Compile {
+            let c = prepare(&r.expr.ast, &scope).map_err(|e| PolicyError::Compile {
                 rule: i,
                 reason: e.to_string(),
             })?;

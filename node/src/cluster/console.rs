@@ -8,8 +8,9 @@ use std::sync::Arc;
 use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
 
+use crate::clock::now_ms;
 use crate::cluster::api::ApiError;
-use crate::cluster::core::{PeerCore, now_ms};
+use crate::cluster::peer_state::PeerCore;
 use crate::console::{
     BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
 };

@@ -1,15 +1,14 @@
-//! Compilation of an [`Ast`] against a [`Scope`]: field references resolved to slots, function
-//! names to ids, literals to values and literal regexes compiled, once per plan (spec §5).
+//! Preparing an [`Ast`] for a [`Scope`] ([`prepare`]): field references resolved to slots,
+//! function names to ids, literals to values and literal regexes built, once per plan (spec §5).
 
 use std::sync::Arc;
 
 use regex::Regex;
-use rust_decimal::Decimal;
 
-use super::agg::AggFunc;
-use super::ast::{Ast, BinaryOp, Expr, FieldRef, MONTHS, UnaryOp, WFMODEL};
+use super::ast::{Ast, Expr, FieldRef, MONTHS, WFMODEL, int_literal};
 use super::error::{EvalError, ExprError};
 use super::fast::Fast;
+use super::ops::{AggFunc, BinaryOp, UnaryOp};
 use super::regex_go;
 use super::scope::Scope;
 use crate::value::Value;
@@ -203,11 +202,11 @@ impl Compiled {
     }
 }
 
-/// Compiles `ast` for `scope`: rejects what Capillaries rejects while collecting field
-/// references (non-ident selectors, plain identifiers, unknown or prohibited fields); anything
-/// else that cannot evaluate (unsupported syntax, unknown functions, bad literals, invalid
+/// Prepares `ast` for `scope` (fields resolved to slots, functions to ids): rejects what
+/// Capillaries rejects while collecting field references (non-ident selectors, plain
+/// identifiers, unknown or prohibited fields); anything else that cannot evaluate (unsupported syntax, unknown functions, bad literals, invalid
 /// literal regexes) becomes an evaluation error, as in Capillaries.
-pub fn compile(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
+pub fn prepare(ast: &Ast, scope: &Scope) -> Result<Compiled, ExprError> {
     ast.field_refs(false)?;
     let mut c = Compiler {
         scope,
@@ -234,26 +233,6 @@ pub(crate) fn float_literal(text: &str) -> Option<f64> {
         Ok(f) | Err(crate::cell::GoFloatError::Range(f)) => Some(f),
         Err(_) => None,
     }
-}
-
-/// The value of an integer literal: base-10 int64, else an exact decimal (spec §5.3).
-pub(crate) fn int_literal(text: &str) -> Result<Value, EvalError> {
-    // Quirk (spec §5.3): base-10 parsing, so `010` is 10 and `0x1F` fails.
-    if let Ok(i) = text.parse::<i64>() {
-        return Ok(Value::Int(i));
-    }
-    // Decision: a literal beyond rust_decimal's range (~7.9e28) is an evaluation error; Go's
-    // decimals are unbounded.
-    if !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && let Ok(d) = Decimal::from_str_exact(text)
-    {
-        return Ok(Value::Decimal(d));
-    }
-    Err(EvalError::BadLiteral {
-        kind: "INT",
-        text: text.into(),
-    })
 }
 
 /// The value of a string literal: quotes stripped, no escape processing (spec §5.3).
@@ -378,7 +357,7 @@ impl Compiler<'_> {
                         (Func::ReMatchString, Some(Expr::Str { raw, backquoted })) => {
                             let pattern = string_literal(raw, *backquoted);
                             Node::Regex {
-                                re: regex_go::compile(pattern),
+                                re: regex_go::build(pattern),
                                 args: nodes,
                             }
                         }

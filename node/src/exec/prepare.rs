@@ -1,8 +1,8 @@
-//! Turning a plan node into a [`CompiledNode`]: scopes, compiled expressions, index positions,
+//! Turning a plan node into a [`PreparedNode`]: scopes, compiled expressions, index positions,
 //! parsed defaults and row schemas, built once per (plan, node) and shared by all its batches.
 
 use plexus_core::cell::{CellError, parse_default_value};
-use plexus_core::expr::{Accumulator, Alias, Compiled, Scope, compile, parse};
+use plexus_core::expr::{Accumulator, Alias, Compiled, Scope, parse, prepare};
 use plexus_core::key::{IndexDef, IndexKind};
 use plexus_core::plan::{
     Field, FileReader, FileWriter, JoinType, Plan, PlanExpr, PlanNode, Processor, Reader, Writer,
@@ -14,16 +14,16 @@ use crate::pycalc::{CalcField, PyProgram, ReaderField};
 use crate::store::{IndexSpec, TableRef, TableSpec, WriteMode};
 
 /// Everything a batch of one node needs that does not depend on the batch: built once by
-/// [`compile_node`], then shared (read-only) by every batch of the node.
+/// [`prepare_node`], then shared (read-only) by every batch of the node.
 #[derive(Debug)]
-pub struct CompiledNode {
+pub struct PreparedNode {
     pub(crate) name: String,
     pub(crate) input: Input,
     pub(crate) stage: Stage,
     pub(crate) output: Output,
 }
 
-impl CompiledNode {
+impl PreparedNode {
     /// The script node name.
     pub fn name(&self) -> &str {
         &self.name
@@ -164,7 +164,7 @@ fn positions(
             names
                 .iter()
                 .position(|n| *n == c.field)
-                .ok_or_else(|| ExecError::Compile {
+                .ok_or_else(|| ExecError::Prepare {
                     node: node.to_owned(),
                     detail: format!("{what} component {} is not a field", c.field),
                 })
@@ -172,14 +172,14 @@ fn positions(
         .collect()
 }
 
-/// Builds the [`CompiledNode`] of `node`: resolves the tables it reads, compiles every
+/// Builds the [`PreparedNode`] of `node`: resolves the tables it reads, compiles every
 /// expression against its scope and resolves index components to row positions.
-pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> {
-    let pn = plan.node(node).ok_or_else(|| ExecError::Compile {
+pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> {
+    let pn = plan.node(node).ok_or_else(|| ExecError::Prepare {
         node: node.to_owned(),
         detail: "no such node in the plan".into(),
     })?;
-    let err = |detail: String| ExecError::Compile {
+    let err = |detail: String| ExecError::Prepare {
         node: node.to_owned(),
         detail,
     };
@@ -189,7 +189,7 @@ pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> 
             .ok_or_else(|| err(format!("table {table} is not in the plan")))
     };
     let cexpr = |what: &str, e: &PlanExpr, scope: &Scope| {
-        compile(&e.ast, scope).map_err(|x| err(format!("{what} `{}`: {x}", e.src)))
+        prepare(&e.ast, scope).map_err(|x| err(format!("{what} `{}`: {x}", e.src)))
     };
 
     // Scope `r`: the reader's fields in row order.
@@ -393,7 +393,7 @@ pub fn compile_node(plan: &Plan, node: &str) -> Result<CompiledNode, ExecError> 
         }
     };
 
-    Ok(CompiledNode {
+    Ok(PreparedNode {
         name: node.to_owned(),
         input,
         stage,

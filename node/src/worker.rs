@@ -13,15 +13,16 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::{Command, Event, RunStatus};
 
-use crate::exec::{self, BatchErrorKind, BatchStats, CompiledNode, ExecContext, ExecError};
-use crate::ledger::{LedgerClient, ProposeError};
+use crate::clock::now_ms;
+use crate::exec::{self, BatchErrorKind, BatchStats, ExecContext, ExecError, PreparedNode};
+use crate::ledger_client::{LedgerClient, ProposeError};
 use crate::metrics::{MeteredStore, Metrics};
 use crate::schedule;
 use crate::seal::{SealError, TaskSealer};
@@ -205,7 +206,7 @@ pub struct Executor {
     /// Plans by hash, taken from the ledger once.
     plans: Mutex<HashMap<PlanHash, Arc<Plan>>>,
     /// Nodes prepared for execution, by (plan, node).
-    prepared: Mutex<HashMap<(PlanHash, String), Arc<CompiledNode>>>,
+    prepared: Mutex<HashMap<(PlanHash, String), Arc<PreparedNode>>>,
     /// Runs whose tables this process created (create is idempotent; this saves the DDL).
     tables: Mutex<HashSet<(String, u64, u32)>>,
     stopping: AtomicBool,
@@ -228,12 +229,6 @@ pub struct Executor {
     stealer: OnceLock<Arc<dyn Stealer>>,
     counters: ExecutorCounters,
     metrics: Metrics,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -427,12 +422,12 @@ impl Executor {
         plan: &Plan,
         hash: PlanHash,
         node: &str,
-    ) -> Result<Arc<CompiledNode>, ExecError> {
+    ) -> Result<Arc<PreparedNode>, ExecError> {
         let key = (hash, node.to_owned());
         if let Some(c) = lock(&self.prepared).get(&key) {
             return Ok(c.clone());
         }
-        let c = Arc::new(exec::compile_node(plan, node)?);
+        let c = Arc::new(exec::prepare_node(plan, node)?);
         lock(&self.prepared).insert(key, c.clone());
         Ok(c)
     }
@@ -949,7 +944,7 @@ impl Executor {
 
     /// Runs the processor; a panic becomes a failed batch, so no claim is left dangling.
     fn execute(&self, task: &BatchTask, id: &BatchId) -> Result<BatchStats, ExecError> {
-        let internal = |detail: String| ExecError::Compile {
+        let internal = |detail: String| ExecError::Prepare {
             node: task.node.clone(),
             detail,
         };
@@ -974,10 +969,10 @@ impl Executor {
             exec::execute(&self.ctx, &plan, &node, task)
         }))
         .unwrap_or_else(|_| {
-            Err(internal(format!(
-                "batch {} panicked (a bug in Plexus)",
-                task.batch_idx
-            )))
+            Err(ExecError::Panicked {
+                node: task.node.clone(),
+                batch: task.batch_idx,
+            })
         })
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft};
@@ -13,11 +13,12 @@ use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
 
+use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
-use crate::executor::{Executor, QueuedTask};
-use crate::ledger::SharedLedger;
+use crate::ledger_client::SharedLedger;
 use crate::transport::{Identity, Service, Transport};
+use crate::worker::{Executor, QueuedTask};
 
 /// The state a peer's service, ledger client and shutdown share.
 pub struct PeerCore {
@@ -433,11 +434,4 @@ impl Service for PeerCore {
             }
         }
     }
-}
-
-/// Milliseconds since the Unix epoch, the time every proposed command carries.
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
