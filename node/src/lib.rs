@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod pycalc;
 pub mod remote;
 pub mod schedule;
+pub mod script_files;
 pub mod seal;
 pub mod store;
 pub mod tables;

@@ -60,14 +60,14 @@ pub struct Submission {
 }
 
 /// Submits the plan and starts a run; returns the run id. The start nodes are checked (and
-/// cleaned, see [`crate::start_nodes::resolve`]) before anything is sent.
+/// cleaned, see [`plexus_script::start_nodes::resolve`]) before anything is sent.
 pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32> {
-    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?;
+    let given = plexus_script::start_nodes::resolve(plan, &s.start_nodes)?;
     for w in &given.warnings {
         eprintln!("warning: {w}");
     }
     let start_nodes = if given.names.is_empty() {
-        crate::start_nodes::file_readers(plan)
+        plexus_script::start_nodes::file_readers(plan)
     } else {
         given.names
     };

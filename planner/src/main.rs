@@ -585,9 +585,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         }
                         None => planner::run::node_statuses(&store.target(), &ks, run)?,
                     };
-                    planner::diagram::to_dot_with_status(&plan, &statuses)
+                    planner::dot_with_status(&plan, &statuses)
                 }
-                _ => planner::diagram::to_dot(&plan),
+                _ => plexus_script::diagram::to_dot(&plan),
             };
             match output {
                 Some(path) => std::fs::write(&path, dot)
@@ -1142,8 +1142,8 @@ fn plan_or_report(script: &str, params: Option<&str>) -> Option<plexus_core::pla
 fn start_or_report(
     plan: &plexus_core::plan::Plan,
     given: &[String],
-) -> Option<planner::start_nodes::StartNodes> {
-    match planner::start_nodes::resolve(plan, given) {
+) -> Option<plexus_script::start_nodes::StartNodes> {
+    match plexus_script::start_nodes::resolve(plan, given) {
         Ok(start) => {
             for w in &start.warnings {
                 eprintln!("warning: {w}");

@@ -316,9 +316,9 @@ pub fn run_interruptible(
         check_python_code(plan, &pool)?;
         ctx = ctx.with_py(pool);
     }
-    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
+    let given = plexus_script::start_nodes::resolve(plan, &s.start_nodes)?.names;
     let start_nodes = if given.is_empty() {
-        crate::start_nodes::file_readers(plan)
+        plexus_script::start_nodes::file_readers(plan)
     } else {
         given
     };

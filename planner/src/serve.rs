@@ -26,9 +26,11 @@ use plexus_node::console::{
 };
 use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
+use plexus_node::files::SplitSettings;
 use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
+use plexus_node::script_files::{NodeFetch, NodeInputs};
 use plexus_node::store::{EmbeddedStore, Store};
 use plexus_raft::{Command, Ledger};
 
@@ -299,31 +301,34 @@ impl Observer for StartSignal {
 /// [`ScriptCompiler`].
 fn validate(req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
     let params = req.params_url.as_deref().filter(|p| !p.trim().is_empty());
-    let plan = crate::source::with_file_roots(&req.file_roots, || {
-        crate::build_plan(req.script_url.trim(), params)
-    })
-    .map_err(|e| {
-        // The answer goes to a web client: errors name the file and the place, never a value
-        // read from the file.
-        let errors: Vec<String> = e.lines().iter().map(|l| scrub_values(l)).collect();
-        ConsoleError::Invalid {
-            message: format!(
-                "the run was not started: {}: {} error{}",
-                e.origin(),
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
-            ),
-            errors,
-        }
-    })?;
-    let start = crate::start_nodes::resolve(&plan, &req.start_nodes.entries()).map_err(|e| {
-        ConsoleError::Invalid {
-            message: "the run was not started: the start nodes are unusable".to_owned(),
-            errors: vec![e.to_string()],
-        }
-    })?;
+    let inputs = NodeInputs {
+        split: SplitSettings::from_env(),
+    };
+    let fetch = NodeFetch::within(&req.file_roots);
+    let plan =
+        plexus_script::build_plan(&fetch, &inputs, req.script_url.trim(), params).map_err(|e| {
+            // The answer goes to a web client: errors name the file and the place, never a value
+            // read from the file.
+            let errors: Vec<String> = e.lines().iter().map(|l| scrub_values(l)).collect();
+            ConsoleError::Invalid {
+                message: format!(
+                    "the run was not started: {}: {} error{}",
+                    e.origin(),
+                    errors.len(),
+                    if errors.len() == 1 { "" } else { "s" }
+                ),
+                errors,
+            }
+        })?;
+    let start =
+        plexus_script::start_nodes::resolve(&plan, &req.start_nodes.entries()).map_err(|e| {
+            ConsoleError::Invalid {
+                message: "the run was not started: the start nodes are unusable".to_owned(),
+                errors: vec![e.to_string()],
+            }
+        })?;
     let start_nodes = if start.names.is_empty() {
-        crate::start_nodes::file_readers(&plan)
+        plexus_script::start_nodes::file_readers(&plan)
     } else {
         start.names
     };
