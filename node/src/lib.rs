@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod config;
 pub mod console;
+pub mod daemon;
 pub mod engine;
 pub mod exec;
 pub mod executor;

@@ -19,29 +19,12 @@ use std::fmt::Write as _;
 
 use plexus_core::plan::{Plan, Reader, StartPolicy, Writer};
 
+pub use plexus_node::daemon::error_text;
 pub use plexus_node::files::SplitSettings;
 pub use plexus_node::script_files::{build_plan, build_plan_with};
 use plexus_raft::NodeBatchStatus;
 pub use plexus_script::PlanError;
 use plexus_script::diagram::StatusMark;
-
-/// An error and its causes joined by ": ", skipping a cause whose text the message already
-/// holds: many errors print their source in their own message, and `{:#}` would say it twice
-/// ("unknown run 7: unknown run 7").
-pub fn error_text(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
 
 /// The one-screen summary `planner validate` prints for a valid plan.
 pub fn summary(plan: &Plan, script_url: &str) -> String {

@@ -1,6 +1,6 @@
 //! The console backend of a peer: keyspaces and runs from the replicated ledger (read on the
-//! leader, as clients read); starts compiled by the [`PlanCompiler`] the binary hands it and
-//! committed like `planner submit`; stops proposed like `planner stop`; drops like the
+//! leader, as clients read); starts compiled through `plexus-script`
+//! ([`compile_start`]) and committed like `planner submit`; stops proposed like `planner stop`; drops like the
 //! toolbelt's `drop_keyspace` (ledger first, then the tables).
 
 use std::sync::Arc;
@@ -10,26 +10,20 @@ use plexus_raft::{Command, Event, Ledger};
 
 use crate::cluster::api::ApiError;
 use crate::cluster::core::{PeerCore, now_ms};
-use crate::console::{
-    BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
-};
+use crate::console::start::compile_start;
+use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, StartRequest, Started};
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.
 pub struct PeerConsole {
     core: Arc<PeerCore>,
     rt: tokio::runtime::Handle,
-    compiler: Option<Arc<dyn PlanCompiler>>,
 }
 
 impl PeerConsole {
-    /// The console backend of `core`, blocking on `rt`; starts need a `compiler`.
-    pub fn new(
-        core: Arc<PeerCore>,
-        rt: tokio::runtime::Handle,
-        compiler: Option<Arc<dyn PlanCompiler>>,
-    ) -> Self {
-        Self { core, rt, compiler }
+    /// The console backend of `core`, blocking on `rt`.
+    pub fn new(core: Arc<PeerCore>, rt: tokio::runtime::Handle) -> Self {
+        Self { core, rt }
     }
 
     /// A keyspace's ledger (every keyspace without runs for ""), as the leader has it.
@@ -69,7 +63,7 @@ impl ConsoleBackend for PeerConsole {
         BackendInfo {
             kind: "cluster",
             name: format!("n{}", self.core.id()),
-            can_start: self.compiler.is_some(),
+            can_start: true,
             can_drop: true,
         }
     }
@@ -84,13 +78,7 @@ impl ConsoleBackend for PeerConsole {
     }
 
     fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
-        let compiler = self.compiler.as_ref().ok_or_else(|| {
-            ConsoleError::Unsupported(
-                "this peer was started without a script compiler: start runs with `planner submit SCRIPT --params PARAMS --cluster …`"
-                    .to_owned(),
-            )
-        })?;
-        let c = compiler.compile(req)?;
+        let c = compile_start(req)?;
         let plan_hash = PlanHash(
             c.plan
                 .content_hash()

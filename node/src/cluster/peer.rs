@@ -304,11 +304,7 @@ impl Peer {
                     tracing::info!(peer = id, path = %path.display(), "console token in this file");
                 }
                 let http = console_http(&settings, &s.tls).map_err(|e| raft_err(&e))?;
-                let backend = PeerConsole::new(
-                    core.clone(),
-                    tokio::runtime::Handle::current(),
-                    settings.compiler.clone(),
-                );
+                let backend = PeerConsole::new(core.clone(), tokio::runtime::Handle::current());
                 let listen = settings.listen;
                 if http.tls.is_none() {
                     tracing::warn!(
