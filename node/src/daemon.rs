@@ -34,9 +34,9 @@ pub enum DaemonError {
     Store {
         /// The config section that names the store.
         section: &'static str,
-        /// What went wrong.
+        /// What went wrong (boxed: it is much larger than the other variants).
         #[source]
-        source: OpenStoreError,
+        source: Box<OpenStoreError>,
     },
     /// A directory the peer needs could not be created.
     #[error("cannot create {what} directory {}: {source}", dir.display())]
@@ -104,10 +104,13 @@ fn store_of(cfg: &NodeConfig) -> Result<Arc<dyn crate::store::Store>, DaemonErro
         StoreKind::Embedded => ("store", StoreAt::Embedded(cfg.data_dir.join("store"))),
         StoreKind::Cql => (
             "store.cql",
-            StoreAt::Cql(cfg.store.cql.clone().unwrap_or_default()),
+            StoreAt::Cql(Box::new(cfg.store.cql.clone().unwrap_or_default())),
         ),
     };
-    open_store(at).map_err(|source| DaemonError::Store { section, source })
+    open_store(at).map_err(|source| DaemonError::Store {
+        section,
+        source: Box::new(source),
+    })
 }
 
 /// `plexus-node start`: runs a peer with the config at `path` until SIGTERM or SIGINT (a second

@@ -26,6 +26,7 @@ pub mod remote;
 pub mod schedule;
 pub mod script_files;
 pub mod seal;
+pub mod start_run;
 pub mod store;
 pub mod tables;
 pub mod telemetry;

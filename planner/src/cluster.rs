@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
-use plexus_core::task::PlanHash;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
 use plexus_node::engine::{Observer, Progress, RunReport};
-use plexus_raft::{Command, Event, Ledger, NodeBatchStatus, RunStatus};
+use plexus_node::start_run::{RunStart, StartRunError, start_run};
+use plexus_raft::{Command, Ledger, NodeBatchStatus, RunStatus};
 
 /// Where the cluster is and which client certificate to show it.
 #[derive(Clone, Debug)]
@@ -71,27 +71,18 @@ pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32
     } else {
         given.names
     };
-    let hash = PlanHash(plan.content_hash().context("cannot hash the plan")?);
-    client
-        .propose(Command::SubmitPlan { plan: plan.clone() })
-        .context("cannot submit the plan")?;
-    let events = client
-        .propose(Command::StartRun {
-            keyspace: s.keyspace.clone(),
-            plan_hash: hash,
-            start_nodes,
-            description: s.description.clone(),
-            only_start_nodes: s.only_start_nodes,
-            ts_ms: now_ms(),
-        })
-        .context("cannot start the run")?;
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::RunStarted { run_id, .. } => Some(*run_id),
-            _ => None,
-        })
-        .context("the cluster started no run")
+    let start = RunStart {
+        keyspace: s.keyspace.clone(),
+        start_nodes,
+        description: s.description.clone(),
+        only_start_nodes: s.only_start_nodes,
+        ts_ms: now_ms(),
+    };
+    let started = start_run(|cmd| client.propose(cmd), plan, start).map_err(|e| match e {
+        StartRunError::NoRun => anyhow::anyhow!("the cluster started no run"),
+        other => anyhow::Error::new(other),
+    })?;
+    Ok(started.run_id)
 }
 
 /// How long `wait` keeps polling through a cluster that does not answer.

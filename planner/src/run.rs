@@ -128,7 +128,7 @@ impl StoreTarget {
     pub fn open(&self) -> Result<Arc<dyn Store>> {
         let at = match self.kind {
             StoreKind::Embedded => StoreAt::Embedded(self.data_dir.clone()),
-            StoreKind::Cql => StoreAt::Cql(self.cql_settings()?),
+            StoreKind::Cql => StoreAt::Cql(Box::new(self.cql_settings()?)),
         };
         Ok(open_store(at)?)
     }

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
+
+use crate::start_run::{RunStart, StartRunError, start_run};
 
 use crate::cluster::api::ApiError;
 use crate::cluster::core::{PeerCore, now_ms};
@@ -79,29 +80,19 @@ impl ConsoleBackend for PeerConsole {
 
     fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
         let c = compile_start(req)?;
-        let plan_hash = PlanHash(
-            c.plan
-                .content_hash()
-                .map_err(|e| ConsoleError::Internal(format!("cannot hash the plan: {e}")))?,
-        );
-        self.propose(Command::SubmitPlan { plan: c.plan })?;
-        let events = self.propose(Command::StartRun {
+        let start = RunStart {
             keyspace: keyspace.to_owned(),
-            plan_hash,
             start_nodes: c.start_nodes,
             description: req.run_description(),
             only_start_nodes: false,
             ts_ms: now_ms(),
-        })?;
-        let run_id = events
-            .iter()
-            .find_map(|e| match e {
-                Event::RunStarted { run_id, .. } => Some(*run_id),
-                _ => None,
-            })
-            .ok_or_else(|| {
-                ConsoleError::Internal("the ledger started no run (no RunStarted event)".into())
-            })?;
+        };
+        let run_id = start_run(|cmd| self.propose(cmd), &c.plan, start)
+            .map_err(|e| match e {
+                StartRunError::Submit(e) | StartRunError::Start(e) => e,
+                other => ConsoleError::Internal(other.to_string()),
+            })?
+            .run_id;
         Ok(Started {
             run_id,
             warnings: c.warnings,

@@ -26,7 +26,7 @@ pub enum StoreAt {
     /// The embedded store in this directory (created when missing).
     Embedded(PathBuf),
     /// A CQL cluster.
-    Cql(CqlConfig),
+    Cql(Box<CqlConfig>),
 }
 
 /// Why a store could not be opened.
@@ -89,7 +89,7 @@ pub fn open_store(at: StoreAt) -> Result<Arc<dyn Store>, OpenStoreError> {
         StoreAt::Cql(cfg) => {
             let points = cfg.contact_points.join(",");
             let store =
-                CqlStore::connect(cfg).map_err(|source| OpenStoreError::Cql { points, source })?;
+                CqlStore::connect(*cfg).map_err(|source| OpenStoreError::Cql { points, source })?;
             Ok(Arc::new(store))
         }
     }
