@@ -23,6 +23,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod pycalc;
 pub mod remote;
+pub mod run_progress;
 pub mod schedule;
 pub mod script_files;
 pub mod seal;

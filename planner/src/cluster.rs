@@ -1,9 +1,10 @@
 //! `planner submit / status / stop / cluster`: the client side of a Plexus cluster. The script
 //! is loaded and validated here (every error at once, nothing submitted on error); the plan
 //! and the run start are committed through the cluster's Raft ledger; progress is followed by
-//! reading the keyspace's ledger from the leader.
+//! reading the keyspace's ledger from the leader, turned into the engine's `Progress` events by
+//! `node::run_progress`, so `planner run` and `planner submit --wait` render one stream.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,9 +12,10 @@ use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
-use plexus_node::engine::{Observer, Progress, RunReport};
+use plexus_node::engine::{Observer, RunReport};
+use plexus_node::run_progress::LedgerProgress;
 use plexus_node::start_run::{RunStart, StartRunError, start_run};
-use plexus_raft::{Command, Ledger, NodeBatchStatus, RunStatus};
+use plexus_raft::{Command, Ledger, NodeBatchStatus};
 
 /// Where the cluster is and which client certificate to show it.
 #[derive(Clone, Debug)]
@@ -97,9 +99,7 @@ pub fn wait(
     observer: &dyn Observer,
     poll: Duration,
 ) -> Result<RunReport> {
-    let mut announced = false;
-    let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
-    let mut finished: BTreeSet<String> = BTreeSet::new();
+    let mut progress = LedgerProgress::new(run_id);
     let mut outage: Option<std::time::Instant> = None;
     loop {
         // A leader change or a lost message makes one poll fail; the run goes on meanwhile.
@@ -118,48 +118,7 @@ pub fn wait(
             }
             Err(e) => return Err(e.into()),
         };
-        let run = ledger.run(keyspace, run_id)?;
-        if !announced {
-            let plan = ledger.plan(&run.plan_hash);
-            let nodes = run
-                .processed
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        plan.and_then(|p| p.node(n)).map_or(0, |p| p.batches),
-                    )
-                })
-                .collect();
-            observer.progress(&Progress::RunStarted { run_id, nodes });
-            announced = true;
-        }
-        for name in &run.processed {
-            let Some(nr) = run.nodes.get(name) else {
-                continue;
-            };
-            for (i, b) in nr.batches.iter().enumerate() {
-                if !b.status.is_final() || !seen.insert((name.clone(), i as u32)) {
-                    continue;
-                }
-                let last = b.history.last();
-                observer.progress(&Progress::BatchFinished {
-                    node: name.clone(),
-                    batch_idx: i as u32,
-                    rows_in: last.and_then(|h| h.rows_in).unwrap_or(0),
-                    rows_out: last.and_then(|h| h.rows_out).unwrap_or(0),
-                    error: (b.status == NodeBatchStatus::Fail)
-                        .then(|| last.and_then(|h| h.error.clone()).unwrap_or_default()),
-                });
-            }
-            if nr.status.is_final() && finished.insert(name.clone()) {
-                observer.progress(&Progress::NodeFinished {
-                    node: name.clone(),
-                    status: nr.status,
-                });
-            }
-        }
-        if matches!(run.status(), RunStatus::Complete | RunStatus::Stop) {
+        if progress.feed(&ledger, keyspace, observer)? {
             return Ok(RunReport::from_ledger(&ledger, keyspace, run_id)?);
         }
         std::thread::sleep(poll);
