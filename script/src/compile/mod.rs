@@ -169,11 +169,11 @@ impl Compiler<'_> {
         let tables = self.declare_tables();
         let indexes = self.declare_indexes(&tables);
 
-        let (policies, default_policy) = self.compile_policies();
+        let (policies, default_policy) = self.resolve_policies();
 
         let mut nodes = Vec::new();
         for (name, node) in &script.nodes {
-            if let Some(n) = self.compile_node(name, node, &tables, &indexes, &policies) {
+            if let Some(n) = self.plan_node(name, node, &tables, &indexes, &policies) {
                 nodes.push(n);
             }
         }
@@ -211,7 +211,7 @@ impl Compiler<'_> {
         let mut tables: BTreeMap<String, DeclaredTable> = BTreeMap::new();
         for (name, node) in &self.loaded.script.nodes {
             let subject = Subject::Node(name.clone());
-            // An unknown type is reported once by compile_node; its table is still declared
+            // An unknown type is reported once by plan_node; its table is still declared
             // when it has one, so that nodes reading it do not report a second, false error.
             if node_type_of(node).is_some_and(|t| !writes_table(t)) {
                 continue;
@@ -347,7 +347,7 @@ impl Compiler<'_> {
         indexes
     }
 
-    fn compile_policies(&mut self) -> (BTreeMap<String, DependencyPolicy>, Option<String>) {
+    fn resolve_policies(&mut self) -> (BTreeMap<String, DependencyPolicy>, Option<String>) {
         let mut out = BTreeMap::new();
         let nrs = nrs_fields();
         let defaults: Vec<&String> = self

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Compiler<'_> {
-    pub(super) fn compile_node(
+    pub(super) fn plan_node(
         &mut self,
         name: &str,
         node: &script::Node,
