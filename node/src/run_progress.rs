@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use plexus_raft::{Ledger, LedgerError, NodeBatchStatus, RunStatus};
 
-use crate::engine::{Observer, Progress};
+use crate::local_run::{Observer, Progress};
 
 /// What has been reported of one run so far.
 #[derive(Debug)]

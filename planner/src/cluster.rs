@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
-use plexus_node::engine::{Observer, RunReport};
+use plexus_node::local_run::{Observer, RunReport};
 use plexus_node::run_progress::LedgerProgress;
 use plexus_node::start_run::{RunStart, StartRunError, start_run};
 use plexus_raft::{Command, Ledger, NodeBatchStatus};

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plexus_core::plan::Plan;
-use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
+use plexus_node::local_run::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::pycalc::{PyPool, PyPoolConfig, PyProgram};
 use plexus_node::store::{CqlConfig, Store, StoreAt, open_store};
 use plexus_raft::NodeBatchStatus;
@@ -222,7 +222,7 @@ pub fn run_interruptible(
     plan: &Plan,
     s: &RunSettings,
     observer: &dyn Observer,
-    interrupt: Option<Arc<plexus_node::engine::Interrupt>>,
+    interrupt: Option<Arc<plexus_node::local_run::Interrupt>>,
 ) -> Result<RunReport> {
     let capi = capi_of(s)?;
     let threads = s.threads.or(capi.threads).unwrap_or_else(|| {

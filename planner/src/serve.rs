@@ -25,9 +25,9 @@ use plexus_node::console::{
     BackendInfo, CompiledStart, Console, ConsoleBackend, ConsoleError, ConsoleSettings,
     StartRequest, Started,
 };
-use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::local_run::{Engine, Observer, Progress, RunRequest};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{Store, StoreAt, open_store};

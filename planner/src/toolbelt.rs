@@ -434,14 +434,14 @@ impl InProcess {
     }
 
     fn run(&self, plan: &Plan, settings: &RunSettings) -> Result<Launched, anyhow::Error> {
-        let report = crate::run::run(plan, settings, &plexus_node::engine::Silent)?;
+        let report = crate::run::run(plan, settings, &plexus_node::local_run::Silent)?;
         Ok(launched(&report))
     }
 }
 
 /// A finished run as the toolbelt reports it. Capillaries reports node failures through the
 /// histories only; Plexus says them on stderr too.
-fn launched(report: &plexus_node::engine::RunReport) -> Launched {
+fn launched(report: &plexus_node::local_run::RunReport) -> Launched {
     for n in report.failed() {
         eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
     }
@@ -609,7 +609,7 @@ impl Backend for OnCluster {
             &self.client,
             keyspace,
             run_id,
-            &plexus_node::engine::Silent,
+            &plexus_node::local_run::Silent,
             Duration::from_millis(200),
         )?;
         Ok(launched(&report))

@@ -20,7 +20,7 @@ use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
-use crate::cluster::console::PeerConsole;
+use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::core::{PeerCore, now_ms};
 use crate::cluster::network::{Network, resolve};
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};

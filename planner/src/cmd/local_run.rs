@@ -39,7 +39,7 @@ pub(crate) fn run_plan(
         capi: Some(capi),
         tracing: start_tracing(log_level.as_deref())?,
     };
-    let interrupt = Arc::new(plexus_node::engine::Interrupt::new());
+    let interrupt = Arc::new(plexus_node::local_run::Interrupt::new());
     on_signals(interrupt.clone())?;
     let progress = planner::progress::RunProgress::new();
     let report =
@@ -61,7 +61,7 @@ pub(crate) const INTERRUPTED: u8 = 130;
 /// SIGINT and SIGTERM: the first stops the run cleanly (its ledger says why, its Python
 /// workers end, the report is printed, exit 130); a second exits at once. Registered before
 /// this returns, so no signal in between takes the default (silent) death.
-pub(crate) fn on_signals(interrupt: Arc<plexus_node::engine::Interrupt>) -> anyhow::Result<()> {
+pub(crate) fn on_signals(interrupt: Arc<plexus_node::local_run::Interrupt>) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -146,7 +146,7 @@ pub(crate) fn capi_log_filter(level: &str) -> String {
 
 /// Prints the final table and the failed nodes with their reasons; exit 0 only when the run
 /// succeeded (a stopped run did not).
-pub(crate) fn finish_report(report: &plexus_node::engine::RunReport) -> ExitCode {
+pub(crate) fn finish_report(report: &plexus_node::local_run::RunReport) -> ExitCode {
     print!("{}", planner::progress::report_table(report));
     for n in &report.nodes {
         for notice in &n.notices {
