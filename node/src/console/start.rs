@@ -86,3 +86,34 @@ pub fn scrub_values(line: &str) -> String {
         rest = &tail[end..];
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use plexus_script::source::{Fetch, SourceError};
+
+    use crate::console::FileRoots;
+    use crate::script_files::NodeFetch;
+
+    #[test]
+    fn fetches_inside_a_console_request_stay_below_its_roots()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let inside = tempfile::tempdir()?;
+        let outside = tempfile::tempdir()?;
+        let good = std::fs::canonicalize(inside.path())?.join("code.py");
+        let bad = outside.path().join("secret.py");
+        std::fs::write(&good, b"ok")?;
+        std::fs::write(&bad, b"secret")?;
+        let mut roots = FileRoots::default();
+        roots.add(&inside.path().display().to_string())?;
+        let (g, b) = (good.display().to_string(), bad.display().to_string());
+        let fetch = NodeFetch::within(&roots);
+        assert_eq!(fetch.fetch(&g)?, b"ok");
+        let err = fetch.fetch(&b).expect_err("outside the roots");
+        assert!(matches!(err, SourceError::Fetcher(_)), "{err}");
+        assert!(!err.to_string().contains("secret\""), "{err}");
+        assert!(fetch.fetch("http://127.0.0.1:9/x.py").is_err());
+        // Outside a console request (planner run), nothing changes.
+        assert_eq!(NodeFetch::default().fetch(&b)?, b"secret");
+        Ok(())
+    }
+}
