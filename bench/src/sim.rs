@@ -172,14 +172,15 @@ fn plan(batches: u32) -> Result<Plan> {
         "dependency_policies": plexus_node::files::default_policies(),
         "nodes": nodes
     });
-    let loaded = planner::load::load_script_text(
+    let loaded = plexus_script::load::load_script_text(
+        &plexus_script::LocalFiles,
         &script.to_string(),
-        planner::load::ScriptFormat::Json,
+        plexus_script::load::ScriptFormat::Json,
         "sim.json",
         None,
     )
     .context("the simulation's script")?;
-    planner::compile::compile(&loaded).map_err(|d| anyhow::anyhow!("{d:?}"))
+    plexus_script::compile(&loaded).map_err(|d| anyhow::anyhow!("{d:?}"))
 }
 
 /// Where a batch's duration is in the run's list.

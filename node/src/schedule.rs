@@ -144,7 +144,7 @@ mod tests {
         });
         let path = dir.path().join("s.json");
         std::fs::write(&path, script.to_string()).unwrap();
-        let plan = planner::build_plan(&path.to_string_lossy(), None).unwrap();
+        let plan = crate::script_files::build_plan(&path.to_string_lossy(), None).unwrap();
         let hash = plexus_core::task::PlanHash(plan.content_hash().unwrap());
         let mut l = Ledger::new();
         l.apply(Command::SubmitPlan { plan }).unwrap();

@@ -6,7 +6,7 @@
 
 pub mod api;
 pub mod client;
-pub mod console;
+pub mod console_backend;
 pub mod local;
 pub mod network;
 pub mod peer;

@@ -21,7 +21,7 @@ use plexus_raft::{Command, Event};
 
 use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
-use crate::cluster::console::PeerConsole;
+use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::network::{Network, resolve};
 use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
@@ -366,11 +366,7 @@ impl Peer {
                     what: "http",
                     reason: e.to_string(),
                 })?;
-                let backend = PeerConsole::new(
-                    core.clone(),
-                    tokio::runtime::Handle::current(),
-                    settings.compiler.clone(),
-                );
+                let backend = PeerConsole::new(core.clone(), tokio::runtime::Handle::current());
                 let listen = settings.listen;
                 if http.tls.is_none() {
                     tracing::warn!(

@@ -400,7 +400,7 @@ fn planner_run_exports_the_same_shape() -> Result<()> {
     // The process flushed before exiting: everything is there already.
     let spans = rx.spans();
     let store = plexus_node::store::EmbeddedStore::open(&c.dir("data"))?;
-    let engine = plexus_node::engine::Engine::new(
+    let engine = plexus_node::local_run::Engine::new(
         plexus_node::exec::ExecContext::new(std::sync::Arc::new(store)),
         1,
     );

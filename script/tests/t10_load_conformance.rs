@@ -7,13 +7,18 @@ use std::path::Path;
 use common::{Conformance, need_conformance, url};
 
 use anyhow::{Context as _, Result};
-use planner::load::{LoadError, LoadedScript, load_script};
+use plexus_script::LocalFiles;
+use plexus_script::load::{LoadError, LoadedScript, load_script};
 
 /// Loads `script` with `params` from the conformance cfg dir of `test`.
 fn load(conf: &Conformance, test: &str, script: &str, params: &str) -> Result<LoadedScript> {
     let cfg = conf.cfg(test);
-    load_script(&url(&cfg.join(script)), Some(&url(&cfg.join(params))))
-        .with_context(|| format!("{test}: {script} with {params}"))
+    load_script(
+        &LocalFiles,
+        &url(&cfg.join(script)),
+        Some(&url(&cfg.join(params))),
+    )
+    .with_context(|| format!("{test}: {script} with {params}"))
 }
 
 #[test]
@@ -160,7 +165,7 @@ fn py_calc_json_and_yaml_decode_to_equal_scripts() -> Result<()> {
     for script in ["script.json", "script.yaml"] {
         for params in [&pj, &py] {
             loaded.push(
-                load_script(&url(&cfg.join(script)), Some(params))
+                load_script(&LocalFiles, &url(&cfg.join(script)), Some(params))
                     .with_context(|| format!("{script} {params}"))?,
             );
         }
@@ -206,7 +211,7 @@ fn py_calc_missing_python_file_is_a_load_error() -> Result<()> {
     let missing = tmp.path().join("no_such_dir");
     let (pj, _) = py_calc_params(tmp.path(), &missing)?;
     let cfg = conf.cfg("py_calc");
-    let err = load_script(&url(&cfg.join("script.json")), Some(&pj))
+    let err = load_script(&LocalFiles, &url(&cfg.join("script.json")), Some(&pj))
         .err()
         .context("must fail")?;
     let msg = err.to_string();
@@ -246,7 +251,7 @@ fn tag_and_denormalize_fs_params_with_copied_criteria() -> Result<()> {
         ("script_params_fs_multi.json", "manual"),
     ] {
         let p = tag_params(&conf, tmp.path(), params, &url(tmp.path()))?;
-        let loaded = load_script(&url(&cfg.join("script.json")), Some(&p))
+        let loaded = load_script(&LocalFiles, &url(&cfg.join("script.json")), Some(&p))
             .with_context(|| params.to_string())?;
         assert_eq!(loaded.script.nodes["tag_totals"].start_policy, policy);
         let criteria = &loaded.tag_criteria["tag_products"];
@@ -279,32 +284,6 @@ fn tag_and_denormalize_fs_params_with_copied_criteria() -> Result<()> {
     Ok(())
 }
 
-/// Without credentials (no AWS keys, no sftp private key) the loader fails before any
-/// request, naming the node, the URL and what is missing.
-#[test]
-fn tag_criteria_from_s3_or_sftp_without_credentials_is_a_clear_error() -> Result<()> {
-    let conf = need_conformance!();
-    let cfg = conf.cfg("tag_and_denormalize");
-    let tmp = tempfile::tempdir()?;
-    for (dir_cfg, why) in [
-        ("s3://bucket/cfg", "no S3 credentials"),
-        ("sftp://u@h/cfg", "no sftp private key for u@h"),
-    ] {
-        let p = tag_params(&conf, tmp.path(), "script_params_fs_one.json", dir_cfg)?;
-        let err = load_script(&url(&cfg.join("script.json")), Some(&p))
-            .err()
-            .context("must fail")?;
-        let msg = err.to_string();
-        assert!(msg.contains(why), "{msg}");
-        assert!(
-            msg.contains(&format!("{dir_cfg}/tag_criteria.json")),
-            "{msg}"
-        );
-        assert!(msg.contains("node tag_products: tag criteria"), "{msg}");
-    }
-    Ok(())
-}
-
 #[test]
 fn tag_criteria_file_problems() -> Result<()> {
     let conf = need_conformance!();
@@ -322,7 +301,7 @@ fn tag_criteria_file_problems() -> Result<()> {
         (r#"{"a": 1}"#, "a: invalid type: integer"),
     ] {
         std::fs::write(tmp.path().join("tag_criteria.json"), content)?;
-        let err = load_script(&url(&cfg.join("script.json")), Some(&p))
+        let err = load_script(&LocalFiles, &url(&cfg.join("script.json")), Some(&p))
             .err()
             .context("must fail")?;
         let msg = err.to_string();

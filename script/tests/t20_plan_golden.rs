@@ -1,5 +1,5 @@
 //! Every conformance script (and the sample pipeline) compiles, and its Plan's stable Display is
-//! checked in under `tests/golden/` (`UPDATE_GOLDEN=1 cargo test -p planner` regenerates).
+//! checked in under `tests/golden/` (`UPDATE_GOLDEN=1 cargo test -p plexus-script` regenerates).
 
 mod common;
 
@@ -8,10 +8,17 @@ use std::path::Path;
 use anyhow::{Context as _, Result, bail};
 use common::{Conformance, crate_dir, need_conformance, params_with, url, workspace_dir};
 use plexus_core::plan::Plan;
+use plexus_script::{InputsAsWritten, LocalFiles};
 
 /// Compiles `script` with `params`, failing with every diagnostic.
 fn plan(script: &Path, params: &Path) -> Result<Plan> {
-    planner::build_plan(&url(script), Some(&url(params))).map_err(|e| {
+    plexus_script::build_plan(
+        &LocalFiles,
+        &InputsAsWritten,
+        &url(script),
+        Some(&url(params)),
+    )
+    .map_err(|e| {
         anyhow::anyhow!(
             "{} with {}:\n{}",
             script.display(),
@@ -105,7 +112,7 @@ fn py_calc_json_and_yaml() -> Result<()> {
     let conf = need_conformance!();
     let cfg = conf.cfg("py_calc");
     let tmp = tempfile::tempdir()?;
-    let py = crate_dir().join("tests/fixtures/py_calc");
+    let py = workspace_dir().join("planner/tests/fixtures/py_calc");
     let mut plans = Vec::new();
     for script in ["script.json", "script.yaml"] {
         for p in ["script_params.json", "script_params.yaml"] {

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use plexus_core::plan::Plan;
-use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus, RunOutcome, RunStatus};
 
 use crate::clock::now_ms;
 use crate::exec::{ExecContext, ExecError};
 use crate::ledger_client::{LedgerClient, LocalLedger, LocalLedgerError, ProposeError};
+use crate::start_run::{RunStart, StartRunError, StartedRun, start_run};
 use crate::store::{Store, StoreError};
 use crate::worker::{BatchOutcome, BatchSink, Executor, ExecutorError, Scope};
 
@@ -295,26 +295,23 @@ impl Engine {
     ) -> Result<RunReport, EngineError> {
         let started = Instant::now();
         let ks = req.keyspace.as_str();
-        let hash = PlanHash(plan.content_hash().map_err(|e| EngineError::PlanEncode {
-            reason: e.to_string(),
-        })?);
-        ledger.propose(Command::SubmitPlan { plan: plan.clone() })?;
-        let events = ledger.propose(Command::StartRun {
+        let start = RunStart {
             keyspace: ks.to_string(),
-            plan_hash: hash,
             start_nodes: req.start_nodes.clone(),
             description: req.description.clone(),
             only_start_nodes: req.only_start_nodes,
             ts_ms: now_ms(),
-        })?;
-        let Some((run_id, nodes)) = events.iter().find_map(|e| match e {
-            Event::RunStarted { run_id, nodes, .. } => Some((*run_id, nodes.clone())),
-            _ => None,
-        }) else {
-            return Err(EngineError::PlanEncode {
-                reason: "StartRun produced no run".into(),
-            });
         };
+        let StartedRun { run_id, nodes } = start_run(|cmd| ledger.propose(cmd), plan, start)
+            .map_err(|e| match e {
+                StartRunError::Hash(e) => EngineError::PlanEncode {
+                    reason: e.to_string(),
+                },
+                StartRunError::Submit(e) | StartRunError::Start(e) => EngineError::Propose(e),
+                StartRunError::NoRun => EngineError::PlanEncode {
+                    reason: "StartRun produced no run".into(),
+                },
+            })?;
         let outcome = self.execute(&ledger, plan, ks, run_id, &nodes, started, observer);
         if let Err(e) = &outcome {
             // The run is committed: without a stop it would stay "start" for good, and runs

@@ -1,4 +1,4 @@
-//! Load-time checks of py_calc calculated fields (spec §7.7).
+//! Load-time checks of py_calc calculated fields (spec §7.7); running them is the node's `pycalc`.
 //!
 //! A calculated field is a *Python* expression that Capillaries parses with the Go expression
 //! parser only to find function calls and field references, so the same parser decides here
@@ -68,7 +68,7 @@ pub fn check(
         let Some(ty) = Type::from_name(&f.field_type) else {
             errs.push((
                 format!("p.calculated_fields.{name}.type"),
-                crate::compile::unknown_type(&f.field_type),
+                script::unknown_type(&f.field_type),
             ));
             continue;
         };

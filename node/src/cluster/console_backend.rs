@@ -1,36 +1,31 @@
 //! The console backend of a peer: keyspaces and runs from the replicated ledger (read on the
-//! leader, as clients read); starts compiled by the [`PlanCompiler`] the binary hands it and
-//! committed like `planner submit`; stops proposed like `planner stop`; drops like the
+//! leader, as clients read); starts compiled through `plexus-script`
+//! ([`compile_start`]) and committed like `planner submit`; stops proposed like `planner stop`; drops like the
 //! toolbelt's `drop_keyspace` (ledger first, then the tables).
 
 use std::sync::Arc;
 
-use plexus_core::task::PlanHash;
 use plexus_raft::{Command, Event, Ledger};
+
+use crate::start_run::{RunStart, StartRunError, start_run};
 
 use crate::clock::now_ms;
 use crate::cluster::api::ApiError;
 use crate::cluster::peer_state::PeerCore;
-use crate::console::{
-    BackendInfo, ConsoleBackend, ConsoleError, PlanCompiler, StartRequest, Started,
-};
+use crate::console::start::compile_start;
+use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, StartRequest, Started};
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.
 pub struct PeerConsole {
     core: Arc<PeerCore>,
     rt: tokio::runtime::Handle,
-    compiler: Option<Arc<dyn PlanCompiler>>,
 }
 
 impl PeerConsole {
-    /// The console backend of `core`, blocking on `rt`; starts need a `compiler`.
-    pub fn new(
-        core: Arc<PeerCore>,
-        rt: tokio::runtime::Handle,
-        compiler: Option<Arc<dyn PlanCompiler>>,
-    ) -> Self {
-        Self { core, rt, compiler }
+    /// The console backend of `core`, blocking on `rt`.
+    pub fn new(core: Arc<PeerCore>, rt: tokio::runtime::Handle) -> Self {
+        Self { core, rt }
     }
 
     /// A keyspace's ledger (every keyspace without runs for ""), as the leader has it.
@@ -70,7 +65,7 @@ impl ConsoleBackend for PeerConsole {
         BackendInfo {
             kind: "cluster",
             name: format!("n{}", self.core.id()),
-            can_start: self.compiler.is_some(),
+            can_start: true,
             can_drop: true,
         }
     }
@@ -85,36 +80,20 @@ impl ConsoleBackend for PeerConsole {
     }
 
     fn start_run(&self, keyspace: &str, req: &StartRequest) -> Result<Started, ConsoleError> {
-        let compiler = self.compiler.as_ref().ok_or_else(|| {
-            ConsoleError::Unsupported(
-                "this peer was started without a script compiler: start runs with `planner submit SCRIPT --params PARAMS --cluster …`"
-                    .to_owned(),
-            )
-        })?;
-        let c = compiler.compile(req)?;
-        let plan_hash = PlanHash(
-            c.plan
-                .content_hash()
-                .map_err(|e| ConsoleError::Internal(format!("cannot hash the plan: {e}")))?,
-        );
-        self.propose(Command::SubmitPlan { plan: c.plan })?;
-        let events = self.propose(Command::StartRun {
+        let c = compile_start(req)?;
+        let start = RunStart {
             keyspace: keyspace.to_owned(),
-            plan_hash,
             start_nodes: c.start_nodes,
             description: req.run_description(),
             only_start_nodes: false,
             ts_ms: now_ms(),
-        })?;
-        let run_id = events
-            .iter()
-            .find_map(|e| match e {
-                Event::RunStarted { run_id, .. } => Some(*run_id),
-                _ => None,
-            })
-            .ok_or_else(|| {
-                ConsoleError::Internal("the ledger started no run (no RunStarted event)".into())
-            })?;
+        };
+        let run_id = start_run(|cmd| self.propose(cmd), &c.plan, start)
+            .map_err(|e| match e {
+                StartRunError::Submit(e) | StartRunError::Start(e) => e,
+                other => ConsoleError::Internal(other.to_string()),
+            })?
+            .run_id;
         Ok(Started {
             run_id,
             warnings: c.warnings,

@@ -1,7 +1,8 @@
 //! The loader never panics: arbitrary JSON values and arbitrary text only ever yield errors.
 
-use planner::load::{ScriptFormat, load_script_text};
-use planner::template::Params;
+use plexus_script::LocalFiles;
+use plexus_script::load::{ScriptFormat, load_script_text};
+use plexus_script::template::Params;
 use proptest::prelude::*;
 
 /// Keys that steer generated values into the script model's fields.
@@ -62,18 +63,18 @@ proptest! {
     fn arbitrary_json_values_never_panic(v in json_value(), p in json_value()) {
         let text = v.to_string();
         let params = Params::from_json_value(&p, "p.json").ok();
-        let _ = load_script_text(&text, ScriptFormat::Json, "s.json", params.as_ref());
+        let _ = load_script_text(&LocalFiles, &text, ScriptFormat::Json, "s.json", params.as_ref());
         let wrapped = serde_json::json!({"nodes": {"n": v}, "dependency_policies": {"d": p}}).to_string();
-        let _ = load_script_text(&wrapped, ScriptFormat::Json, "s.json", params.as_ref());
+        let _ = load_script_text(&LocalFiles, &wrapped, ScriptFormat::Json, "s.json", params.as_ref());
         // The same value as YAML text (JSON is YAML flow syntax).
-        let _ = load_script_text(&wrapped, ScriptFormat::Yaml, "s.yaml", params.as_ref());
+        let _ = load_script_text(&LocalFiles, &wrapped, ScriptFormat::Yaml, "s.yaml", params.as_ref());
     }
 
     #[test]
     fn arbitrary_text_never_panics(s in any::<String>(), t in "[-a-z0-9:{}|\"' \\n\\[\\],.#!&*~]{0,80}") {
         for text in [&s, &t] {
-            let _ = load_script_text(text, ScriptFormat::Json, "s.json", None);
-            let _ = load_script_text(text, ScriptFormat::Yaml, "s.yaml", None);
+            let _ = load_script_text(&LocalFiles, text, ScriptFormat::Json, "s.json", None);
+            let _ = load_script_text(&LocalFiles, text, ScriptFormat::Yaml, "s.yaml", None);
             let _ = Params::from_text(text, ScriptFormat::Yaml, "p.yaml");
             let _ = Params::from_text(text, ScriptFormat::Json, "p.json");
         }

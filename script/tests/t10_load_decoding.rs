@@ -1,22 +1,33 @@
 //! Decoding rules of spec §3.13 and the loading pipeline of §3.1 on small scripts.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpListener;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
-use planner::load::{LoadError, LoadedScript, ScriptFormat, load_script, load_script_text};
-use planner::script::{DEFAULT_MAX_BATCH_PROCESSING_TIME_MS, Node};
-use planner::template::Params;
+use plexus_script::LocalFiles;
+use plexus_script::load::{LoadError, LoadedScript, ScriptFormat, load_script, load_script_text};
+use plexus_script::script::{DEFAULT_MAX_BATCH_PROCESSING_TIME_MS, Node};
+use plexus_script::template::Params;
 
 /// Loads JSON script text without params.
 fn json(text: &str) -> Result<LoadedScript, LoadError> {
-    load_script_text(text, ScriptFormat::Json, "/x/script.json", None)
+    load_script_text(
+        &LocalFiles,
+        text,
+        ScriptFormat::Json,
+        "/x/script.json",
+        None,
+    )
 }
 
 /// Loads YAML script text without params.
 fn yaml(text: &str) -> Result<LoadedScript, LoadError> {
-    load_script_text(text, ScriptFormat::Yaml, "/x/script.yaml", None)
+    load_script_text(
+        &LocalFiles,
+        text,
+        ScriptFormat::Yaml,
+        "/x/script.yaml",
+        None,
+    )
 }
 
 /// The error message of a load that must fail.
@@ -197,7 +208,7 @@ fn yml_and_other_suffixes_rejected() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let yml = tmp.path().join("s.yml");
     std::fs::write(&yml, "nodes: {}\n")?;
-    let msg = load_script(&yml.to_string_lossy(), None)
+    let msg = load_script(&LocalFiles, &yml.to_string_lossy(), None)
         .err()
         .context("must fail")?
         .to_string();
@@ -207,10 +218,14 @@ fn yml_and_other_suffixes_rejected() -> Result<()> {
     );
     let script = tmp.path().join("s.json");
     std::fs::write(&script, "{}")?;
-    let msg = load_script(&script.to_string_lossy(), Some("/p/params.txt"))
-        .err()
-        .context("must fail")?
-        .to_string();
+    let msg = load_script(
+        &LocalFiles,
+        &script.to_string_lossy(),
+        Some("/p/params.txt"),
+    )
+    .err()
+    .context("must fail")?
+    .to_string();
     assert!(
         msg.starts_with("params /p/params.txt: cannot detect file type"),
         "{msg}"
@@ -229,7 +244,7 @@ fn params_applied_from_files_and_missing_files_named() -> Result<()> {
     let params = tmp.path().join("p.yaml");
     std::fs::write(&params, "d: hello\nb: 7\n")?;
     let s = script.to_string_lossy();
-    let loaded = load_script(&s, Some(&params.to_string_lossy()))?;
+    let loaded = load_script(&LocalFiles, &s, Some(&params.to_string_lossy()))?;
     let n = &loaded.script.nodes["n"];
     assert_eq!(
         (
@@ -238,7 +253,7 @@ fn params_applied_from_files_and_missing_files_named() -> Result<()> {
         ),
         ("hello", Some(7))
     );
-    let msg = load_script(&s, Some("/nonexistent/p.json"))
+    let msg = load_script(&LocalFiles, &s, Some("/nonexistent/p.json"))
         .err()
         .context("must fail")?
         .to_string();
@@ -246,7 +261,7 @@ fn params_applied_from_files_and_missing_files_named() -> Result<()> {
         msg.starts_with("params: cannot read /nonexistent/p.json: No such file"),
         "{msg}"
     );
-    let msg = load_script("/nonexistent/s.json", None)
+    let msg = load_script(&LocalFiles, "/nonexistent/s.json", None)
         .err()
         .context("must fail")?
         .to_string();
@@ -254,7 +269,7 @@ fn params_applied_from_files_and_missing_files_named() -> Result<()> {
         msg.starts_with("script: cannot read /nonexistent/s.json"),
         "{msg}"
     );
-    let msg = load_script(&s, None)
+    let msg = load_script(&LocalFiles, &s, None)
         .err()
         .context("must fail")?
         .to_string();
@@ -273,6 +288,7 @@ fn params_from_text_drive_load_script_text() -> Result<()> {
         "/p/p.json",
     )?;
     let loaded = load_script_text(
+        &LocalFiles,
         r#"{"nodes": {"n": {"type": "{t}", "r": {"urls": "{l|stringlist}"}}}}"#,
         ScriptFormat::Json,
         "/s/s.json",
@@ -286,47 +302,6 @@ fn params_from_text_drive_load_script_text() -> Result<()> {
     assert_eq!(
         loaded.text,
         r#"{"nodes": {"n": {"type": "table_table", "r": {"urls": ["u1","u2"]}}}}"#
-    );
-    Ok(())
-}
-
-/// Serves each of `bodies` (status, body) to one request on a loopback port; returns the base URL.
-fn serve(responses: Vec<(&'static str, String)>) -> Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    std::thread::spawn(move || {
-        for (status, body) in responses {
-            let Ok((mut stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let reply = format!(
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
-    });
-    Ok(format!("http://{addr}"))
-}
-
-#[test]
-fn http_urls_on_loopback() -> Result<()> {
-    let base = serve(vec![
-        ("200 OK", r#"{"d": "from http"}"#.to_string()),
-        ("200 OK", r#"{"nodes": {"n": {"desc": "{d}"}}}"#.to_string()),
-        ("404 Not Found", String::new()),
-    ])?;
-    let loaded = load_script(&format!("{base}/s.json"), Some(&format!("{base}/p.json")))?;
-    assert_eq!(loaded.script.nodes["n"].desc, "from http");
-    let msg = load_script(&format!("{base}/missing.json"), None)
-        .err()
-        .context("must fail")?
-        .to_string();
-    assert!(
-        msg.contains(&format!("cannot open {base}/missing.json: not found")) && msg.contains("404"),
-        "{msg}"
     );
     Ok(())
 }

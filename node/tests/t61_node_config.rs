@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context as _, Result, ensure};
-use plexus_node::config::{NodeConfig, StoreKindConfig};
+use plexus_node::config::NodeConfig;
+use plexus_node::store::StoreKind;
 use plexus_node::transport::certs;
 
 fn tls() -> Result<tempfile::TempDir> {
@@ -45,7 +46,7 @@ fn parse(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<NodeConfig,
 fn a_good_file_parses() -> Result<()> {
     let d = tls()?;
     let cfg = parse(&good(d.path()), no_env).map_err(anyhow::Error::msg)?;
-    ensure!(cfg.id.0 == 1 && cfg.store.kind == StoreKindConfig::Cql);
+    ensure!(cfg.id.0 == 1 && cfg.store.kind == StoreKind::Cql);
     let members = cfg.initial_members();
     ensure!(
         members.len() == 2 && members[&2] == "127.0.0.1:7402",
@@ -386,5 +387,18 @@ fn the_memory_budget_parses_sizes_and_shares_and_refuses_nonsense() -> Result<()
             .context(bad)?;
         ensure!(err.contains("field memory-budget"), "{bad}: {err}");
     }
+    Ok(())
+}
+
+#[test]
+fn help_says_it_is_the_peer_daemon() -> Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_plexus-node"))
+        .arg("--help")
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.contains("peer daemon") && !text.contains("script loading"),
+        "{text}"
+    );
     Ok(())
 }

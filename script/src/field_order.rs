@@ -158,7 +158,7 @@ mod tests {
             (YAML, ScriptFormat::Yaml, "s.yaml"),
             (JSON, ScriptFormat::Json, "a label"),
         ] {
-            let loaded = load_script_text(text, format, origin, None)
+            let loaded = load_script_text(&crate::source::LocalFiles, text, format, origin, None)
                 .unwrap_or_else(|e| panic!("{origin}: {e}"));
             assert_eq!(
                 field_order(&loaded, "read"),

@@ -3,7 +3,6 @@
 use std::fmt::Write as _;
 
 use plexus_core::plan::{Plan, Reader, StartPolicy, Writer};
-use plexus_raft::NodeBatchStatus;
 
 /// Renders the DAG as a DOT digraph: one box per script node labelled with its name, type and
 /// the table or file it writes; edges carry the table read (lookups dashed); manual nodes are
@@ -12,23 +11,31 @@ pub fn to_dot(plan: &Plan) -> String {
     render(plan, None)
 }
 
-/// The same graph with every node filled by its status in one run (Capillaries'
-/// get_run_status_diagram): green success, red fail, yellow start, grey stopped, white none.
-pub fn to_dot_with_status(plan: &Plan, statuses: &[(String, NodeBatchStatus)]) -> String {
-    render(plan, Some(statuses))
+/// How a node is marked in a run's diagram: its status name and fill colour (the run's status
+/// type is the ledger's, which this crate does not know).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusMark {
+    /// The status name shown under the node, e.g. `success`.
+    pub name: String,
+    /// The fill colour, e.g. `#b7e4b0`.
+    pub fill: &'static str,
 }
 
-fn status_color(s: NodeBatchStatus) -> &'static str {
-    match s {
-        NodeBatchStatus::Success => "#b7e4b0",
-        NodeBatchStatus::Fail => "#f4a6a6",
-        NodeBatchStatus::Start => "#fff1a8",
-        NodeBatchStatus::StopReceived => "#cccccc",
-        NodeBatchStatus::None => "#ffffff",
+/// The mark of a node the run has no status for.
+fn no_status() -> StatusMark {
+    StatusMark {
+        name: "none".to_owned(),
+        fill: "#ffffff",
     }
 }
 
-fn render(plan: &Plan, statuses: Option<&[(String, NodeBatchStatus)]>) -> String {
+/// The same graph with every node filled by its status in one run (Capillaries'
+/// get_run_status_diagram); nodes without a mark are white and marked "none".
+pub fn to_dot_with_status(plan: &Plan, statuses: &[(String, StatusMark)]) -> String {
+    render(plan, Some(statuses))
+}
+
+fn render(plan: &Plan, statuses: Option<&[(String, StatusMark)]>) -> String {
     let mut out = String::new();
     out.push_str("digraph plexus {\n");
     out.push_str("  rankdir=TB;\n");
@@ -57,9 +64,9 @@ fn render(plan: &Plan, statuses: Option<&[(String, NodeBatchStatus)]>) -> String
             let status = st
                 .iter()
                 .find(|(n2, _)| n2 == &n.name)
-                .map_or(NodeBatchStatus::None, |(_, s)| *s);
-            label.push_str(&format!("\\n[{}]", status.name()));
-            let _ = write!(extra, ", fillcolor=\"{}\"", status_color(status));
+                .map_or_else(no_status, |(_, s)| s.clone());
+            label.push_str(&format!("\\n[{}]", status.name));
+            let _ = write!(extra, ", fillcolor=\"{}\"", status.fill);
         }
         let _ = writeln!(out, "  \"{}\" [label=\"{label}\"{extra}];", esc(&n.name));
     }

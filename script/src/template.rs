@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::load::{ScriptFormat, SyntaxError, text_to_json};
+use crate::decode::{ScriptFormat, SyntaxError, text_to_json};
 
 /// The reserved batch-index placeholder as it appears after substitution; replaced at write time.
 pub const RESERVED_BATCH_IDX: &str = "{batch_idx|string}";

@@ -634,3 +634,8 @@ pub(crate) fn find_positional_struct(value: &serde_json::Value) -> Option<(Strin
     }
     walk(value, &SCRIPT, &mut Vec::new())
 }
+
+/// The message for a type name that is none of the six.
+pub(crate) fn unknown_type(name: &str) -> String {
+    format!("unknown type {name:?}, expected one of string, int, float, bool, datetime, decimal2")
+}
