@@ -55,7 +55,7 @@ pub enum TaskOutcome {
         /// The error text.
         error: String,
         /// Whether the error is transient; the ledger returns such a batch to the pool until
-        /// it has been claimed [`crate::ledger::MAX_ATTEMPTS`] times, then fails it.
+        /// it has been claimed [`crate::claim_policy::MAX_ATTEMPTS`] times, then fails it.
         retryable: bool,
     },
 }
