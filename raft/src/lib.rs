@@ -26,11 +26,13 @@ pub mod status;
 mod test_plans;
 
 pub use affected::affected_nodes;
+pub use claim_policy::ClaimPolicy;
 pub use command::{Command, EXEC_NODE_DESCRIPTION, Event, PlanHash};
 pub use dependency_policy::{CompiledPolicy, NodeRunEvent, PolicyError, PolicyMatch};
 pub use error::LedgerError;
 pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
 pub use ledger::{
-    BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun, Readiness, Run,
+    BackupCounters, BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun,
+    Readiness, Run, backups_allowed,
 };
 pub use status::{NodeBatchStatus, RunOutcome, RunStatus};

@@ -154,6 +154,20 @@ impl Ledger {
                 notices,
                 ts_ms,
             } => self.batch_notices(&task, notices, ts_ms)?,
+            Command::ClaimBackup {
+                task,
+                peer,
+                worker,
+                sealed,
+                ts_ms,
+            } => {
+                let claimer = Claimer {
+                    peer,
+                    worker,
+                    ts_ms,
+                };
+                self.claim_backup(&task, &claimer, sealed, &mut ev)?;
+            }
             Command::StartTasks { peer, tasks, ts_ms } => {
                 self.seen(peer, ts_ms, None);
                 for t in &tasks {

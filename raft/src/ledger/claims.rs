@@ -9,6 +9,7 @@ use crate::history::{BatchHistoryRow, NodeHistoryRow};
 use crate::status::{NodeBatchStatus, RunStatus};
 
 use super::state::{Claim, Ledger, Readiness, Run};
+use crate::claim_policy::ClaimPolicy;
 
 /// Who claims, as a [`Command::ClaimTasks`](crate::Command::ClaimTasks) names it.
 pub(super) struct Claimer {
@@ -21,12 +22,15 @@ pub(super) struct Claimer {
 }
 
 impl Ledger {
-    /// Up to `max` claimable batches of one node, without building every pending task: in the
-    /// first active run (keyspace, then run order; only `only` when given), the first node in
-    /// plan order with unclaimed batches whose dependencies say go, its unclaimed batches from
-    /// `salt % batches` on, wrapping, so that concurrent peers spread over a node's batches
-    /// instead of racing for the same ones.
+    /// Up to `max` claimable batches of one node, without building every pending task, longest
+    /// predicted first: in the first active run with claimable batches (keyspace, then run
+    /// order; only `only` when given), the node whose next batch has the longest predicted
+    /// time ([`ClaimPolicy::predict_ms`]; ties go to plan order) among those with unclaimed
+    /// batches whose dependencies say go; of that node, its largest batches when the plan
+    /// tells their rows, else its batches from `salt % batches` on. `salt` spreads concurrent
+    /// peers over a node's batches instead of racing for the same ones.
     pub fn pick_chunk(&self, only: Option<(&str, u32)>, max: usize, salt: u64) -> Vec<BatchTask> {
+        let policy = ClaimPolicy::DEFAULT;
         let runs: Vec<(&str, &Run)> = match only {
             Some((ks, run_id)) => self
                 .run(ks, run_id)
@@ -44,6 +48,8 @@ impl Ledger {
             if run.status() != RunStatus::Start {
                 continue;
             }
+            // (node, reader run, lookup run, predicted time of its next batch)
+            let mut best: Option<(&String, Option<u32>, Option<u32>, f64)> = None;
             for name in &run.processed {
                 let Some(nr) = run.nodes.get(name) else {
                     continue;
@@ -58,30 +64,42 @@ impl Ledger {
                 else {
                     continue;
                 };
-                let start = (salt % u64::from(nr.batches_total().max(1))) as u32;
-                let (reader_rows, lookup_rows) =
-                    self.input_rows(ks, run, name, reader_run, lookup_run);
-                return nr
-                    .unclaimed
-                    .range(start..)
-                    .chain(nr.unclaimed.range(..start))
-                    .take(max.max(1))
-                    .map(|&i| BatchTask {
-                        plan_hash: run.plan_hash,
-                        keyspace: ks.to_owned(),
-                        keyspace_incarnation: self.incarnation(ks),
-                        run_id: run.run_id,
-                        node: name.clone(),
-                        batch_idx: i,
-                        batches_total: nr.batches_total(),
-                        reader_run,
-                        lookup_run,
-                        reader_rows,
-                        lookup_rows,
-                        trace: None,
-                    })
-                    .collect();
+                let rows = match nr.largest_unclaimed() {
+                    Some((_, rows)) => Some(rows),
+                    None => self
+                        .input_rows(ks, run, name, reader_run, None)
+                        .0
+                        .map(|r| r / u64::from(nr.batches_total().max(1))),
+                };
+                let ms = policy.predict_ms(rows, nr.ms_per_row(), nr.mean_batch_ms());
+                if best.as_ref().is_none_or(|b| ms > b.3) {
+                    best = Some((name, reader_run, lookup_run, ms));
+                }
             }
+            let Some((name, nr, reader_run, lookup_run)) =
+                best.and_then(|(n, r, l, _)| Some((n, run.nodes.get(n)?, r, l)))
+            else {
+                continue;
+            };
+            let (reader_rows, lookup_rows) = self.input_rows(ks, run, name, reader_run, lookup_run);
+            return nr
+                .pick_order(max, salt, policy.pick_spread)
+                .into_iter()
+                .map(|i| BatchTask {
+                    plan_hash: run.plan_hash,
+                    keyspace: ks.to_owned(),
+                    keyspace_incarnation: self.incarnation(ks),
+                    run_id: run.run_id,
+                    node: name.clone(),
+                    batch_idx: i,
+                    batches_total: nr.batches_total(),
+                    reader_run,
+                    lookup_run,
+                    reader_rows,
+                    lookup_rows,
+                    trace: None,
+                })
+                .collect();
         }
         Vec::new()
     }
@@ -196,7 +214,7 @@ impl Ledger {
             return Ok(());
         };
         let (first_token, last_token) = nr.tokens(batch_idx);
-        nr.unclaimed.remove(&batch_idx);
+        nr.pool_to_claimed(batch_idx);
         let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
             return Ok(());
         };

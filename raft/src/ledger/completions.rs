@@ -24,6 +24,9 @@ impl Ledger {
         ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
         let id = r.task.batch.clone();
+        if self.backup_holder(&r.task) == Some(peer) {
+            return self.complete_backup(peer, r, ts_ms, ev);
+        }
         self.held_by(peer, &r.task)?;
         let (ks_name, run_id) = (&id.keyspace, id.run_id);
         match r.outcome {
@@ -43,6 +46,14 @@ impl Ledger {
                     elapsed_ms: Some(elapsed_ms),
                     error: None,
                 };
+                // A backup still running lost: its time so far was spent for nothing.
+                let loser = self
+                    .batch(&id)
+                    .ok()
+                    .and_then(|(_, _, b)| b.backup.as_ref().map(|c| c.ts_ms));
+                if let Some(since) = loser {
+                    self.backups.wasted_ms += ts_ms.saturating_sub(since).max(0) as u64;
+                }
                 self.ks_mut(ks_name)?.finish_batch(
                     &id,
                     NodeBatchStatus::Success,
@@ -139,23 +150,21 @@ impl Ledger {
                 ts_ms,
                 ev,
             );
+        } else if ks.promote_backup(id, &comment, ts_ms) {
+            // The backup goes on: the batch stays claimed, by the backup's holder.
         } else {
             let seq = ks.seq();
             if let Some(nr) = ks.runs.get_mut(&run_id).and_then(|r| r.nodes.get_mut(node)) {
                 let (first_token, last_token) = nr.tokens(batch_idx);
                 let batches_total = nr.batches_total();
+                let mut holder = None;
                 if let Some(b) = nr.batches.get_mut(batch_idx as usize) {
                     let instance = b.claim.as_ref().map(|c| c.worker.clone());
-                    if b.status == NodeBatchStatus::Start
-                        && let Some(c) = &b.claim
-                    {
-                        let holder = c.peer;
-                        let n = ks.claimed.entry(holder).or_default();
-                        *n = n.saturating_sub(1);
+                    if b.status == NodeBatchStatus::Start {
+                        holder = b.claim.as_ref().map(|c| c.peer);
                     }
                     b.status = NodeBatchStatus::None;
                     b.claim = None;
-                    nr.unclaimed.insert(batch_idx);
                     b.history.push(BatchHistoryRow {
                         ts_ms,
                         seq,
@@ -179,6 +188,10 @@ impl Ledger {
                             format!("returned to the pool: {comment}")
                         },
                     });
+                    nr.claimed_to_pool(batch_idx);
+                }
+                if let Some(peer) = holder {
+                    ks.count_claim(peer, false);
                 }
             }
             ev.push(Event::BatchReturned {
@@ -250,20 +263,22 @@ impl Keyspace {
         };
         let (first_token, last_token) = nr.tokens(batch_idx);
         let batches_total = nr.batches_total();
+        nr.finalize(batch_idx);
+        if status == NodeBatchStatus::Success
+            && let (Some(rows), Some(ms)) = (outcome.rows_in, outcome.elapsed_ms)
+        {
+            nr.measure(rows, ms);
+        }
         let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
             return;
         };
-        match b.status {
-            NodeBatchStatus::None => {
-                nr.unclaimed.remove(&batch_idx);
+        if b.status == NodeBatchStatus::Start {
+            // The claim and its backup, if any, end here.
+            let backup = b.backup.take();
+            for c in b.claim.iter().chain(backup.as_ref()) {
+                let n = self.claimed.entry(c.peer).or_default();
+                *n = n.saturating_sub(1);
             }
-            NodeBatchStatus::Start => {
-                if let Some(c) = &b.claim {
-                    let n = self.claimed.entry(c.peer).or_default();
-                    *n = n.saturating_sub(1);
-                }
-            }
-            _ => {}
         }
         if !b.status.is_final() {
             nr.unfinished = nr.unfinished.saturating_sub(1);

@@ -75,6 +75,8 @@ impl Ledger {
                 .map_or(silent_since_ms, |p| p.last_seen_ms.min(silent_since_ms)))
         .max(0);
         let silence = format!("{}.{:01} s", silent_ms / 1000, (silent_ms % 1000) / 100);
+        let lost = format!("the lease of n{peer} expired (silent for {silence})");
+        self.drop_backups_of(peer, &lost, ts_ms);
         for (t, _) in &held {
             let b = &t.batch;
             let reason = format!("the lease of n{peer} expired (silent for {silence})");

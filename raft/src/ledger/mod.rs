@@ -16,16 +16,22 @@
 //! completions ← leases); `apply` sits on top.
 
 mod apply;
+mod backups;
 mod claims;
 mod completions;
 mod histories;
 mod leases;
 mod readiness;
 mod runs;
+mod sizes;
 pub mod state;
 
 pub use crate::claim_policy::MAX_ATTEMPTS;
-pub use state::{BatchState, Claim, Keyspace, Ledger, NodeRun, PeerLease, Readiness, Run};
+pub use backups::backups_allowed;
+pub use state::{
+    BackupCounters, BatchState, Claim, Keyspace, Ledger, Measured, NodeRun, PeerLease, Readiness,
+    Run,
+};
 
 /// The comment prefix of a node history row carrying a data notice
 /// ([`Command::BatchNotices`](crate::Command::BatchNotices)).

@@ -2,17 +2,18 @@
 //! runs, node and batch states, claims, and finding a batch by its [`BatchId`]. Handlers in the
 //! sibling files change this state; nothing here decides anything.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use plexus_core::plan::{Plan, PlanNode, Reader};
+use plexus_core::plan::Plan;
 use plexus_core::task::BatchId;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{PeerId, PlanHash, TaskRef};
 use crate::dependency_policy::CompiledPolicy;
 use crate::error::LedgerError;
-use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, token_range};
+use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow};
 use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
 
 /// The replicated state: every submitted plan and every keyspace's runs.
@@ -27,6 +28,8 @@ pub struct Ledger {
     /// Keyspaces created so far, dropped ones included: the next keyspace's
     /// [`Keyspace::incarnation`].
     pub(super) keyspaces_created: u64,
+    /// Speculative backups so far.
+    pub(super) backups: BackupCounters,
     /// Compiled dependency policies; derived from `plans`, so not part of the state.
     #[serde(skip)]
     pub(super) policies: PolicyCache,
@@ -165,6 +168,37 @@ pub struct NodeRun {
     pub(super) unfinished: u32,
     /// `wf_node_history` rows.
     pub history: Vec<NodeHistoryRow>,
+    /// The pool's batches whose rows the plan tells ([`BatchState::rows`]), largest first:
+    /// the order claims take them in.
+    pub(super) by_size: BTreeSet<(Reverse<u64>, u32)>,
+    /// Claimed batches (status start), so a look for stragglers needs no scan.
+    pub(super) running: BTreeSet<u32>,
+    /// What the node's successful batches read and took: its measured time per row.
+    pub(super) measured: Measured,
+}
+
+/// Rows read and time taken by a node's successful batches, summed in integers so every peer
+/// computes the same time per row.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Successful batches.
+    pub batches: u64,
+    /// Rows they read.
+    pub rows: u64,
+    /// Milliseconds they took, as their executors measured.
+    pub ms: u64,
+}
+
+/// Speculative backups so far (ledger-wide): how many started, how many finished first, and
+/// the time the losing copies spent for nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupCounters {
+    /// Backups claimed.
+    pub started: u64,
+    /// Batches whose backup finished first.
+    pub won: u64,
+    /// Milliseconds the losing copy of a backed-up batch ran (from its claim to the win).
+    pub wasted_ms: u64,
 }
 
 /// One batch of one node in one run.
@@ -178,6 +212,12 @@ pub struct BatchState {
     pub attempts: u32,
     /// `wf_batch_history` rows.
     pub history: Vec<BatchHistoryRow>,
+    /// The rows the batch reads, as the plan tells them (parts of split files); table
+    /// readers' batches are predicted from their creator's rows instead.
+    pub rows: Option<u64>,
+    /// A speculative second copy of the current claim, run by another peer under the same
+    /// attempt: the first of the two to complete wins, the other's completion is refused.
+    pub backup: Option<Claim>,
 }
 
 /// Who holds a batch, under which attempt, and the sealed task it executes.
@@ -432,39 +472,6 @@ impl Ledger {
         let c = st.claim.as_ref()?;
         (st.status == NodeBatchStatus::Start && c.attempt == task.attempt)
             .then_some(c.sealed.as_slice())
-    }
-}
-
-impl NodeRun {
-    pub(super) fn new(n: &PlanNode) -> Self {
-        let empty = BatchState {
-            status: NodeBatchStatus::None,
-            claim: None,
-            attempts: 0,
-            history: Vec::new(),
-        };
-        Self {
-            status: NodeBatchStatus::None,
-            file_reader: matches!(n.reader, Reader::File(_)),
-            batches: vec![empty; n.batches as usize],
-            history: Vec::new(),
-            unclaimed: (0..n.batches).collect(),
-            unfinished: n.batches,
-        }
-    }
-
-    /// Number of batches.
-    pub fn batches_total(&self) -> u32 {
-        u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
-    }
-
-    /// First and last token of a batch as Capillaries records them (spec §8).
-    pub(super) fn tokens(&self, batch_idx: u32) -> (i64, i64) {
-        if self.file_reader {
-            (i64::from(batch_idx), i64::from(batch_idx))
-        } else {
-            token_range(batch_idx, self.batches_total())
-        }
     }
 }
 
