@@ -7,9 +7,8 @@ use std::collections::BTreeSet;
 use crate::command::{Command, Event};
 use crate::error::LedgerError;
 
-use super::claims::Claimer;
 use super::runs::RunRequest;
-use super::state::Ledger;
+use super::state::{Claimer, Ledger};
 
 impl Ledger {
     /// Applies one command. On error nothing changed; on success the events describe what did.

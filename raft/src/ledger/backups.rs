@@ -9,13 +9,11 @@
 use plexus_core::plan::{NodeType, PlanNode};
 use plexus_core::task::BatchId;
 
-use crate::command::{Event, PeerId, TaskOutcome, TaskRef, TaskResult};
+use crate::command::{Event, PeerId, TaskRef};
 use crate::error::LedgerError;
-use crate::history::BatchHistoryRow;
 use crate::status::{NodeBatchStatus, RunStatus};
 
-use super::claims::Claimer;
-use super::state::{Claim, Keyspace, Ledger};
+use super::state::{Claim, Claimer, Keyspace, Ledger};
 
 /// Whether two copies of a batch of `node` may run at once: its re-run rewrites the same rows
 /// and it writes no files.
@@ -108,42 +106,38 @@ impl Ledger {
             .map(|c| c.peer)
     }
 
-    /// The completion of a backup: a success wins the batch (the backup becomes the claim and
-    /// completes as one); a failure drops the backup and leaves the claim running.
-    pub(super) fn complete_backup(
+    /// A backup's success wins the batch: the backup and the claim swap places, so the
+    /// winner completes as the claim and the loser's time counts as wasted.
+    pub(super) fn backup_wins(&mut self, id: &BatchId) -> Result<(), LedgerError> {
+        let ks = self.ks_mut(&id.keyspace)?;
+        if let Some(b) = ks.batch_mut(id)
+            && let (Some(claim), Some(backup)) = (b.claim.take(), b.backup.take())
+        {
+            b.claim = Some(backup);
+            b.backup = Some(claim);
+        }
+        self.backups.won += 1;
+        Ok(())
+    }
+
+    /// A backup's failure drops the backup; the claim goes on.
+    pub(super) fn backup_failed(
         &mut self,
         peer: PeerId,
-        r: TaskResult,
+        id: &BatchId,
+        error: &str,
         ts_ms: i64,
-        ev: &mut Vec<Event>,
     ) -> Result<(), LedgerError> {
-        let id = r.task.batch.clone();
         let ks = self.ks_mut(&id.keyspace)?;
-        let Some(b) = ks.batch_mut(&id) else {
+        let Some(backup) = ks.batch_mut(id).and_then(|b| b.backup.take()) else {
             return Ok(());
         };
-        match r.outcome {
-            TaskOutcome::Done { .. } => {
-                // The claim and its backup swap places: the winner completes as the claim and
-                // the loser's time counts as wasted.
-                if let (Some(claim), Some(backup)) = (b.claim.take(), b.backup.take()) {
-                    b.claim = Some(backup);
-                    b.backup = Some(claim);
-                }
-                self.backups.won += 1;
-                self.complete(peer, r, ts_ms, ev)
-            }
-            TaskOutcome::Failed { error, .. } => {
-                let Some(backup) = b.backup.take() else {
-                    return Ok(());
-                };
-                ks.count_claim(peer, false);
-                let comment = format!("backup failed, the claim goes on: {error}");
-                ks.batch_row(&id, &backup.worker, NodeBatchStatus::Start, comment, ts_ms);
-                self.backups.wasted_ms += ts_ms.saturating_sub(backup.ts_ms).max(0) as u64;
-                Ok(())
-            }
-        }
+        ks.count_claim(peer, false);
+        let comment = format!("backup failed, the claim goes on: {error}");
+        ks.batch_row(id, &backup.worker, NodeBatchStatus::Start, comment, ts_ms);
+        self.backups.wasted_ms += ts_ms.saturating_sub(backup.ts_ms).max(0) as u64;
+        self.seen(peer, ts_ms, None);
+        Ok(())
     }
 
     /// Drops every backup `peer` runs (its lease expired): the claims they back up go on.
@@ -184,56 +178,6 @@ impl Ledger {
 }
 
 impl Keyspace {
-    /// A mutable batch state.
-    pub(super) fn batch_mut(&mut self, id: &BatchId) -> Option<&mut super::state::BatchState> {
-        self.runs
-            .get_mut(&id.run_id)?
-            .nodes
-            .get_mut(&id.node)?
-            .batches
-            .get_mut(id.batch_idx as usize)
-    }
-
-    /// Appends a batch history row that changes no counts (claims of backups and their end).
-    pub(super) fn batch_row(
-        &mut self,
-        id: &BatchId,
-        worker: &str,
-        status: NodeBatchStatus,
-        comment: String,
-        ts_ms: i64,
-    ) {
-        let seq = self.seq();
-        let Some(nr) = self
-            .runs
-            .get_mut(&id.run_id)
-            .and_then(|r| r.nodes.get_mut(&id.node))
-        else {
-            return;
-        };
-        let (first_token, last_token) = nr.tokens(id.batch_idx);
-        let batches_total = nr.batches_total();
-        if let Some(b) = nr.batches.get_mut(id.batch_idx as usize) {
-            b.history.push(BatchHistoryRow {
-                ts_ms,
-                seq,
-                run_id: id.run_id,
-                node: id.node.clone(),
-                batch_idx: id.batch_idx,
-                batches_total,
-                status,
-                first_token,
-                last_token,
-                instance: worker.to_owned(),
-                rows_in: None,
-                rows_out: None,
-                elapsed_ms: None,
-                error: None,
-                comment,
-            });
-        }
-    }
-
     /// When the claim of a batch with a backup ends without a result (a retryable failure, a
     /// release, a lost lease), the backup becomes the claim; `false` when there is none.
     pub(super) fn promote_backup(&mut self, id: &BatchId, why: &str, ts_ms: i64) -> bool {

@@ -8,18 +8,8 @@ use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow};
 use crate::status::{NodeBatchStatus, RunStatus};
 
-use super::state::{Claim, Ledger, Readiness, Run};
+use super::state::{Claim, Claimer, Ledger, Readiness, Run};
 use crate::claim_policy::ClaimPolicy;
-
-/// Who claims, as a [`Command::ClaimTasks`](crate::Command::ClaimTasks) names it.
-pub(super) struct Claimer {
-    /// The claiming peer.
-    pub(super) peer: PeerId,
-    /// Its name in the batch history.
-    pub(super) worker: String,
-    /// Time of the claim.
-    pub(super) ts_ms: i64,
-}
 
 impl Ledger {
     /// Up to `max` claimable batches of one node, without building every pending task, longest
@@ -303,5 +293,29 @@ impl Ledger {
                 }),
             }),
         }
+    }
+
+    /// The task a backup of the claim `task` runs: the claim's batch with the dependency runs
+    /// and input row counts it was claimed with, so both copies read and write the same.
+    pub fn backup_task(&self, task: &TaskRef) -> Option<BatchTask> {
+        let id = &task.batch;
+        let (run, nr, b) = self.batch(id).ok()?;
+        let c = b.claim.as_ref().filter(|c| c.attempt == task.attempt)?;
+        let (reader_rows, lookup_rows) =
+            self.input_rows(&id.keyspace, run, &id.node, c.reader_run, c.lookup_run);
+        Some(BatchTask {
+            plan_hash: run.plan_hash,
+            keyspace: id.keyspace.clone(),
+            keyspace_incarnation: self.incarnation(&id.keyspace),
+            run_id: id.run_id,
+            node: id.node.clone(),
+            batch_idx: id.batch_idx,
+            batches_total: nr.batches_total(),
+            reader_run: c.reader_run,
+            lookup_run: c.lookup_run,
+            reader_rows,
+            lookup_rows,
+            trace: None,
+        })
     }
 }

@@ -25,7 +25,13 @@ impl Ledger {
     ) -> Result<(), LedgerError> {
         let id = r.task.batch.clone();
         if self.backup_holder(&r.task) == Some(peer) {
-            return self.complete_backup(peer, r, ts_ms, ev);
+            match &r.outcome {
+                // The backup becomes the claim and completes as one, below.
+                TaskOutcome::Done { .. } => self.backup_wins(&id)?,
+                TaskOutcome::Failed { error, .. } => {
+                    return self.backup_failed(peer, &id, error, ts_ms);
+                }
+            }
         }
         self.held_by(peer, &r.task)?;
         let (ks_name, run_id) = (&id.keyspace, id.run_id);

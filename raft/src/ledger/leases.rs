@@ -12,15 +12,6 @@ use crate::status::NodeBatchStatus;
 use super::state::{Claim, Ledger, PeerLease};
 
 impl Ledger {
-    /// Records a sign of life of `peer` (and its deque depth when it says).
-    pub(super) fn seen(&mut self, peer: PeerId, ts_ms: i64, queued: Option<u32>) {
-        let p = self.peers.entry(peer).or_default();
-        p.last_seen_ms = p.last_seen_ms.max(ts_ms);
-        if let Some(q) = queued {
-            p.queued = q;
-        }
-    }
-
     /// Moves one unstarted task from `from`'s lease to `to`'s.
     pub(super) fn transfer(
         &mut self,

@@ -3,17 +3,22 @@
 //!
 //! Split openraft engine-style into handlers over one state, one concern per file, so a change
 //! to claiming does not mean reading the whole ledger:
-//! - [`state`]: the [`Ledger`] and the lookups every handler shares;
+//! - [`state`]: the [`Ledger`] and the lookups every handler shares (finding a batch by its
+//!   `BatchId`, signs of life, history rows);
+//! - `pool`: a node's unclaimed (by index and by size), claimed and measured batches;
 //! - `apply`: [`Ledger::apply`], which hands each command to its handler;
 //! - `runs`: plans, starting, stopping and dropping runs and keyspaces;
 //! - `readiness`: dependency checks and what is claimable;
-//! - `claims`: picking and claiming chunks, starting claims;
-//! - `leases`: signs of life, transfers, expiry;
+//! - `claims`: picking chunks longest-predicted-first, claiming them, starting claims;
+//! - `leases`: transfers, expiry of silent peers, overdue claims;
 //! - `completions`: outcomes, returns to the pool, node and run statuses;
+//! - `backups`: speculative backups of stragglers;
+//! - `predict`: the rows and time the ledger predicts for a batch;
 //! - `histories`: the history rows front ends show.
 //!
-//! Handlers depend on `state` and on lower handlers only (completions ← readiness ← claims,
-//! completions ← leases); `apply` sits on top.
+//! Dependencies run one way: everything on `state`; `pool` and `backups` on `state` only;
+//! completions on backups; readiness on completions; claims and predictions on readiness;
+//! leases on completions, readiness and backups; `apply` on all.
 
 mod apply;
 mod backups;
@@ -21,9 +26,10 @@ mod claims;
 mod completions;
 mod histories;
 mod leases;
+mod pool;
+mod predict;
 mod readiness;
 mod runs;
-mod sizes;
 pub mod state;
 
 pub use crate::claim_policy::MAX_ATTEMPTS;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::{PeerId, PlanHash, TaskRef};
 use crate::dependency_policy::CompiledPolicy;
 use crate::error::LedgerError;
-use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow};
+use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, token_range};
 use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
 
 /// The replicated state: every submitted plan and every keyspace's runs.
@@ -455,6 +455,15 @@ impl Ledger {
         Ok(())
     }
 
+    /// Records a sign of life of `peer` (and its deque depth when it says).
+    pub(super) fn seen(&mut self, peer: PeerId, ts_ms: i64, queued: Option<u32>) {
+        let p = self.peers.entry(peer).or_default();
+        p.last_seen_ms = p.last_seen_ms.max(ts_ms);
+        if let Some(q) = queued {
+            p.queued = q;
+        }
+    }
+
     /// The registered key check of a key id.
     pub fn key_check(&self, key_id: u32) -> Option<&[u8]> {
         self.key_checks.get(&key_id).map(Vec::as_slice)
@@ -472,6 +481,22 @@ impl Ledger {
         let c = st.claim.as_ref()?;
         (st.status == NodeBatchStatus::Start && c.attempt == task.attempt)
             .then_some(c.sealed.as_slice())
+    }
+}
+
+impl NodeRun {
+    /// Number of batches.
+    pub fn batches_total(&self) -> u32 {
+        u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
+    }
+
+    /// First and last token of a batch as Capillaries records them (spec §8).
+    pub(super) fn tokens(&self, batch_idx: u32) -> (i64, i64) {
+        if self.file_reader {
+            (i64::from(batch_idx), i64::from(batch_idx))
+        } else {
+            token_range(batch_idx, self.batches_total())
+        }
     }
 }
 
@@ -496,4 +521,64 @@ impl Keyspace {
             n.saturating_sub(1)
         };
     }
+
+    /// A mutable batch state.
+    pub(super) fn batch_mut(&mut self, id: &BatchId) -> Option<&mut BatchState> {
+        self.runs
+            .get_mut(&id.run_id)?
+            .nodes
+            .get_mut(&id.node)?
+            .batches
+            .get_mut(id.batch_idx as usize)
+    }
+
+    /// Appends a batch history row that changes no counts (claims of backups and their end).
+    pub(super) fn batch_row(
+        &mut self,
+        id: &BatchId,
+        worker: &str,
+        status: NodeBatchStatus,
+        comment: String,
+        ts_ms: i64,
+    ) {
+        let seq = self.seq();
+        let Some(nr) = self
+            .runs
+            .get_mut(&id.run_id)
+            .and_then(|r| r.nodes.get_mut(&id.node))
+        else {
+            return;
+        };
+        let (first_token, last_token) = nr.tokens(id.batch_idx);
+        let batches_total = nr.batches_total();
+        if let Some(b) = nr.batches.get_mut(id.batch_idx as usize) {
+            b.history.push(BatchHistoryRow {
+                ts_ms,
+                seq,
+                run_id: id.run_id,
+                node: id.node.clone(),
+                batch_idx: id.batch_idx,
+                batches_total,
+                status,
+                first_token,
+                last_token,
+                instance: worker.to_owned(),
+                rows_in: None,
+                rows_out: None,
+                elapsed_ms: None,
+                error: None,
+                comment,
+            });
+        }
+    }
+}
+
+/// Who claims, as a [`Command::ClaimTasks`](crate::Command::ClaimTasks) names it.
+pub(super) struct Claimer {
+    /// The claiming peer.
+    pub(super) peer: PeerId,
+    /// Its name in the batch history.
+    pub(super) worker: String,
+    /// Time of the claim.
+    pub(super) ts_ms: i64,
 }

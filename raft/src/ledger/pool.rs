@@ -1,18 +1,15 @@
-//! Sizes: the rows behind each batch and each node's measured time per row, which order claims
-//! longest-predicted-first and tell a straggler from a long batch. A node's pool keeps the
-//! batches whose rows the plan tells ordered by size, so a pick takes the largest without a scan.
+//! A node's pool: which batches are unclaimed (by index, and by size when the plan tells the
+//! rows of each), which are claimed, and what the node's successful batches measured. Kept
+//! incrementally, so picks, claimability checks and the look for stragglers need no scan.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use plexus_core::plan::{FilePart, PlanNode, Reader};
-use plexus_core::task::BatchId;
 
-use crate::claim_policy::ClaimPolicy;
-use crate::history::token_range;
 use crate::status::NodeBatchStatus;
 
-use super::state::{BatchState, Ledger, Measured, NodeRun};
+use super::state::{BatchState, Measured, NodeRun};
 
 /// The rows of each batch of a split file reader, from the parts' row counters: a part reads
 /// up to the next part of the same file; the last part of a file is estimated from the bytes
@@ -97,20 +94,6 @@ impl NodeRun {
             by_size,
             running: BTreeSet::new(),
             measured: Measured::default(),
-        }
-    }
-
-    /// Number of batches.
-    pub fn batches_total(&self) -> u32 {
-        u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
-    }
-
-    /// First and last token of a batch as Capillaries records them (spec §8).
-    pub(super) fn tokens(&self, batch_idx: u32) -> (i64, i64) {
-        if self.file_reader {
-            (i64::from(batch_idx), i64::from(batch_idx))
-        } else {
-            token_range(batch_idx, self.batches_total())
         }
     }
 
@@ -209,37 +192,5 @@ impl NodeRun {
             .take(max)
             .copied()
             .collect()
-    }
-}
-
-impl Ledger {
-    /// The rows the ledger predicts behind a batch: the plan's count for a part of a split
-    /// file; for a table reader, the rows its creator wrote in the run it reads, spread evenly
-    /// over the batches (rowids hash uniformly over the token ranges).
-    pub fn predicted_rows(&self, id: &BatchId, reader_run: Option<u32>) -> Option<u64> {
-        let (run, nr, b) = self.batch(id).ok()?;
-        if let Some(r) = b.rows {
-            return Some(r);
-        }
-        let (rows, _) = self.input_rows(&id.keyspace, run, &id.node, reader_run, None);
-        Some(rows? / u64::from(nr.batches_total().max(1)))
-    }
-
-    /// A batch's predicted time, ms ([`ClaimPolicy::predict_ms`]).
-    pub fn predicted_ms(&self, policy: &ClaimPolicy, id: &BatchId, reader_run: Option<u32>) -> f64 {
-        let nr = self
-            .run(&id.keyspace, id.run_id)
-            .ok()
-            .and_then(|r| r.nodes.get(&id.node));
-        policy.predict_ms(
-            self.predicted_rows(id, reader_run),
-            nr.and_then(NodeRun::ms_per_row),
-            nr.and_then(NodeRun::mean_batch_ms),
-        )
-    }
-
-    /// Speculative backups so far.
-    pub fn backup_counters(&self) -> &super::state::BackupCounters {
-        &self.backups
     }
 }
