@@ -15,7 +15,7 @@ use super::state::{Keyspace, Ledger, Outcome, bump};
 use crate::claim_policy::MAX_ATTEMPTS;
 
 impl Ledger {
-    /// Applies one result of a [`Command::CompleteTasks`]; on error nothing changed.
+    /// Applies one result of a [`Command::CompleteTasks`](crate::Command::CompleteTasks); on error nothing changed.
     pub(super) fn complete(
         &mut self,
         peer: PeerId,
@@ -120,7 +120,7 @@ impl Ledger {
         // A lost batch returns to the pool when its re-run rewrites the same rows (every
         // built-in processor: `PlanNode::rerun_is_idempotent`) or when it never started.
         let rerun_idempotent = plan_node.is_some_and(PlanNode::rerun_is_idempotent);
-        // A claim its holder never marked started ([`Command::StartTasks`]) ran nothing: it
+        // A claim its holder never marked started ([`Command::StartTasks`](crate::Command::StartTasks)) ran nothing: it
         // returns to the pool whatever the node's rerun policy.
         let started = run
             .nodes

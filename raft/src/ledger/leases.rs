@@ -136,7 +136,7 @@ impl Ledger {
     }
 
     /// Peers holding batches whose last sign of life is older than `now_ms - lease_ms`, with
-    /// that bound: what the leader proposes [`Command::ExpireLeases`] for.
+    /// that bound: what the leader proposes [`Command::ExpireLeases`](crate::Command::ExpireLeases) for.
     pub fn expired_peers(&self, now_ms: i64, lease_ms: i64) -> Vec<(PeerId, i64)> {
         let bound = now_ms.saturating_sub(lease_ms);
         self.peers
@@ -148,7 +148,7 @@ impl Ledger {
 
     /// Claimed batches of active or stopped runs whose claim is older than their node's
     /// `max_batch_processing_time` at `now_ms` (spec §9.7): candidates for
-    /// [`Command::ReleaseBatch`]. The caller supplies the time; the ledger never reads a clock.
+    /// [`Command::ReleaseBatch`](crate::Command::ReleaseBatch). The caller supplies the time; the ledger never reads a clock.
     pub fn stale_claims(&self, now_ms: i64) -> Vec<(BatchTask, Claim)> {
         let mut out = Vec::new();
         for (ks_name, ks) in &self.keyspaces {

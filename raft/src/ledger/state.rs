@@ -23,7 +23,7 @@ pub struct Ledger {
     pub(super) keyspaces: BTreeMap<String, Keyspace>,
     /// Liveness of every peer that ever claimed or heartbeated.
     pub(super) peers: BTreeMap<PeerId, PeerLease>,
-    /// Key checks by key id ([`Command::RegisterKey`]).
+    /// Key checks by key id ([`Command::RegisterKey`](crate::Command::RegisterKey)).
     pub(super) key_checks: BTreeMap<u32, Vec<u8>>,
     /// Keyspaces created so far, dropped ones included: the next keyspace's
     /// [`Keyspace::incarnation`].
@@ -237,7 +237,7 @@ pub struct Claim {
     pub reader_run: Option<u32>,
     /// Run whose lookup table is read.
     pub lookup_run: Option<u32>,
-    /// Whether the holder said it started executing the task ([`Command::StartTasks`]).
+    /// Whether the holder said it started executing the task ([`Command::StartTasks`](crate::Command::StartTasks)).
     pub started: bool,
 }
 
