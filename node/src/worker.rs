@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
-use plexus_raft::{Command, Event, RunStatus};
+use plexus_raft::{ClaimPolicy, Command, Event, RunStatus};
 
 use crate::clock::now_ms;
 use crate::exec::{self, BatchErrorKind, BatchStats, ExecContext, ExecError, PreparedNode};
@@ -547,8 +547,58 @@ impl Executor {
             {
                 continue;
             }
+            if self.run_backup(sink)? {
+                self.flush(scope, sink)?;
+                continue;
+            }
             view.wait_change(seen, IDLE_POLL);
         }
+    }
+
+    /// Near the end of a run, claims a backup of another peer's straggler
+    /// ([`schedule::backup_candidate`]) and runs it on this thread; whichever copy completes
+    /// first wins in the ledger, the other's outcome is refused. `false` when there is none.
+    fn run_backup(&self, sink: &dyn BatchSink) -> Result<bool, ExecutorError> {
+        // `planner run` is one peer: it never backs up its own claims.
+        if self.idle_by_choice() || self.settings.peer == 0 {
+            return Ok(false);
+        }
+        let me = self.settings.peer;
+        let found = {
+            let l = self.ledger.view().read();
+            schedule::backup_candidate(&l, me, now_ms(), &ClaimPolicy::DEFAULT)
+        };
+        let Some((claim, task)) = found else {
+            return Ok(false);
+        };
+        let cmd = Command::ClaimBackup {
+            task: claim,
+            peer: me,
+            worker: self.ledger.name().to_owned(),
+            sealed: self.settings.sealer.seal(&task)?,
+            ts_ms: now_ms(),
+        };
+        let events = match self.ledger.propose(cmd) {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::debug!(worker = self.ledger.name(), cause = %e, "backup not claimed");
+                return Ok(false);
+            }
+        };
+        sink.events(&events);
+        let Some(q) = events.into_iter().find_map(|e| match e {
+            Event::BackupClaimed { task, peer, sealed } if peer == me => {
+                Some(QueuedTask { task, sealed })
+            }
+            _ => None,
+        }) else {
+            return Ok(false);
+        };
+        tracing::info!(batch = %q.task.batch, worker = self.ledger.name(), "running a backup of a straggler");
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let r = self.run_queued(q, sink);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        r.map(|()| true)
     }
 
     /// Fails a run that has nothing claimable, nothing running and nothing to commit.

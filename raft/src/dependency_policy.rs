@@ -52,9 +52,9 @@ pub struct PolicyMatch {
     pub rule: usize,
 }
 
-/// A policy whose rules are compiled for the `nrs` scope.
+/// A policy whose rules are prepared for the `nrs` scope.
 #[derive(Clone, Debug)]
-pub struct CompiledPolicy {
+pub struct ResolvedPolicy {
     order: IndexDef,
     rules: Vec<(DependencyCmd, Compiled)>,
 }
@@ -92,10 +92,10 @@ pub enum PolicyError {
     },
 }
 
-impl CompiledPolicy {
-    /// Compiles a policy and runs the load-time check: every rule evaluates to a bool on
-    /// all-zero/false `nrs` values (spec §3.12).
-    pub fn compile(policy: &DependencyPolicy) -> Result<Self, PolicyError> {
+impl ResolvedPolicy {
+    /// Resolves a policy (its rules parsed and prepared) and runs the load-time check: every
+    /// rule evaluates to a bool on all-zero/false `nrs` values (spec §3.12).
+    pub fn resolve(policy: &DependencyPolicy) -> Result<Self, PolicyError> {
         for c in &policy.event_priority_order.components {
             if !NRS_FIELDS.iter().any(|(n, t)| *n == c.field && *t == c.ty) {
                 return Err(PolicyError::BadOrderField {
@@ -199,7 +199,7 @@ mod tests {
     }
 
     fn decide(events: &[NodeRunEvent]) -> Option<(DependencyCmd, u32, usize)> {
-        let p = CompiledPolicy::compile(&default_policy()).unwrap();
+        let p = ResolvedPolicy::resolve(&default_policy()).unwrap();
         p.decide(events).unwrap().map(|m| (m.cmd, m.run_id, m.rule))
     }
 
@@ -275,7 +275,7 @@ mod tests {
             "run_id(asc)",
             &[("go", "nrs.node_status == wfmodel.NodeBatchSuccess")],
         );
-        let p = CompiledPolicy::compile(&p).unwrap();
+        let p = ResolvedPolicy::resolve(&p).unwrap();
         let e = [
             ev(2, false, R::Complete, N::Success),
             ev(1, false, R::Complete, N::Success),
@@ -287,12 +287,12 @@ mod tests {
     fn bad_policies_are_rejected() {
         let p = policy("run_id(asc)", &[("go", "nrs.run_id")]);
         assert!(matches!(
-            CompiledPolicy::compile(&p),
+            ResolvedPolicy::resolve(&p),
             Err(PolicyError::Eval { rule: 0, .. })
         ));
         let p = policy("run_id(asc)", &[("go", "r.x == 1")]);
         assert!(matches!(
-            CompiledPolicy::compile(&p),
+            ResolvedPolicy::resolve(&p),
             Err(PolicyError::Compile { rule: 0, .. })
         ));
     }
