@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::str::FromStr;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use plexus_core::expr::{Alias, Compiled, Rounding, Scope, Vars, compile, parse};
+use plexus_core::expr::{Alias, Compiled, Rounding, Scope, Vars, parse, prepare};
 use plexus_core::value::{Type, Value};
 use rust_decimal::Decimal;
 
@@ -48,7 +48,7 @@ fn row() -> Vec<Value> {
 
 fn compiled(src: &str) -> Compiled {
     let ast = parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
-    compile(&ast, &scope()).unwrap_or_else(|e| panic!("{src}: {e}"))
+    prepare(&ast, &scope()).unwrap_or_else(|e| panic!("{src}: {e}"))
 }
 
 fn bench(c: &mut Criterion) {

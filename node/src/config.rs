@@ -64,7 +64,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::cluster::{PeerSettings, RaftTimers};
-use crate::store::CqlConfig;
+use crate::store::{CqlConfig, StoreKind};
 use crate::transport::{TlsFiles, TransportConfig, parse_peer_name};
 
 /// Why the configuration is unusable.
@@ -98,22 +98,12 @@ pub enum ConfigError {
     },
 }
 
-/// Which store the peer uses.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreKindConfig {
-    /// Cassandra / ScyllaDB (the testkit double in tests).
-    Cql,
-    /// The embedded store in the data directory (one-peer clusters only).
-    Embedded,
-}
-
 /// The `[store]` section.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct StoreConfig {
     /// Backend.
-    pub kind: StoreKindConfig,
+    pub kind: StoreKind,
     /// CQL settings (the same keys as `planner --cql-config`).
     #[serde(default)]
     pub cql: Option<CqlConfig>,
@@ -356,8 +346,6 @@ impl ConsoleConfig {
             crate::console::ConsoleSettings {
                 token,
                 protect_reads: self.protect_reads,
-                // The binary sets the planner's compiler; the config cannot name one.
-                compiler: None,
                 file_roots,
                 http: crate::console::HttpGuard {
                     allowed_hosts: self.allowed_hosts.clone(),
@@ -608,13 +596,13 @@ impl NodeConfig {
             }
         }
         match self.store.kind {
-            StoreKindConfig::Embedded if self.peers.len() > 1 => {
+            StoreKind::Embedded if self.peers.len() > 1 => {
                 return Err(bad(
                     "store.kind",
                     "the embedded store serves a one-peer cluster only; use cql".into(),
                 ));
             }
-            StoreKindConfig::Cql
+            StoreKind::Cql
                 if self
                     .store
                     .cql

@@ -4,27 +4,32 @@
 //! [`store::Store`] trait, its embedded fjall backend and the backend-independent conformance
 //! suite), the file formats ([`files`]: CSV and Parquet sources and sinks), the py_calc Python
 //! worker pool ([`pycalc`]), batch execution ([`exec`]: one batch of one script node) and the
-//! in-process [`engine`] that drives the ledger with executor threads, and the QUIC
+//! in-process [`local_run`] that drives the ledger with executor threads, and the QUIC
 //! [`transport`] (mutual TLS under the cluster CA, framing, certificate generation). The
 //! scheduler and work stealing and telemetry come next (see DESIGN.md).
 //!
 //! This crate is the only one that does I/O; it must never push I/O down into `plexus-core`.
 
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
-pub mod engine;
+pub mod daemon;
 pub mod exec;
-pub mod executor;
 pub mod files;
 pub mod fsmode;
-pub mod ledger;
+pub mod ledger_client;
+pub mod local_run;
 pub mod metrics;
 pub mod pycalc;
 pub mod remote;
+pub mod run_progress;
 pub mod schedule;
+pub mod script_files;
 pub mod seal;
+pub mod start_run;
 pub mod store;
 pub mod tables;
 pub mod telemetry;
 pub mod transport;
+pub mod worker;

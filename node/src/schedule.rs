@@ -1,19 +1,23 @@
 //! The scheduling decisions of a peer, as pure functions of the ledger and the peer's own
-//! numbers: how much to claim at once, whom to steal from and how much, when to renew leases.
-//! The executor and the peer's duties call them; so does the cluster simulation in bench/
-//! (`plexus-bench sim`), which is how their behaviour on 1,000 peers is measured.
+//! numbers: how much to claim at once, whom to steal from and how much, when to renew leases,
+//! which straggler to back up. The knobs they follow are [`ClaimPolicy`]'s (plexus-raft, since
+//! the ledger applies some of them too). The executor and the peer's duties call these; so
+//! does the cluster simulation in bench/ (`plexus-bench sim`), which is how their behaviour on
+//! thousands of peers is measured.
 
 use std::time::Duration;
 
+use plexus_core::task::{BatchId, BatchTask};
 use plexus_raft::command::{PeerId, TaskRef};
-use plexus_raft::{Command, Ledger};
+use plexus_raft::{ClaimPolicy, Command, Ledger, RunStatus, backups_allowed};
 
 /// The batch time assumed for a node none of whose batches was measured yet.
-pub const FIRST_GUESS_MS: f64 = 50.0;
+pub const FIRST_GUESS_MS: f64 = ClaimPolicy::DEFAULT.first_guess_ms;
 
-/// How many tasks of a node to claim in one entry: about `window` of work per thread by the
-/// node's mean batch time (`batch_ms`, [`FIRST_GUESS_MS`] when unknown), at most `max`, and
-/// at most a fair share of the `claimable` tasks among `live` peers.
+/// How many tasks of a node to claim in one entry ([`ClaimPolicy::chunk_size`] with this
+/// chunk window and bound): about `window` of work per thread by the node's mean batch time
+/// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown), at most `max`, and at most a fair share of
+/// the `claimable` tasks among `live` peers.
 pub fn chunk_size(
     window: Duration,
     batch_ms: Option<f64>,
@@ -22,10 +26,81 @@ pub fn chunk_size(
     claimable: usize,
     live: usize,
 ) -> usize {
-    let ms = batch_ms.unwrap_or(FIRST_GUESS_MS).max(0.01);
-    let per_thread = (window.as_secs_f64() * 1000.0 / ms).clamp(1.0, max.max(1) as f64) as usize;
-    let fair = claimable.div_ceil(live.max(1)).max(1);
-    (per_thread * threads.max(1)).min(fair).clamp(1, max.max(1))
+    let policy = ClaimPolicy {
+        chunk_window: window,
+        max_chunk: max,
+        ..ClaimPolicy::DEFAULT
+    };
+    policy.chunk_size(batch_ms, threads, max, claimable, live)
+}
+
+/// The straggler an idle thread of `me` should run a backup of at `now_ms`, if any: near the
+/// end of a run (nothing left to claim in it), among the started claims of other peers in
+/// nodes that allow backups ([`backups_allowed`]), have measured a batch and have no backup
+/// yet, the one running longest
+/// past its predicted time, if [`ClaimPolicy::is_straggler`] says so. With the claim to name
+/// and the task to seal.
+pub fn backup_candidate(
+    ledger: &Ledger,
+    me: PeerId,
+    now_ms: i64,
+    policy: &ClaimPolicy,
+) -> Option<(TaskRef, BatchTask)> {
+    let mut best: Option<(f64, TaskRef, BatchTask)> = None;
+    for ks_name in ledger.keyspace_names() {
+        let Ok(ks) = ledger.keyspace(&ks_name) else {
+            continue;
+        };
+        for run in ks.runs.values() {
+            if run.status() != RunStatus::Start || ledger.claimable(&ks_name, run.run_id) > 0 {
+                continue;
+            }
+            let Some(plan) = ledger.plan(&run.plan_hash) else {
+                continue;
+            };
+            for (name, nr) in &run.nodes {
+                // Without a measured batch there is no prediction to run far past.
+                if !plan.node(name).is_some_and(backups_allowed) || nr.mean_batch_ms().is_none() {
+                    continue;
+                }
+                for i in nr.running_batches() {
+                    let Some(b) = nr.batches.get(i as usize) else {
+                        continue;
+                    };
+                    let Some(c) = b.claim.as_ref().filter(|c| c.peer != me) else {
+                        continue;
+                    };
+                    if b.backup.is_some() {
+                        continue;
+                    }
+                    let id = BatchId {
+                        keyspace: ks_name.clone(),
+                        run_id: run.run_id,
+                        node: name.clone(),
+                        batch_idx: i,
+                    };
+                    let running = (now_ms - c.ts_ms) as f64;
+                    let predicted = ledger.predicted_ms(policy, &id, c.reader_run);
+                    if !policy.is_straggler(running, predicted) {
+                        continue;
+                    }
+                    let ratio = running / predicted.max(1.0);
+                    if best.as_ref().is_some_and(|b| b.0 >= ratio) {
+                        continue;
+                    }
+                    let claim = TaskRef {
+                        batch: id,
+                        attempt: c.attempt,
+                    };
+                    let Some(task) = ledger.backup_task(&claim) else {
+                        continue;
+                    };
+                    best = Some((ratio, claim, task));
+                }
+            }
+        }
+    }
+    best.map(|(_, claim, task)| (claim, task))
 }
 
 /// Peers other than `me` the ledger heard from at or after `since_ms`, plus `me`: the peers
@@ -144,7 +219,7 @@ mod tests {
         });
         let path = dir.path().join("s.json");
         std::fs::write(&path, script.to_string()).unwrap();
-        let plan = planner::build_plan(&path.to_string_lossy(), None).unwrap();
+        let plan = crate::script_files::build_plan(&path.to_string_lossy(), None).unwrap();
         let hash = plexus_core::task::PlanHash(plan.content_hash().unwrap());
         let mut l = Ledger::new();
         l.apply(Command::SubmitPlan { plan }).unwrap();
@@ -222,6 +297,81 @@ mod tests {
         assert!(needs_heartbeat(&l, 2, 500, renew, 3, 0));
         assert!(!needs_heartbeat(&l, 5, 9_000, renew, 0, 0));
         assert_eq!(steal_target(&l, 1, 0), None, "nobody reported queued tasks");
+    }
+
+    #[test]
+    fn idle_threads_back_up_the_stragglers_of_other_peers_near_the_end() {
+        let mut l = claimed_by_peer_2();
+        let p = ClaimPolicy::DEFAULT;
+        // Nothing measured yet: no prediction to run past.
+        assert!(backup_candidate(&l, 1, 60_000, &p).is_none());
+        // Batch 1 returns to the pool, peer 3 claims it and completes it in 100 ms: batches of
+        // the node are predicted at 100 ms, and only batch 0 (peer 2's, since 0) is running.
+        let batch1 = TaskRef {
+            batch: BatchId {
+                keyspace: "ks".into(),
+                run_id: 1,
+                node: "read".into(),
+                batch_idx: 1,
+            },
+            attempt: 1,
+        };
+        l.apply(Command::ReleaseBatch {
+            task: batch1.clone(),
+            reason: "test".into(),
+            ts_ms: 0,
+        })
+        .unwrap();
+        let t = l.pick_chunk(None, 1, 0).remove(0);
+        assert_eq!(t.batch_idx, 1);
+        l.apply(Command::ClaimTasks {
+            keyspace: "ks".into(),
+            run_id: 1,
+            peer: 3,
+            worker: "n3".into(),
+            tasks: vec![plexus_raft::command::SealedClaim {
+                node: t.node,
+                batch_idx: 1,
+                reader_run: None,
+                lookup_run: None,
+                sealed: vec![1],
+            }],
+            ts_ms: 0,
+        })
+        .unwrap();
+        l.apply(Command::CompleteTasks {
+            peer: 3,
+            results: vec![plexus_raft::command::TaskResult {
+                task: TaskRef {
+                    attempt: 2,
+                    ..batch1
+                },
+                outcome: plexus_raft::command::TaskOutcome::Done {
+                    rows_in: 10,
+                    rows_out: 10,
+                    elapsed_ms: 100,
+                },
+            }],
+            ts_ms: 100,
+        })
+        .unwrap();
+        // Young claims are left alone; at 1 s batch 0 runs 10x its prediction.
+        assert!(backup_candidate(&l, 1, 500, &p).is_none());
+        let (claim, task) = backup_candidate(&l, 1, 1_000, &p).expect("a straggler");
+        assert_eq!(claim.batch, task.id());
+        assert_eq!((claim.attempt, task.batch_idx), (1, 0));
+        // Never a backup of one's own claim.
+        assert!(backup_candidate(&l, 2, 60_000, &p).is_none());
+        // Once backed up, a batch is not offered again.
+        l.apply(Command::ClaimBackup {
+            task: claim,
+            peer: 1,
+            worker: "n1".into(),
+            sealed: vec![1],
+            ts_ms: 1_000,
+        })
+        .unwrap();
+        assert!(backup_candidate(&l, 3, 2_000, &p).is_none());
     }
 
     #[test]

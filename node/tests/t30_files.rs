@@ -42,7 +42,8 @@ fn build_plan(script: &Path, params: Option<&Path>) -> Result<Plan> {
     let params = params
         .map(|p| p.to_str().context("params path"))
         .transpose()?;
-    planner::build_plan(script, params).map_err(|e| anyhow!("{}", e.lines().join("\n")))
+    plexus_node::script_files::build_plan(script, params)
+        .map_err(|e| anyhow!("{}", e.lines().join("\n")))
 }
 
 fn file_reader<'a>(plan: &'a Plan, node: &str) -> Result<&'a FileReader> {

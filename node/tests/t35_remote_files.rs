@@ -190,7 +190,7 @@ fn bench_csv_read_s3_vs_local() -> Result<()> {
     let script = plexus_node::files::proto_script_csv(&local, 0, 1, ",", &dirs)?;
     let script_path = tmp.path().join("script.json");
     std::fs::write(&script_path, serde_json::to_string(&script)?)?;
-    let plan = planner::build_plan(&script_path.to_string_lossy(), None)
+    let plan = plexus_node::script_files::build_plan(&script_path.to_string_lossy(), None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(plexus_core::plan::Reader::File(reader)) =
         plan.node("read_file").map(|n| n.reader.clone())

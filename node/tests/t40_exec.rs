@@ -19,7 +19,7 @@ use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
-    BatchErrorKind, ExecContext, ExecError, compile_node, execute, table_spec,
+    BatchErrorKind, ExecContext, ExecError, execute, prepare_node, table_spec,
 };
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{
@@ -226,12 +226,12 @@ fn run_node(env: &Env, plan: &Plan, name: &str, run: u32) -> Result<u64, ExecErr
     if let Some(spec) = table_spec(plan, name, run) {
         env.store
             .create_table(KS, &spec)
-            .map_err(|e| ExecError::Compile {
+            .map_err(|e| ExecError::Prepare {
                 node: name.into(),
                 detail: e.to_string(),
             })?;
     }
-    let compiled = compile_node(plan, name)?;
+    let compiled = prepare_node(plan, name)?;
     let total = plan.node(name).map_or(1, |n| n.batches);
     let mut out = 0;
     for b in 0..total {
@@ -510,7 +510,7 @@ fn distinct_keeps_first_row_per_key() -> Result<()> {
     n.rerun_policy = RerunPolicy::Fail;
     add(&mut plan, n);
     seed_sources(env.store.as_ref(), &plan, 1)?;
-    let compiled = compile_node(&plan, "dist")?;
+    let compiled = prepare_node(&plan, "dist")?;
     let spec = table_spec(&plan, "dist", 1).context("spec")?;
     env.store.create_table(KS, &spec)?;
     let stats = execute(&env.ctx, &plan, &compiled, &task("dist", 1, 0, 1))?;
@@ -680,13 +680,13 @@ fn run_file_node(
     name: &str,
     dir: &std::path::Path,
 ) -> Result<Vec<Vec<u8>>, ExecError> {
-    let compiled = compile_node(plan, name)?;
+    let compiled = prepare_node(plan, name)?;
     let total = plan.node(name).map_or(1, |n| n.batches);
     let mut files = Vec::new();
     for b in 0..total {
         execute(ctx, plan, &compiled, &task(name, 1, b, total))?;
         let path = dir.join(format!("{name}_{b:05}.csv"));
-        files.push(std::fs::read(&path).map_err(|e| ExecError::Compile {
+        files.push(std::fs::read(&path).map_err(|e| ExecError::Prepare {
             node: name.into(),
             detail: format!("{}: {e}", path.display()),
         })?);
@@ -948,8 +948,8 @@ fn failed_batch_leaves_other_runs_intact() -> Result<()> {
 #[test]
 fn compile_node_rejects_unknown_nodes() {
     let plan = base_plan(orders_fields());
-    let err = compile_node(&plan, "nope").err();
-    assert!(matches!(err, Some(ExecError::Compile { .. })));
+    let err = prepare_node(&plan, "nope").err();
+    assert!(matches!(err, Some(ExecError::Prepare { .. })));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1298,7 +1298,7 @@ fn perf_table_table_and_grouped_lookup() -> Result<()> {
         if let Some(spec) = table_spec(&plan, name, 1) {
             env.store.create_table(KS, &spec)?;
         }
-        let c = compile_node(&plan, name)?;
+        let c = prepare_node(&plan, name)?;
         let st = execute(&env.ctx, &plan, &c, &task(name, 1, 0, 1))?;
         eprintln!("{name}: {:?} total {:?}", st, t.elapsed());
     }

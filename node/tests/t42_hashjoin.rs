@@ -18,7 +18,7 @@ use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
-    DEFAULT_POINT_READ_DIVISOR, ExecContext, compile_node, execute, table_spec,
+    DEFAULT_POINT_READ_DIVISOR, ExecContext, execute, prepare_node, table_spec,
 };
 use plexus_node::store::{
     EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
@@ -245,7 +245,7 @@ fn run_node_with_rows(
     if let Some(spec) = table_spec(plan, name, run) {
         store.create_table(KS, &spec)?;
     }
-    let compiled = compile_node(plan, name)?;
+    let compiled = prepare_node(plan, name)?;
     let total = plan.node(name).map_or(1, |n| n.batches);
     for b in 0..total {
         let t = BatchTask {
@@ -459,7 +459,7 @@ fn concurrent_batches_build_once() -> Result<()> {
     if let Some(spec) = table_spec(&plan, name, run) {
         store.create_table(KS, &spec)?;
     }
-    let compiled = compile_node(&plan, name)?;
+    let compiled = prepare_node(&plan, name)?;
     let ctx = ExecContext::new(store.clone());
     std::thread::scope(|sc| -> Result<()> {
         let handles: Vec<_> = (0..4)

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use plexus_node::cluster::LocalCluster;
-use plexus_node::engine::Silent;
 use plexus_node::exec::ExecContext;
+use plexus_node::local_run::Silent;
 use plexus_node::store::{EmbeddedStore, Store};
 use plexus_raft::NodeBatchStatus;
 

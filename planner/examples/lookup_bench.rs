@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use plexus_node::engine::{NodeReport, RunReport, Silent};
+use plexus_node::local_run::{NodeReport, RunReport, Silent};
 use plexus_raft::RunStatus;
 
 const INGEST: [&str; 2] = ["read_orders", "read_order_items"];

@@ -1,19 +1,22 @@
 //! `planner submit / status / stop / cluster`: the client side of a Plexus cluster. The script
 //! is loaded and validated here (every error at once, nothing submitted on error); the plan
 //! and the run start are committed through the cluster's Raft ledger; progress is followed by
-//! reading the keyspace's ledger from the leader.
+//! reading the keyspace's ledger from the leader, turned into the engine's `Progress` events by
+//! `node::run_progress`, so `planner run` and `planner submit --wait` render one stream.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
-use plexus_core::task::PlanHash;
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
-use plexus_node::engine::{Observer, Progress, RunReport};
-use plexus_raft::{Command, Event, Ledger, NodeBatchStatus, RunStatus};
+use plexus_node::local_run::{Observer, RunReport};
+use plexus_node::run_progress::LedgerProgress;
+use plexus_node::start_run::{RunStart, StartRunError, start_run};
+use plexus_raft::{Command, Ledger, NodeBatchStatus};
 
 /// Where the cluster is and which client certificate to show it.
 #[derive(Clone, Debug)]
@@ -40,12 +43,6 @@ impl ClusterTarget {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// What to start.
 #[derive(Clone, Debug)]
 pub struct Submission {
@@ -60,38 +57,29 @@ pub struct Submission {
 }
 
 /// Submits the plan and starts a run; returns the run id. The start nodes are checked (and
-/// cleaned, see [`crate::start_nodes::resolve`]) before anything is sent.
+/// cleaned, see [`plexus_script::start_nodes::resolve`]) before anything is sent.
 pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32> {
-    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?;
+    let given = plexus_script::start_nodes::resolve(plan, &s.start_nodes)?;
     for w in &given.warnings {
         eprintln!("warning: {w}");
     }
     let start_nodes = if given.names.is_empty() {
-        crate::start_nodes::file_readers(plan)
+        plexus_script::start_nodes::file_readers(plan)
     } else {
         given.names
     };
-    let hash = PlanHash(plan.content_hash().context("cannot hash the plan")?);
-    client
-        .propose(Command::SubmitPlan { plan: plan.clone() })
-        .context("cannot submit the plan")?;
-    let events = client
-        .propose(Command::StartRun {
-            keyspace: s.keyspace.clone(),
-            plan_hash: hash,
-            start_nodes,
-            description: s.description.clone(),
-            only_start_nodes: s.only_start_nodes,
-            ts_ms: now_ms(),
-        })
-        .context("cannot start the run")?;
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::RunStarted { run_id, .. } => Some(*run_id),
-            _ => None,
-        })
-        .context("the cluster started no run")
+    let start = RunStart {
+        keyspace: s.keyspace.clone(),
+        start_nodes,
+        description: s.description.clone(),
+        only_start_nodes: s.only_start_nodes,
+        ts_ms: now_ms(),
+    };
+    let started = start_run(|cmd| client.propose(cmd), plan, start).map_err(|e| match e {
+        StartRunError::NoRun => anyhow::anyhow!("the cluster started no run"),
+        other => anyhow::Error::new(other),
+    })?;
+    Ok(started.run_id)
 }
 
 /// How long `wait` keeps polling through a cluster that does not answer.
@@ -106,9 +94,7 @@ pub fn wait(
     observer: &dyn Observer,
     poll: Duration,
 ) -> Result<RunReport> {
-    let mut announced = false;
-    let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
-    let mut finished: BTreeSet<String> = BTreeSet::new();
+    let mut progress = LedgerProgress::new(run_id);
     let mut outage: Option<std::time::Instant> = None;
     loop {
         // A leader change or a lost message makes one poll fail; the run goes on meanwhile.
@@ -127,48 +113,7 @@ pub fn wait(
             }
             Err(e) => return Err(e.into()),
         };
-        let run = ledger.run(keyspace, run_id)?;
-        if !announced {
-            let plan = ledger.plan(&run.plan_hash);
-            let nodes = run
-                .processed
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        plan.and_then(|p| p.node(n)).map_or(0, |p| p.batches),
-                    )
-                })
-                .collect();
-            observer.progress(&Progress::RunStarted { run_id, nodes });
-            announced = true;
-        }
-        for name in &run.processed {
-            let Some(nr) = run.nodes.get(name) else {
-                continue;
-            };
-            for (i, b) in nr.batches.iter().enumerate() {
-                if !b.status.is_final() || !seen.insert((name.clone(), i as u32)) {
-                    continue;
-                }
-                let last = b.history.last();
-                observer.progress(&Progress::BatchFinished {
-                    node: name.clone(),
-                    batch_idx: i as u32,
-                    rows_in: last.and_then(|h| h.rows_in).unwrap_or(0),
-                    rows_out: last.and_then(|h| h.rows_out).unwrap_or(0),
-                    error: (b.status == NodeBatchStatus::Fail)
-                        .then(|| last.and_then(|h| h.error.clone()).unwrap_or_default()),
-                });
-            }
-            if nr.status.is_final() && finished.insert(name.clone()) {
-                observer.progress(&Progress::NodeFinished {
-                    node: name.clone(),
-                    status: nr.status,
-                });
-            }
-        }
-        if matches!(run.status(), RunStatus::Complete | RunStatus::Stop) {
+        if progress.feed(&ledger, keyspace, observer)? {
             return Ok(RunReport::from_ledger(&ledger, keyspace, run_id)?);
         }
         std::thread::sleep(poll);

@@ -1,26 +1,17 @@
-//! planner: loads Capillaries scripts and params, validates them and compiles a [`Plan`].
+//! planner: the command-line application around the script compiler (`plexus-script`) and the
+//! node (`plexus-node`): `planner run`, `validate`, `serve`, the cluster client, the Capillaries
+//! toolbelt and the C API environment.
 //!
-//! The planner is pure apart from fetching the script, params, Python and tag-criteria files
-//! it is pointed at, and scanning large local input files to split them into batches
-//! ([`build_plan`]): no threads, no clock, no store. Its only output is a Plan (or the full
-//! list of what is wrong with the script); running a plan is the engine's job.
+//! Compiling a script into a [`Plan`] is `plexus-script`'s job, with the node's file access
+//! ([`build_plan`]); running it is the node's.
 #![warn(missing_docs)]
 
 pub mod capi;
 pub mod cluster;
-pub mod compile;
-pub mod diagram;
-pub mod field_order;
-pub mod load;
 pub mod progress;
-pub mod pycalc;
 pub mod run;
-pub mod script;
 pub mod serve;
-pub mod source;
-pub mod start_nodes;
 pub mod table;
-pub mod template;
 pub mod toolbelt;
 
 use std::collections::BTreeMap;
@@ -28,96 +19,12 @@ use std::fmt::Write as _;
 
 use plexus_core::plan::{Plan, Reader, StartPolicy, Writer};
 
-pub use compile::{Diagnostic, compile};
-pub use load::{LoadError, LoadedScript, load_script};
+pub use plexus_node::daemon::error_text;
 pub use plexus_node::files::SplitSettings;
-
-/// Why a script could not become a plan: it did not load, or it loaded but is invalid.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// The script, params or a referenced file could not be fetched, substituted or decoded.
-    #[error("{0}")]
-    Load(#[from] LoadError),
-    /// The script decoded but failed validation; every problem found is listed.
-    #[error("script {script} is invalid: {}", .diagnostics.len())]
-    Invalid {
-        /// Script URL.
-        script: String,
-        /// Every problem found, each naming the node (or policy) and the field path.
-        diagnostics: Vec<Diagnostic>,
-    },
-}
-
-impl PlanError {
-    /// The file the error is about, for the first line of a report.
-    pub fn origin(&self) -> String {
-        match self {
-            Self::Load(_) => "cannot load script".to_string(),
-            Self::Invalid { script, .. } => format!("script {script} is invalid"),
-        }
-    }
-
-    /// One line per problem.
-    pub fn lines(&self) -> Vec<String> {
-        match self {
-            Self::Load(e) => vec![e.to_string()],
-            Self::Invalid { diagnostics, .. } => {
-                diagnostics.iter().map(ToString::to_string).collect()
-            }
-        }
-    }
-}
-
-/// An error and its causes joined by ": ", skipping a cause whose text the message already
-/// holds: many errors print their source in their own message, and `{:#}` would say it twice
-/// ("unknown run 7: unknown run 7").
-pub fn error_text(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
-
-/// Loads, validates and compiles a script with its optional params file, then splits large
-/// local input files into several batches (`PLEXUS_SPLIT_MIB`, see [`build_plan_with`]).
-pub fn build_plan(script_url: &str, params_url: Option<&str>) -> Result<Plan, PlanError> {
-    build_plan_with(script_url, params_url, &SplitSettings::from_env())
-}
-
-/// [`build_plan`] with explicit split settings ([`SplitSettings::off`]: one batch per URL, as
-/// Capillaries does).
-pub fn build_plan_with(
-    script_url: &str,
-    params_url: Option<&str>,
-    split: &SplitSettings,
-) -> Result<Plan, PlanError> {
-    let loaded = load_script(script_url, params_url)?;
-    let mut plan = compile(&loaded).map_err(|diagnostics| PlanError::Invalid {
-        script: script_url.to_string(),
-        diagnostics,
-    })?;
-    // Patterns become the files they match, and large files are split: both are part of the
-    // plan (its batches and hash), so every peer reads the same files and parts; the files
-    // are listed and probed here, once, where the script's URLs are resolved.
-    plexus_node::files::expand_globs(&mut plan).map_err(|e| PlanError::Invalid {
-        script: script_url.to_string(),
-        diagnostics: vec![Diagnostic {
-            subject: compile::Subject::Node(e.node),
-            path: "r.urls".to_owned(),
-            message: format!("{}: {}", e.pattern, e.reason),
-        }],
-    })?;
-    plexus_node::files::split_inputs(&mut plan, split);
-    Ok(plan)
-}
+pub use plexus_node::script_files::{build_plan, build_plan_with};
+use plexus_raft::NodeBatchStatus;
+pub use plexus_script::PlanError;
+use plexus_script::diagram::StatusMark;
 
 /// The one-screen summary `planner validate` prints for a valid plan.
 pub fn summary(plan: &Plan, script_url: &str) -> String {
@@ -180,4 +87,30 @@ pub fn summary(plan: &Plan, script_url: &str) -> String {
         let _ = writeln!(out, "plan hash: {}", &h[..16]);
     }
     out
+}
+
+/// The plan's DOT diagram with every node filled by its status in one run (`planner diagram`
+/// and the toolbelt's status diagram).
+pub fn dot_with_status(plan: &Plan, statuses: &[(String, NodeBatchStatus)]) -> String {
+    let marks: Vec<(String, StatusMark)> = statuses
+        .iter()
+        .map(|(node, s)| (node.clone(), status_mark(*s)))
+        .collect();
+    plexus_script::diagram::to_dot_with_status(plan, &marks)
+}
+
+/// How a node's status is drawn: green success, red fail, yellow start, grey stopped, white
+/// none (Capillaries' get_run_status_diagram).
+fn status_mark(status: NodeBatchStatus) -> StatusMark {
+    let fill = match status {
+        NodeBatchStatus::Success => "#b7e4b0",
+        NodeBatchStatus::Fail => "#f4a6a6",
+        NodeBatchStatus::Start => "#fff1a8",
+        NodeBatchStatus::StopReceived => "#cccccc",
+        NodeBatchStatus::None => "#ffffff",
+    };
+    StatusMark {
+        name: status.name().to_owned(),
+        fill,
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use plexus_node::engine::{Observer, Progress, RunReport};
+use plexus_node::local_run::{Observer, Progress, RunReport};
 
 /// Per-node counters shown on a bar.
 #[derive(Default)]
@@ -186,7 +186,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use indicatif::{ProgressDrawTarget, TermLike};
-    use plexus_node::engine::{Observer as _, Progress};
+    use plexus_node::local_run::{Observer as _, Progress};
     use plexus_raft::NodeBatchStatus;
 
     use super::RunProgress;

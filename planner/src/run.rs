@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plexus_core::plan::Plan;
-use plexus_node::engine::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
+use plexus_node::local_run::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::pycalc::{PyPool, PyPoolConfig, PyProgram};
-use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store};
+use plexus_node::store::{CqlConfig, Store, StoreAt, open_store};
 use plexus_raft::NodeBatchStatus;
 use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
 
@@ -52,15 +52,7 @@ pub struct RunSettings {
     pub tracing: Option<Arc<plexus_node::telemetry::Tracing>>,
 }
 
-/// Which storage backend `planner run` uses.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StoreKind {
-    /// The embedded store in the data directory (one machine).
-    #[default]
-    Embedded,
-    /// A Cassandra/ScyllaDB cluster reached through `--cql-contact-points`.
-    Cql,
-}
+pub use plexus_node::store::StoreKind;
 
 /// The keyspace a script runs in when none is given: its file stem, made a valid name.
 pub fn default_keyspace(script: &str) -> String {
@@ -134,36 +126,11 @@ impl StoreTarget {
 impl StoreTarget {
     /// Opens (embedded) or connects to (CQL) the store.
     pub fn open(&self) -> Result<Arc<dyn Store>> {
-        match self.kind {
-            StoreKind::Embedded => {
-                let dir = &self.data_dir;
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create data directory {}", dir.display()))?;
-                let store = EmbeddedStore::open(dir).map_err(|e| {
-                    if e.to_string().contains("Locked") {
-                        let holder = store_holder(dir)
-                            .unwrap_or_else(|| "another process".to_owned());
-                        anyhow::anyhow!(
-                            "the embedded store in {} is in use by {holder}, and one process at a time may open it: stop that process, work through it (a `planner serve` console), or pass another --data-dir",
-                            dir.display()
-                        )
-                    } else {
-                        anyhow::Error::new(e).context(format!(
-                            "cannot open the embedded store in {}",
-                            dir.display()
-                        ))
-                    }
-                })?;
-                Ok(Arc::new(store))
-            }
-            StoreKind::Cql => {
-                let cfg = self.cql_settings()?;
-                let points = cfg.contact_points.join(",");
-                let store = CqlStore::connect(cfg)
-                    .with_context(|| format!("cannot connect to CQL at {points}"))?;
-                Ok(Arc::new(store))
-            }
-        }
+        let at = match self.kind {
+            StoreKind::Embedded => StoreAt::Embedded(self.data_dir.clone()),
+            StoreKind::Cql => StoreAt::Cql(Box::new(self.cql_settings()?)),
+        };
+        Ok(open_store(at)?)
     }
 }
 
@@ -179,38 +146,6 @@ impl StoreTarget {
         }
         self.open()
     }
-}
-
-/// The process holding files of `dir` open, found through /proc (Linux): "pid N (command)".
-fn store_holder(dir: &Path) -> Option<String> {
-    let dir = dir.canonicalize().ok()?;
-    let me = std::process::id();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
-            continue;
-        };
-        let holds = fds
-            .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(&dir)));
-        if holds {
-            let cmd = std::fs::read(e.path().join("cmdline"))
-                .map(|b| {
-                    String::from_utf8_lossy(&b)
-                        .replace('\0', " ")
-                        .trim()
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            return Some(format!("pid {pid} ({cmd})"));
-        }
-    }
-    None
 }
 
 /// The Capillaries settings of a run: the ones given, else the `CAPI_*` variables alone.
@@ -287,7 +222,7 @@ pub fn run_interruptible(
     plan: &Plan,
     s: &RunSettings,
     observer: &dyn Observer,
-    interrupt: Option<Arc<plexus_node::engine::Interrupt>>,
+    interrupt: Option<Arc<plexus_node::local_run::Interrupt>>,
 ) -> Result<RunReport> {
     let capi = capi_of(s)?;
     let threads = s.threads.or(capi.threads).unwrap_or_else(|| {
@@ -316,9 +251,9 @@ pub fn run_interruptible(
         check_python_code(plan, &pool)?;
         ctx = ctx.with_py(pool);
     }
-    let given = crate::start_nodes::resolve(plan, &s.start_nodes)?.names;
+    let given = plexus_script::start_nodes::resolve(plan, &s.start_nodes)?.names;
     let start_nodes = if given.is_empty() {
-        crate::start_nodes::file_readers(plan)
+        plexus_script::start_nodes::file_readers(plan)
     } else {
         given
     };

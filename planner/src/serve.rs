@@ -15,21 +15,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use plexus_node::clock::now_ms;
 use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
+use plexus_node::console::start::compile_start;
 use plexus_node::console::{
     BackendInfo, CompiledStart, Console, ConsoleBackend, ConsoleError, ConsoleSettings,
-    PlanCompiler, StartRequest, Started,
+    StartRequest, Started,
 };
-use plexus_node::engine::{Engine, Observer, Progress, RunRequest};
 use plexus_node::exec::ExecContext;
-use plexus_node::ledger::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::ledger_client::{LedgerClient, LocalLedger, ProposeError};
+use plexus_node::local_run::{Engine, Observer, Progress, RunRequest};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
-use plexus_node::store::{EmbeddedStore, Store};
+use plexus_node::store::{Store, StoreAt, open_store};
 use plexus_raft::{Command, Ledger};
 
 /// How long a start waits for the engine to allocate the run id.
@@ -293,95 +295,6 @@ impl Observer for StartSignal {
     }
 }
 
-/// Loads and validates the script and the start nodes exactly as `planner run` and
-/// `planner submit` do: the plan, the cleaned start nodes (every file reader when none is
-/// given) and their warnings; every error as [`ConsoleError::Invalid`]. Peers use it through
-/// [`ScriptCompiler`].
-fn validate(req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
-    let params = req.params_url.as_deref().filter(|p| !p.trim().is_empty());
-    let plan = crate::source::with_file_roots(&req.file_roots, || {
-        crate::build_plan(req.script_url.trim(), params)
-    })
-    .map_err(|e| {
-        // The answer goes to a web client: errors name the file and the place, never a value
-        // read from the file.
-        let errors: Vec<String> = e.lines().iter().map(|l| scrub_values(l)).collect();
-        ConsoleError::Invalid {
-            message: format!(
-                "the run was not started: {}: {} error{}",
-                e.origin(),
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
-            ),
-            errors,
-        }
-    })?;
-    let start = crate::start_nodes::resolve(&plan, &req.start_nodes.entries()).map_err(|e| {
-        ConsoleError::Invalid {
-            message: "the run was not started: the start nodes are unusable".to_owned(),
-            errors: vec![e.to_string()],
-        }
-    })?;
-    let start_nodes = if start.names.is_empty() {
-        crate::start_nodes::file_readers(&plan)
-    } else {
-        start.names
-    };
-    Ok(CompiledStart {
-        plan,
-        start_nodes,
-        warnings: start.warnings,
-    })
-}
-
-/// `line` without the values serde quotes from a file (`invalid type: string "hunter2"` →
-/// `invalid type: a string`): a script or params file may hold secrets, and the console's
-/// client need not be the file's owner.
-pub fn scrub_values(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut rest = line;
-    loop {
-        let next = ["invalid type: ", "invalid value: ", "unknown variant "]
-            .iter()
-            .filter_map(|m| rest.find(m).map(|i| (i, *m)))
-            .min_by_key(|(i, _)| *i);
-        let Some((i, marker)) = next else {
-            out.push_str(rest);
-            return out;
-        };
-        out.push_str(&rest[..i + marker.len()]);
-        let tail = &rest[i + marker.len()..];
-        // The value runs up to ", expected" (serde's wording), else to the end of the line.
-        let end = tail.find(", expected").unwrap_or(tail.len());
-        let value = &tail[..end];
-        let kind = value.split([' ', '`', '"']).next().unwrap_or_default();
-        out.push_str(match (marker, kind) {
-            ("unknown variant ", _) => "(value not shown)",
-            (_, "string") => "a string (value not shown)",
-            (_, "integer") => "an integer (value not shown)",
-            (_, "floating") => "a number (value not shown)",
-            (_, "boolean") => "a boolean (value not shown)",
-            (_, "character") => "a character (value not shown)",
-            (_, "map") => "a map",
-            (_, "sequence") => "a sequence",
-            (_, "null" | "unit") => "null",
-            _ => "(value not shown)",
-        });
-        rest = &tail[end..];
-    }
-}
-
-/// The planner's script loading and validation as a peer's [`PlanCompiler`]: the
-/// `plexus-node` binary gives it to every peer so that their consoles start runs.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScriptCompiler;
-
-impl PlanCompiler for ScriptCompiler {
-    fn compile(&self, req: &StartRequest) -> Result<CompiledStart, ConsoleError> {
-        validate(req)
-    }
-}
-
 impl ConsoleBackend for EmbeddedBackend {
     fn store(&self) -> Option<Arc<dyn Store>> {
         Some(self.store.clone())
@@ -419,7 +332,7 @@ impl ConsoleBackend for EmbeddedBackend {
             plan,
             start_nodes,
             warnings,
-        } = validate(req)?;
+        } = compile_start(req)?;
         let mut ctx = ExecContext::new(self.store.clone());
         if let Some(pool) = self.python_pool(&plan)? {
             ctx = ctx.with_py(pool);
@@ -615,7 +528,7 @@ impl ConsoleBackend for ClusterBackend {
             plan,
             start_nodes,
             warnings,
-        } = validate(req)?;
+        } = compile_start(req)?;
         let sub = crate::cluster::Submission {
             keyspace: keyspace.to_owned(),
             start_nodes,
@@ -658,12 +571,6 @@ impl ConsoleBackend for ClusterBackend {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// `planner serve` exports no metrics of its own; `/readyz` is ready once it listens.
 struct ServeProbe;
 
@@ -687,13 +594,8 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<
             plexus_node::fsmode::create_private_dir(&s.data_dir).with_context(|| {
                 format!("cannot create data directory {}", s.data_dir.display())
             })?;
-            let st: Arc<dyn Store> =
-                Arc::new(EmbeddedStore::open(&s.data_dir).with_context(|| {
-                    format!(
-                        "cannot open the embedded store in {} (is another planner using it?)",
-                        s.data_dir.display()
-                    )
-                })?);
+            // One process at a time: the error names the holder of the store.
+            let st = open_store(StoreAt::Embedded(s.data_dir.clone()))?;
             // The store's files are created with the default mode; the directory's 0700
             // keeps them private, these modes say so on each file.
             plexus_node::fsmode::restrict_tree(&s.data_dir).with_context(|| {

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
-use plexus_node::engine::Engine;
 use plexus_node::exec::ExecContext;
+use plexus_node::local_run::Engine;
 use plexus_node::store::Store;
 use plexus_node::tables::{self, RowFilter, TableFormat};
 use plexus_raft::Ledger;

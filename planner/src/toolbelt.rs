@@ -175,7 +175,7 @@ pub enum ToolbeltError {
     Plan(#[from] crate::PlanError),
     /// A bad start-node list.
     #[error("{0}")]
-    StartNodes(#[from] crate::start_nodes::StartNodeError),
+    StartNodes(#[from] plexus_script::start_nodes::StartNodeError),
     /// The Capillaries config cannot be used.
     #[error("{0}")]
     Capi(#[from] crate::capi::CapiError),
@@ -434,14 +434,14 @@ impl InProcess {
     }
 
     fn run(&self, plan: &Plan, settings: &RunSettings) -> Result<Launched, anyhow::Error> {
-        let report = crate::run::run(plan, settings, &plexus_node::engine::Silent)?;
+        let report = crate::run::run(plan, settings, &plexus_node::local_run::Silent)?;
         Ok(launched(&report))
     }
 }
 
 /// A finished run as the toolbelt reports it. Capillaries reports node failures through the
 /// histories only; Plexus says them on stderr too.
-fn launched(report: &plexus_node::engine::RunReport) -> Launched {
+fn launched(report: &plexus_node::local_run::RunReport) -> Launched {
     for n in report.failed() {
         eprintln!("node {} failed: {}", n.name, n.errors.join("; "));
     }
@@ -609,7 +609,7 @@ impl Backend for OnCluster {
             &self.client,
             keyspace,
             run_id,
-            &plexus_node::engine::Silent,
+            &plexus_node::local_run::Silent,
             Duration::from_millis(200),
         )?;
         Ok(launched(&report))
@@ -753,8 +753,8 @@ fn render(
 ) -> Result<Vec<u8>, ToolbeltError> {
     match format.unwrap_or("capigraph") {
         "dot" => Ok(match statuses {
-            Some(s) => crate::diagram::to_dot_with_status(plan, s),
-            None => crate::diagram::to_dot(plan),
+            Some(s) => crate::dot_with_status(plan, s),
+            None => plexus_script::diagram::to_dot(plan),
         }
         .into_bytes()),
         "capigraph" => {
@@ -805,7 +805,7 @@ pub fn execute(
         }
         "start_run" => {
             let plan = plan_of(inv)?;
-            let start = crate::start_nodes::resolve(&plan, &inv.list("start_nodes"))?;
+            let start = plexus_script::start_nodes::resolve(&plan, &inv.list("start_nodes"))?;
             for w in &start.warnings {
                 writeln!(err, "warning: {w}").map_err(io)?;
             }
@@ -830,7 +830,7 @@ pub fn execute(
         }
         "exec_node" => {
             let plan = plan_of(inv)?;
-            let node = crate::start_nodes::resolve(&plan, &inv.list("node_id"))?;
+            let node = plexus_script::start_nodes::resolve(&plan, &inv.list("node_id"))?;
             let [node] = node.names.as_slice() else {
                 return Err(ToolbeltError::BadValue {
                     flag: "node_id".into(),
@@ -902,7 +902,7 @@ pub fn execute(
         }
         "get_table_cql" => {
             let plan = plan_of(inv)?;
-            let start = crate::start_nodes::resolve(&plan, &inv.list("start_nodes"))?;
+            let start = plexus_script::start_nodes::resolve(&plan, &inv.list("start_nodes"))?;
             for w in &start.warnings {
                 writeln!(err, "warning: {w}").map_err(io)?;
             }

@@ -333,14 +333,7 @@ fn help_of_every_binary_exits_0_with_its_own_description() -> Result<()> {
             out.status.code()
         );
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_plexus-node"))
-        .arg("--help")
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        out.status.success() && text.contains("peer daemon") && !text.contains("script loading"),
-        "{text}"
-    );
+    // plexus-node's help: node/tests/t61_node_config.rs.
     Ok(())
 }
 

@@ -1358,7 +1358,7 @@ mod multi_process {
         for b in ["plexus-node", "cql-double"] {
             ensure!(
                 bin.join(b).is_file(),
-                "{} missing: cargo build -p planner -p plexus-testkit (cargo test --workspace builds it)",
+                "{} missing: cargo build -p planner -p plexus-node -p plexus-testkit (cargo test --workspace builds it)",
                 bin.join(b).display()
             );
         }

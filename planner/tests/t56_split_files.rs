@@ -20,7 +20,7 @@ use parquet::schema::parser::parse_message_type;
 use planner::SplitSettings;
 use planner::run::{RunSettings, StoreKind};
 use plexus_core::plan::{Plan, Reader};
-use plexus_node::engine::Silent;
+use plexus_node::local_run::Silent;
 use plexus_node::store::{EmbeddedStore, Store, TableRef};
 
 /// A CSV file with every record shape the splitter must not cut inside.

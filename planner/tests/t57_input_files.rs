@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail, ensure};
 use planner::SplitSettings;
 use planner::run::{RunSettings, StoreKind};
-use plexus_node::engine::Silent;
+use plexus_node::local_run::Silent;
 
 /// CSV text with a header, quoted fields holding separators and newlines, and `rows` rows.
 fn csv_text(rows: usize, offset: usize) -> String {

@@ -965,7 +965,6 @@ mod on_cluster {
             3,
             ConsoleSettings {
                 token: Some(TOKEN.to_owned()),
-                compiler: Some(std::sync::Arc::new(planner::serve::ScriptCompiler)),
                 file_roots: {
                     let mut r = plexus_node::console::FileRoots::default();
                     r.add(&inp.path(""))?;

@@ -55,7 +55,7 @@ pub enum TaskOutcome {
         /// The error text.
         error: String,
         /// Whether the error is transient; the ledger returns such a batch to the pool until
-        /// it has been claimed [`crate::ledger::MAX_ATTEMPTS`] times, then fails it.
+        /// it has been claimed [`crate::claim_policy::MAX_ATTEMPTS`] times, then fails it.
         retryable: bool,
     },
 }
@@ -217,6 +217,24 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
+    /// An idle peer runs a speculative backup of a straggler: a started claim running far
+    /// longer than its prediction, near the end of its node. The backup runs under the same
+    /// attempt; whichever copy completes first wins and the other's completion is refused.
+    /// Refused for nodes whose concurrent copies could differ (`PlanNode::rerun_is_idempotent`
+    /// false, or a node writing files), for the claim's own holder, and for a batch already
+    /// backed up. Last in the enum, so command logs written before it still decode.
+    ClaimBackup {
+        /// The claim backed up.
+        task: TaskRef,
+        /// The peer running the backup.
+        peer: PeerId,
+        /// Its name in the batch history.
+        worker: String,
+        /// The task, sealed by the backup's peer.
+        sealed: Vec<u8>,
+        /// Time of the command.
+        ts_ms: i64,
+    },
 }
 
 impl Command {
@@ -365,5 +383,14 @@ pub enum Event {
     KeyspaceDropped {
         /// Keyspace.
         keyspace: String,
+    },
+    /// A peer claimed a speculative backup of a claimed batch ([`Command::ClaimBackup`]).
+    BackupClaimed {
+        /// The claim backed up (the backup runs under the same attempt).
+        task: TaskRef,
+        /// The peer running the backup.
+        peer: PeerId,
+        /// The sealed task.
+        sealed: Vec<u8>,
     },
 }

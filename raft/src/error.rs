@@ -160,4 +160,13 @@ pub enum LedgerError {
         /// The codec's message.
         reason: String,
     },
+    /// A speculative backup the ledger refuses (last, so encoded errors of older peers
+    /// still decode).
+    #[error("no backup of batch {batch}: {reason}")]
+    NoBackup {
+        /// The batch (`BatchId`'s text).
+        batch: String,
+        /// Why not.
+        reason: String,
+    },
 }

@@ -13,11 +13,12 @@
 #![warn(missing_docs)]
 
 pub mod affected;
+pub mod claim_policy;
 pub mod command;
+pub mod dependency_policy;
 pub mod error;
 pub mod history;
 pub mod ledger;
-pub mod policy;
 pub mod replicated;
 pub mod status;
 
@@ -25,11 +26,13 @@ pub mod status;
 mod test_plans;
 
 pub use affected::affected_nodes;
+pub use claim_policy::ClaimPolicy;
 pub use command::{Command, EXEC_NODE_DESCRIPTION, Event, PlanHash};
+pub use dependency_policy::{NodeRunEvent, PolicyError, PolicyMatch, ResolvedPolicy};
 pub use error::LedgerError;
 pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
 pub use ledger::{
-    BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun, Readiness, Run,
+    BackupCounters, BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun,
+    Readiness, Run, backups_allowed,
 };
-pub use policy::{CompiledPolicy, NodeRunEvent, PolicyError, PolicyMatch};
 pub use status::{NodeBatchStatus, RunOutcome, RunStatus};

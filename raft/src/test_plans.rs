@@ -151,6 +151,42 @@ impl PlanBuilder {
         self
     }
 
+    /// A file_table node reading one CSV file split into parts of `rows` rows (10 bytes a
+    /// row), as `split` cuts large files.
+    pub(crate) fn split_file(mut self, name: &str, table: &str, rows: &[u64]) -> Self {
+        let mut before = 0u64;
+        let splits = rows
+            .iter()
+            .map(|r| {
+                let part = plexus_core::plan::FilePart::CsvRange {
+                    start: before * 10,
+                    end: (before + r) * 10,
+                    lines_before: before + 1,
+                    records_before: before as i64 + 1,
+                    rows_before: before,
+                    file_len: rows.iter().sum::<u64>() * 10,
+                };
+                before += r;
+                plexus_core::plan::FileSplit { url_idx: 0, part }
+            })
+            .collect();
+        let reader = Reader::File(FileReader {
+            urls: vec![format!("/in/{name}.csv")],
+            format: FileReaderFormat::Csv(CsvReaderSettings {
+                hdr_line_idx: 0,
+                first_data_line_idx: 1,
+                separator: b',',
+                by_header: true,
+                compression: plexus_core::plan::Compression::Auto,
+            }),
+            columns: Vec::new(),
+            splits,
+        });
+        let n = Self::base(name, NodeType::FileTable, reader, rows.len() as u32);
+        self.push(n, Some(table));
+        self
+    }
+
     fn table_reader(table: &str, batches: u32) -> Reader {
         Reader::Table(TableReader {
             table: table.to_owned(),

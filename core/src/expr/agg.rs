@@ -3,107 +3,15 @@
 use std::fmt;
 
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 
-use super::compile::{Compiled, Node, Rounding};
 use super::error::EvalError;
-use super::eval::{Ctx, Val, dec_div, describe};
+use super::eval::dec_div;
+use super::ops::AggFunc;
+use super::prepare::{Compiled, Node, Rounding};
 use super::scope::Vars;
+use super::val::{Ctx, Val, describe};
 use crate::decimal::round2;
 use crate::value::{Type, Value};
-
-/// An aggregate function name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum AggFunc {
-    /// `count()`.
-    Count,
-    /// `count_if(cond)`.
-    CountIf,
-    /// `sum(x)`.
-    Sum,
-    /// `sum_if(x, cond)`.
-    SumIf,
-    /// `avg(x)`.
-    Avg,
-    /// `avg_if(x, cond)`.
-    AvgIf,
-    /// `min(x)`.
-    Min,
-    /// `min_if(x, cond)`.
-    MinIf,
-    /// `max(x)`.
-    Max,
-    /// `max_if(x, cond)`.
-    MaxIf,
-    /// `string_agg(x, "sep")`.
-    StringAgg,
-    /// `string_agg_if(x, "sep", cond)`.
-    StringAggIf,
-}
-
-impl AggFunc {
-    /// All twelve, in spec order.
-    pub const ALL: [Self; 12] = [
-        Self::Count,
-        Self::CountIf,
-        Self::Sum,
-        Self::SumIf,
-        Self::Avg,
-        Self::AvgIf,
-        Self::Min,
-        Self::MinIf,
-        Self::Max,
-        Self::MaxIf,
-        Self::StringAgg,
-        Self::StringAggIf,
-    ];
-
-    /// The function name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Count => "count",
-            Self::CountIf => "count_if",
-            Self::Sum => "sum",
-            Self::SumIf => "sum_if",
-            Self::Avg => "avg",
-            Self::AvgIf => "avg_if",
-            Self::Min => "min",
-            Self::MinIf => "min_if",
-            Self::Max => "max",
-            Self::MaxIf => "max_if",
-            Self::StringAgg => "string_agg",
-            Self::StringAggIf => "string_agg_if",
-        }
-    }
-
-    /// Parses an aggregate name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name() == name)
-    }
-
-    /// Whether it is an `_if` variant (last argument is the condition).
-    pub fn is_conditional(self) -> bool {
-        matches!(
-            self,
-            Self::CountIf
-                | Self::SumIf
-                | Self::AvgIf
-                | Self::MinIf
-                | Self::MaxIf
-                | Self::StringAggIf
-        )
-    }
-
-    /// The number of arguments it takes.
-    pub fn arity(self) -> usize {
-        match self {
-            Self::Count => 0,
-            Self::CountIf | Self::Sum | Self::Avg | Self::Min | Self::Max => 1,
-            Self::SumIf | Self::AvgIf | Self::MinIf | Self::MaxIf | Self::StringAgg => 2,
-            Self::StringAggIf => 3,
-        }
-    }
-}
 
 impl fmt::Display for AggFunc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

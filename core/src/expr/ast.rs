@@ -5,8 +5,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::agg::AggFunc;
-use super::error::ExprError;
+use super::error::{EvalError, ExprError};
+use super::ops::{AggFunc, BinaryOp, UnaryOp};
+use crate::value::Value;
+use rust_decimal::Decimal;
 
 /// A parsed expression. It serializes as its canonical text and deserializes by parsing it,
 /// which keeps plan files readable and avoids deep recursion on long operator chains.
@@ -14,136 +16,6 @@ use super::error::ExprError;
 pub struct Ast {
     /// The root node.
     pub root: Expr,
-}
-
-/// A unary operator as Go parses it; only `!` and `-` evaluate (spec §5.5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum UnaryOp {
-    /// `!x`.
-    Not,
-    /// `-x`.
-    Neg,
-    /// `+x` (rejected at evaluation).
-    Plus,
-    /// `^x` (rejected at evaluation).
-    Xor,
-    /// `&x` (rejected at evaluation).
-    Addr,
-    /// `<-x` (rejected at evaluation).
-    Recv,
-    /// `~x` (rejected at evaluation).
-    Tilde,
-    /// `*x`, Go's star expression (rejected at evaluation).
-    Deref,
-}
-
-impl UnaryOp {
-    /// The Go operator text.
-    pub fn text(self) -> &'static str {
-        match self {
-            Self::Not => "!",
-            Self::Neg => "-",
-            Self::Plus => "+",
-            Self::Xor => "^",
-            Self::Addr => "&",
-            Self::Recv => "<-",
-            Self::Tilde => "~",
-            Self::Deref => "*",
-        }
-    }
-}
-
-/// A binary operator; the bitwise ones parse but are rejected at evaluation (spec §5.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BinaryOp {
-    /// `+`.
-    Add,
-    /// `-`.
-    Sub,
-    /// `*`.
-    Mul,
-    /// `/`.
-    Quo,
-    /// `%`.
-    Rem,
-    /// `&` (rejected at evaluation).
-    And,
-    /// `|` (rejected at evaluation).
-    Or,
-    /// `^` (rejected at evaluation).
-    Xor,
-    /// `<<` (rejected at evaluation).
-    Shl,
-    /// `>>` (rejected at evaluation).
-    Shr,
-    /// `&^` (rejected at evaluation).
-    AndNot,
-    /// `&&`, both sides always evaluated.
-    LAnd,
-    /// `||`, both sides always evaluated.
-    LOr,
-    /// `==`.
-    Eql,
-    /// `!=`.
-    Neq,
-    /// `<`.
-    Lss,
-    /// `<=`.
-    Leq,
-    /// `>`.
-    Gtr,
-    /// `>=`.
-    Geq,
-}
-
-impl BinaryOp {
-    /// The Go operator text.
-    pub fn text(self) -> &'static str {
-        match self {
-            Self::Add => "+",
-            Self::Sub => "-",
-            Self::Mul => "*",
-            Self::Quo => "/",
-            Self::Rem => "%",
-            Self::And => "&",
-            Self::Or => "|",
-            Self::Xor => "^",
-            Self::Shl => "<<",
-            Self::Shr => ">>",
-            Self::AndNot => "&^",
-            Self::LAnd => "&&",
-            Self::LOr => "||",
-            Self::Eql => "==",
-            Self::Neq => "!=",
-            Self::Lss => "<",
-            Self::Leq => "<=",
-            Self::Gtr => ">",
-            Self::Geq => ">=",
-        }
-    }
-
-    /// Go precedence, 1 (`||`) to 5 (`*`).
-    pub fn precedence(self) -> u8 {
-        match self {
-            Self::LOr => 1,
-            Self::LAnd => 2,
-            Self::Eql | Self::Neq | Self::Lss | Self::Leq | Self::Gtr | Self::Geq => 3,
-            Self::Add | Self::Sub | Self::Or | Self::Xor => 4,
-            _ => 5,
-        }
-    }
-}
-
-impl fmt::Display for UnaryOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text())
-    }
-}
-
-impl fmt::Display for BinaryOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text())
-    }
 }
 
 /// The Go syntax forms that parse but never evaluate (spec §5.2).
@@ -472,15 +344,28 @@ impl Serialize for Ast {
     }
 }
 
-impl<'de> Deserialize<'de> for Ast {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        super::parser::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
-
 impl fmt::Display for Ast {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.root.fmt(f)
     }
+}
+
+/// The value of an integer literal: base-10 int64, else an exact decimal (spec §5.3).
+pub(crate) fn int_literal(text: &str) -> Result<Value, EvalError> {
+    // Quirk (spec §5.3): base-10 parsing, so `010` is 10 and `0x1F` fails.
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(Value::Int(i));
+    }
+    // Decision: a literal beyond rust_decimal's range (~7.9e28) is an evaluation error; Go's
+    // decimals are unbounded.
+    if !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(d) = Decimal::from_str_exact(text)
+    {
+        return Ok(Value::Decimal(d));
+    }
+    Err(EvalError::BadLiteral {
+        kind: "INT",
+        text: text.into(),
+    })
 }

@@ -6,8 +6,8 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 
 use super::ast::Ast;
-use super::compile::{Compiled, Rounding, compile};
 use super::error::{EvalError, ExprError};
+use super::prepare::{Compiled, Rounding, prepare};
 use super::scope::{Alias, Scope, Vars};
 use crate::gotime;
 use crate::value::{Type, Value};
@@ -119,7 +119,7 @@ fn check_agg_policy(ast: &Ast, agg: AggPolicy) -> Result<(), ExprError> {
 /// division by zero trigger the retries.
 pub fn check(ast: &Ast, scope: &Scope, expected: Type, agg: AggPolicy) -> Result<(), ExprError> {
     check_agg_policy(ast, agg)?;
-    let compiled = compile(ast, scope)?;
+    let compiled = prepare(ast, scope)?;
     let now = Value::Time(gotime::now());
     let mut last = None;
     for k in 0..TRIES {
@@ -139,7 +139,7 @@ pub fn check(ast: &Ast, scope: &Scope, expected: Type, agg: AggPolicy) -> Result
 /// scope's field types, no retries, no aggregates; the result must be `expected`.
 pub fn check_zero(ast: &Ast, scope: &Scope, expected: Type) -> Result<(), ExprError> {
     check_agg_policy(ast, AggPolicy::Forbidden)?;
-    let compiled = compile(ast, scope)?;
+    let compiled = prepare(ast, scope)?;
     let rows = Alias::ALL.map(|a| {
         scope
             .fields(a)

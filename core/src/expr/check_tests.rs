@@ -218,7 +218,7 @@ fn dependency_rule_check() {
 
 /// Runs `src` as a root aggregate over the `l` rows (with `r` = the test row's first fields).
 fn agg_run(src: &str, rows: &[Vec<Value>], rounding: Rounding) -> Result<Value, EvalError> {
-    let c = compile(&parse(src).unwrap(), &scope()).unwrap();
+    let c = prepare(&parse(src).unwrap(), &scope()).unwrap();
     let mut acc = c.new_accumulator().expect("root aggregate");
     for l in rows {
         acc.update(&c, &Vars::new().with(Alias::L, l), rounding)?;
@@ -382,9 +382,9 @@ fn aggregate_edge_cases() {
     assert_eq!(agg_run("sum(l.y)", &[], Rounding::To2), Ok(Value::Int(0)));
     assert_eq!(agg_run("count()", &[], Rounding::To2), Ok(Value::Int(0)));
     // Only root aggregates get an accumulator.
-    let c = compile(&parse("sum(l.x) + 1").unwrap(), &scope()).unwrap();
+    let c = prepare(&parse("sum(l.x) + 1").unwrap(), &scope()).unwrap();
     assert!(c.new_accumulator().is_none());
-    let c = compile(&parse("count()").unwrap(), &scope()).unwrap();
+    let c = prepare(&parse("count()").unwrap(), &scope()).unwrap();
     let acc = c.new_accumulator().unwrap();
     assert_eq!(acc.func(), AggFunc::Count);
     assert_eq!(acc.result_type(), Type::Int);

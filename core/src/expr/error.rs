@@ -1,10 +1,10 @@
 //! Load-time ([`ExprError`]) and evaluation ([`EvalError`]) errors of the expression language.
 
+use std::fmt;
+
 use thiserror::Error;
 
-use super::agg::AggFunc;
-use super::ast::{BinaryOp, UnaryOp};
-use super::parser::ParseError;
+use super::ops::{AggFunc, BinaryOp, UnaryOp};
 use crate::decimal::DecimalError;
 use crate::gotime::TimeError;
 use crate::value::Type;
@@ -264,4 +264,27 @@ pub enum EvalError {
     /// Decimal conversion failure (`decimal2("x")`, `decimal2(NaN)`).
     #[error("cannot evaluate decimal2(), {0}")]
     Decimal(Box<DecimalError>),
+}
+
+/// A Go-style parse error: `1:6: expected ')', found 'EOF'`.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub struct ParseError {
+    /// 1-based line of the first error.
+    pub line: u32,
+    /// 1-based byte column of the first error.
+    pub column: u32,
+    /// The first error's message.
+    pub message: String,
+    /// How many further errors Go would report ("(and N more errors)").
+    pub more: usize,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)?;
+        if self.more > 0 {
+            write!(f, " (and {} more errors)", self.more)?;
+        }
+        Ok(())
+    }
 }

@@ -1,99 +1,18 @@
 //! Per-row evaluation of a [`Compiled`] tree and the operator semantics of spec §5.5–5.6.
 
-use std::cell::Cell;
 use std::cmp::Ordering;
-use std::ops::Deref;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
-use super::agg::AggFunc;
-use super::ast::{BinaryOp, UnaryOp};
-use super::compile::{Compiled, Node, Rounding};
 use super::error::EvalError;
 use super::funcs;
+use super::ops::{BinaryOp, UnaryOp};
+use super::prepare::{Compiled, Node, Rounding};
 use super::scope::Vars;
+use super::val::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use crate::decimal::{round_half_away, round2, to_f64};
 use crate::value::Value;
-
-/// A value borrowed from a row or a constant, or computed.
-#[derive(Debug)]
-pub(crate) enum Val<'a> {
-    Ref(&'a Value),
-    Own(Value),
-}
-
-impl Deref for Val<'_> {
-    type Target = Value;
-    #[inline]
-    fn deref(&self) -> &Value {
-        match self {
-            Self::Ref(v) => v,
-            Self::Own(v) => v,
-        }
-    }
-}
-
-impl Val<'_> {
-    #[inline]
-    pub(crate) fn into_owned(self) -> Value {
-        match self {
-            Self::Ref(v) => v.clone(),
-            Self::Own(v) => v,
-        }
-    }
-}
-
-/// Evaluation mode: rounding, and the root aggregate when evaluating in aggregate mode.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ctx {
-    pub(crate) rounding: Rounding,
-    pub(crate) agg: Option<AggFunc>,
-}
-
-thread_local! {
-    /// A reusable text buffer for string results (one allocation per string result: the Arc).
-    static BUF: Cell<String> = const { Cell::new(String::new()) };
-}
-
-/// Takes the thread's scratch buffer (empty); give it back with [`put_buf`].
-pub(crate) fn take_buf() -> String {
-    BUF.with(Cell::take)
-}
-
-/// Returns a scratch buffer, keeping the larger one (capped so one huge row does not pin memory).
-pub(crate) fn put_buf(mut s: String) {
-    s.clear();
-    if s.capacity() > 1 << 16 {
-        return;
-    }
-    BUF.with(|b| {
-        let old = b.take();
-        b.set(if old.capacity() >= s.capacity() {
-            old
-        } else {
-            s
-        });
-    });
-}
-
-/// Builds a string value in the scratch buffer.
-pub(crate) fn build_str(f: impl FnOnce(&mut String)) -> Value {
-    let mut s = take_buf();
-    f(&mut s);
-    let v = Value::Str(Arc::from(s.as_str()));
-    put_buf(s);
-    v
-}
-
-/// `value(type)` for error messages.
-pub(crate) fn describe(v: &Value) -> Box<str> {
-    format!("{}({})", crate::gofmt::format_value(v), v.go_type_name()).into()
-}
-
-/// Maximum arguments evaluated on the stack; longer calls (only `fmt.Sprintf` and unknown
-/// functions can have them) use a vector.
-pub(crate) const MAX_STACK_ARGS: usize = 8;
 
 impl Compiled {
     /// Evaluates the expression for one row (plain mode: aggregates fail, spec §5.10).

@@ -8,8 +8,8 @@
 //! is missing, evaluation falls back to the generic tree, which then behaves exactly as
 //! without this path.
 
-use super::ast::{BinaryOp, Expr, UnaryOp};
-use super::compile::int_literal;
+use super::ast::{Expr, int_literal};
+use super::ops::{BinaryOp, UnaryOp};
 use super::scope::{Scope, Vars};
 use crate::value::{Type, Value};
 

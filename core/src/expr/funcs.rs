@@ -7,10 +7,10 @@ use regex::Regex;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::compile::Func;
 use super::error::EvalError;
-use super::eval::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
+use super::prepare::Func;
 use super::regex_go;
+use super::val::{Ctx, MAX_STACK_ARGS, Val, build_str, describe, put_buf, take_buf};
 use crate::value::{Time, Value};
 use crate::{cell, decimal, gofmt, gotime};
 
@@ -341,14 +341,14 @@ thread_local! {
 fn dynamic_regex<R>(pattern: &Arc<str>, f: impl FnOnce(&Regex) -> R) -> Result<R, EvalError> {
     LAST_RE.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
-            return regex_go::compile(pattern).map(|re| f(&re));
+            return regex_go::build(pattern).map(|re| f(&re));
         };
         if let Some((p, re)) = slot.as_ref()
             && **p == **pattern
         {
             return Ok(f(re));
         }
-        let re = regex_go::compile(pattern)?;
+        let re = regex_go::build(pattern)?;
         let r = f(&re);
         *slot = Some((Arc::clone(pattern), re));
         Ok(r)

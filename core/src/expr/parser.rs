@@ -6,12 +6,12 @@
 //! expressions report the same thing); the rest of the input is still scanned so that later
 //! scanner errors are counted in "(and N more errors)".
 
-use std::fmt;
+use serde::Deserialize;
 
-use thiserror::Error;
-
-use super::ast::{Ast, BinaryOp, Expr, UnaryOp, UnsupportedKind};
+use super::ast::{Ast, Expr, UnsupportedKind};
+use super::error::ParseError;
 use super::lexer::{Lexer, Pos, Tok, Token};
+use super::ops::{BinaryOp, UnaryOp};
 
 /// Maximum of Go's nesting counter (which also counts the operators of a flat `a + b + …`
 /// run). Go allows 100 000; the trees here are walked recursively (display, field references,
@@ -22,29 +22,6 @@ const MAX_NEST: u32 = 1000;
 /// arguments, types), kept small enough for a 2 MiB thread stack even in debug builds. Real
 /// expressions nest a few levels deep. Exceeding it gives Go's nesting error message.
 const MAX_DEPTH: u32 = 200;
-
-/// A Go-style parse error: `1:6: expected ')', found 'EOF'`.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub struct ParseError {
-    /// 1-based line of the first error.
-    pub line: u32,
-    /// 1-based byte column of the first error.
-    pub column: u32,
-    /// The first error's message.
-    pub message: String,
-    /// How many further errors Go would report ("(and N more errors)").
-    pub more: usize,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.line, self.column, self.message)?;
-        if self.more > 0 {
-            write!(f, " (and {} more errors)", self.more)?;
-        }
-        Ok(())
-    }
-}
 
 /// Parsing stopped at a recorded error.
 struct Stop;
@@ -793,5 +770,12 @@ impl<'s> Parser<'s> {
             return self.parse_literal_value(None, start);
         }
         self.parse_expr()
+    }
+}
+
+impl<'de> Deserialize<'de> for Ast {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
     }
 }

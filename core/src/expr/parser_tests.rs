@@ -295,7 +295,7 @@ fn deepest_accepted_expressions_fit_a_small_stack() {
                 let ast = parse(&src).unwrap();
                 let sc = Scope::new().with_alias(Alias::R, [("s", Type::String)]);
                 ast.field_refs(false).unwrap();
-                let c = compile(&ast, &sc).unwrap();
+                let c = prepare(&ast, &sc).unwrap();
                 let r = vec![Value::str("x")];
                 c.eval(&Vars::new().with(Alias::R, &r), Rounding::None)
                     .unwrap();

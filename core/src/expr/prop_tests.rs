@@ -137,7 +137,7 @@ fn exercise(src: &str) {
         Err(e) => panic!("{src:?} → {text:?}: {e}"),
     }
     let sc = scope();
-    if let Ok(c) = compile(&ast, &sc) {
+    if let Ok(c) = prepare(&ast, &sc) {
         let r = row();
         let l = vec![
             Value::Int(3),

@@ -15,8 +15,8 @@ const DIGIT: &str = "0-9";
 // Go's \s is [\t\n\f\r ] (no \v).
 const SPACE: &str = r"\t\n\x0C\r ";
 
-/// Compiles a Go pattern; errors carry the pattern and the compiler's message.
-pub(crate) fn compile(pattern: &str) -> Result<Regex, EvalError> {
+/// Builds the regex of a Go pattern; errors carry the pattern and the compiler's message.
+pub(crate) fn build(pattern: &str) -> Result<Regex, EvalError> {
     let translated = translate(pattern).map_err(|detail| EvalError::Regex {
         pattern: pattern.into(),
         detail: detail.into(),
@@ -194,7 +194,7 @@ mod tests {
     use super::*;
 
     fn m(p: &str, s: &str) -> bool {
-        compile(p)
+        build(p)
             .map(|r| r.is_match(s))
             .unwrap_or_else(|e| panic!("{p}: {e}"))
     }
@@ -235,10 +235,10 @@ mod tests {
 
     #[test]
     fn invalid() {
-        assert!(compile("(").is_err());
-        assert!(compile("a**").is_err());
-        assert!(compile("a*{2}").is_err());
-        assert!(compile("a*?").is_ok());
-        assert!(compile("a{2}?").is_ok());
+        assert!(build("(").is_err());
+        assert!(build("a**").is_err());
+        assert!(build("a*{2}").is_err());
+        assert!(build("a*?").is_ok());
+        assert!(build("a{2}?").is_ok());
     }
 }

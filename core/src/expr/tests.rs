@@ -68,7 +68,7 @@ pub(super) fn row() -> Vec<Value> {
 
 fn ev_with(src: &str, rounding: Rounding) -> Result<Value, EvalError> {
     let ast = parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
-    let c = compile(&ast, &scope()).unwrap_or_else(|e| panic!("{src}: {e}"));
+    let c = prepare(&ast, &scope()).unwrap_or_else(|e| panic!("{src}: {e}"));
     let r = row();
     c.eval(&Vars::new().with(Alias::R, &r), rounding)
 }
@@ -392,7 +392,7 @@ fn unknown_functions_evaluate_arguments_first() {
 #[test]
 fn aggregates_in_plain_mode() {
     let ast = parse("sum(l.x)").unwrap();
-    let c = compile(&ast, &scope()).unwrap();
+    let c = prepare(&ast, &scope()).unwrap();
     let l = vec![int(1), d("1"), float(1.0), s("a"), b(true)];
     let vars = Vars::new().with(Alias::L, &l);
     assert_eq!(
@@ -400,13 +400,13 @@ fn aggregates_in_plain_mode() {
         "cannot evaluate sum(), context aggregate not enabled"
     );
     let ast = parse("sum(l.x) * 2").unwrap();
-    let c = compile(&ast, &scope()).unwrap();
+    let c = prepare(&ast, &scope()).unwrap();
     assert_eq!(
         c.eval(&vars, Rounding::To2).unwrap_err().to_string(),
         "cannot evaluate sum(), context aggregate not enabled"
     );
     // Arguments first.
-    let c = compile(&parse("count_if(1/0 > 0)").unwrap(), &scope()).unwrap();
+    let c = prepare(&parse("count_if(1/0 > 0)").unwrap(), &scope()).unwrap();
     assert_eq!(
         c.eval(&vars, Rounding::None).unwrap_err().to_string(),
         "integer divide by zero"
@@ -707,7 +707,7 @@ fn sprintf() {
 
 #[test]
 fn missing_variables() {
-    let c = compile(&parse("r.i + 1").unwrap(), &scope()).unwrap();
+    let c = prepare(&parse("r.i + 1").unwrap(), &scope()).unwrap();
     assert_eq!(
         c.eval(&Vars::new(), Rounding::None)
             .unwrap_err()
@@ -719,7 +719,7 @@ fn missing_variables() {
 #[test]
 fn dependency_policy_rules() {
     let dep = Scope::dependency_policy();
-    let c = compile(
+    let c = prepare(
         &parse(
             "e.run_is_current && nrs.run_status == wfmodel.RunComplete"
                 .replace("e.", "nrs.")
@@ -732,7 +732,7 @@ fn dependency_policy_rules() {
     let nrs = vec![int(5), b(true), int(2), int(104)];
     let vars = Vars::new().with(Alias::Nrs, &nrs);
     assert_eq!(c.eval_bool(&vars, Rounding::None), Ok(true));
-    let c = compile(
+    let c = prepare(
         &parse(
             "nrs.node_status == wfmodel.NodeBatchRunStopReceived && nrs.run_id > wfmodel.RunNone",
         )
@@ -741,7 +741,7 @@ fn dependency_policy_rules() {
     )
     .unwrap();
     assert_eq!(c.eval_bool(&vars, Rounding::None), Ok(true));
-    let c = compile(&parse("nrs.run_id + 1").unwrap(), &dep).unwrap();
+    let c = prepare(&parse("nrs.run_id + 1").unwrap(), &dep).unwrap();
     assert!(
         c.eval_bool(&vars, Rounding::None)
             .unwrap_err()
@@ -749,7 +749,7 @@ fn dependency_policy_rules() {
             .contains("must return bool")
     );
     // Without the wfmodel flag, wfmodel.* is a (prohibited) field.
-    let e = compile(&parse("wfmodel.RunStart == 1").unwrap(), &scope()).unwrap_err();
+    let e = prepare(&parse("wfmodel.RunStart == 1").unwrap(), &scope()).unwrap_err();
     assert_eq!(e.to_string(), "prohibited field wfmodel.RunStart");
     for (name, v) in [
         ("RunNone", 0),
@@ -762,7 +762,7 @@ fn dependency_policy_rules() {
         ("NodeBatchFail", 3),
         ("NodeBatchRunStopReceived", 104),
     ] {
-        let c = compile(&parse(&format!("wfmodel.{name}")).unwrap(), &dep).unwrap();
+        let c = prepare(&parse(&format!("wfmodel.{name}")).unwrap(), &dep).unwrap();
         assert_eq!(c.eval(&vars, Rounding::None), Ok(int(v)), "{name}");
     }
 }
@@ -770,7 +770,7 @@ fn dependency_policy_rules() {
 #[test]
 fn compile_errors() {
     let sc = scope();
-    let e = |src: &str| compile(&parse(src).unwrap(), &sc).unwrap_err().to_string();
+    let e = |src: &str| prepare(&parse(src).unwrap(), &sc).unwrap_err().to_string();
     assert_eq!(e("r.zz + 1"), "unknown field r.zz");
     assert_eq!(e("w.a"), "prohibited field w.a");
     assert_eq!(e("x.y"), "prohibited field x.y");
@@ -849,7 +849,7 @@ fn field_refs_and_aggregates() {
 
 #[test]
 fn compiled_accessors() {
-    let c = compile(&parse("r.i+r.j*r.i").unwrap(), &scope()).unwrap();
+    let c = prepare(&parse("r.i+r.j*r.i").unwrap(), &scope()).unwrap();
     assert_eq!(c.text(), "r.i + r.j * r.i");
     assert_eq!(c.field_refs().len(), 2);
     assert_eq!(c.root_aggregate(), None);
@@ -860,7 +860,7 @@ fn compiled_accessors() {
 #[test]
 fn typed_fast_path_falls_back_on_unexpected_values() {
     let sc = scope();
-    let c = compile(&parse("r.i * 3 + r.j - 7 > 0 && r.b").unwrap(), &sc).unwrap();
+    let c = prepare(&parse("r.i * 3 + r.j - 7 > 0 && r.b").unwrap(), &sc).unwrap();
     let mut r = row();
     let vars = |r: &[Value]| c.eval(&Vars::new().with(Alias::R, r), Rounding::None);
     assert_eq!(vars(&r), Ok(b(true)));
@@ -890,7 +890,7 @@ fn typed_fast_path_falls_back_on_unexpected_values() {
         "variable not supplied: r.i"
     );
     // Wrap-around in the fast path too.
-    let c = compile(&parse("9223372036854775807 + r.i").unwrap(), &sc).unwrap();
+    let c = prepare(&parse("9223372036854775807 + r.i").unwrap(), &sc).unwrap();
     let r = row();
     assert_eq!(
         c.eval(&Vars::new().with(Alias::R, &r), Rounding::None),

@@ -108,7 +108,7 @@ pub enum PeerResponse {
     /// tables); dropping an absent keyspace is not an error (Capillaries' `drop_keyspace`).
     Dropped(Result<bool, ApiError>),
     /// Stolen tasks, their transfer committed.
-    Stolen(Result<Vec<crate::executor::QueuedTask>, ApiError>),
+    Stolen(Result<Vec<crate::worker::QueuedTask>, ApiError>),
     /// The request was refused before it was handled (wrong identity for it).
     Refused(String),
 }

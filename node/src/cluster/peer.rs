@@ -19,15 +19,15 @@ use plexus_core::envelope::Keyring;
 use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
+use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
-use crate::cluster::console::PeerConsole;
-use crate::cluster::core::{PeerCore, now_ms};
+use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::network::{Network, resolve};
+use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
-use crate::executor::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
-use crate::ledger::{LedgerClient, ProposeError, SharedLedger};
+use crate::ledger_client::{LedgerClient, ProposeError, SharedLedger};
 use crate::metrics::{HttpServer, Metrics, Probe, Snapshot};
 use crate::schedule;
 use crate::seal::TaskSealer;
@@ -35,6 +35,7 @@ use crate::telemetry::{TelemetrySettings, Tracing};
 use crate::transport::{
     Identity, ServeHandle, TlsFiles, Transport, TransportConfig, TransportError,
 };
+use crate::worker::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
 
 /// Raft timing and log compaction of a peer.
 #[derive(Clone, Debug)]
@@ -135,8 +136,54 @@ pub enum PeerError {
     Raft {
         /// Peer.
         id: PeerId,
+        /// openraft's message.
+        reason: String,
+    },
+    /// Span export (tracing) could not be set up.
+    #[error("peer {id}: span export: {reason}")]
+    Tracing {
+        /// Peer.
+        id: PeerId,
+        /// The telemetry layer's message.
+        reason: String,
+    },
+    /// The console could not be set up (its token or its TLS settings).
+    #[error("peer {id}: console {what}: {reason}")]
+    Console {
+        /// Peer.
+        id: PeerId,
+        /// `token` or `http`.
+        what: &'static str,
         /// Why.
         reason: String,
+    },
+    /// The metrics or console listener could not be bound.
+    #[error("peer {id}: {what} listener {addr}: {reason}")]
+    Listener {
+        /// Peer.
+        id: PeerId,
+        /// `metrics` or `console`.
+        what: &'static str,
+        /// The address it was to listen on.
+        addr: SocketAddr,
+        /// The server's message.
+        reason: String,
+    },
+    /// An executor thread could not be spawned.
+    #[error("peer {id}: cannot spawn executor thread {thread}: {source}")]
+    Thread {
+        /// Peer.
+        id: PeerId,
+        /// The thread's index.
+        thread: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The execution context was taken before the peer could hand it to its executor (a bug).
+    #[error("peer {id}: the execution context is gone")]
+    ContextGone {
+        /// Peer.
+        id: PeerId,
     },
 }
 
@@ -259,9 +306,12 @@ impl Peer {
             name: format!("n{id}"),
         });
         let Some(ctx) = ctx.0.take() else {
-            return Err(raft_err(&"the execution context is gone"));
+            return Err(PeerError::ContextGone { id });
         };
-        let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| raft_err(&e))?;
+        let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| PeerError::Tracing {
+            id,
+            reason: e.to_string(),
+        })?;
         let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
         exec_settings.tracing = spans.clone();
         exec_settings.chunk_window = s.claim_window;
@@ -283,7 +333,11 @@ impl Peer {
                             tracing::error!(peer = id, thread = t, cause = %e, "executor stopped");
                         }
                     })
-                    .map_err(|e| raft_err(&e))
+                    .map_err(|source| PeerError::Thread {
+                        id,
+                        thread: t,
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.clone()));
@@ -297,18 +351,22 @@ impl Peer {
                     // Without a configured token the peer makes one, kept in its data
                     // directory (0600) for the operator to read.
                     let path = s.data_dir.join("console.token");
-                    settings.token = Some(
-                        crate::console::load_or_create_token(&path)
-                            .map_err(|e| raft_err(&format!("console token: {e}")))?,
-                    );
+                    settings.token =
+                        Some(crate::console::load_or_create_token(&path).map_err(|e| {
+                            PeerError::Console {
+                                id,
+                                what: "token",
+                                reason: e.to_string(),
+                            }
+                        })?);
                     tracing::info!(peer = id, path = %path.display(), "console token in this file");
                 }
-                let http = console_http(&settings, &s.tls).map_err(|e| raft_err(&e))?;
-                let backend = PeerConsole::new(
-                    core.clone(),
-                    tokio::runtime::Handle::current(),
-                    settings.compiler.clone(),
-                );
+                let http = console_http(&settings, &s.tls).map_err(|e| PeerError::Console {
+                    id,
+                    what: "http",
+                    reason: e.to_string(),
+                })?;
+                let backend = PeerConsole::new(core.clone(), tokio::runtime::Handle::current());
                 let listen = settings.listen;
                 if http.tls.is_none() {
                     tracing::warn!(
@@ -354,7 +412,12 @@ impl Peer {
                 Some(
                     HttpServer::serve(addr, probe.clone(), console, settings)
                         .await
-                        .map_err(|e| raft_err(&format!("metrics listener {addr}: {e}")))?,
+                        .map_err(|e| PeerError::Listener {
+                            id,
+                            what: "metrics",
+                            addr,
+                            reason: e.to_string(),
+                        })?,
                 )
             }
             None => None,
@@ -363,7 +426,12 @@ impl Peer {
             Some((c, settings, addr)) => Some(
                 HttpServer::serve(addr, probe, Some(c), settings)
                     .await
-                    .map_err(|e| raft_err(&format!("console listener {addr}: {e}")))?,
+                    .map_err(|e| PeerError::Listener {
+                        id,
+                        what: "console",
+                        addr,
+                        reason: e.to_string(),
+                    })?,
             ),
             None => None,
         };

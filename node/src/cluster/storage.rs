@@ -26,7 +26,7 @@ use plexus_raft::{Ledger, LedgerError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ledger::SharedLedger;
+use crate::ledger_client::SharedLedger;
 
 type StorageResult<T> = Result<T, StorageError<PeerId>>;
 

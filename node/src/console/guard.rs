@@ -287,6 +287,12 @@ impl FileRoots {
     }
 }
 
+impl crate::script_files::UrlLimit for FileRoots {
+    fn allow(&self, url: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.check(url).map_err(Into::into)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

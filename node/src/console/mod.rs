@@ -19,6 +19,7 @@ mod auth;
 pub mod dag;
 pub mod guard;
 mod request;
+pub mod start;
 mod views;
 mod webapi;
 
@@ -72,7 +73,7 @@ pub enum ConsoleError {
     /// The ledger refused the change (a stopped run, a keyspace in use) (409).
     #[error("{0}")]
     Conflict(String),
-    /// This server cannot do that at all (a peer started without a script compiler) (501).
+    /// This server cannot do that at all (501).
     #[error("{0}")]
     Unsupported(String),
     /// No leader or no store right now; trying again may work (503).
@@ -180,14 +181,6 @@ pub struct CompiledStart {
     pub warnings: Vec<String>,
 }
 
-/// Turns a start request's script and params into a plan, as `planner run` does. The planner
-/// implements it (scripts are its business; it sits above this crate) and the `plexus-node`
-/// binary hands it to each peer, so a peer's console can start runs.
-pub trait PlanCompiler: Send + Sync {
-    /// The plan and start nodes, or every validation error as [`ConsoleError::Invalid`].
-    fn compile(&self, req: &StartRequest) -> Result<CompiledStart, ConsoleError>;
-}
-
 /// A started run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Started {
@@ -241,9 +234,6 @@ pub struct ConsoleSettings {
     pub token: Option<String>,
     /// Reads need the token too.
     pub protect_reads: bool,
-    /// What compiles the scripts of runs started on a peer's console; without one, a peer
-    /// refuses starts (`planner serve` compiles them itself and ignores this).
-    pub compiler: Option<Arc<dyn PlanCompiler>>,
     /// Where scripts, params and the files they name may be read from (none: starts refused).
     pub file_roots: FileRoots,
     /// Host/Origin checks and limits of the listener serving the console.
@@ -262,7 +252,6 @@ impl fmt::Debug for ConsoleSettings {
         f.debug_struct("ConsoleSettings")
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("protect_reads", &self.protect_reads)
-            .field("compiler", &self.compiler.is_some())
             .field("file_roots", &self.file_roots)
             .field("http", &self.http)
             .field("listen", &self.listen)

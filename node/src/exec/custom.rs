@@ -7,8 +7,8 @@ use std::time::Instant;
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::value::Value;
 
-use super::compile::{PyStage, TableInput, TableOut, TagStage};
 use super::error::{BatchErrorKind, RowLoc};
+use super::prepare::{PyStage, TableInput, TableOut, TagStage};
 use super::write::{MAX_ERROR_MESSAGES, RowWriter, field_err};
 use super::{BatchRun, BatchStats, Page, Scan, decode};
 

@@ -6,12 +6,12 @@ use std::fmt;
 use crate::pycalc::PyCalcError;
 use crate::store::StoreError;
 
-/// A failed [`super::compile_node`] or [`super::execute`].
+/// A failed [`super::prepare_node`] or [`super::execute`].
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The node cannot be prepared from the plan (never retryable: the plan is wrong).
     #[error("node {node}: cannot prepare for execution: {detail}")]
-    Compile {
+    Prepare {
         /// Script node name.
         node: String,
         /// What is wrong.
@@ -27,6 +27,15 @@ pub enum ExecError {
         /// What went wrong (boxed: errors stay off the hot path's stack).
         kind: Box<BatchErrorKind>,
     },
+    /// The batch's processor panicked: a bug in Plexus, not in the plan or the data; the
+    /// batch fails (and is not retried) so that no claim is left dangling.
+    #[error("node {node} batch {batch} panicked (a bug in Plexus)")]
+    Panicked {
+        /// Script node name.
+        node: String,
+        /// Batch index.
+        batch: u32,
+    },
 }
 
 impl ExecError {
@@ -35,15 +44,15 @@ impl ExecError {
     /// final.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Compile { .. } => false,
+            Self::Prepare { .. } | Self::Panicked { .. } => false,
             Self::Batch { kind, .. } => kind.is_retryable(),
         }
     }
 
-    /// The batch error kind, `None` for a compile error.
+    /// The batch error kind, `None` for a prepare error or a panic.
     pub fn kind(&self) -> Option<&BatchErrorKind> {
         match self {
-            Self::Compile { .. } => None,
+            Self::Prepare { .. } | Self::Panicked { .. } => None,
             Self::Batch { kind, .. } => Some(kind.as_ref()),
         }
     }
@@ -170,9 +179,67 @@ pub enum BatchErrorKind {
         #[source]
         source: std::io::Error,
     },
-    /// An internal inconsistency (a stored row that does not decode, a bad file row width).
+    /// An internal inconsistency (a stored row that does not decode, a bad file row width):
+    /// never retried, since running the batch again meets it again.
     #[error("{0}")]
-    Internal(String),
+    Internal(#[from] Inconsistency),
+}
+
+/// What was inconsistent in a [`BatchErrorKind::Internal`]: a bug in Plexus, or a store or
+/// file that does not hold what was written; the IDs it names are fields.
+#[derive(Debug, thiserror::Error)]
+pub enum Inconsistency {
+    /// The task names another node than the prepared node it was given.
+    #[error("task is for node {task} but the prepared node is {prepared}")]
+    WrongNode {
+        /// The task's node.
+        task: String,
+        /// The prepared node's name.
+        prepared: String,
+    },
+    /// The task's batch index is past the file reader's batches.
+    #[error("batch {batch} but the reader has {batches} batches")]
+    NoSuchBatch {
+        /// The task's batch index.
+        batch: u32,
+        /// How many batches the reader has.
+        batches: usize,
+    },
+    /// A file row came back with another number of values than the reader has columns.
+    #[error("{loc}: {values} values for {columns} reader columns")]
+    RowWidth {
+        /// The row.
+        loc: RowLoc,
+        /// Values in the row.
+        values: usize,
+        /// Reader columns.
+        columns: usize,
+    },
+    /// A stored row does not decode with its table's field types.
+    #[error("{table} rowid {rowid}: stored row does not decode: {source}")]
+    Undecodable {
+        /// The physical table name.
+        table: String,
+        /// The row's rowid.
+        rowid: i64,
+        /// The decoder's error.
+        source: plexus_core::row::RowError,
+    },
+    /// A hash join spill partition past the partitions written.
+    #[error("spill partition {part} out of range")]
+    SpillPartition {
+        /// The partition asked for.
+        part: usize,
+    },
+    /// A right row or key too large for a spill record's 32-bit length.
+    #[error("right row {rowid} too large to spill")]
+    SpillRowTooLarge {
+        /// The right row's rowid.
+        rowid: i64,
+    },
+    /// Any other broken invariant, named by a fixed message.
+    #[error("{0}")]
+    Broken(&'static str),
 }
 
 impl BatchErrorKind {

@@ -7,8 +7,8 @@ use std::time::Instant;
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::plan::{FilePart, FileReader};
 
-use super::compile::TableOut;
-use super::error::{BatchErrorKind, RowLoc};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::prepare::TableOut;
 use super::write::RowWriter;
 use super::{BatchRun, BatchStats};
 use crate::files::{FileError, open_batch_source};
@@ -27,11 +27,10 @@ pub(crate) fn run(
     stats: &mut BatchStats,
 ) -> Result<(), BatchErrorKind> {
     let input = reader.batch_input(b.task.batch_idx).ok_or_else(|| {
-        BatchErrorKind::Internal(format!(
-            "batch {} but the reader has {} batches",
-            b.task.batch_idx,
-            reader.batch_count()
-        ))
+        BatchErrorKind::Internal(Inconsistency::NoSuchBatch {
+            batch: b.task.batch_idx,
+            batches: reader.batch_count(),
+        })
     })?;
     let first_row = match *input.part {
         FilePart::Whole => 0,
@@ -66,11 +65,11 @@ pub(crate) fn run(
                 row: first_row + seen,
             };
             if r.len() != width {
-                return Err(BatchErrorKind::Internal(format!(
-                    "{}: {} values for {width} reader columns",
-                    loc(),
-                    r.len()
-                )));
+                return Err(BatchErrorKind::Internal(Inconsistency::RowWidth {
+                    loc: loc(),
+                    values: r.len(),
+                    columns: width,
+                }));
             }
             out.compute(
                 &Vars::new().with(Alias::R, r),

@@ -8,8 +8,8 @@ use std::time::Instant;
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::value::Value;
 
-use super::compile::{FileOut, TableInput};
 use super::error::{BatchErrorKind, RowLoc};
+use super::prepare::{FileOut, TableInput};
 use super::write::{check_type, field_err};
 use super::{BatchRun, BatchStats, Scan, decode};
 use crate::files::{FileError, TopBuffer, create_sink, resolve_url_template};

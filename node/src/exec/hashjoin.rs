@@ -47,8 +47,8 @@ use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
-use super::compile::LookupStage;
-use super::error::{BatchErrorKind, RowLoc};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::prepare::LookupStage;
 use super::write::{field_err, key_into};
 use super::{BatchRun, decode};
 use crate::store::{Rowid, Store, TableRef};
@@ -157,9 +157,7 @@ impl SpilledRight {
         mut f: impl FnMut(SpillRecord<'_>) -> Result<(), BatchErrorKind>,
     ) -> Result<(), BatchErrorKind> {
         let Some(path) = self.parts.get(part) else {
-            return Err(BatchErrorKind::Internal(format!(
-                "spill partition {part} out of range"
-            )));
+            return Err(Inconsistency::SpillPartition { part }.into());
         };
         let mut file = File::open(path).map_err(BatchErrorKind::spill("open", path))?;
         // Large reads, records parsed in place: streaming partitions is the grace join's
@@ -600,9 +598,7 @@ fn spill(
     let mut rec = Vec::new();
     scan_valid(b, l, right, index, |rowid, row, key, _| {
         let (Ok(klen), Ok(rlen)) = (u32::try_from(key.len()), u32::try_from(row.len())) else {
-            return Err(BatchErrorKind::Internal(format!(
-                "right row {rowid} too large to spill"
-            )));
+            return Err(Inconsistency::SpillRowTooLarge { rowid }.into());
         };
         rec.clear();
         rec.extend_from_slice(&klen.to_le_bytes());
@@ -666,7 +662,7 @@ fn build(
             ix.rows = Vec::new();
         }
         let pos = u32::try_from(ix.rowids.len())
-            .map_err(|_| BatchErrorKind::Internal("hash join row count overflow".into()))?;
+            .map_err(|_| Inconsistency::Broken("hash join row count overflow"))?;
         if !ix.compact {
             ix.rows.push(values);
         }

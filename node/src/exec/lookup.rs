@@ -15,11 +15,11 @@ use plexus_core::key::IndexKind;
 use plexus_core::plan::JoinType;
 use plexus_core::value::Value;
 
-use super::compile::{LookupStage, OutField, TableInput, TableOut};
-use super::error::{BatchErrorKind, RowLoc};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::{
     RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of, right_side,
 };
+use super::prepare::{LookupStage, OutField, TableInput, TableOut};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into};
 use super::{BatchRun, BatchStats, Page, Scan, decode};
 use crate::store::{Rowid, TableRef};
@@ -177,9 +177,7 @@ fn hash_matches(
         for &ri in ix.get(key) {
             let ri = ri as usize;
             let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
-                return Err(BatchErrorKind::Internal(
-                    "hash join index points past its rows".into(),
-                ));
+                return Err(Inconsistency::Broken("hash join index points past its rows").into());
             };
             if passes(l, row, rowid, right_name)? {
                 bf.match_items.push(ri);
@@ -209,9 +207,7 @@ fn compact_matches(
         for &ri in ix.get(key) {
             let ri = ri as usize;
             let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
-                return Err(BatchErrorKind::Internal(
-                    "hash join index points past its rows".into(),
-                ));
+                return Err(Inconsistency::Broken("hash join index points past its rows").into());
             };
             ensure_len(&mut bf.right, nr + 1);
             decode(bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
@@ -524,9 +520,9 @@ fn grouped_row(
             Some(a) => a
                 .finish()
                 .map_err(|e| field_err(loc, "field", &f.name, e))?,
-            None => last.ok_or_else(|| {
-                BatchErrorKind::Internal("grouped row evaluated without matches".into())
-            })?,
+            None => last.ok_or(Inconsistency::Broken(
+                "grouped row evaluated without matches",
+            ))?,
         };
         check_type(&v, f.ty).map_err(|e| field_err(loc, "field", &f.name, e))?;
         row.push(v);

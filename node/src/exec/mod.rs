@@ -1,7 +1,7 @@
 //! Executing one batch of one script node against the store (spec §7, DESIGN.md "The data
 //! path of one run", step 5).
 //!
-//! [`compile_node`] prepares a node once per plan (scopes, compiled expressions, index
+//! [`prepare_node`] prepares a node once per plan (scopes, compiled expressions, index
 //! positions, defaults, the py_calc program); [`execute`] runs one [`BatchTask`] of it:
 //! read a file or a page of the source table, optionally look up, tag or call Python, and
 //! write rows through the common pipeline ([`write`]) or into the batch's output file.
@@ -11,13 +11,13 @@
 //! batch-shaped store calls.
 
 mod budget;
-mod compile;
 mod custom;
 mod error;
 mod file_in;
 mod file_out;
 mod hashjoin;
 mod lookup;
+mod prepare;
 mod table;
 mod write;
 
@@ -31,13 +31,13 @@ pub use budget::{
     DEFAULT_BUDGET_FRACTION, FALLBACK_BUDGET, MIN_BUDGET, default_memory_budget, parse_size,
     physical_memory,
 };
-pub use compile::{CompiledNode, compile_node, table_spec};
-pub use error::{BatchErrorKind, ExecError, RowLoc};
+pub use error::{BatchErrorKind, ExecError, Inconsistency, RowLoc};
 pub use hashjoin::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache, SPILL_PARTITIONS};
+pub use prepare::{PreparedNode, prepare_node, table_spec};
 
 use crate::pycalc::PyPool;
 use crate::store::{Rowid, Store, TableRef};
-use compile::{Input, Output, Stage};
+use prepare::{Input, Output, Stage};
 
 /// Rows per [`Store::write_rows`] call unless configured otherwise.
 pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
@@ -199,7 +199,7 @@ pub struct BatchStats {
 pub fn execute(
     ctx: &ExecContext,
     plan: &Plan,
-    compiled: &CompiledNode,
+    compiled: &PreparedNode,
     task: &BatchTask,
 ) -> Result<BatchStats, ExecError> {
     let start = Instant::now();
@@ -209,18 +209,18 @@ pub fn execute(
         kind: Box::new(kind),
     };
     if compiled.name != task.node {
-        return Err(fail(BatchErrorKind::Internal(format!(
-            "task is for node {} but the compiled node is {}",
-            task.node, compiled.name
-        ))));
+        return Err(fail(BatchErrorKind::Internal(Inconsistency::WrongNode {
+            task: task.node.clone(),
+            prepared: compiled.name.clone(),
+        })));
     }
     let mut stats = BatchStats::default();
     let result = match &compiled.output {
         Output::Table(out) => {
             let spec = table_spec(plan, &compiled.name, task.run_id).ok_or_else(|| {
-                fail(BatchErrorKind::Internal(
-                    "node has no table writer in the plan".into(),
-                ))
+                fail(BatchErrorKind::Internal(Inconsistency::Broken(
+                    "node has no table writer in the plan",
+                )))
             })?;
             let b = BatchRun { ctx, task };
             // A file reader's rows carry Capillaries' batch index, the URL's index, whatever
@@ -256,9 +256,9 @@ pub fn execute(
                 (Input::Table(input), Stage::Py(p)) => {
                     custom::run_py(&b, input, p, out, &mut w, &mut stats)
                 }
-                (Input::File(_), _) => Err(BatchErrorKind::Internal(
-                    "a file reader cannot have a lookup or processor".into(),
-                )),
+                (Input::File(_), _) => Err(BatchErrorKind::Internal(Inconsistency::Broken(
+                    "a file reader cannot have a lookup or processor",
+                ))),
             };
             // Rows computed before an error are still written, as Capillaries' asynchronous
             // writes are (spec §7.1); the first error wins.
@@ -274,9 +274,9 @@ pub fn execute(
                 let b = BatchRun { ctx, task };
                 file_out::run(&b, input, out, &mut stats)
             }
-            _ => Err(BatchErrorKind::Internal(
-                "a file writer needs a plain table reader".into(),
-            )),
+            _ => Err(BatchErrorKind::Internal(Inconsistency::Broken(
+                "a file writer needs a plain table reader",
+            ))),
         },
     };
     stats.total = start.elapsed();
@@ -370,9 +370,11 @@ pub(crate) fn decode(
     table: &str,
     rowid: Rowid,
 ) -> Result<(), BatchErrorKind> {
-    plexus_core::row::decode_row_into(bytes, types, out).map_err(|e| {
-        BatchErrorKind::Internal(format!(
-            "{table} rowid {rowid}: stored row does not decode: {e}"
-        ))
+    plexus_core::row::decode_row_into(bytes, types, out).map_err(|source| {
+        BatchErrorKind::Internal(Inconsistency::Undecodable {
+            table: table.to_owned(),
+            rowid,
+            source,
+        })
     })
 }

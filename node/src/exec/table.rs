@@ -8,8 +8,8 @@
 
 use plexus_core::expr::{Alias, Rounding, Vars};
 
-use super::compile::{TableInput, TableOut};
 use super::error::{BatchErrorKind, RowLoc};
+use super::prepare::{TableInput, TableOut};
 use super::write::RowWriter;
 use super::{BatchRun, BatchStats, Scan, decode};
 

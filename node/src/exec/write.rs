@@ -10,8 +10,8 @@ use plexus_core::row::encode_row;
 use plexus_core::task::rowid;
 use plexus_core::value::{Type, Value};
 
-use super::compile::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, RowLoc};
+use super::prepare::{OutField, OutIndex, TableOut};
 use crate::store::{RowWrite, Store, StoreError, TableSpec, WriteMode};
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.

@@ -21,11 +21,13 @@ pub use plexus_core::plan::Field;
 
 pub mod cql;
 pub mod embedded;
+mod open;
 #[cfg(any(test, feature = "test-suite"))]
 pub mod suite;
 
 pub use cql::{CqlConfig, CqlStore, CqlTls};
 pub use embedded::EmbeddedStore;
+pub use open::{OpenStoreError, StoreAt, StoreKind, open_store};
 
 /// The identity of a data row within its table: a hash chosen by the writer, any `i64`.
 pub type Rowid = i64;

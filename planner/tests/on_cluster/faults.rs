@@ -472,7 +472,7 @@ fn check_fair(by: &BTreeMap<String, u32>) -> Result<()> {
 /// One executor counter summed over the running peers.
 fn counted(
     cluster: &TestCluster,
-    which: impl Fn(&plexus_node::executor::ExecutorCounters) -> &std::sync::atomic::AtomicU64,
+    which: impl Fn(&plexus_node::worker::ExecutorCounters) -> &std::sync::atomic::AtomicU64,
 ) -> u64 {
     cluster
         .running()

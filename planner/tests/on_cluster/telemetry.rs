@@ -1,6 +1,7 @@
 //! Telemetry tests (`on_cluster::telemetry` of t50_conformance.rs): the span tree of a run
 //! exported over OTLP/gRPC to the in-process receiver (3-peer cluster and `planner run`),
-//! `/metrics` against the run's history, `/readyz` before and after a peer joins.
+//! `/metrics` against the run's history, `/readyz` before and after a peer joins, a taken
+//! metrics address.
 
 use super::*;
 use plexus_node::telemetry::TelemetrySettings;
@@ -399,7 +400,7 @@ fn planner_run_exports_the_same_shape() -> Result<()> {
     // The process flushed before exiting: everything is there already.
     let spans = rx.spans();
     let store = plexus_node::store::EmbeddedStore::open(&c.dir("data"))?;
-    let engine = plexus_node::engine::Engine::new(
+    let engine = plexus_node::local_run::Engine::new(
         plexus_node::exec::ExecContext::new(std::sync::Arc::new(store)),
         1,
     );
@@ -508,5 +509,33 @@ fn failed_and_retried_batches_are_counted() -> Result<()> {
         got_retried == retries as f64,
         "retried {got_retried} vs history {retries}"
     );
+    Ok(())
+}
+
+/// A peer whose metrics address is taken does not start, and its error names the metrics
+/// listener and the address (not a Raft failure, as it once read).
+#[test]
+fn a_taken_metrics_address_stops_the_peer_naming_the_listener() -> Result<()> {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = taken.local_addr()?;
+    let started = TestCluster::start_observed(
+        1,
+        TestCluster::fast_timers(),
+        TelemetrySettings {
+            otlp_endpoint: None,
+            service_name: "plexus-node".to_owned(),
+            metrics_listen: Some(addr),
+            shared: None,
+        },
+    );
+    let err = match started {
+        Ok(_) => bail!("a peer started although its metrics address {addr} is taken"),
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(
+        err.contains(&format!("peer 1: metrics listener {addr}")) && !err.contains("raft:"),
+        "{err}"
+    );
+    drop(taken);
     Ok(())
 }

@@ -1,0 +1,437 @@
+//! The state a peer's service, ledger client, console and shutdown share ([`PeerCore`]):
+//! proposals and reads forwarded to the leader, membership changes, tasks handed to thieves,
+//! and the service that answers peers and clients over the transport.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use openraft::{ChangeMembers, Raft};
+use plexus_raft::command::TaskRef;
+use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
+use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
+
+use crate::clock::now_ms;
+use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
+use crate::cluster::network::resolve;
+use crate::ledger_client::SharedLedger;
+use crate::transport::{Identity, Service, Transport};
+use crate::worker::{Executor, QueuedTask};
+
+/// The state a peer's service, ledger client and shutdown share.
+pub struct PeerCore {
+    pub(super) id: PeerId,
+    pub(super) raft: Raft<TypeConfig>,
+    pub(super) transport: Transport,
+    pub(super) ledger: Arc<SharedLedger>,
+    /// The peer's executor (weak: the executor's ledger client holds this core).
+    pub(super) executor: OnceLock<Weak<Executor>>,
+    /// Steal requests from thieves answered with tasks.
+    pub(super) steals_served: AtomicU64,
+}
+
+/// How long a proposal waits for a leader before it reports the cluster unavailable.
+const LEADER_WAIT: Duration = Duration::from_secs(15);
+
+impl PeerCore {
+    /// This peer's id.
+    pub fn id(&self) -> PeerId {
+        self.id
+    }
+
+    /// The peer's transport endpoint.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// The Raft handle (metrics, membership).
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    async fn call_leader(
+        &self,
+        f: &ForwardToLeader<PeerId, PeerNode>,
+        req: &PeerRequest,
+    ) -> Result<Option<PeerResponse>, ApiError> {
+        let (Some(id), Some(node)) = (f.leader_id, &f.leader_node) else {
+            return Ok(None);
+        };
+        if id == self.id {
+            return Ok(None);
+        }
+        let addr = resolve(&node.addr).map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        match self.transport.call(addr, Some(id), req).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.is_retryable() => Ok(None),
+            Err(e) => Err(ApiError::Unavailable(format!("leader n{id}: {e}"))),
+        }
+    }
+
+    /// Commits a command on the leader (forwarding when this peer is a follower), retrying
+    /// while there is no leader for up to [`LEADER_WAIT`].
+    pub async fn propose(&self, cmd: Command, forwarded: bool) -> Result<Vec<Event>, ApiError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let err = match self.raft.client_write(cmd.clone()).await {
+                Ok(resp) => {
+                    return match resp.data.0 {
+                        Some(Ok(events)) => Ok(events),
+                        Some(Err(e)) => Err(ApiError::Refused(e)),
+                        None => Ok(Vec::new()),
+                    };
+                }
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) if !forwarded => {
+                    let req = PeerRequest::Propose {
+                        cmd: cmd.clone(),
+                        forwarded: true,
+                    };
+                    match self.call_leader(&f, &req).await? {
+                        Some(PeerResponse::Proposed(Err(ApiError::Unavailable(e)))) => e,
+                        Some(PeerResponse::Proposed(r)) => return r,
+                        Some(_) => "leader gave an unexpected answer".to_owned(),
+                        None => "no leader yet".to_owned(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if forwarded || Instant::now() >= deadline {
+                return Err(ApiError::Unavailable(err));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The encoded ledger of one keyspace, read on the leader after it confirmed leadership;
+    /// an empty name gives every keyspace without its runs.
+    pub async fn read_keyspace(
+        &self,
+        keyspace: &str,
+        forwarded: bool,
+    ) -> Result<Vec<u8>, ApiError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let err = match self.raft.ensure_linearizable().await {
+                Ok(_) => {
+                    let l = self.ledger.read();
+                    // An empty name lists the keyspaces (without their runs).
+                    let part = if keyspace.is_empty() {
+                        l.keyspace_list()
+                    } else {
+                        l.keyspace_subset(keyspace)
+                    };
+                    return part.to_bytes().map_err(ApiError::Refused);
+                }
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) if !forwarded => {
+                    let req = PeerRequest::ReadKeyspace {
+                        keyspace: keyspace.to_owned(),
+                    };
+                    match self.call_leader(&f, &req).await? {
+                        // The leader could not confirm its leadership this time (a lost
+                        // heartbeat, an election): ask again until the deadline.
+                        Some(PeerResponse::Ledger(Err(ApiError::Unavailable(e)))) => e,
+                        Some(PeerResponse::Ledger(r)) => return r,
+                        Some(_) => "leader gave an unexpected answer".to_owned(),
+                        None => "no leader yet".to_owned(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if forwarded || Instant::now() >= deadline {
+                return Err(ApiError::Unavailable(err));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The store this peer's executor writes to (none before the executor is up).
+    pub fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
+        self.executor().map(|e| e.context().store.clone())
+    }
+
+    fn executor(&self) -> Option<Arc<Executor>> {
+        self.executor.get().and_then(Weak::upgrade)
+    }
+
+    /// A thief asks for tasks: up to `max` unstarted ones from the back of this peer's deque,
+    /// handed over only once their transfer is committed (else they go back to the deque).
+    pub async fn give_tasks(&self, thief: PeerId, max: u32) -> Result<Vec<QueuedTask>, ApiError> {
+        let Some(ex) = self.executor() else {
+            return Ok(Vec::new());
+        };
+        let tasks = ex.give(max as usize);
+        if tasks.is_empty() {
+            return Ok(tasks);
+        }
+        let cmd = Command::TransferTasks {
+            from: self.id,
+            to: thief,
+            to_worker: format!("n{thief}"),
+            tasks: tasks.iter().map(|q| q.task.clone()).collect(),
+            ts_ms: now_ms(),
+        };
+        match self.propose(cmd, false).await {
+            Ok(events) => {
+                let moved: BTreeSet<TaskRef> = events
+                    .into_iter()
+                    .filter_map(|e| match e {
+                        Event::BatchTransferred { task, .. } => Some(task),
+                        _ => None,
+                    })
+                    .collect();
+                // A task the ledger did not move is no longer this peer's (its lease expired).
+                let given: Vec<QueuedTask> = tasks
+                    .into_iter()
+                    .filter(|q| moved.contains(&q.task))
+                    .collect();
+                ex.counters()
+                    .tasks_given
+                    .fetch_add(given.len() as u64, Ordering::Relaxed);
+                self.steals_served.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(me = self.id, thief, tasks = given.len(), "tasks stolen");
+                Ok(given)
+            }
+            Err(ApiError::Refused(_)) => Ok(Vec::new()),
+            Err(e) => {
+                ex.take_back(tasks);
+                Err(e)
+            }
+        }
+    }
+
+    /// What this peer knows of the cluster.
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<PeerId> = membership.voter_ids().collect();
+        let mut status = ClusterStatus {
+            answered_by: self.id,
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            ..ClusterStatus::default()
+        };
+        for (id, node) in membership.nodes() {
+            if voters.contains(id) {
+                status.voters.insert(*id, node.addr.clone());
+            } else {
+                status.learners.insert(*id, node.addr.clone());
+            }
+        }
+        if let Some(repl) = &m.replication {
+            for (id, matched) in repl {
+                if let Some(log_id) = matched {
+                    status.matched.insert(*id, log_id.index);
+                }
+            }
+        }
+        // Last contact: the latest of the member's last sign of life in the ledger and its
+        // last answer to this peer's calls (heartbeats on the leader); this peer itself now.
+        let l = self.ledger.read();
+        for (id, lease) in l.peer_leases() {
+            status.last_seen_ms.insert(*id, lease.last_seen_ms);
+        }
+        for (id, c) in self.transport.contacts() {
+            if let Some(t) = c.last_answer_ms
+                && status.voters.contains_key(&id) | status.learners.contains_key(&id)
+            {
+                let e = status.last_seen_ms.entry(id).or_insert(t);
+                *e = (*e).max(t);
+            }
+        }
+        status.last_seen_ms.insert(self.id, now_ms());
+        for ks in l.keyspace_names() {
+            let Ok(k) = l.keyspace(&ks) else { continue };
+            for run in k.runs.values() {
+                for nr in run.nodes.values() {
+                    for b in &nr.batches {
+                        if b.status != NodeBatchStatus::Start {
+                            continue;
+                        }
+                        if let Some(c) = &b.claim {
+                            let peer = c.worker.split('/').next().unwrap_or_default();
+                            *status.running.entry(peer.to_owned()).or_default() += 1;
+                        }
+                    }
+                }
+            }
+        }
+        status
+    }
+
+    /// Adds a peer as a learner, waits until it caught up, then makes it a voter.
+    pub async fn add_peer(&self, id: PeerId, addr: &str, forwarded: bool) -> Result<(), ApiError> {
+        let membership_err = |e: &dyn std::fmt::Display| ApiError::Membership(e.to_string());
+        match self.raft.add_learner(id, PeerNode::new(addr), true).await {
+            Ok(_) => {}
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) if !forwarded => {
+                let req = PeerRequest::AddPeer {
+                    id,
+                    addr: addr.to_owned(),
+                };
+                return match self.call_leader(&f, &req).await? {
+                    Some(PeerResponse::Membership(r)) => r,
+                    _ => Err(ApiError::Unavailable("no leader to add the peer".into())),
+                };
+            }
+            Err(e) => return Err(membership_err(&e)),
+        }
+        self.raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(|e| membership_err(&e))?;
+        tracing::info!(peer = id, addr, "peer added to the cluster");
+        Ok(())
+    }
+
+    /// Removes a voter (its log and data stay where they are).
+    pub async fn remove_peer(&self, id: PeerId, forwarded: bool) -> Result<(), ApiError> {
+        match self
+            .raft
+            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(peer = id, "peer removed from the cluster");
+                Ok(())
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) if !forwarded => {
+                let req = PeerRequest::RemovePeer { id };
+                match self.call_leader(&f, &req).await? {
+                    Some(PeerResponse::Membership(r)) => r,
+                    _ => Err(ApiError::Unavailable("no leader to remove the peer".into())),
+                }
+            }
+            Err(e) => Err(ApiError::Membership(e.to_string())),
+        }
+    }
+}
+
+impl PeerCore {
+    /// Forgets the keyspace in the ledger (refused while a run uses it), then drops its tables;
+    /// whether it existed in either. The ledger goes first: once committed no peer claims a
+    /// batch of it, so no batch writes into a table being dropped.
+    pub async fn drop_keyspace(&self, keyspace: &str) -> Result<bool, ApiError> {
+        let cmd = Command::DropKeyspace {
+            keyspace: keyspace.to_owned(),
+        };
+        let in_ledger = match self.propose(cmd, false).await {
+            Ok(_) => true,
+            Err(ApiError::Refused(LedgerError::UnknownKeyspace { .. })) => false,
+            Err(e) => return Err(e),
+        };
+        let executor = self
+            .executor()
+            .ok_or_else(|| ApiError::Unavailable(format!("n{} is shutting down", self.id)))?;
+        let name = keyspace.to_owned();
+        // Store calls block, and the CQL store refuses to from any thread inside a runtime
+        // (blocking-pool threads included), so the drop runs on a plain thread; the executor,
+        // which owns the store, must not be dropped on a runtime thread either.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("drop-{keyspace}"))
+            .spawn(move || {
+                let store = &executor.context().store;
+                let dropped = store
+                    .list_keyspaces()
+                    .map_err(|e| e.to_string())
+                    .and_then(|names| {
+                        let exists = names.contains(&name);
+                        if exists {
+                            store.drop_keyspace(&name).map_err(|e| e.to_string())?;
+                        }
+                        Ok(exists)
+                    });
+                let _ = tx.send(dropped);
+                drop(executor);
+            })
+            .map_err(|e| ApiError::Store(format!("cannot start the drop's thread: {e}")))?;
+        let tables = rx
+            .await
+            .map_err(|_| ApiError::Store("the drop's thread ended without an answer".into()))?
+            .map_err(|e| {
+                ApiError::Store(format!(
+                    "keyspace {keyspace}: {}its tables could not be dropped: {e}; drop it again",
+                    if in_ledger {
+                        "the ledger forgot its runs, but "
+                    } else {
+                        ""
+                    }
+                ))
+            })?;
+        tracing::info!(
+            me = self.id,
+            keyspace,
+            in_ledger,
+            tables,
+            "keyspace dropped"
+        );
+        Ok(in_ledger || tables)
+    }
+}
+
+impl Service for PeerCore {
+    type Request = PeerRequest;
+    type Response = PeerResponse;
+
+    async fn handle(&self, from: Identity, req: PeerRequest) -> PeerResponse {
+        let peer = match &from {
+            Identity::Peer(id) => Some(*id),
+            Identity::Client(_) => None,
+        };
+        // Raft RPCs come from peers only, and from the peer the message says it is from.
+        let claimed = match &req {
+            PeerRequest::AppendEntries(r) => Some(r.vote.leader_id().voted_for()),
+            PeerRequest::Vote(r) => Some(r.vote.leader_id().voted_for()),
+            PeerRequest::InstallSnapshot(r) => Some(r.vote.leader_id().voted_for()),
+            _ => None,
+        };
+        if let Some(claimed) = claimed
+            && (peer.is_none() || claimed != peer)
+        {
+            let reason = format!("{from} sent a Raft message in the name of {claimed:?}");
+            tracing::warn!(me = self.id, %from, reason, "refused");
+            return PeerResponse::Refused(reason);
+        }
+        match req {
+            PeerRequest::AppendEntries(r) => {
+                PeerResponse::AppendEntries(self.raft.append_entries(r).await)
+            }
+            PeerRequest::Vote(r) => PeerResponse::Vote(self.raft.vote(r).await),
+            PeerRequest::InstallSnapshot(r) => {
+                PeerResponse::InstallSnapshot(self.raft.install_snapshot(r).await)
+            }
+            PeerRequest::Propose { cmd, forwarded } => {
+                if peer.is_none() && (forwarded || !client_may_propose(&cmd)) {
+                    let reason = format!("{from} may not propose this command");
+                    tracing::warn!(me = self.id, %from, reason, "refused");
+                    return PeerResponse::Proposed(Err(ApiError::NotAllowed(reason)));
+                }
+                PeerResponse::Proposed(self.propose(cmd, forwarded && peer.is_some()).await)
+            }
+            PeerRequest::ReadKeyspace { keyspace } => {
+                let forwarded = peer.is_some();
+                PeerResponse::Ledger(self.read_keyspace(&keyspace, forwarded).await)
+            }
+            PeerRequest::Status => PeerResponse::Status(Ok(self.status())),
+            PeerRequest::Steal { max } => match peer {
+                Some(thief) => PeerResponse::Stolen(self.give_tasks(thief, max).await),
+                None => PeerResponse::Stolen(Err(ApiError::NotAllowed(format!(
+                    "{from} may not steal tasks"
+                )))),
+            },
+            PeerRequest::AddPeer { id, addr } => {
+                PeerResponse::Membership(self.add_peer(id, &addr, peer.is_some()).await)
+            }
+            PeerRequest::RemovePeer { id } => {
+                PeerResponse::Membership(self.remove_peer(id, peer.is_some()).await)
+            }
+            PeerRequest::DropKeyspace { keyspace } => {
+                PeerResponse::Dropped(self.drop_keyspace(&keyspace).await)
+            }
+        }
+    }
+}

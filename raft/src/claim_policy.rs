@@ -1,0 +1,136 @@
+//! The claim policy's knobs in one place: the retry budget the ledger applies, how a batch's
+//! time is predicted, how much a peer claims at once, and when an idle thread may run a
+//! backup of a straggler. The ledger needs the budget and the prediction (every peer must
+//! decide the same), so the knobs live in this crate, next to their one user in the node crate
+//! (`plexus_node::schedule`), instead of as literals spread over the ledger, the schedule and
+//! the executor.
+
+use std::time::Duration;
+
+/// How many times a batch that failed with a retryable error is claimed before it fails for
+/// good. Decided here, not by executors, so every peer applies the same budget.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The claim policy: every number claims, chunk sizes, predictions and backups follow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClaimPolicy {
+    /// A chunk holds about this much work per thread, so a short batch does not cost a Raft
+    /// round trip of its own.
+    pub chunk_window: Duration,
+    /// Upper bound of a chunk.
+    pub max_chunk: usize,
+    /// The batch time assumed for a node none of whose batches was measured yet, ms.
+    pub first_guess_ms: f64,
+    /// Weight of the newest batch time in a peer's running mean of a node's batch time (the
+    /// rest is the old mean): recent enough to follow a change, smooth enough to ignore one
+    /// outlier.
+    pub mean_weight: f64,
+    /// Concurrent claimers start their pick at `salt % pick_spread` among the largest
+    /// unclaimed batches, so they rarely race for the same ones while still taking the
+    /// longest first.
+    pub pick_spread: usize,
+    /// A started batch running this many times its predicted time is a straggler: an idle
+    /// thread may run a backup of it once nothing is left to claim.
+    pub backup_factor: f64,
+    /// Nor before it has run this long, ms (predictions of short batches are noisy).
+    pub backup_min_ms: f64,
+}
+
+impl ClaimPolicy {
+    /// The policy peers and `planner run` use.
+    pub const DEFAULT: Self = Self {
+        chunk_window: Duration::from_millis(100),
+        max_chunk: 256,
+        first_guess_ms: 50.0,
+        mean_weight: 0.3,
+        pick_spread: 64,
+        backup_factor: 2.0,
+        backup_min_ms: 1000.0,
+    };
+
+    /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
+    /// per thread by the node's mean batch time (`batch_ms`, [`Self::first_guess_ms`] when
+    /// unknown), at most [`Self::max_chunk`] and at most `max`, and at most a fair share of
+    /// the `claimable` tasks among `live` peers.
+    pub fn chunk_size(
+        &self,
+        batch_ms: Option<f64>,
+        threads: usize,
+        max: usize,
+        claimable: usize,
+        live: usize,
+    ) -> usize {
+        let max = max.min(self.max_chunk).max(1);
+        let ms = batch_ms.unwrap_or(self.first_guess_ms).max(0.01);
+        let per_thread =
+            (self.chunk_window.as_secs_f64() * 1000.0 / ms).clamp(1.0, max as f64) as usize;
+        (per_thread * threads.max(1))
+            .min(Self::fair_share(claimable, live))
+            .clamp(1, max)
+    }
+
+    /// A peer's fair share of `claimable` tasks among `live` peers (at least 1).
+    pub fn fair_share(claimable: usize, live: usize) -> usize {
+        claimable.div_ceil(live.max(1)).max(1)
+    }
+
+    /// A peer's running mean of a node's batch time after one more batch of `ms`.
+    pub fn next_mean(&self, mean: Option<f64>, ms: f64) -> f64 {
+        mean.map_or(ms, |m| (1.0 - self.mean_weight) * m + self.mean_weight * ms)
+    }
+
+    /// A batch's predicted time, ms: its rows times the node's measured time per row when
+    /// both are known, else the node's mean batch time, else [`Self::first_guess_ms`].
+    pub fn predict_ms(&self, rows: Option<u64>, ms_per_row: Option<f64>, mean: Option<f64>) -> f64 {
+        match (rows, ms_per_row) {
+            (Some(r), Some(m)) => r as f64 * m,
+            _ => mean.unwrap_or(self.first_guess_ms),
+        }
+    }
+
+    /// Whether a batch started `running_ms` ago with a prediction of `predicted_ms` is a
+    /// straggler worth a backup.
+    pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64) -> bool {
+        running_ms >= self.backup_min_ms && running_ms >= self.backup_factor * predicted_ms
+    }
+}
+
+impl Default for ClaimPolicy {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_follow_batch_times_and_fair_shares() {
+        let p = ClaimPolicy::DEFAULT;
+        // Unknown: the first guess, 2 per thread.
+        assert_eq!(p.chunk_size(None, 2, 256, 1000, 1), 4);
+        // Short batches fill the window, up to the bound.
+        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 1000, 1), 200);
+        assert_eq!(p.chunk_size(Some(0.1), 4, 256, 10_000, 1), 256);
+        assert_eq!(p.chunk_size(Some(0.1), 4, 1000, 10_000, 1), 256);
+        // Long batches: one per thread.
+        assert_eq!(p.chunk_size(Some(5000.0), 3, 256, 1000, 1), 3);
+        // Never more than a fair share among live peers, never zero.
+        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 30, 3), 10);
+        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 0, 3), 1);
+    }
+
+    #[test]
+    fn predictions_use_rows_when_known() {
+        let p = ClaimPolicy::DEFAULT;
+        assert_eq!(p.predict_ms(Some(1000), Some(0.5), Some(7.0)), 500.0);
+        assert_eq!(p.predict_ms(None, Some(0.5), Some(7.0)), 7.0);
+        assert_eq!(p.predict_ms(Some(1000), None, None), p.first_guess_ms);
+        assert_eq!(p.next_mean(None, 10.0), 10.0);
+        assert!((p.next_mean(Some(10.0), 20.0) - 13.0).abs() < 1e-9);
+        assert!(!p.is_straggler(500.0, 100.0), "too young");
+        assert!(p.is_straggler(2000.0, 1000.0));
+        assert!(!p.is_straggler(1999.0, 1000.0));
+    }
+}

@@ -1,0 +1,196 @@
+//! A node's pool: which batches are unclaimed (by index, and by size when the plan tells the
+//! rows of each), which are claimed, and what the node's successful batches measured. Kept
+//! incrementally, so picks, claimability checks and the look for stragglers need no scan.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use plexus_core::plan::{FilePart, PlanNode, Reader};
+
+use crate::status::NodeBatchStatus;
+
+use super::state::{BatchState, Measured, NodeRun};
+
+/// The rows of each batch of a split file reader, from the parts' row counters: a part reads
+/// up to the next part of the same file; the last part of a file is estimated from the bytes
+/// or row groups of the parts before it. `None` where nothing tells (whole files, tables).
+fn planned_rows(n: &PlanNode) -> Vec<Option<u64>> {
+    let batches = n.batches as usize;
+    let Reader::File(f) = &n.reader else {
+        return vec![None; batches];
+    };
+    if f.splits.is_empty() {
+        return vec![None; batches];
+    }
+    // (rows before, size in bytes or groups) of a part.
+    let counters = |part: &FilePart| match part {
+        FilePart::Whole => None,
+        FilePart::CsvRange {
+            start,
+            end,
+            rows_before,
+            ..
+        } => Some((*rows_before, end.saturating_sub(*start))),
+        FilePart::ParquetGroups {
+            start,
+            end,
+            rows_before,
+        } => Some((*rows_before, u64::from(end.saturating_sub(*start)))),
+    };
+    let mut out = vec![None; batches];
+    // Rows and sizes of the file's parts so far, for the estimate of its last part.
+    let (mut file_rows, mut file_size, mut url) = (0u64, 0u64, None);
+    for (i, s) in f.splits.iter().enumerate() {
+        if url != Some(s.url_idx) {
+            (file_rows, file_size, url) = (0, 0, Some(s.url_idx));
+        }
+        let Some((before, size)) = counters(&s.part) else {
+            continue;
+        };
+        let next = f
+            .splits
+            .get(i + 1)
+            .filter(|n| n.url_idx == s.url_idx)
+            .and_then(|n| counters(&n.part));
+        let rows = match next {
+            Some((next_before, _)) => Some(next_before.saturating_sub(before)),
+            None if file_size > 0 => Some(size.saturating_mul(file_rows) / file_size),
+            None => None,
+        };
+        if let (Some(r), Some(slot)) = (rows, out.get_mut(i)) {
+            *slot = Some(r);
+            file_rows = file_rows.saturating_add(r);
+            file_size = file_size.saturating_add(size);
+        }
+    }
+    out
+}
+
+impl NodeRun {
+    /// The state of a node none of whose batches ran yet.
+    pub(super) fn new(n: &PlanNode) -> Self {
+        let batches: Vec<BatchState> = planned_rows(n)
+            .into_iter()
+            .map(|rows| BatchState {
+                status: NodeBatchStatus::None,
+                claim: None,
+                attempts: 0,
+                history: Vec::new(),
+                rows,
+                backup: None,
+            })
+            .collect();
+        let by_size = (0u32..)
+            .zip(&batches)
+            .filter_map(|(i, b)| b.rows.map(|r| (Reverse(r), i)))
+            .collect();
+        Self {
+            status: NodeBatchStatus::None,
+            file_reader: matches!(n.reader, Reader::File(_)),
+            batches,
+            history: Vec::new(),
+            unclaimed: (0..n.batches).collect(),
+            unfinished: n.batches,
+            by_size,
+            running: BTreeSet::new(),
+            measured: Measured::default(),
+        }
+    }
+
+    fn size_key(&self, batch_idx: u32) -> Option<(Reverse<u64>, u32)> {
+        let rows = self.batches.get(batch_idx as usize)?.rows?;
+        Some((Reverse(rows), batch_idx))
+    }
+
+    /// A batch leaves the pool for a claim.
+    pub(super) fn pool_to_claimed(&mut self, batch_idx: u32) {
+        self.unclaimed.remove(&batch_idx);
+        if let Some(k) = self.size_key(batch_idx) {
+            self.by_size.remove(&k);
+        }
+        self.running.insert(batch_idx);
+    }
+
+    /// A claimed batch returns to the pool.
+    pub(super) fn claimed_to_pool(&mut self, batch_idx: u32) {
+        self.running.remove(&batch_idx);
+        self.unclaimed.insert(batch_idx);
+        if let Some(k) = self.size_key(batch_idx) {
+            self.by_size.insert(k);
+        }
+    }
+
+    /// A batch, in the pool or claimed, becomes final.
+    pub(super) fn finalize(&mut self, batch_idx: u32) {
+        self.running.remove(&batch_idx);
+        self.unclaimed.remove(&batch_idx);
+        if let Some(k) = self.size_key(batch_idx) {
+            self.by_size.remove(&k);
+        }
+    }
+
+    /// Counts a successful batch into the node's measured time per row.
+    pub(super) fn measure(&mut self, rows_in: u64, elapsed_ms: u64) {
+        let m = &mut self.measured;
+        m.batches = m.batches.saturating_add(1);
+        m.rows = m.rows.saturating_add(rows_in);
+        m.ms = m.ms.saturating_add(elapsed_ms);
+    }
+
+    /// The node's measured time per row, ms; `None` before a successful batch read a row.
+    pub fn ms_per_row(&self) -> Option<f64> {
+        let m = &self.measured;
+        (m.rows > 0).then(|| m.ms as f64 / m.rows as f64)
+    }
+
+    /// The node's mean time per successful batch, ms.
+    pub fn mean_batch_ms(&self) -> Option<f64> {
+        let m = &self.measured;
+        (m.batches > 0).then(|| m.ms as f64 / m.batches as f64)
+    }
+
+    /// The batches now claimed (status start).
+    pub fn running_batches(&self) -> impl Iterator<Item = u32> + '_ {
+        self.running.iter().copied()
+    }
+
+    /// The largest batch in the pool whose rows are known, with its rows.
+    pub(super) fn largest_unclaimed(&self) -> Option<(u32, u64)> {
+        self.by_size.first().map(|(Reverse(r), i)| (*i, *r))
+    }
+
+    /// Unclaimed batches to pick, up to `max`: largest first when the plan tells their rows
+    /// (from `salt % spread` among the largest, so concurrent claimers spread), else from
+    /// `salt % batches` in index order, wrapping.
+    pub(super) fn pick_order(&self, max: usize, salt: u64, spread: usize) -> Vec<u32> {
+        let max = max.max(1);
+        if !self.by_size.is_empty() {
+            let skip = (salt % self.by_size.len().min(spread.max(1)) as u64) as usize;
+            let mut out: Vec<u32> = self
+                .by_size
+                .iter()
+                .skip(skip)
+                .chain(self.by_size.iter().take(skip))
+                .map(|(_, i)| *i)
+                .take(max)
+                .collect();
+            // Batches without a known size (none in a fully split reader) come last.
+            if out.len() < max {
+                out.extend(
+                    self.unclaimed
+                        .iter()
+                        .filter(|i| self.size_key(**i).is_none())
+                        .take(max - out.len()),
+                );
+            }
+            return out;
+        }
+        let start = (salt % u64::from(self.batches_total().max(1))) as u32;
+        self.unclaimed
+            .range(start..)
+            .chain(self.unclaimed.range(..start))
+            .take(max)
+            .copied()
+            .collect()
+    }
+}

@@ -1,0 +1,584 @@
+//! The ledger's state and the lookups every handler shares: the [`Ledger`] itself, keyspaces,
+//! runs, node and batch states, claims, and finding a batch by its [`BatchId`]. Handlers in the
+//! sibling files change this state; nothing here decides anything.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use plexus_core::plan::Plan;
+use plexus_core::task::BatchId;
+use serde::{Deserialize, Serialize};
+
+use crate::command::{PeerId, PlanHash, TaskRef};
+use crate::dependency_policy::ResolvedPolicy;
+use crate::error::LedgerError;
+use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, token_range};
+use crate::status::{NodeBatchStatus, RunOutcome, RunStatus};
+
+/// The replicated state: every submitted plan and every keyspace's runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub(super) plans: BTreeMap<PlanHash, Plan>,
+    pub(super) keyspaces: BTreeMap<String, Keyspace>,
+    /// Liveness of every peer that ever claimed or heartbeated.
+    pub(super) peers: BTreeMap<PeerId, PeerLease>,
+    /// Key checks by key id ([`Command::RegisterKey`](crate::Command::RegisterKey)).
+    pub(super) key_checks: BTreeMap<u32, Vec<u8>>,
+    /// Keyspaces created so far, dropped ones included: the next keyspace's
+    /// [`Keyspace::incarnation`].
+    pub(super) keyspaces_created: u64,
+    /// Speculative backups so far.
+    pub(super) backups: BackupCounters,
+    /// Compiled dependency policies; derived from `plans`, so not part of the state.
+    #[serde(skip)]
+    pub(super) policies: PolicyCache,
+}
+
+/// Compiled policies by (plan, policy name). Equality ignores it: it is a pure function of the
+/// plans and only saves recompiling rules on every readiness check.
+#[derive(Clone, Default)]
+pub(super) struct PolicyCache(pub(super) BTreeMap<(PlanHash, String), ResolvedPolicy>);
+
+impl PartialEq for PolicyCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for PolicyCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PolicyCache({} policies)", self.0.len())
+    }
+}
+
+/// What the ledger knows of a peer's liveness and load.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLease {
+    /// Time of its last claim, heartbeat, completion or steal.
+    pub last_seen_ms: i64,
+    /// Unstarted tasks in its deque, as of its last heartbeat.
+    pub queued: u32,
+}
+
+/// The runs of one keyspace (`wf_run_counter`, `wf_run_properties` and the histories).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Keyspace {
+    /// Which creation of this name it is (ledger-wide, from 1): a keyspace dropped and
+    /// created again restarts its run ids at 1 (spec), so anything a peer keeps per
+    /// (keyspace, run) is keyed by this too and never outlives a drop.
+    pub incarnation: u64,
+    /// The last allocated run id (0 before the first run).
+    pub last_run: u32,
+    /// Runs by id.
+    pub runs: BTreeMap<u32, Run>,
+    /// Next history row sequence number.
+    pub(super) next_seq: u64,
+    /// Claimed (status start) batches per peer.
+    pub(super) claimed: BTreeMap<PeerId, u32>,
+}
+
+/// One run and the state of the nodes it processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// The run id.
+    pub run_id: u32,
+    /// The plan the run executes.
+    pub plan_hash: PlanHash,
+    /// Start nodes as given (deduplicated, plan order).
+    pub start_nodes: Vec<String>,
+    /// Affected nodes (spec §9.2), plan order; what dependency checks of any run look at.
+    pub affected_nodes: Vec<String>,
+    /// Whether only the start nodes are processed (`exec_node`).
+    pub only_start_nodes: bool,
+    /// Free text.
+    pub description: String,
+    /// Nodes whose batches this run processes, plan (topological) order.
+    pub processed: Vec<String>,
+    /// State of each processed node.
+    pub nodes: BTreeMap<String, NodeRun>,
+    /// `wf_run_history` rows of this run.
+    pub history: Vec<RunHistoryRow>,
+}
+
+impl Run {
+    /// Run status: stop if a stop row exists, else complete, else start, else none (§9.6).
+    pub fn status(&self) -> RunStatus {
+        let has = |s| self.history.iter().any(|r| r.status == s);
+        if has(RunStatus::Stop) {
+            RunStatus::Stop
+        } else if has(RunStatus::Complete) {
+            RunStatus::Complete
+        } else if has(RunStatus::Start) {
+            RunStatus::Start
+        } else {
+            RunStatus::None
+        }
+    }
+
+    /// The run's outcome in the words every front end shows ([`RunOutcome`]).
+    pub fn outcome(&self) -> RunOutcome {
+        match self.status() {
+            RunStatus::Stop => RunOutcome::Stopped {
+                reason: self
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|r| r.status == RunStatus::Stop)
+                    .map(|r| r.comment.clone())
+                    .unwrap_or_default(),
+            },
+            RunStatus::Complete => {
+                let nodes: Vec<String> = self
+                    .processed
+                    .iter()
+                    .filter(|n| self.node_status(n) == NodeBatchStatus::Fail)
+                    .cloned()
+                    .collect();
+                if nodes.is_empty() {
+                    RunOutcome::Succeeded
+                } else {
+                    RunOutcome::Failed { nodes }
+                }
+            }
+            RunStatus::Start | RunStatus::None => RunOutcome::Running,
+        }
+    }
+
+    /// Status of `node` in this run; `none` when the run does not process it.
+    pub fn node_status(&self, node: &str) -> NodeBatchStatus {
+        self.nodes
+            .get(node)
+            .map_or(NodeBatchStatus::None, |n| n.status)
+    }
+}
+
+/// One script node in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRun {
+    /// Derived from the batches: none, start (a batch started), or final once all are final.
+    pub status: NodeBatchStatus,
+    /// Whether batches are file URLs (tokens = batch index) rather than table ranges.
+    pub file_reader: bool,
+    /// One entry per batch.
+    pub batches: Vec<BatchState>,
+    /// Indices of the batches in the pool (status none), so picks and checks need no scan.
+    pub(super) unclaimed: BTreeSet<u32>,
+    /// Batches not final yet.
+    pub(super) unfinished: u32,
+    /// `wf_node_history` rows.
+    pub history: Vec<NodeHistoryRow>,
+    /// The pool's batches whose rows the plan tells ([`BatchState::rows`]), largest first:
+    /// the order claims take them in.
+    pub(super) by_size: BTreeSet<(Reverse<u64>, u32)>,
+    /// Claimed batches (status start), so a look for stragglers needs no scan.
+    pub(super) running: BTreeSet<u32>,
+    /// What the node's successful batches read and took: its measured time per row.
+    pub(super) measured: Measured,
+}
+
+/// Rows read and time taken by a node's successful batches, summed in integers so every peer
+/// computes the same time per row.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Successful batches.
+    pub batches: u64,
+    /// Rows they read.
+    pub rows: u64,
+    /// Milliseconds they took, as their executors measured.
+    pub ms: u64,
+}
+
+/// Speculative backups so far (ledger-wide): how many started, how many finished first, and
+/// the time the losing copies spent for nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupCounters {
+    /// Backups claimed.
+    pub started: u64,
+    /// Batches whose backup finished first.
+    pub won: u64,
+    /// Milliseconds the losing copy of a backed-up batch ran (from its claim to the win).
+    pub wasted_ms: u64,
+}
+
+/// One batch of one node in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchState {
+    /// none (in the pool), start (claimed), or final.
+    pub status: NodeBatchStatus,
+    /// The current or last claim.
+    pub claim: Option<Claim>,
+    /// How many times the batch was claimed.
+    pub attempts: u32,
+    /// `wf_batch_history` rows.
+    pub history: Vec<BatchHistoryRow>,
+    /// The rows the batch reads, as the plan tells them (parts of split files); table
+    /// readers' batches are predicted from their creator's rows instead.
+    pub rows: Option<u64>,
+    /// A speculative second copy of the current claim, run by another peer under the same
+    /// attempt: the first of the two to complete wins, the other's completion is refused.
+    pub backup: Option<Claim>,
+}
+
+/// Who holds a batch, under which attempt, and the sealed task it executes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The holding peer.
+    pub peer: PeerId,
+    /// Its name in the history ("n3").
+    pub worker: String,
+    /// Which claim of the batch this is (its `attempts` when claimed).
+    pub attempt: u32,
+    /// The task's envelope, as the claimer sealed it.
+    pub sealed: Vec<u8>,
+    /// When it claimed the batch.
+    pub ts_ms: i64,
+    /// Run whose reader table is read.
+    pub reader_run: Option<u32>,
+    /// Run whose lookup table is read.
+    pub lookup_run: Option<u32>,
+    /// Whether the holder said it started executing the task ([`Command::StartTasks`](crate::Command::StartTasks)).
+    pub started: bool,
+}
+
+/// The dependency check of a node in a run (spec §9.4 step 4, §9.6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// The node may run, reading these runs' tables.
+    Go {
+        /// Run of the reader table (`None` for file readers).
+        reader_run: Option<u32>,
+        /// Run of the lookup table (`None` without a lookup).
+        lookup_run: Option<u32>,
+    },
+    /// Not yet.
+    Wait,
+    /// Never: the batches fail.
+    Nogo {
+        /// Why, recorded as the batch comment.
+        reason: String,
+    },
+}
+
+/// Batch result details recorded in the history.
+#[derive(Default)]
+pub(super) struct Outcome {
+    pub(super) rows_in: Option<u64>,
+    pub(super) rows_out: Option<u64>,
+    pub(super) elapsed_ms: Option<u64>,
+    pub(super) error: Option<String>,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Encodes the whole state with bincode (snapshot format).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, LedgerError> {
+        bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(|e| {
+            LedgerError::Snapshot {
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// Decodes a snapshot made by [`Ledger::to_bytes`] and recompiles its policies.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, LedgerError> {
+        let (mut l, _): (Self, _) =
+            bincode::serde::decode_from_slice(bytes, bincode::config::standard()).map_err(|e| {
+                LedgerError::Snapshot {
+                    reason: e.to_string(),
+                }
+            })?;
+        let hashes: Vec<PlanHash> = l.plans.keys().copied().collect();
+        for h in hashes {
+            l.cache_policies(h);
+        }
+        Ok(l)
+    }
+
+    /// The part of the ledger one keyspace needs: its runs and their plans (what clients of a
+    /// cluster read to show histories, statuses and progress).
+    pub fn keyspace_subset(&self, keyspace: &str) -> Self {
+        let mut out = Self::new();
+        if let Some(ks) = self.keyspaces.get(keyspace) {
+            for run in ks.runs.values() {
+                if let Some(p) = self.plans.get(&run.plan_hash) {
+                    out.plans.insert(run.plan_hash, p.clone());
+                }
+            }
+            out.keyspaces.insert(keyspace.to_owned(), ks.clone());
+        }
+        let hashes: Vec<PlanHash> = out.plans.keys().copied().collect();
+        for h in hashes {
+            out.cache_policies(h);
+        }
+        out
+    }
+
+    /// Every keyspace, without its runs: what a client reads to list keyspaces.
+    pub fn keyspace_list(&self) -> Self {
+        let mut out = Self::new();
+        for name in self.keyspaces.keys() {
+            out.keyspaces.insert(name.clone(), Keyspace::default());
+        }
+        out
+    }
+
+    /// The keyspace's [`Keyspace::incarnation`] (0 when unknown).
+    pub(super) fn incarnation(&self, keyspace: &str) -> u64 {
+        self.keyspaces.get(keyspace).map_or(0, |k| k.incarnation)
+    }
+
+    /// A submitted plan.
+    pub fn plan(&self, plan_hash: &PlanHash) -> Option<&Plan> {
+        self.plans.get(plan_hash)
+    }
+
+    /// Hashes of all submitted plans, sorted.
+    pub fn plan_hashes(&self) -> Vec<PlanHash> {
+        self.plans.keys().copied().collect()
+    }
+
+    /// Names of all keyspaces, sorted.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        self.keyspaces.keys().cloned().collect()
+    }
+
+    /// A keyspace.
+    pub fn keyspace(&self, keyspace: &str) -> Result<&Keyspace, LedgerError> {
+        self.keyspaces
+            .get(keyspace)
+            .ok_or_else(|| LedgerError::UnknownKeyspace {
+                keyspace: keyspace.to_owned(),
+            })
+    }
+
+    /// A run.
+    pub fn run(&self, keyspace: &str, run_id: u32) -> Result<&Run, LedgerError> {
+        self.keyspace(keyspace)?
+            .runs
+            .get(&run_id)
+            .ok_or_else(|| LedgerError::UnknownRun {
+                keyspace: keyspace.to_owned(),
+                run_id,
+            })
+    }
+
+    /// The status of a run.
+    pub fn run_status(&self, keyspace: &str, run_id: u32) -> Result<RunStatus, LedgerError> {
+        Ok(self.run(keyspace, run_id)?.status())
+    }
+
+    pub(super) fn ks_mut(&mut self, keyspace: &str) -> Result<&mut Keyspace, LedgerError> {
+        self.keyspaces
+            .get_mut(keyspace)
+            .ok_or_else(|| LedgerError::UnknownKeyspace {
+                keyspace: keyspace.to_owned(),
+            })
+    }
+
+    pub(super) fn cache_policies(&mut self, plan_hash: PlanHash) {
+        let Some(plan) = self.plans.get(&plan_hash) else {
+            return;
+        };
+        for (name, p) in &plan.policies {
+            // Plans are validated on submission, so compilation succeeds; a failure would only
+            // mean recompiling (and failing the same way) on every readiness check.
+            if let Ok(c) = ResolvedPolicy::resolve(p) {
+                self.policies.0.insert((plan_hash, name.clone()), c);
+            }
+        }
+    }
+
+    /// Finds a batch, checking every id along the way.
+    pub(super) fn batch(&self, id: &BatchId) -> Result<(&Run, &NodeRun, &BatchState), LedgerError> {
+        let (run_id, node, batch_idx) = (id.run_id, id.node.as_str(), id.batch_idx);
+        let run = self.run(&id.keyspace, run_id)?;
+        let nr = run
+            .nodes
+            .get(node)
+            .ok_or_else(|| LedgerError::UnknownNode {
+                run_id,
+                node: node.to_owned(),
+            })?;
+        let b = nr
+            .batches
+            .get(batch_idx as usize)
+            .ok_or_else(|| LedgerError::UnknownBatch {
+                run_id,
+                node: node.to_owned(),
+                batch_idx,
+                batches_total: nr.batches_total(),
+            })?;
+        Ok((run, nr, b))
+    }
+
+    /// Checks that `task` is the batch's current claim; returns its holder.
+    pub(super) fn holder_of(&self, task: &TaskRef) -> Result<PeerId, LedgerError> {
+        let id = &task.batch;
+        let (_, _, b) = self.batch(id)?;
+        match &b.claim {
+            Some(c) if b.status == NodeBatchStatus::Start && c.attempt == task.attempt => {
+                Ok(c.peer)
+            }
+            _ if b.status != NodeBatchStatus::Start => Err(LedgerError::BatchNotClaimed {
+                run_id: id.run_id,
+                node: id.node.clone(),
+                batch_idx: id.batch_idx,
+                status: b.status,
+            }),
+            c => Err(LedgerError::NotHolder {
+                batch: id.to_string(),
+                peer: c.as_ref().map_or(0, |c| c.peer),
+                attempt: task.attempt,
+                holder: c.as_ref().map_or("nobody".to_owned(), |c| {
+                    format!("{} under attempt {}", c.worker, c.attempt)
+                }),
+            }),
+        }
+    }
+
+    /// Checks that `peer` holds `task`.
+    pub(super) fn held_by(&self, peer: PeerId, task: &TaskRef) -> Result<(), LedgerError> {
+        let holder = self.holder_of(task)?;
+        if holder != peer {
+            return Err(LedgerError::NotHolder {
+                batch: task.batch.to_string(),
+                peer,
+                attempt: task.attempt,
+                holder: format!("n{holder}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a sign of life of `peer` (and its deque depth when it says).
+    pub(super) fn seen(&mut self, peer: PeerId, ts_ms: i64, queued: Option<u32>) {
+        let p = self.peers.entry(peer).or_default();
+        p.last_seen_ms = p.last_seen_ms.max(ts_ms);
+        if let Some(q) = queued {
+            p.queued = q;
+        }
+    }
+
+    /// The registered key check of a key id.
+    pub fn key_check(&self, key_id: u32) -> Option<&[u8]> {
+        self.key_checks.get(&key_id).map(Vec::as_slice)
+    }
+
+    /// Every registered key check.
+    pub fn key_checks(&self) -> &BTreeMap<u32, Vec<u8>> {
+        &self.key_checks
+    }
+
+    /// The sealed task of a batch's current claim, if `task` is it.
+    pub fn sealed_task(&self, task: &TaskRef) -> Option<&[u8]> {
+        let b = &task.batch;
+        let (_, _, st) = self.batch(b).ok()?;
+        let c = st.claim.as_ref()?;
+        (st.status == NodeBatchStatus::Start && c.attempt == task.attempt)
+            .then_some(c.sealed.as_slice())
+    }
+}
+
+impl NodeRun {
+    /// Number of batches.
+    pub fn batches_total(&self) -> u32 {
+        u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
+    }
+
+    /// First and last token of a batch as Capillaries records them (spec §8).
+    pub(super) fn tokens(&self, batch_idx: u32) -> (i64, i64) {
+        if self.file_reader {
+            (i64::from(batch_idx), i64::from(batch_idx))
+        } else {
+            token_range(batch_idx, self.batches_total())
+        }
+    }
+}
+
+/// Takes the next history sequence number.
+pub(super) fn bump(next_seq: &mut u64) -> u64 {
+    let s = *next_seq;
+    *next_seq += 1;
+    s
+}
+
+impl Keyspace {
+    pub(super) fn seq(&mut self) -> u64 {
+        bump(&mut self.next_seq)
+    }
+
+    /// Counts a claim of `peer` in or out.
+    pub(super) fn count_claim(&mut self, peer: PeerId, claimed: bool) {
+        let n = self.claimed.entry(peer).or_default();
+        *n = if claimed {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        };
+    }
+
+    /// A mutable batch state.
+    pub(super) fn batch_mut(&mut self, id: &BatchId) -> Option<&mut BatchState> {
+        self.runs
+            .get_mut(&id.run_id)?
+            .nodes
+            .get_mut(&id.node)?
+            .batches
+            .get_mut(id.batch_idx as usize)
+    }
+
+    /// Appends a batch history row that changes no counts (claims of backups and their end).
+    pub(super) fn batch_row(
+        &mut self,
+        id: &BatchId,
+        worker: &str,
+        status: NodeBatchStatus,
+        comment: String,
+        ts_ms: i64,
+    ) {
+        let seq = self.seq();
+        let Some(nr) = self
+            .runs
+            .get_mut(&id.run_id)
+            .and_then(|r| r.nodes.get_mut(&id.node))
+        else {
+            return;
+        };
+        let (first_token, last_token) = nr.tokens(id.batch_idx);
+        let batches_total = nr.batches_total();
+        if let Some(b) = nr.batches.get_mut(id.batch_idx as usize) {
+            b.history.push(BatchHistoryRow {
+                ts_ms,
+                seq,
+                run_id: id.run_id,
+                node: id.node.clone(),
+                batch_idx: id.batch_idx,
+                batches_total,
+                status,
+                first_token,
+                last_token,
+                instance: worker.to_owned(),
+                rows_in: None,
+                rows_out: None,
+                elapsed_ms: None,
+                error: None,
+                comment,
+            });
+        }
+    }
+}
+
+/// Who claims, as a [`Command::ClaimTasks`](crate::Command::ClaimTasks) names it.
+pub(super) struct Claimer {
+    /// The claiming peer.
+    pub(super) peer: PeerId,
+    /// Its name in the batch history.
+    pub(super) worker: String,
+    /// Time of the claim.
+    pub(super) ts_ms: i64,
+}

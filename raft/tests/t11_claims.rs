@@ -1,0 +1,318 @@
+//! Size-aware claiming and speculative backups in the real ledger: the largest batches are
+//! picked first, a node's measured time per row orders nodes, a backup's first completion wins
+//! and the loser's completion is refused without changing anything, and backups are refused
+//! where two copies could differ.
+
+#[path = "../src/test_plans.rs"]
+mod test_plans;
+
+use plexus_core::plan::{Plan, StartPolicy};
+use plexus_core::task::{BatchId, BatchTask};
+use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
+use plexus_raft::{ClaimPolicy, Command, Event, Ledger, LedgerError, NodeBatchStatus, PlanHash};
+use test_plans::PlanBuilder;
+
+const KS: &str = "ks";
+
+/// A ledger with `plan` submitted and one run of `start` started at time 0.
+fn started(plan: Plan, start: &[&str]) -> Ledger {
+    let hash = PlanHash(plan.content_hash().expect("plan hash"));
+    let mut l = Ledger::new();
+    l.apply(Command::SubmitPlan { plan }).expect("submit");
+    l.apply(Command::StartRun {
+        keyspace: KS.into(),
+        plan_hash: hash,
+        start_nodes: start.iter().map(|s| (*s).to_owned()).collect(),
+        description: String::new(),
+        only_start_nodes: false,
+        ts_ms: 0,
+    })
+    .expect("start");
+    l
+}
+
+/// Claims `tasks` for `peer` at `ts_ms`; the claims it got.
+fn claim(l: &mut Ledger, peer: PeerId, tasks: &[BatchTask], ts_ms: i64) -> Vec<TaskRef> {
+    let cmd = Command::ClaimTasks {
+        keyspace: KS.into(),
+        run_id: 1,
+        peer,
+        worker: format!("n{peer}"),
+        tasks: tasks
+            .iter()
+            .map(|t| SealedClaim {
+                node: t.node.clone(),
+                batch_idx: t.batch_idx,
+                reader_run: t.reader_run,
+                lookup_run: t.lookup_run,
+                sealed: vec![peer as u8],
+            })
+            .collect(),
+        ts_ms,
+    };
+    l.apply(cmd)
+        .expect("claim")
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::BatchClaimed { task, .. } => Some(task),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Claims the next picked batch for `peer` at `ts_ms`.
+fn claim_next(l: &mut Ledger, peer: PeerId, ts_ms: i64) -> Vec<TaskRef> {
+    let picked = l.pick_chunk(None, 1, 0);
+    claim(l, peer, &picked, ts_ms)
+}
+
+fn done(peer: PeerId, task: &TaskRef, rows: u64, ms: u64, ts_ms: i64) -> Command {
+    Command::CompleteTasks {
+        peer,
+        results: vec![TaskResult {
+            task: task.clone(),
+            outcome: TaskOutcome::Done {
+                rows_in: rows,
+                rows_out: rows,
+                elapsed_ms: ms,
+            },
+        }],
+        ts_ms,
+    }
+}
+
+fn backup(task: &TaskRef, peer: PeerId, ts_ms: i64) -> Command {
+    Command::ClaimBackup {
+        task: task.clone(),
+        peer,
+        worker: format!("n{peer}"),
+        sealed: vec![9],
+        ts_ms,
+    }
+}
+
+fn batch(node: &str, batch_idx: u32) -> BatchId {
+    BatchId {
+        keyspace: KS.into(),
+        run_id: 1,
+        node: node.into(),
+        batch_idx,
+    }
+}
+
+fn idx(tasks: &[BatchTask]) -> Vec<u32> {
+    tasks.iter().map(|t| t.batch_idx).collect()
+}
+
+#[test]
+fn the_largest_batches_are_picked_first() {
+    let rows = [10, 500, 30, 200, 80, 40];
+    let mut l = started(
+        PlanBuilder::new().split_file("a", "ta", &rows).build(),
+        &["a"],
+    );
+    // The plan's row counters tell every part's rows; the last part's from its bytes.
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(
+            l.predicted_rows(&batch("a", i as u32), None),
+            Some(*r),
+            "batch {i}"
+        );
+    }
+    let first = l.pick_chunk(None, 2, 0);
+    assert_eq!(idx(&first), [1, 3]);
+    claim(&mut l, 1, &first, 1);
+    assert_eq!(idx(&l.pick_chunk(None, 3, 0)), [4, 5, 2]);
+    // A salt starts further down the largest, wrapping, so concurrent claimers spread.
+    assert_eq!(idx(&l.pick_chunk(None, 2, 1)), [5, 2]);
+    // Whole files tell nothing: index order from the salt, as before.
+    let l = started(PlanBuilder::new().file("a", "ta", 4).build(), &["a"]);
+    assert_eq!(idx(&l.pick_chunk(None, 4, 2)), [2, 3, 0, 1]);
+    assert_eq!(l.predicted_rows(&batch("a", 0), None), None);
+}
+
+#[test]
+fn the_node_with_the_longest_predicted_batches_goes_first() {
+    let plan = PlanBuilder::new()
+        .split_file("small", "ts", &[100, 100, 100])
+        .split_file("big", "tb", &[1000, 1000, 1000])
+        .build();
+    let mut l = started(plan, &["small", "big"]);
+    // Nothing measured: the same first guess for both, so plan order.
+    let first = l.pick_chunk(None, 1, 0);
+    assert_eq!(first[0].node, "small");
+    // One batch of each measured at 1 ms per row: `big`'s batches are predicted 10x longer.
+    let s = claim(&mut l, 1, &first, 1);
+    let b = claim_next(&mut l, 1, 1);
+    assert_eq!(
+        b[0].batch.node, "small",
+        "plan order while nothing is measured"
+    );
+    l.apply(done(1, &s[0], 100, 100, 2)).expect("done");
+    l.apply(done(1, &b[0], 100, 100, 2)).expect("done");
+    let big: Vec<BatchTask> = l
+        .ready_tasks_for(KS, 1)
+        .expect("ready")
+        .into_iter()
+        .filter(|t| t.node == "big")
+        .take(1)
+        .collect();
+    let g = claim(&mut l, 1, &big, 3);
+    l.apply(done(1, &g[0], 1000, 1000, 4)).expect("done");
+    let p = ClaimPolicy::DEFAULT;
+    assert_eq!(l.predicted_ms(&p, &batch("big", 1), None), 1000.0);
+    assert_eq!(l.predicted_ms(&p, &batch("small", 2), None), 100.0);
+    let next = l.pick_chunk(None, 1, 0);
+    assert_eq!(next[0].node, "big", "{next:?}");
+}
+
+/// A ledger whose batch 0 of node `a` is claimed by peer 1 at time 0 and backed up by peer 2
+/// at 5,000.
+fn backed_up() -> (Ledger, TaskRef) {
+    let mut l = started(
+        PlanBuilder::new()
+            .split_file("a", "ta", &[100, 100])
+            .build(),
+        &["a"],
+    );
+    let t = claim_next(&mut l, 1, 0).remove(0);
+    let ev = l.apply(backup(&t, 2, 5_000)).expect("backup");
+    assert!(
+        matches!(ev.as_slice(), [Event::BackupClaimed { peer: 2, .. }]),
+        "{ev:?}"
+    );
+    assert_eq!(l.backup_counters().started, 1);
+    assert_eq!(l.claimed_by(2), 1, "the backup holds a lease");
+    (l, t)
+}
+
+#[test]
+fn a_backup_that_wins_completes_the_batch_and_the_losers_result_changes_nothing() {
+    let (mut l, t) = backed_up();
+    l.apply(done(2, &t, 100, 1000, 6_000))
+        .expect("the backup wins");
+    let b = &l.run(KS, 1).unwrap().nodes["a"].batches[t.batch.batch_idx as usize];
+    assert_eq!(b.status, NodeBatchStatus::Success);
+    let last = b.history.last().unwrap();
+    assert_eq!(last.instance, "n2", "the history names the winner");
+    let c = l.backup_counters();
+    assert_eq!((c.started, c.won, c.wasted_ms), (1, 1, 6_000));
+    assert_eq!((l.claimed_by(1), l.claimed_by(2)), (0, 0));
+    let before = l.clone();
+    let refused = l.apply(done(1, &t, 100, 7000, 7_000));
+    assert!(
+        matches!(refused, Err(LedgerError::BatchNotClaimed { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(l, before, "the losing completion changed nothing");
+}
+
+#[test]
+fn a_claim_that_wins_refuses_its_backups_result() {
+    let (mut l, t) = backed_up();
+    l.apply(done(1, &t, 100, 6000, 6_000))
+        .expect("the claim wins");
+    let c = l.backup_counters();
+    assert_eq!((c.started, c.won, c.wasted_ms), (1, 0, 1_000));
+    let before = l.clone();
+    let late = TaskResult {
+        task: t.clone(),
+        outcome: TaskOutcome::Failed {
+            error: "cancelled".into(),
+            retryable: true,
+        },
+    };
+    let refused = l.apply(Command::CompleteTasks {
+        peer: 2,
+        results: vec![late],
+        ts_ms: 6_500,
+    });
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(l, before);
+}
+
+#[test]
+fn a_backup_takes_over_a_lost_claim_and_an_expired_backup_is_dropped() {
+    let (mut l, t) = backed_up();
+    // Peer 2 renews its lease; peer 1 stays silent and expires: the backup becomes the claim.
+    l.apply(Command::Heartbeat {
+        peer: 2,
+        queued: 0,
+        ts_ms: 9_000,
+    })
+    .unwrap();
+    l.apply(Command::ExpireLeases {
+        peer: 1,
+        silent_since_ms: 8_000,
+        ts_ms: 9_000,
+    })
+    .unwrap();
+    let b = &l.run(KS, 1).unwrap().nodes["a"].batches[0];
+    assert_eq!(b.status, NodeBatchStatus::Start);
+    assert_eq!(b.claim.as_ref().map(|c| c.peer), Some(2));
+    assert_eq!((l.claimed_by(1), l.claimed_by(2)), (0, 1));
+    l.apply(done(2, &t, 100, 4000, 9_500))
+        .expect("the backup completes");
+
+    // The other way round: the backup's holder goes silent, the claim goes on.
+    let (mut l, t) = backed_up();
+    l.apply(Command::Heartbeat {
+        peer: 1,
+        queued: 0,
+        ts_ms: 9_000,
+    })
+    .unwrap();
+    l.apply(Command::ExpireLeases {
+        peer: 2,
+        silent_since_ms: 8_000,
+        ts_ms: 9_000,
+    })
+    .unwrap();
+    let b = &l.run(KS, 1).unwrap().nodes["a"].batches[0];
+    assert!(b.backup.is_none());
+    assert_eq!(l.claimed_by(2), 0);
+    assert!(l.apply(done(2, &t, 100, 4000, 9_500)).is_err());
+    l.apply(done(1, &t, 100, 9000, 9_500))
+        .expect("the claim completes");
+}
+
+#[test]
+fn backups_are_refused_where_copies_could_differ_or_make_no_sense() {
+    let (mut l, t) = backed_up();
+    let again = l.apply(backup(&t, 3, 6_000));
+    assert!(
+        matches!(again, Err(LedgerError::NoBackup { .. })),
+        "{again:?}"
+    );
+    let own = l.apply(backup(&t, 1, 6_000));
+    assert!(matches!(own, Err(LedgerError::NoBackup { .. })), "{own:?}");
+    let stale = TaskRef {
+        attempt: 2,
+        ..t.clone()
+    };
+    assert!(l.apply(backup(&stale, 3, 6_000)).is_err());
+
+    // A node writing files: two copies would write the same file at once.
+    let plan = PlanBuilder::new()
+        .file("a", "ta", 1)
+        .table("out", "ta", None, 2, StartPolicy::Auto)
+        .build();
+    let mut l = started(plan, &["a"]);
+    let a = claim_next(&mut l, 1, 0);
+    l.apply(done(1, &a[0], 10, 10, 1)).unwrap();
+    let o = claim_next(&mut l, 1, 2).remove(0);
+    assert_eq!(o.batch.node, "out");
+    let refused = l.apply(backup(&o, 2, 5_000));
+    assert!(
+        matches!(refused, Err(LedgerError::NoBackup { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn sizes_measurements_and_backups_survive_a_snapshot() {
+    let (l, _) = backed_up();
+    let back = Ledger::from_bytes(&l.to_bytes().unwrap()).unwrap();
+    assert_eq!(back, l);
+    assert_eq!(back.pick_chunk(None, 1, 0), l.pick_chunk(None, 1, 0));
+}
