@@ -11,7 +11,7 @@ use plexus_node::exec::ExecContext;
 use plexus_node::files::{self as proto, ProtoDirs};
 use plexus_node::local_run::{Engine, Observer, RunReport, RunRequest};
 use plexus_node::pycalc::{PyPool, PyPoolConfig, PyProgram};
-use plexus_node::store::{CqlConfig, Store, StoreAt, open_store};
+use plexus_node::store::{CqlConfig, EmbeddedStore, Store, StoreAt, open_store};
 use plexus_raft::NodeBatchStatus;
 use plexus_raft::history::{batch_history_csv, node_history_csv, run_history_csv};
 
