@@ -5,6 +5,10 @@
 //! - `index/`: the fjall database;
 //! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables.
 //!
+//! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
+//! `tables` holds each data table's segments and finds them at open; `segment` is one file;
+//! `format` the version check.
+//!
 //! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
 //! a file of its rows sorted by rowid in 16 KiB checksummed pages with an offset index (see
 //! [`segment`]). A table is written batch by batch and never updated in place, so an LSM tree's
@@ -50,13 +54,12 @@
 //! Unique-index checks and claims run under a per-index mutex held until the write batch is
 //! committed, so two executor threads cannot both claim a key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
-use xxhash_rust::xxh3::xxh3_128;
 
 use super::{
     Duplicate, IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError,
@@ -65,10 +68,18 @@ use super::{
 };
 
 mod format;
+mod layout;
 mod segment;
+mod tables;
 
 pub(crate) use format::describe as describe_format;
-use segment::{BlockCache, Directory, Segment, SegmentError};
+use layout::{
+    DRAIN_BATCH_ENTRIES, HashedRow, Kind, SegmentKey, corrupt, decode_rowid, decode_unique,
+    encode_rowid, fjall_err, hash_collision, invalid, manifest_key, meta_name, non_unique_entry,
+    non_unique_prefix, pending_name, segment_err, table_name, unique_key,
+};
+use segment::{BlockCache, Directory, Segment};
+use tables::{TableData, load_segments};
 
 /// The fjall database, under the store directory.
 const INDEX_DIR: &str = "index";
@@ -85,283 +96,6 @@ const META_USER_PREFIX: u8 = 1;
 /// Meta key of the run counter; its first byte differs from `META_USER_PREFIX`, so prefix
 /// scans of caller records never see it.
 const COUNTER_KEY: &[u8] = b"\x00run_counter";
-
-/// What a fjall keyspace holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Data,
-    Unique,
-    NonUnique,
-}
-
-impl Kind {
-    const ALL: [Self; 3] = [Self::Data, Self::Unique, Self::NonUnique];
-
-    fn tag(self) -> char {
-        match self {
-            Self::Data => 'd',
-            Self::Unique => 'u',
-            Self::NonUnique => 'n',
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Self::Data => "data table",
-            Self::Unique => "unique index",
-            Self::NonUnique => "non-unique index",
-        }
-    }
-
-    fn of_index(kind: IndexKind) -> Self {
-        match kind {
-            IndexKind::Unique => Self::Unique,
-            IndexKind::NonUnique => Self::NonUnique,
-        }
-    }
-}
-
-fn meta_name(keyspace: &str) -> String {
-    format!("{keyspace}#m")
-}
-
-fn table_name(keyspace: &str, kind: Kind, table: &TableRef) -> String {
-    format!("{keyspace}#{}#{table}", kind.tag())
-}
-
-/// The fjall keyspace of a non-unique index's pending entries (see the module doc).
-fn pending_name(keyspace: &str, index: &TableRef) -> String {
-    format!("{keyspace}#p#{index}")
-}
-
-/// Index entries moved from pending records per write batch while draining.
-const DRAIN_BATCH_ENTRIES: usize = 100_000;
-
-/// Rowid as 8 bytes whose byte order is the numeric order.
-fn encode_rowid(rowid: Rowid) -> [u8; 8] {
-    (rowid.cast_unsigned() ^ (1 << 63)).to_be_bytes()
-}
-
-fn decode_rowid(bytes: &[u8]) -> Option<Rowid> {
-    let arr: [u8; 8] = bytes.try_into().ok()?;
-    Some((u64::from_be_bytes(arr) ^ (1 << 63)).cast_signed())
-}
-
-/// The stored key of a unique-index entry: the 128-bit xxh3 of the index key. Index keys are
-/// long (21+ bytes, padded strings up to 1 KiB) with long shared prefixes; 16 bytes are
-/// kept inline by fjall and compare on their first bytes, which makes memtable inserts and
-/// point reads several times faster. Lookups need equality only, never key order.
-fn unique_key(key: &[u8]) -> [u8; 16] {
-    xxh3_128(key).to_be_bytes()
-}
-
-/// The 96-bit xxh3 prefix under which a non-unique key's entries are stored.
-fn non_unique_prefix(key: &[u8]) -> [u8; 12] {
-    let hash = xxh3_128(key).to_be_bytes();
-    let mut prefix = [0; 12];
-    prefix.copy_from_slice(&hash[..12]);
-    prefix
-}
-
-/// A non-unique entry: hash prefix ‖ rowid, 20 bytes (fjall's inline limit).
-fn non_unique_entry(key: &[u8], rowid: Rowid) -> [u8; 20] {
-    let mut entry = [0; 20];
-    entry[..12].copy_from_slice(&non_unique_prefix(key));
-    entry[12..].copy_from_slice(&encode_rowid(rowid));
-    entry
-}
-
-/// The rowid of a unique-index value (`rowid ‖ key`) if it is the entry of `key`; `None` if
-/// it belongs to another key with the same hash.
-fn decode_unique(
-    keyspace: &str,
-    table: &TableRef,
-    value: &[u8],
-    key: &[u8],
-) -> Result<Option<Rowid>, StoreError> {
-    let rowid = value
-        .get(..8)
-        .and_then(decode_rowid)
-        .ok_or_else(|| corrupt(keyspace, table, "unique index value is not a rowid"))?;
-    Ok((value.get(8..) == Some(key)).then_some(rowid))
-}
-
-/// Two different keys with the same 128-bit hash (about 2^-64 likely at 2^32 keys): the store
-/// refuses rather than mixing them up.
-fn hash_collision(keyspace: &str, table: &TableRef) -> StoreError {
-    corrupt(keyspace, table, "two keys share a 128-bit index hash")
-}
-
-/// A hashed unique key and the position of the row it belongs to.
-type HashedRow = ([u8; 16], usize);
-
-fn fjall_err(op: &'static str, err: fjall::Error) -> StoreError {
-    match err {
-        fjall::Error::Io(source) | fjall::Error::Storage(fjall::LsmError::Io(source)) => {
-            StoreError::Io { op, source }
-        }
-        other => StoreError::Backend {
-            op,
-            detail: format!("{other:?}"),
-        },
-    }
-}
-
-fn corrupt(keyspace: &str, table: &TableRef, detail: &str) -> StoreError {
-    StoreError::Corrupt {
-        keyspace: keyspace.to_owned(),
-        table: table.storage_name(),
-        detail: detail.to_owned(),
-    }
-}
-
-fn invalid(detail: String) -> StoreError {
-    StoreError::InvalidArgument { detail }
-}
-
-fn segment_err<'a>(
-    keyspace: &'a str,
-    table: &'a TableRef,
-    op: &'static str,
-) -> impl Fn(SegmentError) -> StoreError + 'a {
-    move |e| match e {
-        SegmentError::Io(source) => StoreError::Io { op, source },
-        SegmentError::Corrupt(detail) => corrupt(keyspace, table, &detail),
-    }
-}
-
-/// A segment's place in its table: (batch, first rowid of the write call in input order).
-type SegmentKey = (u32, i64);
-
-/// The manifest entry key of a segment.
-fn manifest_key((batch, part): SegmentKey) -> [u8; 12] {
-    let mut k = [0; 12];
-    k[..4].copy_from_slice(&batch.to_be_bytes());
-    k[4..].copy_from_slice(&encode_rowid(part));
-    k
-}
-
-/// A manifest entry: the segment's key and generation.
-fn decode_manifest(key: &[u8], value: &[u8]) -> Option<(SegmentKey, u64)> {
-    let batch = u32::from_be_bytes(key.get(..4)?.try_into().ok()?);
-    let part = decode_rowid(key.get(4..)?)?;
-    let generation = u64::from_be_bytes(value.try_into().ok()?);
-    Some(((batch, part), generation))
-}
-
-/// The segments of one data table.
-struct TableData {
-    /// Where its segment files live.
-    dir: PathBuf,
-    state: Mutex<TableState>,
-}
-
-#[derive(Default)]
-struct TableState {
-    /// The published segments.
-    segments: BTreeMap<SegmentKey, Arc<Segment>>,
-    /// The directory over `segments`, dropped by every publication and rebuilt by the next read.
-    directory: Option<Arc<Directory>>,
-}
-
-impl TableData {
-    fn new(dir: PathBuf) -> Self {
-        Self {
-            dir,
-            state: Mutex::new(TableState::default()),
-        }
-    }
-
-    /// Retires every segment: their files go when the last reader lets go.
-    fn retire_all(&self) {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        for seg in state.segments.values() {
-            seg.retire();
-        }
-    }
-}
-
-/// Reads the segment manifests of every data table and removes what they do not name: files
-/// of writes that crashed before their manifest entry was committed, files of replaced
-/// segments, and directories of dropped tables. Returns the tables and the highest segment
-/// generation seen.
-fn load_segments(
-    root: &Path,
-    handles: &HashMap<String, Keyspace>,
-) -> Result<(HashMap<String, Arc<TableData>>, u64), StoreError> {
-    let io = |source| StoreError::Io { op: "open", source };
-    let mut tables = HashMap::new();
-    let mut max_generation = 0;
-    for (name, handle) in handles {
-        let Some((keyspace, storage)) = name.split_once("#d#") else {
-            continue;
-        };
-        let dir = root.join(keyspace).join(storage);
-        let bad = || StoreError::Corrupt {
-            keyspace: keyspace.to_owned(),
-            table: storage.to_owned(),
-            detail: "segment manifest entry of the wrong shape".to_owned(),
-        };
-        let mut state = TableState::default();
-        for guard in handle.iter() {
-            let (k, v) = guard.into_inner().map_err(|e| fjall_err("open", e))?;
-            let (key, generation) = decode_manifest(&k, &v).ok_or_else(bad)?;
-            max_generation = max_generation.max(generation);
-            state
-                .segments
-                .insert(key, Arc::new(Segment::existing(&dir, generation)));
-        }
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let data = TableData {
-            dir,
-            state: Mutex::new(state),
-        };
-        tables.insert(name.clone(), Arc::new(data));
-    }
-    std::fs::create_dir_all(root).map_err(io)?;
-    for ks in std::fs::read_dir(root).map_err(io)? {
-        let ks = ks.map_err(io)?;
-        // Only directories are ours here; leave anything else alone.
-        if !ks.file_type().map_err(io)?.is_dir() {
-            continue;
-        }
-        let ks_name = ks.file_name().to_string_lossy().into_owned();
-        let mut kept_any = false;
-        for t in std::fs::read_dir(ks.path()).map_err(io)? {
-            let t = t.map_err(io)?;
-            if !t.file_type().map_err(io)?.is_dir() {
-                continue;
-            }
-            let tree = format!("{ks_name}#d#{}", t.file_name().to_string_lossy());
-            let Some(data) = tables.get(&tree) else {
-                std::fs::remove_dir_all(t.path()).map_err(io)?;
-                continue;
-            };
-            kept_any = true;
-            let state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let named: std::collections::HashSet<&Path> =
-                state.segments.values().map(|s| s.path()).collect();
-            for f in std::fs::read_dir(t.path()).map_err(io)? {
-                let path = f.map_err(io)?.path();
-                // Leftovers count too: a generation is never given to two files.
-                if let Some(g) = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(segment::parse_file_name)
-                {
-                    max_generation = max_generation.max(g);
-                }
-                if !named.contains(path.as_path()) {
-                    std::fs::remove_file(&path).map_err(io)?;
-                }
-            }
-        }
-        if !kept_any && !handles.contains_key(&meta_name(&ks_name)) {
-            std::fs::remove_dir_all(ks.path()).map_err(io)?;
-        }
-    }
-    Ok((tables, max_generation))
-}
 
 /// The embedded [`Store`] on segments and fjall; share it as `Arc<EmbeddedStore>` between threads.
 pub struct EmbeddedStore {
