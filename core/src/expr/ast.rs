@@ -131,21 +131,9 @@ impl fmt::Display for FieldRef {
     }
 }
 
-/// The names of the twelve month constants, `time.January` = 1.
-pub(crate) const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
+/// The names of the twelve month constants, `time.January` = 1 (Go's month names, as the
+/// time layouts spell them).
+pub(crate) const MONTHS: [&str; 12] = crate::gotime::LONG_MONTHS;
 
 /// The `wfmodel.*` constants of spec §3.12.
 pub(crate) const WFMODEL: [(&str, i64); 9] = [

@@ -11,7 +11,7 @@ use crate::value::{Time, Zone};
 pub(super) const SECS_PER_DAY: i64 = 86_400;
 
 /// English month names, January first (Go's `longMonthNames`).
-pub(super) const LONG_MONTHS: [&str; 12] = [
+pub(crate) const LONG_MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
