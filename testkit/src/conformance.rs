@@ -255,3 +255,29 @@ fn report_skip() {
         let _ = writeln!(f, "{test}");
     }
 }
+
+/// Writes a JSON params file into `dir`: the params file `from` (JSON or YAML) with some values
+/// replaced, so a test can point a conformance script at its own copies of inputs and outputs.
+pub fn params_with(dir: &Path, from: &Path, overrides: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
+    let text = std::fs::read_to_string(from)?;
+    let mut v: serde_json::Value = if from.extension().is_some_and(|e| e == "yaml") {
+        yaml_serde::from_str(&text)?
+    } else {
+        serde_json::from_str(&text)?
+    };
+    if let Some(obj) = v.as_object_mut() {
+        for (k, val) in overrides {
+            obj.insert(
+                (*k).to_string(),
+                serde_json::Value::String((*val).to_string()),
+            );
+        }
+    }
+    let name = from
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "params".into());
+    let out = dir.join(format!("{name}.json"));
+    std::fs::write(&out, serde_json::to_string_pretty(&v)?)?;
+    Ok(out)
+}

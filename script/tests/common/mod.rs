@@ -47,27 +47,6 @@ pub(crate) fn url(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Writes a JSON params file into `dir`: the conformance params `from` with some values replaced.
-pub(crate) fn params_with(dir: &Path, from: &Path, overrides: &[(&str, &str)]) -> Result<PathBuf> {
-    let text = std::fs::read_to_string(from)?;
-    let mut v: serde_json::Value = if from.extension().is_some_and(|e| e == "yaml") {
-        yaml_serde::from_str(&text)?
-    } else {
-        serde_json::from_str(&text)?
-    };
-    if let Some(obj) = v.as_object_mut() {
-        for (k, val) in overrides {
-            obj.insert(
-                (*k).to_string(),
-                serde_json::Value::String((*val).to_string()),
-            );
-        }
-    }
-    let name = from
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "params".into());
-    let out = dir.join(format!("{name}.json"));
-    std::fs::write(&out, serde_json::to_string_pretty(&v)?)?;
-    Ok(out)
-}
+/// The conformance params with some values replaced (see the testkit).
+#[allow(unused_imports)]
+pub(crate) use plexus_testkit::conformance::params_with;
