@@ -744,6 +744,68 @@ fn table_file_top_spilled_runs_write_the_same_bytes() -> Result<()> {
     Ok(())
 }
 
+/// A `top` computed on several threads (partial tops of the pages, merged at the end) writes
+/// the same bytes as one thread: ties (many rows per amount) in arrival order, in memory and
+/// spilled, for a limit below the row count and for the default limit. A failing row is the
+/// one a single thread reports: the batch's first, whichever thread computed it.
+#[test]
+fn table_file_parallel_top_writes_the_same_bytes_as_one_thread() -> Result<()> {
+    let env = env()?;
+    let out_dir = tempfile::tempdir()?;
+    let spill_dir = tempfile::tempdir()?;
+    let mut plan = base_plan(orders_fields());
+    for (name, limit) in [("ptop_some", 300), ("ptop_default", 0), ("ptop_fails", 300)] {
+        let url = format!("{}/{name}_{{batch_idx}}.csv", out_dir.path().display());
+        let mut n = file_node(name, &url, 2);
+        if let Writer::File(w) = &mut n.writer
+            && let Some(t) = &mut w.top
+        {
+            t.limit = limit;
+            if name == "ptop_fails" {
+                // Integer division by zero for every row whose order_id is 50.
+                w.columns[0].expr = e("r.order_id / (r.order_id - 50)");
+            }
+        }
+        add(&mut plan, n);
+    }
+    let rows: Vec<Vec<Value>> = (0..3000)
+        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
+        .collect();
+    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    let threads = |n: usize, spill: bool| {
+        let mut ctx = env.ctx.clone().with_spill_dir(spill_dir.path());
+        ctx.top_threads = n;
+        if spill {
+            ctx.top_max_bytes = 4096;
+        }
+        ctx
+    };
+    for name in ["ptop_some", "ptop_default"] {
+        let one = run_file_node(&threads(1, false), &plan, name, out_dir.path())?;
+        assert!(
+            one.iter().map(Vec::len).sum::<usize>() > 1000,
+            "{name}: output too small"
+        );
+        for (n, spill) in [(2, false), (3, false), (2, true), (3, true)] {
+            let many = run_file_node(&threads(n, spill), &plan, name, out_dir.path())?;
+            assert_eq!(many, one, "{name}: {n} threads, spilled: {spill}");
+        }
+    }
+    let fail = |n: usize| -> Result<String> {
+        let err = run_file_node(&threads(n, false), &plan, "ptop_fails", out_dir.path())
+            .err()
+            .context("a division by zero must fail the batch")?;
+        Ok(err.to_string())
+    };
+    let one = fail(1)?;
+    assert!(one.contains("divide by zero"), "{one}");
+    for n in [2, 3] {
+        assert_eq!(fail(n)?, one, "{n} threads");
+    }
+    assert_eq!(std::fs::read_dir(spill_dir.path())?.count(), 0);
+    Ok(())
+}
+
 #[test]
 fn table_file_into_missing_directory_fails_clearly() -> Result<()> {
     let env = env()?;

@@ -7,19 +7,41 @@ use std::time::Instant;
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::plan::{FilePart, FileReader};
 
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::TableOut;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::prepare::TableOut;
-use super::write::RowWriter;
-use super::{BatchRun, BatchStats};
+use super::processor::Processor;
+use super::write::{RowWriter, write_table};
 use crate::files::{FileError, open_batch_source};
 
 /// Rows taken from the file per chunk.
 const CHUNK_ROWS: usize = 1000;
 
+/// file_table: a file reader and a table writer.
+#[derive(Debug)]
+pub(crate) struct FileTable {
+    pub(crate) reader: FileReader,
+    pub(crate) out: TableOut,
+}
+
+impl Processor for FileTable {
+    fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
+        // A file reader's rows carry Capillaries' batch index, the URL's index, whatever part
+        // of the file the batch reads: a split file writes the rows one batch would.
+        let row_batch = self
+            .reader
+            .batch_input(b.task.batch_idx)
+            .map_or(b.task.batch_idx, |i| i.url_idx);
+        write_table(b, &self.out, row_batch, stats, |w, stats| {
+            run(b, &self.reader, &self.out, w, stats)
+        })
+    }
+}
+
 /// Reads batch `b.task.batch_idx` of `reader` (a whole URL, or one part of a split file) into
 /// `w`. A row's rowid sequence number is its position among the file's data rows, counted
 /// before `having`, so a split file writes the same rowids as one pass over it.
-pub(crate) fn run(
+fn run(
     b: &BatchRun<'_>,
     reader: &FileReader,
     out: &TableOut,

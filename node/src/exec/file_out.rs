@@ -2,88 +2,240 @@
 //! over `w.<column>`, and write the rows — or, with `top`, keep the `limit` smallest keys and
 //! write them sorted at the end (spilling sorted runs above `ExecContext::top_max_bytes`). One
 //! file per batch, created even when no row qualifies.
+//!
+//! A `top` batch computes its rows on `ExecContext::top_threads` threads: this thread reads
+//! the pages and hands them out in turn, each worker keeps a partial top of its pages with
+//! every row numbered by its position in the batch, and the partial tops are merged at the end
+//! in (key, position) order, so the file is byte-identical to one thread's. Errors too: the
+//! row reported is the batch's first failing row, as on one thread, since every page before a
+//! failing one was handed out and is computed unless its worker failed earlier still.
 
+use std::sync::mpsc;
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
-use plexus_core::value::Value;
+use plexus_core::plan::Top;
+use plexus_core::value::{Type, Value};
 
-use super::error::{BatchErrorKind, RowLoc};
-use super::prepare::{FileOut, TableInput};
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::{FileOut, TableInput};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::processor::Processor;
+use super::scan::{Page, Scan, decode};
 use super::write::{check_type, field_err};
-use super::{BatchRun, BatchStats, Scan, decode};
 use crate::files::{FileError, TopBuffer, create_sink, resolve_url_template};
 
-pub(crate) fn run(
+/// table_file: a table reader and a file writer.
+#[derive(Debug)]
+pub(crate) struct TableFile {
+    pub(crate) input: TableInput,
+    pub(crate) out: FileOut,
+}
+
+impl Processor for TableFile {
+    fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
+        let (input, out) = (&self.input, &self.out);
+        let url = resolve_url_template(&out.writer.url_template, b.task.batch_idx, b.task.run_id);
+        // Created before reading, so a batch without rows still leaves its (header-only) file.
+        let mut sink = create_sink(&out.writer, &url).map_err(output_err)?;
+        // Computing and writing rows counts as write time: the loop's time less its reads.
+        let (start, read_before) = (Instant::now(), stats.read);
+        let top = match &out.writer.top {
+            None => {
+                let mut scan = Scan::new(b, &input.table, input.page_size);
+                let mut row = Vec::with_capacity(out.columns.len());
+                scan.for_each_row(&input.types, stats, |stats, _, r, loc| {
+                    if compute_row(out, r, &mut row, loc)? {
+                        sink.write_row(&row).map_err(output_err)?;
+                        stats.rows_out += 1;
+                    }
+                    Ok(())
+                })?;
+                None
+            }
+            Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, input, out, t, stats)?),
+            Some(t) => {
+                let mut buf = new_top(b, out, t, b.ctx.top_max_bytes)?;
+                let mut scan = Scan::new(b, &input.table, input.page_size);
+                let mut row = Vec::with_capacity(out.columns.len());
+                scan.for_each_row(&input.types, stats, |_, _, r, loc| {
+                    if compute_row(out, r, &mut row, loc)? {
+                        push_top(&mut buf, &row, None, loc)?;
+                    }
+                    Ok(())
+                })?;
+                Some(buf)
+            }
+        };
+        stats.write += start
+            .elapsed()
+            .saturating_sub(stats.read.saturating_sub(read_before));
+        let start = Instant::now();
+        if let Some(buf) = top {
+            let mut rows_out = 0;
+            buf.for_each_sorted(|row: &[Value]| -> Result<(), FileError> {
+                rows_out += 1;
+                sink.write_row(row)
+            })
+            .map_err(output_err)?;
+            stats.rows_out += rows_out;
+        }
+        stats.bytes_out = sink.finish().map_err(output_err)?;
+        stats.write += start.elapsed();
+        Ok(())
+    }
+}
+
+/// Computes the file row of reader row `r` into `row`; false when `having` drops it.
+fn compute_row(
+    out: &FileOut,
+    r: &[Value],
+    row: &mut Vec<Value>,
+    loc: &dyn Fn() -> RowLoc,
+) -> Result<bool, BatchErrorKind> {
+    let vars = Vars::new().with(Alias::R, r);
+    row.clear();
+    for (name, ty, expr) in &out.columns {
+        let v = expr
+            .eval(&vars, Rounding::To2)
+            .map_err(|e| field_err(loc, "column", name, e))?;
+        check_type(&v, *ty).map_err(|e| field_err(loc, "column", name, e))?;
+        row.push(v);
+    }
+    match &out.having {
+        None => Ok(true),
+        Some(h) => h
+            .eval_bool(&Vars::new().with(Alias::W, row), Rounding::None)
+            .map_err(|e| field_err(loc, "having", h.text(), e)),
+    }
+}
+
+/// A `top` buffer spilling above `max_bytes`.
+fn new_top(
+    b: &BatchRun<'_>,
+    out: &FileOut,
+    t: &Top,
+    max_bytes: usize,
+) -> Result<TopBuffer, BatchErrorKind> {
+    Ok(TopBuffer::new(t, &out.writer.columns)
+        .map_err(output_err)?
+        .with_spill(max_bytes, b.ctx.spill_dir()))
+}
+
+/// Offers `row` to `buf`, numbered `seq` when given (a share of a parallel top).
+fn push_top(
+    buf: &mut TopBuffer,
+    row: &[Value],
+    seq: Option<u64>,
+    loc: &dyn Fn() -> RowLoc,
+) -> Result<(), BatchErrorKind> {
+    // Quirk (spec §3.9, §14 #37): top sorts per batch; ties keep arrival (rowid) order.
+    match seq {
+        Some(seq) => buf.push_at(row, seq),
+        None => buf.push(row),
+    }
+    .map_err(|e| match e {
+        FileError::TopKey { .. } => field_err(loc, "top.order", "", e),
+        e => output_err(e),
+    })
+}
+
+/// A failure of a parallel top's worker: the batch position of the failing row, and why.
+type WorkerFailure = (u64, BatchErrorKind);
+
+/// The batch's `top` computed on `ctx.top_threads` threads (see the module doc).
+fn parallel_top(
     b: &BatchRun<'_>,
     input: &TableInput,
     out: &FileOut,
+    t: &Top,
     stats: &mut BatchStats,
-) -> Result<(), BatchErrorKind> {
-    let url = resolve_url_template(&out.writer.url_template, b.task.batch_idx, b.task.run_id);
-    // Created before reading, so a batch without rows still leaves its (header-only) file.
-    let mut sink = create_sink(&out.writer, &url).map_err(output_err)?;
-    let mut top = match &out.writer.top {
-        Some(t) => Some(
-            TopBuffer::new(t, &out.writer.columns)
-                .map_err(output_err)?
-                .with_spill(b.ctx.top_max_bytes, b.ctx.spill_dir()),
-        ),
-        None => None,
-    };
+) -> Result<TopBuffer, BatchErrorKind> {
+    let threads = b.ctx.top_threads.max(1);
     let mut scan = Scan::new(b, &input.table, input.page_size);
-    let mut r = Vec::with_capacity(input.types.len());
-    let mut row: Vec<Value> = Vec::with_capacity(out.columns.len());
-    while let Some(page) = scan.next_page(stats)? {
-        let start = Instant::now();
-        for (rowid, bytes) in &page {
-            decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
-            let loc = || RowLoc::Table {
-                table: scan.table_name.clone(),
-                rowid: *rowid,
+    let table_name = scan.table_name.clone();
+    let parts = std::thread::scope(|s| -> Result<Vec<_>, BatchErrorKind> {
+        let mut senders = Vec::with_capacity(threads);
+        let mut workers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            // Two pages queued per worker keep it busy while this thread reads.
+            let (tx, rx) = mpsc::sync_channel::<(u64, Page)>(2);
+            senders.push(tx);
+            let mut buf = new_top(b, out, t, b.ctx.top_max_bytes / threads)?;
+            let (types, table_name) = (&input.types, table_name.as_str());
+            workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
+                top_worker(rx, types, table_name, out, &mut buf)?;
+                buf.seal();
+                Ok(buf)
+            }));
+        }
+        let mut first = 0u64;
+        let mut k = 0usize;
+        while let Some(page) = scan.next_page(stats)? {
+            let n = page.len() as u64;
+            let Some(tx) = senders.get(k % threads) else {
+                break;
             };
-            let vars = Vars::new().with(Alias::R, &r);
-            row.clear();
-            for (name, ty, expr) in &out.columns {
-                let v = expr
-                    .eval(&vars, Rounding::To2)
-                    .map_err(|e| field_err(&loc, "column", name, e))?;
-                check_type(&v, *ty).map_err(|e| field_err(&loc, "column", name, e))?;
-                row.push(v);
+            // A worker gone has failed: later pages cannot change the outcome.
+            if tx.send((first, page)).is_err() {
+                break;
             }
-            if let Some(h) = &out.having
-                && !h
-                    .eval_bool(&Vars::new().with(Alias::W, &row), Rounding::None)
-                    .map_err(|e| field_err(&loc, "having", h.text(), e))?
-            {
-                continue;
-            }
-            // Quirk (spec §3.9, §14 #37): top sorts per batch; ties keep arrival (rowid) order.
-            match &mut top {
-                Some(buf) => buf.push(&row).map_err(|e| match e {
-                    FileError::TopKey { .. } => field_err(&loc, "top.order", "", e),
-                    e => output_err(e),
-                })?,
-                None => {
-                    sink.write_row(&row).map_err(output_err)?;
-                    stats.rows_out += 1;
+            first += n;
+            k += 1;
+        }
+        drop(senders);
+        Ok(workers.into_iter().map(|w| w.join()).collect())
+    })?;
+    let mut merged: Option<TopBuffer> = None;
+    let mut failure: Option<WorkerFailure> = None;
+    for part in parts {
+        match part {
+            Ok(Ok(buf)) => match &mut merged {
+                Some(m) => m.absorb(buf),
+                None => merged = Some(buf),
+            },
+            Ok(Err((seq, e))) => {
+                if failure.as_ref().is_none_or(|(first, _)| seq < *first) {
+                    failure = Some((seq, e));
                 }
             }
+            Err(_) => {
+                return Err(Inconsistency::Broken("a thread computing a top panicked").into());
+            }
         }
-        stats.write += start.elapsed();
     }
-    let start = Instant::now();
-    if let Some(buf) = top {
-        let mut rows_out = 0;
-        buf.for_each_sorted(|row: &[Value]| -> Result<(), FileError> {
-            rows_out += 1;
-            sink.write_row(row)
-        })
-        .map_err(output_err)?;
-        stats.rows_out += rows_out;
+    if let Some((_, e)) = failure {
+        return Err(e);
     }
-    stats.bytes_out = sink.finish().map_err(output_err)?;
-    stats.write += start.elapsed();
+    merged.ok_or_else(|| Inconsistency::Broken("a parallel top without threads").into())
+}
+
+/// One worker of a parallel top: computes the rows of the pages it is handed (with the batch
+/// position of each page's first row) into `buf`, stopping at the first failing row.
+fn top_worker(
+    pages: mpsc::Receiver<(u64, Page)>,
+    types: &[Type],
+    table_name: &str,
+    out: &FileOut,
+    buf: &mut TopBuffer,
+) -> Result<(), WorkerFailure> {
+    let mut r = Vec::with_capacity(types.len());
+    let mut row = Vec::with_capacity(out.columns.len());
+    for (first, page) in pages {
+        for (seq, (rowid, bytes)) in (first..).zip(&page) {
+            let loc = || RowLoc::Table {
+                table: table_name.to_owned(),
+                rowid: *rowid,
+            };
+            let step = decode(bytes, types, &mut r, table_name, *rowid)
+                .and_then(|()| compute_row(out, &r, &mut row, &loc))
+                .and_then(|keep| match keep {
+                    true => push_top(buf, &row, Some(seq), &loc),
+                    false => Ok(()),
+                });
+            step.map_err(|e| (seq, e))?;
+        }
+    }
     Ok(())
 }
 

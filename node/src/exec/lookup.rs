@@ -15,15 +15,32 @@ use plexus_core::key::IndexKind;
 use plexus_core::plan::JoinType;
 use plexus_core::value::Value;
 
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::hashjoin::{
-    RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of, right_side,
-};
-use super::prepare::{LookupStage, OutField, TableInput, TableOut};
-use super::write::{RowWriter, check_type, eval_field, field_err, key_into};
-use super::{BatchRun, BatchStats, Page, Scan, decode};
+use super::hashjoin::right_side;
+use super::processor::Processor;
+use super::right::{RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
+use super::scan::{Page, Scan, decode};
+use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table};
 use crate::store::{Rowid, TableRef};
 use xxhash_rust::xxh3::Xxh3;
+
+/// table_lookup_table: a table reader, a lookup and a table writer.
+#[derive(Debug)]
+pub(crate) struct Lookup {
+    pub(crate) input: TableInput,
+    pub(crate) stage: LookupStage,
+    pub(crate) out: TableOut,
+}
+
+impl Processor for Lookup {
+    fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
+        write_table(b, &self.out, b.task.batch_idx, stats, |w, stats| {
+            run_lookup(b, &self.input, &self.stage, &self.out, w, stats)
+        })
+    }
+}
 
 /// Buffers reused across the pages of a batch.
 #[derive(Default)]
@@ -60,7 +77,7 @@ fn ensure_len<T: Default>(v: &mut Vec<T>, n: usize) {
 /// Executes a lookup batch: pages of left rows (windows of pages for the grace join), their
 /// matches by the right side's strategy, then the output rows in left-row order, so every
 /// strategy writes the same rows with the same rowids.
-pub(crate) fn run_lookup(
+fn run_lookup(
     b: &BatchRun<'_>,
     input: &TableInput,
     l: &LookupStage,
@@ -113,25 +130,10 @@ pub(crate) fn run_lookup(
         // the index components; we use the join_on fields in order (equivalent for every
         // valid script).
         for (i, (rowid, bytes)) in window.iter().enumerate() {
-            decode(
-                bytes,
-                &input.types,
-                &mut bf.left[i],
-                &scan.table_name,
-                *rowid,
-            )?;
+            scan.decode(*rowid, bytes, &input.types, &mut bf.left[i])?;
             bf.keys[i].clear();
-            key_into(&mut bf.keys[i], &l.index, &l.join_pos, &bf.left[i]).map_err(|e| {
-                field_err(
-                    &|| RowLoc::Table {
-                        table: scan.table_name.clone(),
-                        rowid: *rowid,
-                    },
-                    "index",
-                    &l.index_name,
-                    e,
-                )
-            })?;
+            key_into(&mut bf.keys[i], &l.index, &l.join_pos, &bf.left[i])
+                .map_err(|e| field_err(&|| scan.loc(*rowid), "index", &l.index_name, e))?;
         }
         match &side {
             RightSide::Index(ix) if ix.compact => {
@@ -140,7 +142,7 @@ pub(crate) fn run_lookup(
             RightSide::Index(ix) => {
                 hash_matches(ix, l, &right_name, bf, n)?;
                 stats.lookup += lookup_start.elapsed();
-                emit(&window, &scan.table_name, l, out, w, &ix.rows, bf)?;
+                emit(&window, &scan, l, out, w, &ix.rows, bf)?;
                 continue;
             }
             RightSide::Spilled(sp) if (n as u64) > sp.rows / b.ctx.point_read_divisor.max(1) => {
@@ -153,7 +155,7 @@ pub(crate) fn run_lookup(
         }
         stats.lookup += lookup_start.elapsed();
         let right = std::mem::take(&mut bf.right);
-        let r = emit(&window, &scan.table_name, l, out, w, &right, bf);
+        let r = emit(&window, &scan, l, out, w, &right, bf);
         bf.right = right;
         r?;
     }
@@ -413,7 +415,7 @@ fn passes(
 /// (positions in `right`).
 fn emit(
     page: &[(Rowid, Vec<u8>)],
-    table_name: &str,
+    scan: &Scan<'_>,
     l: &LookupStage,
     out: &TableOut,
     w: &mut RowWriter<'_>,
@@ -421,10 +423,7 @@ fn emit(
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
     for (i, (rowid, _)) in page.iter().enumerate() {
-        let loc = || RowLoc::Table {
-            table: table_name.to_owned(),
-            rowid: *rowid,
-        };
+        let loc = || scan.loc(*rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
         let left = &bf.left[i];

@@ -1,26 +1,31 @@
 //! Turning a plan node into a [`PreparedNode`]: scopes, compiled expressions, index positions,
-//! parsed defaults and row schemas, built once per (plan, node) and shared by all its batches.
+//! parsed defaults and row schemas, built once per (plan, node) and shared by all its batches;
+//! then the node's [`Processor`], chosen by [`register`].
 
-use plexus_core::cell::{CellError, parse_default_value};
-use plexus_core::expr::{Accumulator, Alias, Compiled, Scope, parse, prepare};
+use plexus_core::cell::parse_default_value;
+use plexus_core::expr::{Alias, Scope, prepare};
 use plexus_core::key::{IndexDef, IndexKind};
-use plexus_core::plan::{
-    Field, FileReader, FileWriter, JoinType, Plan, PlanExpr, PlanNode, Processor, Reader, Writer,
-};
+use plexus_core::plan::{Field, FileReader, Plan, PlanExpr, Reader, Writer};
 use plexus_core::value::{Type, Value};
 
+use super::compiled::{FileOut, LookupStage, OutField, OutIndex, TableInput, TableOut};
 use super::error::ExecError;
-use crate::pycalc::{CalcField, PyProgram, ReaderField};
-use crate::store::{IndexSpec, TableRef, TableSpec, WriteMode};
+use super::file_in::FileTable;
+use super::file_out::TableFile;
+use super::lookup::Lookup;
+use super::processor::Processor;
+use super::py_calc::{PyCalc, PyStage, py_stage};
+use super::table::TableTable;
+use super::tag::Tag;
+use crate::store::WriteMode;
 
 /// Everything a batch of one node needs that does not depend on the batch: built once by
 /// [`prepare_node`], then shared (read-only) by every batch of the node.
 #[derive(Debug)]
 pub struct PreparedNode {
     pub(crate) name: String,
-    pub(crate) input: Input,
-    pub(crate) stage: Stage,
-    pub(crate) output: Output,
+    /// What runs each batch.
+    pub(crate) processor: Box<dyn Processor>,
 }
 
 impl PreparedNode {
@@ -31,121 +36,31 @@ impl PreparedNode {
 }
 
 /// Where a node's rows come from.
-#[derive(Debug)]
-pub(crate) enum Input {
+enum Input {
     /// Files, one per batch; rows are aligned with `reader.columns`.
     File(FileReader),
     /// A table of another node; rows are decoded with the full schema (scope `r` = schema).
     Table(TableInput),
 }
 
-/// A table reader, ready to scan.
-#[derive(Debug)]
-pub(crate) struct TableInput {
-    pub(crate) table: String,
-    pub(crate) types: Vec<Type>,
-    pub(crate) page_size: usize,
-}
-
 /// What happens between reading and writing.
-#[derive(Debug)]
-pub(crate) enum Stage {
+enum Stage {
     /// Nothing: file_table, table_table, distinct_table, table_file.
     Plain,
     /// table_lookup_table.
     Lookup(LookupStage),
-    /// tag_and_denormalize.
-    Tag(TagStage),
+    /// tag_and_denormalize: (tag value, criterion), sorted by tag.
+    Tag(Vec<(Value, plexus_core::expr::Compiled)>),
     /// py_calc.
     Py(PyStage),
 }
 
-/// A compiled lookup (spec §7.4).
-#[derive(Debug)]
-pub(crate) struct LookupStage {
-    /// The right table name.
-    pub(crate) table: String,
-    /// Its row layout.
-    pub(crate) types: Vec<Type>,
-    /// The index looked up.
-    pub(crate) index_name: String,
-    pub(crate) index: IndexDef,
-    /// Positions in the left row of the `join_on` fields, in index component order.
-    pub(crate) join_pos: Vec<usize>,
-    /// Positions in the right row of the index components, in component order (hash join).
-    pub(crate) index_pos: Vec<usize>,
-    pub(crate) join_type: JoinType,
-    pub(crate) group: bool,
-    pub(crate) filter: Option<Compiled>,
-    pub(crate) idx_batch: usize,
-    pub(crate) right_batch: usize,
-}
-
-/// A compiled tag_and_denormalize processor (spec §7.8).
-#[derive(Debug)]
-pub(crate) struct TagStage {
-    /// (tag value, criterion), sorted by tag.
-    pub(crate) criteria: Vec<(Value, Compiled)>,
-}
-
-/// A compiled py_calc processor (spec §7.7).
-#[derive(Debug)]
-pub(crate) struct PyStage {
-    pub(crate) program: PyProgram,
-    /// Positions in the reader row of the fields handed to Python, in program order.
-    pub(crate) reader_pos: Vec<usize>,
-}
-
 /// Where a node's rows go.
-#[derive(Debug)]
-pub(crate) enum Output {
+enum Output {
     /// A table (all table-writing nodes).
     Table(TableOut),
     /// Files, one per batch (table_file).
     File(FileOut),
-}
-
-/// A compiled table writer: the common write pipeline of spec §7.1.
-#[derive(Debug)]
-pub(crate) struct TableOut {
-    pub(crate) fields: Vec<OutField>,
-    pub(crate) types: Vec<Type>,
-    pub(crate) having: Option<Compiled>,
-    /// Indexes in name order (the order of [`TableSpec::indexes`] and of row keys).
-    pub(crate) indexes: Vec<OutIndex>,
-    pub(crate) mode: WriteMode,
-}
-
-/// One writer field.
-#[derive(Debug)]
-pub(crate) struct OutField {
-    pub(crate) name: String,
-    pub(crate) ty: Type,
-    pub(crate) expr: Compiled,
-    /// The expression reads an `l.*` field (spec §7.4 defaults of non-grouped left joins).
-    pub(crate) refs_lookup: bool,
-    /// A fresh accumulator when the expression is a root aggregate.
-    pub(crate) agg: Option<Accumulator>,
-    /// The lookup default: `default_value` parsed per spec §4.2, or the zero value. A parse
-    /// error is kept and fails a batch only when the default is needed.
-    pub(crate) default: Result<Value, CellError>,
-}
-
-/// One index of the written table.
-#[derive(Debug)]
-pub(crate) struct OutIndex {
-    pub(crate) name: String,
-    pub(crate) def: IndexDef,
-    /// Positions of the components in the written row.
-    pub(crate) pos: Vec<usize>,
-}
-
-/// A compiled file writer (spec §7.6).
-#[derive(Debug)]
-pub(crate) struct FileOut {
-    pub(crate) writer: FileWriter,
-    pub(crate) columns: Vec<(String, Type, Compiled)>,
-    pub(crate) having: Option<Compiled>,
 }
 
 fn fields_of(fields: &[Field]) -> Vec<(String, Type)> {
@@ -270,7 +185,7 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
                 right_batch: (l.right_lookup_read_batch_size as usize).max(1),
             })
         }
-        (None, Some(Processor::TagAndDenormalize(t))) => {
+        (None, Some(plexus_core::plan::Processor::TagAndDenormalize(t))) => {
             scope = scope.with_alias(Alias::P, [(t.tag_field.clone(), Type::String)]);
             // Criteria see only `r.*` (spec §7.8); a `p.` reference fails at run time.
             let crit_scope = Scope::new().with_alias(Alias::R, r_fields.clone());
@@ -284,9 +199,9 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
                     ))
                 })
                 .collect::<Result<Vec<_>, ExecError>>()?;
-            Stage::Tag(TagStage { criteria })
+            Stage::Tag(criteria)
         }
-        (None, Some(Processor::PyCalc(p))) => {
+        (None, Some(plexus_core::plan::Processor::PyCalc(p))) => {
             let p_fields: Vec<(String, Type)> =
                 p.fields.iter().map(|f| (f.name.clone(), f.ty)).collect();
             scope = scope.with_alias(Alias::P, p_fields);
@@ -395,109 +310,41 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
 
     Ok(PreparedNode {
         name: node.to_owned(),
-        input,
-        stage,
-        output,
+        processor: register(input, stage, output).map_err(|detail| err(detail.to_owned()))?,
     })
 }
 
-/// The py_calc program and the reader fields it is handed: those referenced by a calculated
-/// field or a writer expression (spec §7.7), in reader row order.
-fn py_stage(
-    pn: &PlanNode,
-    p: &plexus_core::plan::PyCalc,
-    r_fields: &[(String, Type)],
-    err: &dyn Fn(String) -> ExecError,
-) -> Result<PyStage, ExecError> {
-    let mut used = vec![false; r_fields.len()];
-    let mut mark = |alias: &str, field: &str| {
-        if alias == "r"
-            && let Some(i) = r_fields.iter().position(|(n, _)| n == field)
-        {
-            used[i] = true;
+/// The processor of a node of this shape: every processor has its arm here (ARCHITECTURE.md
+/// "Where to make a change: Add a processor").
+fn register(
+    input: Input,
+    stage: Stage,
+    output: Output,
+) -> Result<Box<dyn Processor>, &'static str> {
+    Ok(match (input, stage, output) {
+        (Input::File(reader), Stage::Plain, Output::Table(out)) => {
+            Box::new(FileTable { reader, out })
         }
-    };
-    for f in &p.fields {
-        // The planner accepted the text in relaxed mode, so it parses; a failure here means
-        // the plan was not built by the planner.
-        let ast = parse(&f.expression)
-            .map_err(|e| err(format!("p.{} `{}`: {e}", f.name, f.expression)))?;
-        let refs = ast
-            .field_refs(true)
-            .map_err(|e| err(format!("p.{} `{}`: {e}", f.name, f.expression)))?;
-        for r in refs {
-            mark(&r.alias, &r.field);
+        (Input::Table(input), Stage::Plain, Output::Table(out)) => {
+            Box::new(TableTable { input, out })
         }
-    }
-    if let Writer::Table(w) = &pn.writer {
-        for f in &w.fields {
-            if let Ok(refs) = f.expr.ast.field_refs(false) {
-                for r in refs {
-                    mark(&r.alias, &r.field);
-                }
-            }
+        (Input::Table(input), Stage::Lookup(stage), Output::Table(out)) => {
+            Box::new(Lookup { input, stage, out })
         }
-    }
-    let mut reader_pos = Vec::new();
-    let mut readers = Vec::new();
-    for (i, (name, ty)) in r_fields.iter().enumerate() {
-        if used[i] {
-            reader_pos.push(i);
-            readers.push(ReaderField {
-                name: name.clone(),
-                ty: *ty,
-            });
+        (Input::Table(input), Stage::Tag(criteria), Output::Table(out)) => Box::new(Tag {
+            input,
+            criteria,
+            out,
+        }),
+        (Input::Table(input), Stage::Py(stage), Output::Table(out)) => {
+            Box::new(PyCalc { input, stage, out })
         }
-    }
-    let calc = p
-        .fields
-        .iter()
-        .map(|f| CalcField {
-            name: f.name.clone(),
-            ty: f.ty,
-            expression: f.expression.clone(),
-        })
-        .collect();
-    // The planner's code already ends every source with a newline (Capillaries' join);
-    // PyProgram adds one per source, so hand it the text without the last one.
-    let code = p.code.strip_suffix('\n').unwrap_or(&p.code);
-    Ok(PyStage {
-        program: PyProgram::new(&[code], calc, readers).with_origins(
-            p.code_urls
-                .iter()
-                .cloned()
-                .zip(p.code_lines.iter().copied())
-                .collect(),
-        ),
-        reader_pos,
-    })
-}
-
-/// The data table and indexes `node` writes in run `run_id`, or `None` when the node writes
-/// files (or does not exist); the engine creates these before the node's first batch.
-pub fn table_spec(plan: &Plan, node: &str, run_id: u32) -> Option<TableSpec> {
-    let Writer::Table(w) = &plan.node(node)?.writer else {
-        return None;
-    };
-    Some(TableSpec {
-        data: TableRef::new(w.name.clone(), run_id),
-        indexes: w
-            .indexes
-            .iter()
-            .map(|(name, def)| IndexSpec {
-                table: TableRef::new(name.clone(), run_id),
-                kind: def.kind,
-            })
-            .collect(),
-        fields: Some(
-            w.fields
-                .iter()
-                .map(|f| Field {
-                    name: f.name.clone(),
-                    ty: f.ty,
-                })
-                .collect(),
-        ),
-        table_options: w.table_options.clone(),
+        (Input::Table(input), Stage::Plain, Output::File(out)) => {
+            Box::new(TableFile { input, out })
+        }
+        (Input::File(_), _, _) => return Err("a file reader cannot have a lookup or processor"),
+        (Input::Table(_), _, Output::File(_)) => {
+            return Err("a file writer needs a plain table reader");
+        }
     })
 }

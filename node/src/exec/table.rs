@@ -8,36 +8,30 @@
 
 use plexus_core::expr::{Alias, Rounding, Vars};
 
-use super::error::{BatchErrorKind, RowLoc};
-use super::prepare::{TableInput, TableOut};
-use super::write::RowWriter;
-use super::{BatchRun, BatchStats, Scan, decode};
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::{TableInput, TableOut};
+use super::error::BatchErrorKind;
+use super::processor::Processor;
+use super::scan::Scan;
+use super::write::write_table;
 
-pub(crate) fn run(
-    b: &BatchRun<'_>,
-    input: &TableInput,
-    out: &TableOut,
-    w: &mut RowWriter<'_>,
-    stats: &mut BatchStats,
-) -> Result<(), BatchErrorKind> {
-    let mut scan = Scan::new(b, &input.table, input.page_size);
-    let mut r = Vec::with_capacity(input.types.len());
-    let mut row = Vec::with_capacity(out.fields.len());
-    while let Some(page) = scan.next_page(stats)? {
-        for (rowid, bytes) in &page {
-            decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
-            let loc = || RowLoc::Table {
-                table: scan.table_name.clone(),
-                rowid: *rowid,
-            };
-            out.compute(
-                &Vars::new().with(Alias::R, &r),
-                Rounding::To2,
-                &mut row,
-                &loc,
-            )?;
-            w.push(&row, &loc)?;
-        }
+/// table_table and distinct_table.
+#[derive(Debug)]
+pub(crate) struct TableTable {
+    pub(crate) input: TableInput,
+    pub(crate) out: TableOut,
+}
+
+impl Processor for TableTable {
+    fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
+        let (input, out) = (&self.input, &self.out);
+        write_table(b, out, b.task.batch_idx, stats, |w, stats| {
+            let mut scan = Scan::new(b, &input.table, input.page_size);
+            let mut row = Vec::with_capacity(out.fields.len());
+            scan.for_each_row(&input.types, stats, |_, _, r, loc| {
+                out.compute(&Vars::new().with(Alias::R, r), Rounding::To2, &mut row, loc)?;
+                w.push(&row, loc)
+            })
+        })
     }
-    Ok(())
 }

@@ -10,9 +10,12 @@ use plexus_core::row::encode_row;
 use plexus_core::task::rowid;
 use plexus_core::value::{Type, Value};
 
-use super::error::{BatchErrorKind, RowLoc};
-use super::prepare::{OutField, OutIndex, TableOut};
-use crate::store::{RowWrite, Store, StoreError, TableSpec, WriteMode};
+use plexus_core::plan::{Field, Plan, Writer};
+
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::{OutField, OutIndex, TableOut};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use crate::store::{IndexSpec, RowWrite, Store, StoreError, TableRef, TableSpec, WriteMode};
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
 pub(crate) const MAX_ERROR_MESSAGES: usize = 5;
@@ -295,4 +298,65 @@ fn build_index_key(
     loc: &dyn Fn() -> RowLoc,
 ) -> Result<(), BatchErrorKind> {
     key_into(out, &idx.def, &idx.pos, w).map_err(|e| field_err(loc, "index", &idx.name, e))
+}
+
+/// The data table and indexes `node` writes in run `run_id`, or `None` when the node writes
+/// files (or does not exist); the engine creates these before the node's first batch.
+pub fn table_spec(plan: &Plan, node: &str, run_id: u32) -> Option<TableSpec> {
+    let Writer::Table(w) = &plan.node(node)?.writer else {
+        return None;
+    };
+    Some(TableSpec {
+        data: TableRef::new(w.name.clone(), run_id),
+        indexes: w
+            .indexes
+            .iter()
+            .map(|(name, def)| IndexSpec {
+                table: TableRef::new(name.clone(), run_id),
+                kind: def.kind,
+            })
+            .collect(),
+        fields: Some(
+            w.fields
+                .iter()
+                .map(|f| Field {
+                    name: f.name.clone(),
+                    ty: f.ty,
+                })
+                .collect(),
+        ),
+        table_options: w.table_options.clone(),
+    })
+}
+
+/// Runs `f` with the writer of the batch's table, then flushes it and records the write
+/// figures in `stats`. `row_batch` is the batch index stored with the rows and seeding their
+/// rowids. Rows computed before an error are still written, as Capillaries' asynchronous
+/// writes are (spec §7.1); the first error wins.
+pub(crate) fn write_table(
+    b: &BatchRun<'_>,
+    out: &TableOut,
+    row_batch: u32,
+    stats: &mut BatchStats,
+    f: impl FnOnce(&mut RowWriter<'_>, &mut BatchStats) -> Result<(), BatchErrorKind>,
+) -> Result<(), BatchErrorKind> {
+    let spec = table_spec(b.plan, &b.task.node, b.task.run_id).ok_or(BatchErrorKind::Internal(
+        Inconsistency::Broken("node has no table writer in the plan"),
+    ))?;
+    let mut w = RowWriter::new(
+        b.ctx.store.as_ref(),
+        &b.task.keyspace,
+        spec,
+        out,
+        plexus_core::task::rowid_seed(&b.task.node, row_batch),
+        row_batch,
+        b.ctx.write_batch_rows,
+    );
+    let r = f(&mut w, stats);
+    let finished = w.finish();
+    stats.rows_out = w.rows_written;
+    stats.bytes_out = w.bytes_written;
+    stats.duplicates_skipped = w.duplicates_skipped;
+    stats.write += w.write_time;
+    r.and(finished)
 }

@@ -84,6 +84,8 @@ struct Spill {
     dir: Option<tempfile::TempDir>,
     /// Run files, each sorted by `(key, seq)`.
     runs: Vec<PathBuf>,
+    /// Directories of absorbed buffers' runs, deleted with this buffer.
+    absorbed_dirs: Vec<tempfile::TempDir>,
 }
 
 /// Keeps the `limit` rows with the smallest order keys and yields them ascending; equal keys
@@ -108,6 +110,9 @@ pub struct TopBuffer {
     seq: u64,
     scratch: Vec<u8>,
     spill: Option<Spill>,
+    /// `rows` is a concatenation of a few runs each sorted by `(key, seq)` (sealed buffers
+    /// absorbed, see [`TopBuffer::absorb`]): a stable sort merges them in linear time.
+    presorted: bool,
 }
 
 /// bincode's configuration for serialised rows.
@@ -151,6 +156,7 @@ impl TopBuffer {
             seq: 0,
             scratch: Vec::new(),
             spill: None,
+            presorted: false,
         })
     }
 
@@ -162,6 +168,7 @@ impl TopBuffer {
             base: dir.into(),
             dir: None,
             runs: Vec::new(),
+            absorbed_dirs: Vec::new(),
         });
         self
     }
@@ -170,6 +177,15 @@ impl TopBuffer {
     pub fn push(&mut self, row: &[Value]) -> Result<(), FileError> {
         let seq = self.seq;
         self.seq += 1;
+        self.push_at(row, seq)
+    }
+
+    /// Offers one row with its arrival number `seq`, for a buffer given one share of the
+    /// rows (each numbered in the one arrival order of all shares, ascending within this
+    /// share) and later merged with the others by [`TopBuffer::absorb`]. Do not mix with
+    /// [`TopBuffer::push`].
+    pub fn push_at(&mut self, row: &[Value], seq: u64) -> Result<(), FileError> {
+        self.presorted = false;
         if self.limit == 0 {
             return Ok(());
         }
@@ -267,22 +283,60 @@ impl TopBuffer {
         self.spill.as_ref().map_or(0, |s| s.runs.len())
     }
 
+    /// Cuts the rows in memory to the `limit` smallest and sorts them, so that the thread
+    /// that filled a share does this work rather than the one merging the shares.
+    pub fn seal(&mut self) {
+        self.cut();
+        self.rows.sort_unstable();
+        self.presorted = true;
+    }
+
+    /// Takes over the kept rows and spilled runs of `other`, a buffer of the same `top` given
+    /// another share of the rows (numbered by [`TopBuffer::push_at`] in one arrival order), so
+    /// that [`TopBuffer::for_each_sorted`] yields the `limit` smallest rows of both shares,
+    /// exactly as one buffer given every row in arrival order would. Seal both first.
+    pub fn absorb(&mut self, mut other: TopBuffer) {
+        self.presorted = self.presorted && other.presorted;
+        self.held += other.held;
+        self.rows.append(&mut other.rows);
+        // A bound holds for the share that set it only: rows of the other share with the
+        // same key may arrive earlier.
+        self.bound = None;
+        if let Some(theirs) = other.spill.take() {
+            match &mut self.spill {
+                Some(ours) => {
+                    ours.runs.extend(theirs.runs);
+                    ours.absorbed_dirs.extend(theirs.dir);
+                    ours.absorbed_dirs.extend(theirs.absorbed_dirs);
+                }
+                None => self.spill = Some(theirs),
+            }
+        }
+    }
+
     /// Calls `f` with the kept rows, ascending by key, ties in arrival order; merges spilled
     /// runs with the rows in memory.
     pub fn for_each_sorted<E: From<FileError>>(
         mut self,
         mut f: impl FnMut(&[Value]) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.cut();
-        // `seq` makes every entry distinct, so an unstable sort is deterministic.
-        self.rows.sort_unstable();
-        let runs = self.spill.take().map(|s| (s.runs, s.dir));
+        if self.presorted {
+            // Sealed shares: a stable sort merges the sorted runs in linear time; the
+            // `limit` smallest are then a prefix.
+            self.rows.sort();
+            self.rows.truncate(self.limit);
+        } else {
+            self.cut();
+            // `seq` makes every entry distinct, so an unstable sort is deterministic.
+            self.rows.sort_unstable();
+        }
+        let runs = self.spill.take().map(|s| (s.runs, s.dir, s.absorbed_dirs));
         let mut row: Vec<Value> = Vec::new();
         let mut emit = |e: &Entry, f: &mut dyn FnMut(&[Value]) -> Result<(), E>| {
             row = decode_values(&e.row)?;
             f(&row)
         };
-        let Some((runs, _dir)) = runs.filter(|(r, _)| !r.is_empty()) else {
+        let Some((runs, _dir, _absorbed)) = runs.filter(|(r, _, _)| !r.is_empty()) else {
             for e in &self.rows {
                 emit(e, &mut f)?;
             }

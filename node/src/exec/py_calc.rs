@@ -1,62 +1,44 @@
-//! table_custom_tfm_table: tag_and_denormalize (spec §7.8) and py_calc (spec §7.7).
+//! py_calc (spec §7.7): pages of reader rows through the Python pool, the results through the
+//! common pipeline.
 
 use std::fmt::Write as _;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use plexus_core::expr::{Alias, Rounding, Vars};
-use plexus_core::value::Value;
+use plexus_core::expr::{Alias, Rounding, Vars, parse};
+use plexus_core::plan::{PlanNode, Writer};
+use plexus_core::value::{Type, Value};
 
-use super::error::{BatchErrorKind, RowLoc};
-use super::prepare::{PyStage, TableInput, TableOut, TagStage};
-use super::write::{MAX_ERROR_MESSAGES, RowWriter, field_err};
-use super::{BatchRun, BatchStats, Page, Scan, decode};
+use super::batch::{BatchRun, BatchStats};
+use super::compiled::{TableInput, TableOut};
+use super::error::{BatchErrorKind, ExecError, RowLoc};
+use super::processor::Processor;
+use super::scan::{Page, Scan};
+use super::write::{MAX_ERROR_MESSAGES, RowWriter, write_table};
+use crate::pycalc::{CalcField, PyProgram, ReaderField};
 
-/// tag_and_denormalize: per input row, one output row per tag whose criterion holds, in tag
-/// order. Criteria are evaluated without intermediate rounding; a non-bool result or an
-/// evaluation error fails the batch (they are not type-checked at load).
-pub(crate) fn run_tag(
-    b: &BatchRun<'_>,
-    input: &TableInput,
-    t: &TagStage,
-    out: &TableOut,
-    w: &mut RowWriter<'_>,
-    stats: &mut BatchStats,
-) -> Result<(), BatchErrorKind> {
-    let mut scan = Scan::new(b, &input.table, input.page_size);
-    let mut r = Vec::with_capacity(input.types.len());
-    let mut p: [Value; 1] = [Value::Bool(false)];
-    let mut row = Vec::with_capacity(out.fields.len());
-    while let Some(page) = scan.next_page(stats)? {
-        for (rowid, bytes) in &page {
-            decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
-            let loc = || RowLoc::Table {
-                table: scan.table_name.clone(),
-                rowid: *rowid,
-            };
-            // Capillaries' tag order is unspecified (map iteration); tag-name order makes
-            // rowids, and so re-runs, deterministic.
-            for (tag, criterion) in &t.criteria {
-                let hit = criterion
-                    .eval_bool(&Vars::new().with(Alias::R, &r), Rounding::None)
-                    .map_err(|e| {
-                        let tag = match tag {
-                            Value::Str(s) => s.to_string(),
-                            other => plexus_core::gofmt::format_value(other),
-                        };
-                        field_err(&loc, "criterion", &tag, e)
-                    })?;
-                if !hit {
-                    continue;
-                }
-                p[0] = tag.clone();
-                let vars = Vars::new().with(Alias::R, &r).with(Alias::P, &p);
-                out.compute(&vars, Rounding::To2, &mut row, &loc)?;
-                w.push(&row, &loc)?;
-            }
-        }
+/// A compiled py_calc processor (spec §7.7).
+#[derive(Debug)]
+pub(crate) struct PyCalc {
+    pub(crate) input: TableInput,
+    pub(crate) stage: PyStage,
+    pub(crate) out: TableOut,
+}
+
+/// The Python side of a py_calc node.
+#[derive(Debug)]
+pub(crate) struct PyStage {
+    pub(crate) program: PyProgram,
+    /// Positions in the reader row of the fields handed to Python, in program order.
+    pub(crate) reader_pos: Vec<usize>,
+}
+
+impl Processor for PyCalc {
+    fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
+        write_table(b, &self.out, b.task.batch_idx, stats, |w, stats| {
+            run_py(b, &self.input, &self.stage, &self.out, w, stats)
+        })
     }
-    Ok(())
 }
 
 /// One page on its way through Python: the rows as read, decoded, and what Python computed.
@@ -78,7 +60,7 @@ struct PyPage {
 /// k + 1, then writes page k's results while the worker computes page k + 1. So a worker waits
 /// on the engine only when the engine is the slower side. Formulas are pure (spec §7.7), so the
 /// page read ahead of a failing page is simply never written.
-pub(crate) fn run_py(
+fn run_py(
     b: &BatchRun<'_>,
     input: &TableInput,
     py: &PyStage,
@@ -97,7 +79,7 @@ pub(crate) fn run_py(
             let mut py_rows = Vec::with_capacity(page.len());
             for (rowid, bytes) in &page {
                 let mut r = Vec::with_capacity(input.types.len());
-                decode(bytes, &input.types, &mut r, &scan.table_name, *rowid)?;
+                scan.decode(*rowid, bytes, &input.types, &mut r)?;
                 py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
                 rs.push(r);
             }
@@ -137,7 +119,7 @@ pub(crate) fn run_py(
                 in_python += 1;
             }
             let outcomes = outcomes.map_err(BatchErrorKind::Python)?;
-            write_py_page(py, out, w, &scan.table_name, &p, &outcomes, &mut row)?;
+            write_py_page(py, out, w, &scan, &p, &outcomes, &mut row)?;
         }
         Ok(())
     })
@@ -149,7 +131,7 @@ fn write_py_page(
     py: &PyStage,
     out: &TableOut,
     w: &mut RowWriter<'_>,
-    table_name: &str,
+    scan: &Scan<'_>,
     p: &PyPage,
     outcomes: &[crate::pycalc::RowOutcome],
     row: &mut Vec<Value>,
@@ -158,10 +140,7 @@ fn write_py_page(
     let mut messages = Vec::new();
     for (i, outcome) in outcomes.iter().enumerate() {
         let rowid = p.page.get(i).map_or(0, |(r, _)| *r);
-        let loc = || RowLoc::Table {
-            table: table_name.to_owned(),
-            rowid,
-        };
+        let loc = || scan.loc(rowid);
         match outcome {
             Ok(values) => {
                 let vars = Vars::new().with(Alias::R, &p.rs[i]).with(Alias::P, values);
@@ -208,4 +187,76 @@ fn row_failure_message(py: &PyStage, f: &crate::pycalc::RowFailure, loc: &RowLoc
         );
     }
     m
+}
+
+/// The py_calc program and the reader fields it is handed: those referenced by a calculated
+/// field or a writer expression (spec §7.7), in reader row order.
+pub(crate) fn py_stage(
+    pn: &PlanNode,
+    p: &plexus_core::plan::PyCalc,
+    r_fields: &[(String, Type)],
+    err: &dyn Fn(String) -> ExecError,
+) -> Result<PyStage, ExecError> {
+    let mut used = vec![false; r_fields.len()];
+    let mut mark = |alias: &str, field: &str| {
+        if alias == "r"
+            && let Some(i) = r_fields.iter().position(|(n, _)| n == field)
+        {
+            used[i] = true;
+        }
+    };
+    for f in &p.fields {
+        // The planner accepted the text in relaxed mode, so it parses; a failure here means
+        // the plan was not built by the planner.
+        let ast = parse(&f.expression)
+            .map_err(|e| err(format!("p.{} `{}`: {e}", f.name, f.expression)))?;
+        let refs = ast
+            .field_refs(true)
+            .map_err(|e| err(format!("p.{} `{}`: {e}", f.name, f.expression)))?;
+        for r in refs {
+            mark(&r.alias, &r.field);
+        }
+    }
+    if let Writer::Table(w) = &pn.writer {
+        for f in &w.fields {
+            if let Ok(refs) = f.expr.ast.field_refs(false) {
+                for r in refs {
+                    mark(&r.alias, &r.field);
+                }
+            }
+        }
+    }
+    let mut reader_pos = Vec::new();
+    let mut readers = Vec::new();
+    for (i, (name, ty)) in r_fields.iter().enumerate() {
+        if used[i] {
+            reader_pos.push(i);
+            readers.push(ReaderField {
+                name: name.clone(),
+                ty: *ty,
+            });
+        }
+    }
+    let calc = p
+        .fields
+        .iter()
+        .map(|f| CalcField {
+            name: f.name.clone(),
+            ty: f.ty,
+            expression: f.expression.clone(),
+        })
+        .collect();
+    // The planner's code already ends every source with a newline (Capillaries' join);
+    // PyProgram adds one per source, so hand it the text without the last one.
+    let code = p.code.strip_suffix('\n').unwrap_or(&p.code);
+    Ok(PyStage {
+        program: PyProgram::new(&[code], calc, readers).with_origins(
+            p.code_urls
+                .iter()
+                .cloned()
+                .zip(p.code_lines.iter().copied())
+                .collect(),
+        ),
+        reader_pos,
+    })
 }

@@ -1,0 +1,201 @@
+//! The process-wide cache of built lookup right sides (see [`super::hashjoin`] for what is
+//! built and when): one slot per (keyspace epoch, right table, index), evicted oldest first
+//! beyond the memory budget.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::error::BatchErrorKind;
+use super::right::Built;
+use crate::store::Store;
+
+/// Default [`super::ExecContext::hash_join_max_rows`]: what row positions (`u32`) can address;
+/// the memory budget (`hash_join_max_bytes`) is what decides. It was 5 M rows before the
+/// budget existed, a stand-in for memory.
+pub const DEFAULT_HASH_JOIN_MAX_ROWS: usize = u32::MAX as usize;
+
+/// Spilled right sides kept per process (their files use disk, not memory); the oldest is
+/// dropped first.
+const MAX_SPILLED: usize = 4;
+
+/// Meta record holding the keyspace's epoch (see [`super::hashjoin`]).
+const EPOCH_META_KEY: &[u8] = b"exec/hash-join-epoch";
+
+/// (keyspace, keyspace epoch, right table storage name, index storage name): storage names
+/// carry the run id.
+pub(crate) type CacheKey = (String, u64, String, String);
+
+/// One cache entry. The per-slot mutex is what concurrent batches of the same lookup wait on
+/// while one of them builds; a failed build leaves it empty so that the next batch retries.
+#[derive(Debug)]
+struct Slot {
+    cell: Arc<Mutex<Option<Built>>>,
+    /// Insertion order, for eviction.
+    seq: u64,
+    /// Budget bytes of the built index (0 until built or if too big).
+    bytes: usize,
+    /// Whether the slot holds a spilled right side (counted against [`MAX_SPILLED`]).
+    spilled: bool,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    slots: HashMap<CacheKey, Slot>,
+    seq: u64,
+}
+
+impl CacheInner {
+    /// Drops the oldest slot other than `keep` that `which` selects; false when there is none.
+    fn evict_oldest(&mut self, keep: &CacheKey, which: impl Fn(&Slot) -> bool) -> bool {
+        let oldest = self
+            .slots
+            .iter()
+            .filter(|(k, s)| *k != keep && which(s))
+            .min_by_key(|(_, s)| s.seq)
+            .map(|(k, _)| k.clone());
+        oldest.is_some_and(|k| self.slots.remove(&k).is_some())
+    }
+}
+
+/// Built right-side indexes shared by all executor threads of an [`super::ExecContext`].
+#[derive(Debug, Default)]
+pub struct LookupCache {
+    inner: Mutex<CacheInner>,
+    pub(crate) builds: AtomicU64,
+    pub(crate) spills: AtomicU64,
+    pub(crate) compacts: AtomicU64,
+    pub(crate) grace_windows: AtomicU64,
+    pub(crate) point_choices: AtomicU64,
+    /// Serialises the creation of keyspace epochs.
+    pub(crate) epoch_lock: Mutex<()>,
+}
+
+/// Locks `m`; a poisoned lock only means a build panicked, and the data it guards (an
+/// optional finished entry, or the slot map) is still consistent, so it is used as is.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LookupCache {
+    /// Number of right-side index builds started so far (for tests and tracing).
+    pub fn builds(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Number of right sides spilled for the grace join so far.
+    pub fn spills(&self) -> u64 {
+        self.spills.load(Ordering::Relaxed)
+    }
+
+    /// Number of right sides built in the compact (encoded) form so far.
+    pub fn compact_builds(&self) -> u64 {
+        self.compacts.load(Ordering::Relaxed)
+    }
+
+    /// Number of left windows joined against spilled partitions so far (windows that used
+    /// point reads instead are not counted).
+    pub fn grace_windows(&self) -> u64 {
+        self.grace_windows.load(Ordering::Relaxed)
+    }
+
+    /// Number of lookup batches sent to point reads by the ledger's row counts (a small left
+    /// table against a large right one) without reading the right table.
+    pub fn point_choices(&self) -> u64 {
+        self.point_choices.load(Ordering::Relaxed)
+    }
+
+    /// Counts one grace-join window.
+    pub(crate) fn count_grace_window(&self) {
+        self.grace_windows.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Approximate bytes held by the cached indexes.
+    pub fn cached_bytes(&self) -> usize {
+        lock(&self.inner).slots.values().map(|s| s.bytes).sum()
+    }
+
+    /// Drops every cached index (batches using one keep their `Arc`).
+    pub fn clear(&self) {
+        lock(&self.inner).slots.clear();
+    }
+
+    /// The slot of `key`, created if absent; the map lock is released on return.
+    pub(crate) fn slot(&self, key: &CacheKey) -> Arc<Mutex<Option<Built>>> {
+        let mut inner = lock(&self.inner);
+        if let Some(s) = inner.slots.get(key) {
+            return s.cell.clone();
+        }
+        inner.seq += 1;
+        let seq = inner.seq;
+        let cell = Arc::new(Mutex::new(None));
+        inner.slots.insert(
+            key.clone(),
+            Slot {
+                cell: cell.clone(),
+                seq,
+                bytes: 0,
+                spilled: false,
+            },
+        );
+        cell
+    }
+
+    /// Records the size of `key`'s index and evicts the oldest other indexes until the
+    /// cached total is within `budget`, so a long-lived peer does not accumulate the indexes
+    /// of every run and keyspace it ever served.
+    pub(crate) fn account(&self, key: &CacheKey, bytes: usize, spilled: bool, budget: usize) {
+        let mut inner = lock(&self.inner);
+        if let Some(s) = inner.slots.get_mut(key) {
+            s.bytes = bytes;
+            s.spilled = spilled;
+        }
+        while inner.slots.values().filter(|s| s.spilled).count() > MAX_SPILLED
+            && inner.evict_oldest(key, |s| s.spilled)
+        {}
+        while inner.slots.values().map(|s| s.bytes).sum::<usize>() > budget
+            && inner.evict_oldest(key, |s| s.bytes > 0)
+        {}
+    }
+}
+
+/// The epoch of `keyspace` (see the module doc): read from its meta records, created on
+/// first use. Creation is serialised by `lock` within the process, so concurrent batches of
+/// one peer agree; two peers racing to create it may each cache one build under their own
+/// token before settling on the stored one: that costs a rebuild, never a stale read.
+pub(crate) fn keyspace_epoch(
+    store: &dyn Store,
+    keyspace: &str,
+    lock: &Mutex<()>,
+) -> Result<u64, BatchErrorKind> {
+    let read = || -> Result<Option<u64>, BatchErrorKind> {
+        Ok(store
+            .get_meta(keyspace, EPOCH_META_KEY)
+            .map_err(BatchErrorKind::store("get_meta"))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map(u64::from_le_bytes))
+    };
+    if let Some(e) = read()? {
+        return Ok(e);
+    }
+    let _creating = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = read()? {
+        return Ok(e);
+    }
+    // Unique enough across processes and re-creations: time, pid and a process counter.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut seed = Vec::with_capacity(32);
+    seed.extend_from_slice(&now.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    seed.extend_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let epoch = xxh3_64(&seed);
+    store
+        .put_meta(keyspace, EPOCH_META_KEY, &epoch.to_le_bytes())
+        .map_err(BatchErrorKind::store("put_meta"))?;
+    Ok(read()?.unwrap_or(epoch))
+}

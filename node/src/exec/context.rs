@@ -1,0 +1,138 @@
+//! What every executor thread shares: the store, the Python pool and the memory limits
+//! derived from one budget ([`ExecContext`]).
+
+use std::sync::Arc;
+
+use super::budget::{MIN_BUDGET, default_memory_budget};
+use super::cache::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache};
+use crate::pycalc::PyPool;
+use crate::store::Store;
+
+/// Rows per [`Store::write_rows`] call unless configured otherwise.
+pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
+
+/// Default [`ExecContext::point_read_divisor`]. On the embedded store a point read of a
+/// non-unique key with its row fetches cost ≈ 25 µs at 2 M right rows (lookup bench, scale 20:
+/// 59 k-key windows took ≈ 1.6 s more each than the grace join), while streaming one spilled right row costs a fraction
+/// of a microsecond, so point reads only win for windows below ≈ 1/128 of the right table.
+pub const DEFAULT_POINT_READ_DIVISOR: u64 = 128;
+
+/// What an executor needs besides the plan: the store and, for py_calc, the Python pool.
+#[derive(Clone)]
+pub struct ExecContext {
+    /// The store all tables live in.
+    pub store: Arc<dyn Store>,
+    /// The Python worker pool; `None` fails py_calc batches.
+    pub py: Option<Arc<PyPool>>,
+    /// Rows handed to one [`Store::write_rows`] call.
+    pub write_batch_rows: usize,
+    /// Lookups whose right table has at most this many valid rows (and fits
+    /// `hash_join_max_bytes`) use the in-memory hash join, larger ones the grace join (point
+    /// lookups without `grace_join`); 0 disables both (point lookups only).
+    pub hash_join_max_rows: usize,
+    /// Byte limit (approximate memory: decoded rows, keys, map) of one hash-join right side
+    /// and of all cached ones together (older ones are evicted); 0 disables the hash join.
+    pub hash_join_max_bytes: usize,
+    /// Hash-join right sides built so far, shared by every clone of the context.
+    pub lookup_cache: Arc<LookupCache>,
+    /// The memory budget this context was derived from (bytes; see [`default_memory_budget`]).
+    pub memory_budget: usize,
+    /// Right tables over the hash-join limits are spilled to hash partitions and joined
+    /// window by window (grace join); false: point lookups, as before the grace join.
+    pub grace_join: bool,
+    /// Approximate memory of one grace-join window of left rows (decoded, with their keys).
+    pub grace_window_bytes: usize,
+    /// A grace-join window of at most `right rows / point_read_divisor` left rows uses point
+    /// reads instead of streaming the spilled right side (`u64::MAX`: never); so does a whole
+    /// lookup whose left table the ledger counts below that, without reading the right table.
+    pub point_read_divisor: u64,
+    /// Memory of one `top` buffer (compact encoded rows); above it sorted runs are spilled.
+    pub top_max_bytes: usize,
+    /// Threads computing one `top` batch's rows, each keeping a partial top of its share of
+    /// the pages (and `top_max_bytes / top_threads` of memory), merged at the end; 1: the
+    /// batch's own thread only.
+    pub top_threads: usize,
+    /// Where spill files go; `None`: the system's temporary directory.
+    pub spill_dir: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for ExecContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecContext")
+            .field("store", &self.store.backend_name())
+            .field("py", &self.py.is_some())
+            .field("write_batch_rows", &self.write_batch_rows)
+            .field("hash_join_max_rows", &self.hash_join_max_rows)
+            .field("hash_join_max_bytes", &self.hash_join_max_bytes)
+            .field("memory_budget", &self.memory_budget)
+            .field("grace_join", &self.grace_join)
+            .field("grace_window_bytes", &self.grace_window_bytes)
+            .field("point_read_divisor", &self.point_read_divisor)
+            .field("top_max_bytes", &self.top_max_bytes)
+            .field("top_threads", &self.top_threads)
+            .field("spill_dir", &self.spill_dir)
+            .finish()
+    }
+}
+
+impl ExecContext {
+    /// A context over `store` without Python, with the default memory budget
+    /// ([`default_memory_budget`]).
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            py: None,
+            write_batch_rows: DEFAULT_WRITE_BATCH_ROWS,
+            hash_join_max_rows: DEFAULT_HASH_JOIN_MAX_ROWS,
+            hash_join_max_bytes: 0,
+            lookup_cache: Arc::new(LookupCache::default()),
+            memory_budget: 0,
+            grace_join: true,
+            grace_window_bytes: 0,
+            point_read_divisor: DEFAULT_POINT_READ_DIVISOR,
+            top_max_bytes: 0,
+            top_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            spill_dir: None,
+        }
+        .with_memory_budget(default_memory_budget())
+    }
+
+    /// The same context with every memory limit derived from `bytes` (at least
+    /// [`MIN_BUDGET`]): half for the shared hash-join right sides, an eighth for each
+    /// grace-join window and each `top` buffer; a fresh, unshared cache.
+    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
+        let bytes = bytes.max(MIN_BUDGET);
+        self.memory_budget = bytes;
+        self.hash_join_max_bytes = bytes / 2;
+        self.grace_window_bytes = bytes / 8;
+        self.top_max_bytes = bytes / 8;
+        self.lookup_cache = Arc::new(LookupCache::default());
+        self
+    }
+
+    /// The same context with spill files under `dir`.
+    pub fn with_spill_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// The directory spill files are created in.
+    pub(crate) fn spill_dir(&self) -> std::path::PathBuf {
+        self.spill_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// The same context with hash-join limits (`max_rows` 0 forces point lookups) and a
+    /// fresh, unshared cache.
+    pub fn with_hash_join_limits(mut self, max_rows: usize, max_bytes: usize) -> Self {
+        self.hash_join_max_rows = max_rows;
+        self.hash_join_max_bytes = max_bytes;
+        self.lookup_cache = Arc::new(LookupCache::default());
+        self
+    }
+
+    /// The same context with a Python pool for py_calc nodes.
+    pub fn with_py(mut self, py: Arc<PyPool>) -> Self {
+        self.py = Some(py);
+        self
+    }
+}

@@ -1,0 +1,243 @@
+//! The right side of a lookup held by a process (spec §7.4): the in-memory [`RightIndex`]
+//! (decoded rows, or compact encoded ones) and the hash-partitioned spill files of a
+//! [`SpilledRight`], with how a batch reaches them ([`RightSide`]). Built by
+//! [`super::hashjoin`], cached by [`super::cache`], probed by the lookup processor.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::hash::BuildHasherDefault;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use plexus_core::value::Value;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
+
+use super::error::{BatchErrorKind, Inconsistency};
+use crate::store::Rowid;
+
+/// Number of hash partitions of a spilled right side: enough that a window of left keys
+/// skips most files when it is small, few enough that every file keeps a sizeable buffer.
+pub const SPILL_PARTITIONS: usize = 16;
+
+/// Keys are short and already well mixed byte strings; xxh3 hashes them several times
+/// faster than the default SipHash (no HashDoS concern: keys come from our own tables).
+pub(crate) type KeyMap = HashMap<Box<[u8]>, Vec<u32>, BuildHasherDefault<Xxh3>>;
+
+/// The in-memory right side of one lookup: decoded rows, or — when those would not fit but
+/// the encoded rows do (about a quarter of the memory) — the encoded rows back to back, decoded
+/// per match.
+#[derive(Debug)]
+pub(crate) struct RightIndex {
+    /// Valid right rows, decoded, in rowid order; empty when compact.
+    pub(crate) rows: Vec<Vec<Value>>,
+    /// Compact form: the encoded rows back to back, and each row's end offset in `arena`.
+    pub(crate) arena: Vec<u8>,
+    pub(crate) ends: Vec<usize>,
+    /// Whether the rows are held encoded (`arena`) rather than decoded (`rows`).
+    pub(crate) compact: bool,
+    /// The rowid of each row (for error locations).
+    pub(crate) rowids: Vec<Rowid>,
+    /// Lookup key → row positions, ascending.
+    pub(crate) map: KeyMap,
+    /// Approximate memory held (per-row overheads included, see `build` in
+    /// [`super::hashjoin`]): what counts against the limits.
+    pub(crate) bytes: usize,
+}
+
+impl RightIndex {
+    /// Positions of the rows with this key, ascending rowid.
+    pub(crate) fn get(&self, key: &[u8]) -> &[u32] {
+        self.map.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    /// The encoded row at `pos` of a compact index.
+    pub(crate) fn encoded(&self, pos: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(pos)?;
+        let start = match pos {
+            0 => 0,
+            p => *self.ends.get(p - 1)?,
+        };
+        self.arena.get(start..end)
+    }
+}
+
+/// The right side of one lookup spilled to hash-partitioned files.
+#[derive(Debug)]
+pub(crate) struct SpilledRight {
+    /// Owns the files; deleting the directory when the last user drops it.
+    pub(crate) _dir: tempfile::TempDir,
+    /// Partition files, `SPILL_PARTITIONS` of them.
+    pub(crate) parts: Vec<PathBuf>,
+    /// Valid right rows spilled.
+    pub(crate) rows: u64,
+    /// Bytes written to the files.
+    pub(crate) bytes: u64,
+}
+
+/// One spilled right row read back.
+pub(crate) struct SpillRecord<'a> {
+    /// Lookup key.
+    pub(crate) key: &'a [u8],
+    /// Right rowid.
+    pub(crate) rowid: Rowid,
+    /// Encoded right row.
+    pub(crate) row: &'a [u8],
+}
+
+/// The partition of a lookup key.
+pub(crate) fn partition_of(key: &[u8]) -> usize {
+    (xxh3_64(key) % SPILL_PARTITIONS as u64) as usize
+}
+
+impl SpilledRight {
+    /// Calls `f` with every record of partition `part`, in the order they were written
+    /// (scan order of the right table).
+    pub(crate) fn for_each(
+        &self,
+        part: usize,
+        mut f: impl FnMut(SpillRecord<'_>) -> Result<(), BatchErrorKind>,
+    ) -> Result<(), BatchErrorKind> {
+        let Some(path) = self.parts.get(part) else {
+            return Err(Inconsistency::SpillPartition { part }.into());
+        };
+        let mut file = File::open(path).map_err(BatchErrorKind::spill("open", path))?;
+        // Large reads, records parsed in place: streaming partitions is the grace join's
+        // inner loop, once per left window.
+        let len = file
+            .metadata()
+            .map_err(BatchErrorKind::spill("read", path))?
+            .len();
+        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK.min(len as usize) + 1);
+        let mut parsed = 0usize;
+        loop {
+            buf.drain(..parsed);
+            parsed = 0;
+            // `read_to_end` appends without zero-filling the buffer first.
+            let n = (&mut file)
+                .take(READ_CHUNK as u64)
+                .read_to_end(&mut buf)
+                .map_err(BatchErrorKind::spill("read", path))?;
+            if n == 0 {
+                if buf.is_empty() {
+                    return Ok(());
+                }
+                return Err(BatchErrorKind::Spill {
+                    op: "read",
+                    path: path.clone(),
+                    source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                });
+            }
+            while let Some((len, rec)) = parse_record(&buf[parsed..]) {
+                f(rec)?;
+                parsed += len;
+            }
+        }
+    }
+}
+
+/// The record at the start of `b` and its length, `None` if `b` holds only part of one.
+fn parse_record(b: &[u8]) -> Option<(usize, SpillRecord<'_>)> {
+    let u32_at = |at: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
+    };
+    let klen = u32_at(0)?;
+    let key = b.get(4..4 + klen)?;
+    let rowid = i64::from_le_bytes(b.get(4 + klen..12 + klen)?.try_into().ok()?);
+    let rlen = u32_at(12 + klen)?;
+    let row = b.get(16 + klen..16 + klen + rlen)?;
+    Some((16 + klen + rlen, SpillRecord { key, rowid, row }))
+}
+
+/// Bytes read from a partition file at a time.
+const READ_CHUNK: usize = 1 << 22;
+
+/// What a cache slot holds once its build ran.
+#[derive(Clone, Debug)]
+pub(crate) enum Built {
+    /// The index.
+    Index(Arc<RightIndex>),
+    /// The right table exceeds the limits and was spilled for the grace join.
+    Spilled(Arc<SpilledRight>),
+    /// The right table exceeds the limits and spilling is off: use point lookups
+    /// (remembered so that later batches do not rescan).
+    TooBig,
+}
+
+/// How a lookup reaches its right side.
+#[derive(Clone, Debug)]
+pub(crate) enum RightSide {
+    /// Probes of the in-memory index.
+    Index(Arc<RightIndex>),
+    /// The grace join over spilled partitions (or point reads for a small left window).
+    Spilled(Arc<SpilledRight>),
+    /// Point reads through the store's index.
+    Point,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as `spill` writes it.
+    fn record(key: &[u8], rowid: i64, row: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        r.extend_from_slice(key);
+        r.extend_from_slice(&rowid.to_le_bytes());
+        r.extend_from_slice(&(row.len() as u32).to_le_bytes());
+        r.extend_from_slice(row);
+        r
+    }
+
+    #[test]
+    fn records_parse_whole_and_never_from_a_partial_buffer() {
+        let mut b = record(b"key-1", -7, b"row bytes");
+        b.extend(record(b"", 42, b""));
+        let Some((len, r)) = parse_record(&b) else {
+            panic!("first record");
+        };
+        assert_eq!(
+            (r.key, r.rowid, r.row),
+            (&b"key-1"[..], -7, &b"row bytes"[..])
+        );
+        let Some((len2, r2)) = parse_record(&b[len..]) else {
+            panic!("second record");
+        };
+        assert_eq!((r2.key, r2.rowid, r2.row), (&b""[..], 42, &b""[..]));
+        assert_eq!(len + len2, b.len());
+        // Every strict prefix of a record is incomplete, not a shorter record.
+        for cut in 0..len {
+            assert!(parse_record(&b[..cut]).is_none(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_partition_file_is_a_spill_error() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("part-000");
+        let whole = record(b"k", 1, b"abc");
+        std::fs::write(&path, &whole[..whole.len() - 1])?;
+        let sp = SpilledRight {
+            _dir: tempfile::tempdir()?,
+            parts: vec![path],
+            rows: 1,
+            bytes: whole.len() as u64,
+        };
+        let mut seen = 0;
+        let err = sp.for_each(0, |_| {
+            seen += 1;
+            Ok(())
+        });
+        assert!(
+            matches!(err, Err(BatchErrorKind::Spill { op: "read", .. })),
+            "{err:?}"
+        );
+        assert_eq!(seen, 0);
+        assert!(matches!(
+            sp.for_each(1, |_| Ok(())),
+            Err(BatchErrorKind::Internal(_))
+        ));
+        Ok(())
+    }
+}

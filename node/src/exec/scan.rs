@@ -1,0 +1,134 @@
+//! Reading a table-reader batch: pages of stored rows in rowid order ([`Scan`]), each row
+//! decoded into one reused buffer and named by its [`RowLoc`] for errors. Every processor
+//! that reads a table goes through here, so paging, decoding and error locations are written
+//! once.
+
+use std::time::Instant;
+
+use plexus_core::value::{Type, Value};
+
+use super::batch::{BatchRun, BatchStats};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use crate::store::{Rowid, TableRef};
+
+/// One page of stored rows: (rowid, encoded row).
+pub(crate) type Page = Vec<(Rowid, Vec<u8>)>;
+
+/// Pages of a table-reader batch in rowid order.
+pub(crate) struct Scan<'a> {
+    b: &'a BatchRun<'a>,
+    pub(crate) table: TableRef,
+    /// `table`'s storage name, for error locations.
+    pub(crate) table_name: String,
+    page: usize,
+    resume: Option<Rowid>,
+    done: bool,
+}
+
+impl<'a> Scan<'a> {
+    /// A scan of this batch's part of `table` (in the reader run), `page` rows per store call.
+    pub(crate) fn new(b: &'a BatchRun<'a>, table: &str, page: usize) -> Self {
+        let table = b.reader_table(table);
+        Self {
+            b,
+            table_name: table.storage_name(),
+            table,
+            page: page.max(1),
+            resume: None,
+            done: false,
+        }
+    }
+
+    /// The next page, `None` when the batch is exhausted.
+    pub(crate) fn next_page(
+        &mut self,
+        stats: &mut BatchStats,
+    ) -> Result<Option<Page>, BatchErrorKind> {
+        if self.done {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let page = self
+            .b
+            .ctx
+            .store
+            .scan_batch(
+                &self.b.task.keyspace,
+                &self.table,
+                self.b.task.batch_idx,
+                self.b.task.batches_total,
+                self.page,
+                self.resume,
+            )
+            .map_err(BatchErrorKind::store("scan_batch"))?;
+        stats.read += start.elapsed();
+        self.resume = page.resume_after;
+        self.done = page.resume_after.is_none();
+        stats.rows_in += page.rows.len() as u64;
+        stats.bytes_in += page.rows.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+        if page.rows.is_empty() && self.done {
+            return Ok(None);
+        }
+        Ok(Some(page.rows))
+    }
+
+    /// Where row `rowid` of the scanned table is, for errors.
+    pub(crate) fn loc(&self, rowid: Rowid) -> RowLoc {
+        RowLoc::Table {
+            table: self.table_name.clone(),
+            rowid,
+        }
+    }
+
+    /// Decodes row `rowid` of the scanned table (encoded as `bytes`) into `out`.
+    pub(crate) fn decode(
+        &self,
+        rowid: Rowid,
+        bytes: &[u8],
+        types: &[Type],
+        out: &mut Vec<Value>,
+    ) -> Result<(), BatchErrorKind> {
+        decode(bytes, types, out, &self.table_name, rowid)
+    }
+
+    /// Calls `f(stats, rowid, row, loc)` for every row of the batch in rowid order, each
+    /// decoded with `types` into one buffer reused for the whole batch; stops at the first
+    /// error.
+    pub(crate) fn for_each_row(
+        &mut self,
+        types: &[Type],
+        stats: &mut BatchStats,
+        mut f: impl FnMut(
+            &mut BatchStats,
+            Rowid,
+            &[Value],
+            &dyn Fn() -> RowLoc,
+        ) -> Result<(), BatchErrorKind>,
+    ) -> Result<(), BatchErrorKind> {
+        let mut r = Vec::with_capacity(types.len());
+        while let Some(page) = self.next_page(stats)? {
+            for (rowid, bytes) in &page {
+                self.decode(*rowid, bytes, types, &mut r)?;
+                f(stats, *rowid, &r, &|| self.loc(*rowid))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a stored row of `table` into `out`.
+pub(crate) fn decode(
+    bytes: &[u8],
+    types: &[Type],
+    out: &mut Vec<Value>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::decode_row_into(bytes, types, out).map_err(|source| {
+        BatchErrorKind::Internal(Inconsistency::Undecodable {
+            table: table.to_owned(),
+            rowid,
+            source,
+        })
+    })
+}
