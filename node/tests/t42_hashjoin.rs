@@ -782,25 +782,35 @@ fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
     run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
     let u = probe.lookup_cache.cached_bytes() - nu;
     assert_eq!(probe.lookup_cache.compact_builds(), 0);
-    let (_d1, point_store) = seeded(&plan)?;
-    let (_d2, compact_store) = seeded(&plan)?;
-    let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
-    let compact =
-        ExecContext::new(compact_store.clone()).with_hash_join_limits(1000, nu.min(u) - 1);
-    for name in &names {
-        run_node(point_store.as_ref(), &point, &plan, name, 2)?;
-        run_node(compact_store.as_ref(), &compact, &plan, name, 2)?;
+    // Pages of 2 left rows, and pages holding every left row: there order_id 1 appears twice
+    // in one window, and its second occurrence reuses the first one's decoded matches.
+    for page in [2, 100] {
+        let mut plan = plan.clone();
+        for n in &mut plan.nodes {
+            if let Reader::Table(t) = &mut n.reader {
+                t.rowset_size = page;
+            }
+        }
+        let (_d1, point_store) = seeded(&plan)?;
+        let (_d2, compact_store) = seeded(&plan)?;
+        let point = ExecContext::new(point_store.clone()).with_hash_join_limits(0, 0);
+        let compact =
+            ExecContext::new(compact_store.clone()).with_hash_join_limits(1000, nu.min(u) - 1);
+        for name in &names {
+            run_node(point_store.as_ref(), &point, &plan, name, 2)?;
+            run_node(compact_store.as_ref(), &compact, &plan, name, 2)?;
+            assert_eq!(
+                raw(compact_store.as_ref(), name, 2)?,
+                raw(point_store.as_ref(), name, 2)?,
+                "{name}, pages of {page}: compact hash join differs from point lookups"
+            );
+        }
+        assert!(compact.lookup_cache.compact_builds() >= 2);
         assert_eq!(
-            raw(compact_store.as_ref(), name, 2)?,
-            raw(point_store.as_ref(), name, 2)?,
-            "{name}: compact hash join differs from point lookups"
+            compact.lookup_cache.builds(),
+            compact.lookup_cache.compact_builds()
         );
+        assert_eq!(compact.lookup_cache.spills(), 0);
     }
-    assert!(compact.lookup_cache.compact_builds() >= 2);
-    assert_eq!(
-        compact.lookup_cache.builds(),
-        compact.lookup_cache.compact_builds()
-    );
-    assert_eq!(compact.lookup_cache.spills(), 0);
     Ok(())
 }

@@ -191,7 +191,8 @@ fn hash_matches(
 }
 
 /// Hash join over a compact index: like [`hash_matches`], decoding each match into
-/// `bf.right` (the same right row once per left row that matches it).
+/// `bf.right`. A key repeated in the window reuses its first occurrence's decoded matches, so
+/// each right row is decoded once per window, not once per matching left row.
 fn compact_matches(
     ix: &RightIndex,
     l: &LookupStage,
@@ -203,9 +204,16 @@ fn compact_matches(
     bf.key_of_left.extend(0..n);
     bf.match_start.clear();
     bf.match_items.clear();
+    let mut seen: HashMap<&[u8], (usize, usize), BuildHasherDefault<Xxh3>> =
+        HashMap::with_capacity_and_hasher(n, BuildHasherDefault::default());
     let mut nr = 0usize;
     for key in &bf.keys[..n] {
-        bf.match_start.push(bf.match_items.len());
+        let start = bf.match_items.len();
+        bf.match_start.push(start);
+        if let Some(&(first, end)) = seen.get(key.as_slice()) {
+            bf.match_items.extend_from_within(first..end);
+            continue;
+        }
         for &ri in ix.get(key) {
             let ri = ri as usize;
             let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
@@ -218,6 +226,7 @@ fn compact_matches(
                 nr += 1;
             }
         }
+        seen.insert(key.as_slice(), (start, bf.match_items.len()));
     }
     bf.match_start.push(bf.match_items.len());
     Ok(())
