@@ -83,9 +83,20 @@ pub enum TablesError {
         /// Why.
         reason: String,
     },
-    /// A value cannot be rendered, or the output file cannot be written.
-    #[error("{0}")]
-    Output(String),
+    /// A value cannot be rendered as CSV text.
+    #[error("a value cannot be rendered: {0}")]
+    Render(#[source] plexus_core::cell::CellError),
+    /// Parquet was asked for without an output file (it is a binary format).
+    #[error("Parquet goes to a file: give an output file")]
+    ParquetNeedsFile,
+    /// A column's reading expression does not parse (the column name is not a field name).
+    #[error("column {column}: {reason}")]
+    Column {
+        /// The column.
+        column: String,
+        /// What the expression parser said.
+        reason: String,
+    },
     /// Parquet output: the file could not be written.
     #[error(transparent)]
     File(#[from] FileError),
@@ -315,7 +326,7 @@ pub fn render(v: &Value) -> Result<String, TablesError> {
         Value::Time(_) => TIME_LAYOUT,
         _ => "%v",
     };
-    write_cell(&mut s, v, format).map_err(|e| TablesError::Output(e.to_string()))?;
+    write_cell(&mut s, v, format).map_err(TablesError::Render)?;
     Ok(s)
 }
 
@@ -366,9 +377,7 @@ pub fn to_text(t: &TableRows, format: TableFormat) -> Result<String, TablesError
             }
         }
         TableFormat::Parquet => {
-            return Err(TablesError::Output(
-                "Parquet goes to a file: give an output file".to_owned(),
-            ));
+            return Err(TablesError::ParquetNeedsFile);
         }
     }
     Ok(out)
@@ -386,8 +395,10 @@ pub fn write_parquet(t: &TableRows, path: &Path) -> Result<u64, TablesError> {
         .chain(order.iter().map(|&i| &t.info.schema.fields[i]))
         .map(|f| {
             let src = format!("r.{}", f.name);
-            let ast = plexus_core::expr::parse(&src)
-                .map_err(|e| TablesError::Output(format!("column {}: {e}", f.name)))?;
+            let ast = plexus_core::expr::parse(&src).map_err(|e| TablesError::Column {
+                column: f.name.clone(),
+                reason: e.to_string(),
+            })?;
             Ok(FileColumn {
                 name: f.name.clone(),
                 ty: f.ty,

@@ -23,7 +23,7 @@ use plexus_node::cluster::api::ApiError;
 use plexus_node::cluster::{ClientError, ClusterClient};
 use plexus_node::console::start::compile_start;
 use plexus_node::console::{
-    BackendInfo, CompiledStart, Console, ConsoleBackend, ConsoleError, ConsoleSettings,
+    BackendInfo, CompiledStart, Console, ConsoleBackend, ConsoleError, ConsoleSettings, Missing,
     StartRequest, Started,
 };
 use plexus_node::exec::ExecContext;
@@ -32,10 +32,12 @@ use plexus_node::local_run::{Engine, Observer, Progress, RunRequest};
 use plexus_node::metrics::{HttpServer, HttpSettings, Probe};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{Store, StoreAt, open_store};
-use plexus_raft::{Command, Ledger};
+use plexus_raft::{Command, Ledger, RunOutcome};
 
 /// How long a start waits for the engine to allocate the run id.
 const START_WAIT: Duration = Duration::from_secs(60);
+/// How long a drop waits for the threads of runs whose final status is committed.
+const FINISH_WAIT: Duration = Duration::from_secs(30);
 
 /// What `planner serve` needs.
 #[derive(Clone, Debug)]
@@ -217,6 +219,16 @@ impl EmbeddedBackend {
         }
     }
 
+    /// Runs of `keyspace` whose threads have not ended.
+    fn runs_executing(&self, keyspace: &str) -> usize {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(keyspace)
+            .copied()
+            .unwrap_or(0)
+    }
+
     fn store_error(e: impl std::fmt::Display) -> ConsoleError {
         ConsoleError::Unavailable(format!("the embedded store failed: {e}"))
     }
@@ -247,8 +259,12 @@ impl EmbeddedBackend {
                 .map_err(Self::store_error)?;
         }
         let l = Arc::new(
-            LocalLedger::open(self.store.clone(), keyspace)
-                .map_err(|e| ConsoleError::Internal(format!("keyspace {keyspace}: {e}")))?,
+            LocalLedger::open(self.store.clone(), keyspace).map_err(|e| {
+                ConsoleError::LedgerUnreadable {
+                    keyspace: keyspace.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?,
         );
         open.insert(keyspace.to_owned(), l.clone());
         Ok(Some(l))
@@ -337,9 +353,12 @@ impl ConsoleBackend for EmbeddedBackend {
         if let Some(pool) = self.python_pool(&plan)? {
             ctx = ctx.with_py(pool);
         }
-        let ledger = self
-            .ledger_of(keyspace, true)?
-            .ok_or_else(|| ConsoleError::Internal(format!("keyspace {keyspace} is missing")))?;
+        let ledger =
+            self.ledger_of(keyspace, true)?
+                .ok_or_else(|| ConsoleError::LedgerUnreadable {
+                    keyspace: keyspace.to_owned(),
+                    reason: "it was not created".to_owned(),
+                })?;
         let description = req.run_description();
         let run = RunRequest {
             keyspace: keyspace.to_owned(),
@@ -393,9 +412,9 @@ impl ConsoleBackend for EmbeddedBackend {
         }
         match rx.recv_timeout(START_WAIT) {
             Ok(Ok(run_id)) => Ok(Started { run_id, warnings }),
-            Ok(Err(e)) => Err(ConsoleError::Conflict(format!(
-                "the run was not started: {e}"
-            ))),
+            Ok(Err(e)) => Err(ConsoleError::NotStarted {
+                reason: e.to_string(),
+            }),
             Err(_) => Err(ConsoleError::Internal(format!(
                 "the engine did not start the run within {} s",
                 START_WAIT.as_secs()
@@ -406,7 +425,9 @@ impl ConsoleBackend for EmbeddedBackend {
     fn stop_run(&self, keyspace: &str, run_id: u32, comment: &str) -> Result<(), ConsoleError> {
         let l = self
             .ledger_of(keyspace, false)?
-            .ok_or_else(|| ConsoleError::NotFound(format!("unknown keyspace {keyspace:?}")))?;
+            .ok_or_else(|| Missing::Keyspace {
+                keyspace: keyspace.to_owned(),
+            })?;
         l.propose(Command::StopRun {
             keyspace: keyspace.to_owned(),
             run_id,
@@ -414,29 +435,41 @@ impl ConsoleBackend for EmbeddedBackend {
             ts_ms: now_ms(),
         })
         .map_err(|e| match e {
-            ProposeError::Refused(e) => ConsoleError::Conflict(e.to_string()),
+            ProposeError::Refused(e) => ConsoleError::Refused(e),
             e => ConsoleError::Unavailable(e.to_string()),
         })?;
         Ok(())
     }
 
     fn drop_keyspace(&self, keyspace: &str) -> Result<(), ConsoleError> {
-        let busy = self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(keyspace)
-            .copied()
-            .unwrap_or(0);
-        if busy > 0 {
-            return Err(ConsoleError::Conflict(format!(
-                "keyspace {keyspace} has a run executing in this process: stop it and wait until its batches finish, then drop"
-            )));
-        }
-        if self.ledger_of(keyspace, false)?.is_none() {
-            return Err(ConsoleError::NotFound(format!(
-                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
-            )));
+        let Some(ledger) = self.ledger_of(keyspace, false)? else {
+            return Err(Missing::Keyspace {
+                keyspace: keyspace.to_owned(),
+            }
+            .into());
+        };
+        // A run that ended by itself (succeeded or failed) still has its thread finishing
+        // (the store's sync): a drop right after it reads "complete" waits for that rather
+        // than refuse. A run still running, or stopped with batches still executing, is
+        // refused: its batches would write into dropped tables.
+        let finishing = || {
+            ledger.view().read().keyspace(keyspace).is_ok_and(|ks| {
+                ks.runs.values().all(|r| {
+                    matches!(
+                        r.outcome(),
+                        RunOutcome::Succeeded | RunOutcome::Failed { .. }
+                    )
+                })
+            })
+        };
+        let deadline = std::time::Instant::now() + FINISH_WAIT;
+        while self.runs_executing(keyspace) > 0 {
+            if !finishing() || std::time::Instant::now() >= deadline {
+                return Err(ConsoleError::KeyspaceBusy {
+                    keyspace: keyspace.to_owned(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         self.ledgers
             .lock()
@@ -488,7 +521,7 @@ impl ClusterBackend {
 
 fn client_error(e: &ClientError) -> ConsoleError {
     match e {
-        ClientError::Api(ApiError::Refused(r)) => ConsoleError::Conflict(r.to_string()),
+        ClientError::Api(ApiError::Refused(r)) => ConsoleError::Refused(r.clone()),
         ClientError::Refused(r) => ConsoleError::Unauthorized(format!(
             "the cluster refused this server's client certificate: {r}"
         )),
@@ -564,9 +597,10 @@ impl ConsoleBackend for ClusterBackend {
         if existed {
             Ok(())
         } else {
-            Err(ConsoleError::NotFound(format!(
-                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
-            )))
+            Err(Missing::Keyspace {
+                keyspace: keyspace.to_owned(),
+            }
+            .into())
         }
     }
 }

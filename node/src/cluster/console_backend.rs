@@ -13,7 +13,7 @@ use crate::clock::now_ms;
 use crate::cluster::api::ApiError;
 use crate::cluster::peer_state::PeerCore;
 use crate::console::start::compile_start;
-use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, StartRequest, Started};
+use crate::console::{BackendInfo, ConsoleBackend, ConsoleError, Missing, StartRequest, Started};
 
 /// A peer as a [`ConsoleBackend`]; calls block on the peer's runtime from the listener's
 /// plain thread.
@@ -47,7 +47,7 @@ impl PeerConsole {
 
 fn api_error(e: ApiError) -> ConsoleError {
     match e {
-        ApiError::Refused(e) => ConsoleError::Conflict(e.to_string()),
+        ApiError::Refused(e) => ConsoleError::Refused(e),
         ApiError::NotAllowed(m) => ConsoleError::Unauthorized(m),
         ApiError::Unavailable(m) => ConsoleError::Unavailable(format!(
             "the cluster did not answer (no leader or no quorum yet): {m}; try again"
@@ -118,9 +118,10 @@ impl ConsoleBackend for PeerConsole {
         if existed {
             Ok(())
         } else {
-            Err(ConsoleError::NotFound(format!(
-                "unknown keyspace {keyspace:?}; GET /api/keyspaces lists the keyspaces"
-            )))
+            Err(Missing::Keyspace {
+                keyspace: keyspace.to_owned(),
+            }
+            .into())
         }
     }
 }

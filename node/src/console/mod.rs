@@ -17,6 +17,7 @@
 
 mod auth;
 pub mod dag;
+mod error;
 pub mod guard;
 mod request;
 pub mod start;
@@ -30,6 +31,8 @@ use plexus_core::plan::Plan;
 use subtle::ConstantTimeEq as _;
 
 pub use auth::{generate_token, load_or_create_token, read_token_file};
+pub use error::{ConsoleError, Missing};
+use error::{not_found, table_error};
 pub use guard::{FileRoots, HttpGuard};
 use request::{check_name, parse_body, parse_run, percent_decode, query_u32};
 use views::{batches_json, columns_json, node_history_json, run_json};
@@ -44,70 +47,6 @@ const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// Largest request body the console reads by default (a start request is a few hundred bytes).
 pub const MAX_BODY_BYTES: usize = guard::DEFAULT_MAX_BODY_BYTES;
-
-/// Why a console request failed; each maps to an HTTP status and a JSON body
-/// `{"error": message, "errors": [..]}` a person can act on.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConsoleError {
-    /// No such keyspace, run, node or page (404).
-    #[error("{0}")]
-    NotFound(String),
-    /// The request itself is malformed: bad JSON, a bad run id (400).
-    #[error("{0}")]
-    BadRequest(String),
-    /// The script, params or start nodes do not validate; every problem is listed (422).
-    #[error("{message}")]
-    Invalid {
-        /// One line saying what was refused.
-        message: String,
-        /// Every validation error, one per line.
-        errors: Vec<String>,
-    },
-    /// A state change without the right token (401).
-    #[error("{0}")]
-    Unauthorized(String),
-    /// A file outside the configured file roots (403); the message never says whether it
-    /// exists.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The ledger refused the change (a stopped run, a keyspace in use) (409).
-    #[error("{0}")]
-    Conflict(String),
-    /// This server cannot do that at all (501).
-    #[error("{0}")]
-    Unsupported(String),
-    /// No leader or no store right now; trying again may work (503).
-    #[error("{0}")]
-    Unavailable(String),
-    /// Anything else (500).
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl ConsoleError {
-    /// The HTTP status code.
-    pub fn status(&self) -> u16 {
-        match self {
-            Self::NotFound(_) => 404,
-            Self::BadRequest(_) => 400,
-            Self::Invalid { .. } => 422,
-            Self::Unauthorized(_) => 401,
-            Self::Forbidden(_) => 403,
-            Self::Conflict(_) => 409,
-            Self::Unsupported(_) => 501,
-            Self::Unavailable(_) => 503,
-            Self::Internal(_) => 500,
-        }
-    }
-
-    fn body(&self) -> Value {
-        let errors = match self {
-            Self::Invalid { errors, .. } => errors.clone(),
-            _ => Vec::new(),
-        };
-        json!({ "error": self.to_string(), "errors": errors })
-    }
-}
 
 /// A start request as the API receives it.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -425,7 +364,7 @@ impl Console {
             p if p == "/" || p == "/index.html" || webapi::owns(p) => {
                 HttpResponse::text("text/html; charset=utf-8", INDEX_HTML)
             }
-            p => HttpResponse::error(&ConsoleError::NotFound(format!("no page {p}"))),
+            p => HttpResponse::error(&Missing::Page { path: p.to_owned() }.into()),
         }
     }
 
@@ -692,9 +631,13 @@ impl Console {
                     read()?;
                     let (ledger, run) = self.run_of(ks, run)?;
                     let r = ledger.run(ks, run).map_err(not_found)?;
-                    let plan = ledger.plan(&r.plan_hash).ok_or_else(|| {
-                        ConsoleError::Internal(format!("the plan of run {run} is missing"))
-                    })?;
+                    let plan =
+                        ledger
+                            .plan(&r.plan_hash)
+                            .ok_or_else(|| ConsoleError::PlanMissing {
+                                keyspace: ks.to_string(),
+                                run,
+                            })?;
                     let statuses = ledger.node_statuses(ks, run).map_err(not_found)?;
                     let svg = dag::svg(plan, Some(statuses.as_slice()), Some(r.status().name()));
                     Ok(HttpResponse {
@@ -796,10 +739,10 @@ impl Console {
                 }
                 _ => not_allowed("GET"),
             },
-            _ => Err(ConsoleError::NotFound(format!(
-                "no API endpoint /api/{}; see /api/info and the README",
-                segs.join("/")
-            ))),
+            _ => Err(Missing::Endpoint {
+                path: segs.join("/"),
+            }
+            .into()),
         }
     }
 
@@ -826,7 +769,7 @@ impl Console {
         let (ledger, _) = self.run_of(ks, &run.to_string())?;
         // The ledger's own rule, as the CLI and the toolbelt meet it.
         ledger.stoppable(ks, run).map_err(|e| match e {
-            plexus_raft::LedgerError::RunNotRunning { .. } => ConsoleError::Conflict(e.to_string()),
+            plexus_raft::LedgerError::RunNotRunning { .. } => ConsoleError::Refused(e),
             e => not_found(e),
         })?;
         let comment = if comment.trim().is_empty() {
@@ -858,18 +801,20 @@ impl Console {
     fn known(&self, ks: &str) -> Result<Ledger, ConsoleError> {
         check_name("keyspace", ks)?;
         self.backend.ledger(ks)?.ok_or_else(|| {
-            ConsoleError::NotFound(format!(
-                "unknown keyspace {ks:?}; GET /api/keyspaces lists the keyspaces"
-            ))
+            Missing::Keyspace {
+                keyspace: ks.to_owned(),
+            }
+            .into()
         })
     }
 
     fn run_of(&self, ks: &str, run: &str) -> Result<(Ledger, u32), ConsoleError> {
         let run = parse_run(run)?;
         let ledger = self.known(ks)?;
-        ledger
-            .run(ks, run)
-            .map_err(|_| ConsoleError::NotFound(format!("keyspace {ks} has no run {run}")))?;
+        ledger.run(ks, run).map_err(|_| Missing::Run {
+            keyspace: ks.to_owned(),
+            run,
+        })?;
         Ok((ledger, run))
     }
 
@@ -923,21 +868,6 @@ impl Console {
             .collect();
         Ok(json!({ "keyspace": ks, "nodes": nodes, "runs": runs }))
     }
-}
-
-/// A table error as the console reports it.
-fn table_error(e: crate::tables::TablesError) -> ConsoleError {
-    use crate::tables::TablesError as T;
-    match e {
-        T::NoTable { .. } | T::NoRun { .. } | T::NoBatch { .. } => {
-            ConsoleError::NotFound(e.to_string())
-        }
-        other => ConsoleError::Internal(other.to_string()),
-    }
-}
-
-fn not_found(e: plexus_raft::LedgerError) -> ConsoleError {
-    ConsoleError::NotFound(e.to_string())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use plexus_raft::{Ledger, NodeBatchStatus, Run, RunStatus};
 use serde_json::{Value, json};
 
-use super::{ConsoleError, not_found};
+use super::{ConsoleError, Missing, not_found};
 
 /// A run with one cell per processed node.
 pub(super) fn run_json(ledger: &Ledger, r: &Run) -> Value {
@@ -101,11 +101,21 @@ pub(super) fn batches_json(
         let known = ledger
             .plan(&r.plan_hash)
             .is_some_and(|p| p.node(node).is_some());
-        return Err(ConsoleError::NotFound(if known {
-            format!("run {run} of {ks} does not process node {node}")
+        let (keyspace, node) = (ks.to_owned(), node.to_owned());
+        return Err(if known {
+            Missing::NodeNotRun {
+                keyspace,
+                run,
+                node,
+            }
         } else {
-            format!("the script of run {run} has no node {node:?}")
-        }));
+            Missing::Node {
+                keyspace,
+                run,
+                node,
+            }
+        }
+        .into());
     };
     let node_type = ledger
         .plan(&r.plan_hash)

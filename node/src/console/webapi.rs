@@ -230,9 +230,12 @@ fn answer(
             read()?;
             let (ledger, run) = console.run_of(ks, &run.to_string())?;
             let r = ledger.run(ks, run).map_err(super::not_found)?;
-            let plan = ledger.plan(&r.plan_hash).ok_or_else(|| {
-                ConsoleError::Internal(format!("the plan of run {run} is missing"))
-            })?;
+            let plan = ledger
+                .plan(&r.plan_hash)
+                .ok_or_else(|| ConsoleError::PlanMissing {
+                    keyspace: ks.to_owned(),
+                    run,
+                })?;
             let statuses = ledger.node_statuses(ks, run).map_err(super::not_found)?;
             let svg = dag::svg(plan, Some(statuses.as_slice()), Some(r.status().name()));
             Ok(HttpResponse {
@@ -326,7 +329,13 @@ fn lifespan(ledger: &Ledger, ks: &str, run: u32) -> Result<Value, ConsoleError> 
     all.iter()
         .find(|l| l.run_id == run)
         .map(lifespan_json)
-        .ok_or_else(|| ConsoleError::NotFound(format!("keyspace {ks} has no run {run}")))
+        .ok_or_else(|| {
+            super::Missing::Run {
+                keyspace: ks.to_owned(),
+                run,
+            }
+            .into()
+        })
 }
 
 /// The run × node matrix: lifespans by run id; nodes that started first (by first start),

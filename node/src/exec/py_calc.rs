@@ -170,9 +170,7 @@ fn write_py_page(
 
 /// The scoped thread making the pool calls ended early: only a panic in it does that.
 fn python_thread_gone() -> BatchErrorKind {
-    BatchErrorKind::Python(crate::pycalc::PyCalcError::Protocol(
-        "the thread calling the python pool stopped".to_owned(),
-    ))
+    BatchErrorKind::Python(crate::pycalc::ProtocolFault::CallerStopped.into())
 }
 
 /// `<loc>: row <i> (<site>): <python message>; r.a=1, r.b='x'`.

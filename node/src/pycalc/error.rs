@@ -110,7 +110,48 @@ pub enum PyCalcError {
     },
     /// The worker's reply did not follow the protocol; the worker was replaced.
     #[error("python worker protocol error: {0}")]
-    Protocol(String),
+    Protocol(#[from] ProtocolFault),
+}
+
+/// How a worker exchange broke the protocol (a retryable fault: a fresh worker may succeed).
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolFault {
+    /// A lease was used after its worker was taken back.
+    #[error("a lease without a worker")]
+    LeaseWithoutWorker,
+    /// The worker answered with a reply of the wrong kind.
+    #[error("expected {expected}, got {got}")]
+    UnexpectedReply {
+        /// The reply the protocol calls for.
+        expected: &'static str,
+        /// The reply received (its debug form).
+        got: String,
+    },
+    /// A row of the chunk was reported twice, or a row index outside the chunk.
+    #[error("row {row} reported twice or out of range")]
+    RowRepeated {
+        /// The row index within the chunk.
+        row: usize,
+    },
+    /// The worker finished a chunk without an outcome for this row.
+    #[error("no outcome for row {row}")]
+    RowMissing {
+        /// The row index within the chunk.
+        row: usize,
+    },
+    /// The request could not be encoded as JSON.
+    #[error("cannot encode the request: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The request is larger than a frame can carry.
+    #[error("the request is larger than 4 GiB")]
+    TooLarge,
+    /// The thread calling the pool for a batch stopped before the chunk's answer (only a panic
+    /// in it does that).
+    #[error("the thread calling the python pool stopped")]
+    CallerStopped,
+    /// The reply is not valid JSON of the protocol.
+    #[error("undecodable reply: {0}")]
+    Decode(#[source] serde_json::Error),
 }
 
 impl PyCalcError {

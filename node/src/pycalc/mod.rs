@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use plexus_core::value::Value;
 
-pub use error::PyCalcError;
+pub use error::{ProtocolFault, PyCalcError};
 pub use program::{
     CalcField, FailureSite, PY_DATETIME_LAYOUT, PyProgram, ReaderField, RowFailure, RowOutcome,
     SourceLine, substitute_aliases, write_literal,
@@ -174,7 +174,7 @@ impl PyPool {
             .worker
             .as_ref()
             .map(|w| w.info.clone())
-            .ok_or_else(|| PyCalcError::Protocol("checked-out lease without worker".into()))
+            .ok_or(PyCalcError::Protocol(ProtocolFault::LeaseWithoutWorker))
     }
 
     /// Loads `program`'s code in a worker without computing any row: a load-time check that
@@ -191,7 +191,11 @@ impl PyPool {
             Reply::ExecError { message } => Err(PyCalcError::Exec { message }),
             other => {
                 lease.discard();
-                Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")))
+                Err(ProtocolFault::UnexpectedReply {
+                    expected: "the answer to a load check",
+                    got: format!("{other:?}"),
+                }
+                .into())
             }
         }
     }
@@ -264,7 +268,11 @@ impl PyPool {
             }
             other => {
                 lease.discard();
-                return Err(PyCalcError::Protocol(format!("unexpected reply {other:?}")));
+                return Err(ProtocolFault::UnexpectedReply {
+                    expected: "the answer to a chunk",
+                    got: format!("{other:?}"),
+                }
+                .into());
             }
         };
         drop(lease);
@@ -297,16 +305,14 @@ impl PyPool {
             match outcomes.get_mut(idx) {
                 Some(slot @ None) => *slot = Some(outcome),
                 _ => {
-                    return Err(PyCalcError::Protocol(format!(
-                        "row {idx} reported twice or out of range"
-                    )));
+                    return Err(ProtocolFault::RowRepeated { row: idx }.into());
                 }
             }
         }
         outcomes
             .into_iter()
             .enumerate()
-            .map(|(i, o)| o.ok_or_else(|| PyCalcError::Protocol(format!("no outcome for row {i}"))))
+            .map(|(row, o)| o.ok_or(PyCalcError::Protocol(ProtocolFault::RowMissing { row })))
             .collect()
     }
 
@@ -403,7 +409,7 @@ impl Lease<'_> {
         timeout: Duration,
     ) -> Result<Reply, PyCalcError> {
         let Some(worker) = self.worker.as_mut() else {
-            return Err(PyCalcError::Protocol("lease without worker".into()));
+            return Err(ProtocolFault::LeaseWithoutWorker.into());
         };
         let hash = program.code_hash();
         let mut send_code = !worker.loaded.contains(hash);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::PyPoolConfig;
-use super::error::PyCalcError;
+use super::error::{ProtocolFault, PyCalcError};
 
 /// The driver program, passed with `-c`.
 const DRIVER: &str = include_str!("driver.py");
@@ -201,9 +201,11 @@ impl Worker {
                 worker.info = info;
                 Ok(worker)
             }
-            Ok(other) => Err(PyCalcError::Protocol(format!(
-                "expected hello from worker, got {other:?}"
-            ))),
+            Ok(other) => Err(ProtocolFault::UnexpectedReply {
+                expected: "hello",
+                got: format!("{other:?}"),
+            }
+            .into()),
             Err(e) => Err(match e {
                 PyCalcError::WorkerDied { status, stderr } => PyCalcError::Start {
                     path,
@@ -233,10 +235,8 @@ impl Worker {
         timeout: Duration,
     ) -> Result<Reply, PyCalcError> {
         let mut frame = vec![0u8; 4];
-        serde_json::to_writer(&mut frame, request)
-            .map_err(|e| PyCalcError::Protocol(format!("cannot encode request: {e}")))?;
-        let len = u32::try_from(frame.len() - 4)
-            .map_err(|_| PyCalcError::Protocol("request larger than 4 GiB".into()))?;
+        serde_json::to_writer(&mut frame, request).map_err(ProtocolFault::Encode)?;
+        let len = u32::try_from(frame.len() - 4).map_err(|_| ProtocolFault::TooLarge)?;
         frame[..4].copy_from_slice(&len.to_be_bytes());
         let written = self
             .stdin
@@ -252,8 +252,9 @@ impl Worker {
     /// Waits for the next reply frame.
     fn receive(&mut self, timeout: Duration) -> Result<Reply, PyCalcError> {
         match self.replies.recv_timeout(timeout) {
-            Ok(Ok(body)) => serde_json::from_slice(&body)
-                .map_err(|e| PyCalcError::Protocol(format!("undecodable reply: {e}"))),
+            Ok(Ok(body)) => {
+                serde_json::from_slice(&body).map_err(|e| ProtocolFault::Decode(e).into())
+            }
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => Err(self.died()),
             Err(RecvTimeoutError::Timeout) => {
                 let mut child = self.child();
