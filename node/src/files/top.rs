@@ -295,7 +295,7 @@ impl TopBuffer {
     /// another share of the rows (numbered by [`TopBuffer::push_at`] in one arrival order), so
     /// that [`TopBuffer::for_each_sorted`] yields the `limit` smallest rows of both shares,
     /// exactly as one buffer given every row in arrival order would. Seal both first.
-    pub fn absorb(&mut self, mut other: TopBuffer) {
+    pub fn absorb(&mut self, mut other: Self) {
         self.presorted = self.presorted && other.presorted;
         self.held += other.held;
         self.rows.append(&mut other.rows);
