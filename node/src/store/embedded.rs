@@ -1,13 +1,15 @@
-//! The embedded backend (the default, one machine): rows in immutable segment files, indexes,
-//! segment manifests and workflow records in one fjall database.
+//! The embedded backend (the default, one machine): rows in immutable segment files,
+//! non-unique indexes in immutable run files, unique indexes, manifests and workflow records in
+//! one fjall database.
 //!
-//! Directory layout (format version 1, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
+//! Directory layout (format version 2, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
 //! - `index/`: the fjall database;
-//! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables.
+//! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables;
+//! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of non-unique indexes.
 //!
 //! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
-//! `tables` holds each data table's segments and finds them at open; `segment` is one file;
-//! `format` the version check.
+//! `tables` holds each table's segments (or each index's runs) and finds them at open;
+//! `segment` is one row file, `run` one index run; `format` the version check.
 //!
 //! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
 //! a file of its rows sorted by rowid in 16 KiB checksummed pages with an offset index (see
@@ -21,6 +23,14 @@
 //! calls again, so each new segment replaces the old one of the same (batch, part) whole;
 //! the old file is deleted when its last reader lets go.
 //!
+//! Non-unique indexes are per-batch sorted runs (see [`run`]): with each segment, one run per
+//! non-unique index of the table holds the segment's entries (key hash, key, rowids), under
+//! the segment's generation and published by a manifest entry of the same key in the index's
+//! fjall tree, in the same fjall write batch; a re-run replaces it with the segment. The runs
+//! are merged into one directory on the first lookup or count after a change. Lookups through
+//! a hash join scan the right table and never read its index, so for them the runs are never
+//! merged at all. Dropping the data table leaves its indexes' runs (orphans, as in Cassandra).
+//!
 //! Reads go through a table's directory (built on first read after a change): all rowids of its
 //! segments merged in rowid order, each with its segment and offset, bucketed by the rowid's
 //! top bits, so `rowid → segment → offset` is a bucket lookup, not a search. A rowid written
@@ -28,31 +38,27 @@
 //! cache shared by all tables.
 //!
 //! fjall keyspaces are named `<keyspace>#<kind>#<table>_<run>` with kind `d` (data: the
-//! segment manifest), `u` (unique index) or `n` (non-unique index); `<keyspace>#m` holds the
-//! workflow records and marks that the keyspace exists. `#` cannot occur in validated names,
-//! so the mapping is unambiguous.
+//! segment manifest), `u` (unique index) or `n` (non-unique index: the run manifest);
+//! `<keyspace>#m` holds the workflow records and marks that the keyspace exists. `#` cannot
+//! occur in validated names, so the mapping is unambiguous.
 //!
 //! - unique index: `xxh3_128(key)` → `rowid ‖ key`
-//! - non-unique index: `xxh3_128(key)[..12] ‖ rowid` → `key`
-//! - pending entries of a non-unique index (`<keyspace>#p#<index>_<run>`): one record per
-//!   write call, `first entry ‖ count (u64 BE)` → `(entry ‖ key length (u32 BE) ‖ key)*`,
-//!   the entries sorted. A write puts one record here instead of one index entry per row;
-//!   the entries move into the index (and the records are removed, in the same write batch)
-//!   the first time the index is read. Lookups through a hash join scan the right table and
-//!   never read its index, so for them the entries are never inserted at all.
+//! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
 //!
 //! Index keys are stored hashed: fjall keeps keys up to 20 bytes inline and compares their
 //! first 4 bytes without a memcmp, while Capillaries keys are 21+ bytes with long shared
 //! prefixes (`0000…`). Hashed, index inserts and lookups run several times faster; lookups
-//! need equality only. The full key is kept in the value and checked on every read, so a
-//! hash collision can never return another key's rows.
-//! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
+//! need equality only. The full key is kept (in the value, or in the run) and checked on every
+//! read, so a hash collision can never return another key's rows.
 //!
 //! Rowids in fjall keys are encoded big-endian with the sign bit flipped, so byte order is
 //! numeric order.
 //!
 //! Unique-index checks and claims run under a per-index mutex held until the write batch is
-//! committed, so two executor threads cannot both claim a key.
+//! committed, so two executor threads cannot both claim a key. Unique indexes stay in fjall
+//! (not yet measured against runs): a write must see every key claimed before it, across
+//! batches and threads, at the moment it writes (first writer wins), so runs would need a
+//! claim map kept in memory beside them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -69,15 +75,16 @@ use super::{
 
 mod format;
 mod layout;
+mod run;
 mod segment;
 mod tables;
 
 pub(crate) use format::describe as describe_format;
 use layout::{
-    DRAIN_BATCH_ENTRIES, HashedRow, Kind, SegmentKey, corrupt, decode_rowid, decode_unique,
-    encode_rowid, fjall_err, hash_collision, invalid, manifest_key, meta_name, non_unique_entry,
-    non_unique_prefix, pending_name, segment_err, table_name, unique_key,
+    HashedRow, Kind, SegmentKey, decode_unique, encode_rowid, fjall_err, hash_collision, invalid,
+    manifest_key, meta_name, segment_err, table_name, unique_key,
 };
+use run::{Run, RunDirectory, key_hash};
 use segment::{BlockCache, Directory, Segment};
 use tables::{TableData, load_segments};
 
@@ -116,6 +123,26 @@ pub struct EmbeddedStore {
     ddl: Mutex<()>,
     /// One mutex per unique index (and per run counter), by fjall keyspace name.
     key_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// Files one write call wrote and has not published yet: retired (deleted) on drop, so a call
+/// that fails midway leaves none of them behind.
+#[derive(Default)]
+struct Unpublished {
+    segments: Vec<(SegmentKey, Segment)>,
+    /// (position among the table's non-unique indexes, key, run).
+    runs: Vec<(usize, SegmentKey, Run)>,
+}
+
+impl Drop for Unpublished {
+    fn drop(&mut self) {
+        for (_, s) in &self.segments {
+            s.retire();
+        }
+        for (_, _, r) in &self.runs {
+            r.file.retire();
+        }
+    }
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -172,10 +199,15 @@ impl EmbeddedStore {
         self.segments_root.join(keyspace).join(table.storage_name())
     }
 
-    /// The segments of an existing data table.
-    fn table_data(&self, keyspace: &str, table: &TableRef) -> Result<Arc<TableData>, StoreError> {
+    /// The files of an existing data table (`Kind::Data`) or non-unique index.
+    fn files(
+        &self,
+        keyspace: &str,
+        kind: Kind,
+        table: &TableRef,
+    ) -> Result<Arc<TableData>, StoreError> {
         let map = self.tables.read().unwrap_or_else(PoisonError::into_inner);
-        map.get(&table_name(keyspace, Kind::Data, table))
+        map.get(&table_name(keyspace, kind, table))
             .cloned()
             .ok_or_else(|| StoreError::NoSuchTable {
                 keyspace: keyspace.to_owned(),
@@ -191,17 +223,38 @@ impl EmbeddedStore {
         op: &'static str,
     ) -> Result<Arc<Directory>, StoreError> {
         self.table(keyspace, Kind::Data, table)?;
-        let data = self.table_data(keyspace, table)?;
+        let data = self.files(keyspace, Kind::Data, table)?;
         // Built under the table's lock: concurrent readers wait for one build.
         let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(d) = &state.directory {
             return Ok(Arc::clone(d));
         }
         let mut segments: Vec<Arc<Segment>> = state.segments.values().cloned().collect();
-        segments.sort_by_key(|s| s.generation);
+        segments.sort_by_key(|s| s.generation());
         let directory =
             Arc::new(Directory::build(segments).map_err(segment_err(keyspace, table, op))?);
         state.directory = Some(Arc::clone(&directory));
+        Ok(directory)
+    }
+
+    /// The current directory of an existing non-unique index, built from its runs if the
+    /// index changed since.
+    fn run_directory(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        op: &'static str,
+    ) -> Result<Arc<RunDirectory>, StoreError> {
+        self.table(keyspace, Kind::NonUnique, index)?;
+        let data = self.files(keyspace, Kind::NonUnique, index)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = &state.run_directory {
+            return Ok(Arc::clone(d));
+        }
+        let runs: Vec<Arc<Run>> = state.runs.values().cloned().collect();
+        let directory =
+            Arc::new(RunDirectory::build(&runs).map_err(segment_err(keyspace, index, op))?);
+        state.run_directory = Some(Arc::clone(&directory));
         Ok(directory)
     }
 
@@ -304,54 +357,6 @@ impl EmbeddedStore {
         Arc::clone(locks.entry(name.to_owned()).or_default())
     }
 
-    /// Moves the pending entries of a non-unique index into it (see the module doc). Every
-    /// write that returned before this call is moved: the iterator reads a snapshot taken
-    /// after it. Records are removed in the batch that inserts their entries, so a crash
-    /// midway leaves each record either pending or moved, never both half.
-    fn drain_pending(
-        &self,
-        keyspace: &str,
-        index: &TableRef,
-        tree: &Keyspace,
-    ) -> Result<(), StoreError> {
-        let name = pending_name(keyspace, index);
-        let Some(pending) = self.handle(&name) else {
-            return Ok(());
-        };
-        let lock = self.key_lock(&name);
-        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        if pending.first_key_value().is_none() {
-            return Ok(());
-        }
-        let err = |e| fjall_err("lookup_non_unique", e);
-        let bad = || corrupt(keyspace, index, "truncated pending index record");
-        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES);
-        for guard in pending.iter() {
-            let (record_key, record) = guard.into_inner().map_err(err)?;
-            let mut at = 0;
-            while at < record.len() {
-                let entry = record.get(at..at + 20).ok_or_else(bad)?;
-                let len = record
-                    .get(at + 20..at + 24)
-                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                    .map(u32::from_be_bytes)
-                    .ok_or_else(bad)? as usize;
-                let key = record.get(at + 24..at + 24 + len).ok_or_else(bad)?;
-                batch.insert(tree, entry, key);
-                at += 24 + len;
-            }
-            batch.remove(&pending, record_key);
-            if batch.len() >= DRAIN_BATCH_ENTRIES {
-                let full = std::mem::replace(
-                    &mut batch,
-                    OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES),
-                );
-                full.commit().map_err(err)?;
-            }
-        }
-        batch.commit().map_err(err)
-    }
-
     /// The kind of an existing table called `table`, if any.
     fn existing_kind(&self, keyspace: &str, table: &TableRef) -> Option<Kind> {
         Kind::ALL
@@ -447,7 +452,7 @@ impl Store for EmbeddedStore {
         }
         for (kind, table) in wanted {
             self.create(table_name(keyspace, kind, table), "create_table")?;
-            if kind == Kind::Data {
+            if matches!(kind, Kind::Data | Kind::NonUnique) {
                 let dir = self.segment_dir(keyspace, table);
                 std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
                     op: "create_table",
@@ -456,9 +461,6 @@ impl Store for EmbeddedStore {
                 let mut map = self.tables.write().unwrap_or_else(PoisonError::into_inner);
                 map.entry(table_name(keyspace, kind, table))
                     .or_insert_with(|| Arc::new(TableData::new(dir)));
-            }
-            if kind == Kind::NonUnique {
-                self.create(pending_name(keyspace, table), "create_table")?;
             }
         }
         Ok(())
@@ -471,7 +473,6 @@ impl Store for EmbeddedStore {
         let names: Vec<String> = Kind::ALL
             .into_iter()
             .map(|k| table_name(keyspace, k, table))
-            .chain(std::iter::once(pending_name(keyspace, table)))
             .collect();
         self.delete(&names, "drop_table")
     }
@@ -489,10 +490,10 @@ impl Store for EmbeddedStore {
         if kind == Kind::Data {
             return Ok(self.directory(keyspace, table, "count_rows")?.len() as u64);
         }
-        let handle = self.table(keyspace, kind, table)?;
         if kind == Kind::NonUnique {
-            self.drain_pending(keyspace, table, &handle)?;
+            return Ok(self.run_directory(keyspace, table, "count_rows")?.len() as u64);
         }
+        let handle = self.table(keyspace, kind, table)?;
         let n = handle.len().map_err(|e| fjall_err("count_rows", e))?;
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
@@ -598,12 +599,21 @@ impl Store for EmbeddedStore {
         // Stable: rows with equal rowids stay in input order, so the last one written wins.
         let mut kept: Vec<usize> = (0..rows.len()).filter(|&r| keep[r]).collect();
         kept.sort_by_key(|&r| rows[r].rowid);
-        let table = self.table_data(keyspace, &spec.data)?;
-        let mut written: Vec<(SegmentKey, Segment)> = Vec::new();
+        let table = self.files(keyspace, Kind::Data, &spec.data)?;
+        let non_unique: Vec<usize> = (0..spec.indexes.len())
+            .filter(|&i| spec.indexes[i].kind == IndexKind::NonUnique)
+            .collect();
+        let index_files = non_unique
+            .iter()
+            .map(|&i| self.files(keyspace, Kind::NonUnique, &spec.indexes[i].table))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Retired (their files deleted) unless published below.
+        let mut written = Unpublished::default();
         let mut batches: Vec<u32> = kept.iter().map(|&r| rows[r].batch_idx).collect();
         batches.sort_unstable();
         batches.dedup();
         let mut buf = Vec::new();
+        let mut entries: Vec<(u128, Rowid, &[u8])> = Vec::new();
         for b in batches {
             let mut mine: Vec<usize> = Vec::with_capacity(kept.len());
             for &r in &kept {
@@ -628,53 +638,29 @@ impl Store for EmbeddedStore {
                 mine.iter()
                     .map(|&r| (rows[r].rowid, rows[r].row.as_slice())),
                 &mut buf,
-            );
-            let segment = match segment {
-                Ok(s) => s,
-                Err(e) => {
-                    for (_, s) in &written {
-                        s.retire();
-                    }
-                    return Err(segment_err(keyspace, &spec.data, "write_rows")(e));
-                }
-            };
+            )
+            .map_err(segment_err(keyspace, &spec.data, "write_rows"))?;
             batch.insert(&data, &manifest_key(key)[..], &generation.to_be_bytes()[..]);
-            written.push((key, segment));
-        }
-        for (i, index) in spec.indexes.iter().enumerate() {
-            if index.kind != IndexKind::NonUnique {
-                continue;
+            written.segments.push((key, segment));
+            // Each non-unique index gets the batch's entries as one sorted run under the same
+            // generation and key, published in the same fjall batch as the segment.
+            for (n, &i) in non_unique.iter().enumerate() {
+                entries.clear();
+                entries.extend(mine.iter().map(|&r| {
+                    let k = rows[r].keys[i].as_slice();
+                    (key_hash(k), rows[r].rowid, k)
+                }));
+                // `mine` holds each rowid once, so no (hash, rowid) pair comes twice.
+                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                let run = Run::write(&index_files[n].dir, generation, &entries, &mut buf)
+                    .map_err(segment_err(keyspace, &spec.indexes[i].table, "write_rows"))?;
+                batch.insert(
+                    &indexes[i],
+                    &manifest_key(key)[..],
+                    &generation.to_be_bytes()[..],
+                );
+                written.runs.push((n, key, run));
             }
-            let mut entries: Vec<([u8; 20], usize)> = kept
-                .iter()
-                .map(|&r| (non_unique_entry(&rows[r].keys[i], rows[r].rowid), r))
-                .collect();
-            entries.sort_unstable_by_key(|e| e.0);
-            let Some(&(first, _)) = entries.first() else {
-                continue;
-            };
-            let Some(pending) = self.handle(&pending_name(keyspace, &index.table)) else {
-                // A store written before pending records existed: entries go in directly.
-                for (entry, r) in entries {
-                    batch.insert(&indexes[i], &entry[..], rows[r].keys[i].as_slice());
-                }
-                continue;
-            };
-            let mut record = Vec::with_capacity(
-                entries
-                    .iter()
-                    .map(|&(_, r)| 24 + rows[r].keys[i].len())
-                    .sum(),
-            );
-            for &(entry, r) in &entries {
-                let key = &rows[r].keys[i];
-                record.extend_from_slice(&entry);
-                record.extend_from_slice(&(key.len() as u32).to_be_bytes());
-                record.extend_from_slice(key);
-            }
-            let mut record_key = first.to_vec();
-            record_key.extend_from_slice(&(entries.len() as u64).to_be_bytes());
-            batch.insert(&pending, record_key, record);
         }
         let mut value = Vec::new();
         for (u, claimed) in claims {
@@ -687,16 +673,15 @@ impl Store for EmbeddedStore {
         }
         // Commit and publish under the table's lock, so the segments readers see are the ones
         // the manifest names.
+        // An index's runs are only written under its data table's lock, so they are published
+        // in commit order too.
         let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(e) = batch.commit() {
-            for (_, s) in &written {
-                s.retire();
-            }
-            return Err(fjall_err("write_rows", e));
-        }
-        if !written.is_empty() {
-            let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
-            for (key, segment) in written {
+        batch.commit().map_err(|e| fjall_err("write_rows", e))?;
+        let segments = std::mem::take(&mut written.segments);
+        let runs = std::mem::take(&mut written.runs);
+        let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
+        if !segments.is_empty() {
+            for (key, segment) in segments {
                 unsynced.push(segment.path().to_path_buf());
                 if let Some(old) = state.segments.insert(key, Arc::new(segment)) {
                     old.retire();
@@ -704,6 +689,18 @@ impl Store for EmbeddedStore {
             }
             state.directory = None;
         }
+        for (n, key, run) in runs {
+            unsynced.push(run.file.path().to_path_buf());
+            let mut index = index_files[n]
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
+                old.file.retire();
+            }
+            index.run_directory = None;
+        }
+        drop(unsynced);
         drop(state);
         Ok(WriteReport {
             rows_written: kept.len(),
@@ -769,44 +766,8 @@ impl Store for EmbeddedStore {
         index: &TableRef,
         keys: &[Vec<u8>],
     ) -> Result<Vec<Vec<Rowid>>, StoreError> {
-        let tree = self.table(keyspace, Kind::NonUnique, index)?;
-        self.drain_pending(keyspace, index, &tree)?;
-        let mut out = vec![Vec::new(); keys.len()];
-        let mut order: Vec<([u8; 12], usize)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (non_unique_prefix(k), i))
-            .collect();
-        order.sort_unstable();
-        let mut prev: Option<([u8; 12], usize)> = None;
-        for (prefix, i) in order {
-            if let Some((h, p)) = prev
-                && h == prefix
-                && keys[p] == keys[i]
-            {
-                out[i] = out[p].clone();
-                continue;
-            }
-            let key = &keys[i];
-            let mut rowids = Vec::new();
-            for guard in tree.prefix(prefix) {
-                let (entry, stored_key) = guard
-                    .into_inner()
-                    .map_err(|e| fjall_err("lookup_non_unique", e))?;
-                // Another key with the same 96-bit hash prefix is not ours.
-                if stored_key != key.as_slice() {
-                    continue;
-                }
-                let rowid = entry
-                    .get(12..)
-                    .and_then(decode_rowid)
-                    .ok_or_else(|| corrupt(keyspace, index, "non-unique entry without rowid"))?;
-                rowids.push(rowid);
-            }
-            out[i] = rowids;
-            prev = Some((prefix, i));
-        }
-        Ok(out)
+        let directory = self.run_directory(keyspace, index, "lookup_non_unique")?;
+        Ok(keys.iter().map(|k| directory.find(k).to_vec()).collect())
     }
 
     fn scan_batch(
@@ -950,3 +911,6 @@ mod tests;
 
 #[cfg(test)]
 mod segment_tests;
+
+#[cfg(test)]
+mod run_tests;
