@@ -1,11 +1,10 @@
-//! The embedded backend (the default, one machine): rows in immutable segment files,
-//! non-unique indexes in immutable run files, unique indexes, manifests and workflow records in
-//! one fjall database.
+//! The embedded backend (the default, one machine): rows in immutable segment files, indexes
+//! in immutable run files, their manifests and the workflow records in one fjall database.
 //!
 //! Directory layout (format version 2, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
 //! - `index/`: the fjall database;
 //! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables;
-//! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of non-unique indexes.
+//! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of indexes.
 //!
 //! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
 //! `tables` holds each table's segments (or each index's runs) and finds them at open;
@@ -37,33 +36,31 @@
 //! again in a later segment is read from the newest one. Data pages are read through one block
 //! cache shared by all tables.
 //!
+//! Unique indexes are runs too, of the keys the segment's rows hold (one rowid per key), and
+//! published the same way; but a write must see every key claimed before it, by any batch or
+//! thread (first writer wins), so their runs are loaded into an in-memory claim map on the
+//! index's first use after open (see [`claims`]), which every publication then updates. The
+//! claims are checked and made under the index's lock, held until the call's runs are
+//! published, so two executor threads cannot both claim a key. A re-run replaces the batch's
+//! run and so releases keys its rows no longer hold (the CQL store keeps such entries; re-runs
+//! write the same rows, so this never differs in practice).
+//!
 //! fjall keyspaces are named `<keyspace>#<kind>#<table>_<run>` with kind `d` (data: the
-//! segment manifest), `u` (unique index) or `n` (non-unique index: the run manifest);
+//! segment manifest), `u` (unique index) or `n` (non-unique index), the latter two holding
+//! their runs' manifests;
 //! `<keyspace>#m` holds the workflow records and marks that the keyspace exists. `#` cannot
 //! occur in validated names, so the mapping is unambiguous.
 //!
-//! - unique index: `xxh3_128(key)` → `rowid ‖ key`
 //! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
 //!
-//! Index keys are stored hashed: fjall keeps keys up to 20 bytes inline and compares their
-//! first 4 bytes without a memcmp, while Capillaries keys are 21+ bytes with long shared
-//! prefixes (`0000…`). Hashed, index inserts and lookups run several times faster; lookups
-//! need equality only. The full key is kept (in the value, or in the run) and checked on every
-//! read, so a hash collision can never return another key's rows.
-//!
-//! Rowids in fjall keys are encoded big-endian with the sign bit flipped, so byte order is
-//! numeric order.
-//!
-//! Unique-index checks and claims run under a per-index mutex held until the write batch is
-//! committed, so two executor threads cannot both claim a key. Unique indexes stay in fjall
-//! (not yet measured against runs): a write must see every key claimed before it, across
-//! batches and threads, at the moment it writes (first writer wins), so runs would need a
-//! claim map kept in memory beside them.
+//! Index keys are found by their 128-bit xxh3 (lookups need equality only, never key order);
+//! the full key is kept in the run and compared on every read, so a hash collision can never
+//! return another key's rows.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 
@@ -73,20 +70,21 @@ use super::{
     validate_table_name,
 };
 
+mod claims;
 mod format;
 mod layout;
 mod run;
 mod segment;
 mod tables;
 
+use claims::Claims;
 pub(crate) use format::describe as describe_format;
 use layout::{
-    HashedRow, Kind, SegmentKey, decode_unique, encode_rowid, fjall_err, hash_collision, invalid,
-    manifest_key, meta_name, segment_err, table_name, unique_key,
+    Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, meta_name, segment_err, table_name,
 };
 use run::{Run, RunDirectory, key_hash};
 use segment::{BlockCache, Directory, Segment};
-use tables::{TableData, load_segments};
+use tables::{TableData, TableState, load_segments};
 
 /// The fjall database, under the store directory.
 const INDEX_DIR: &str = "index";
@@ -132,6 +130,8 @@ struct Unpublished {
     segments: Vec<(SegmentKey, Segment)>,
     /// (position among the table's non-unique indexes, key, run).
     runs: Vec<(usize, SegmentKey, Run)>,
+    /// (position among the table's unique indexes, key, run, (key hash, row) it lists).
+    unique_runs: Vec<(usize, SegmentKey, Run, Vec<(u128, usize)>)>,
 }
 
 impl Drop for Unpublished {
@@ -140,6 +140,9 @@ impl Drop for Unpublished {
             s.retire();
         }
         for (_, _, r) in &self.runs {
+            r.file.retire();
+        }
+        for (_, _, r, _) in &self.unique_runs {
             r.file.retire();
         }
     }
@@ -365,6 +368,18 @@ impl EmbeddedStore {
     }
 }
 
+/// The claims of a unique index, loaded from its runs on first use.
+fn claims_of(state: &mut TableState) -> Result<&Claims, segment::SegmentError> {
+    if state.claims.is_none() {
+        let claims = Claims::load(state.runs.iter().map(|(k, r)| (k, &**r)))?;
+        state.claims = Some(claims);
+    }
+    state
+        .claims
+        .as_ref()
+        .ok_or_else(|| segment::SegmentError::Corrupt("claims not loaded".to_owned()))
+}
+
 impl Store for EmbeddedStore {
     fn backend_name(&self) -> &'static str {
         "embedded"
@@ -452,7 +467,7 @@ impl Store for EmbeddedStore {
         }
         for (kind, table) in wanted {
             self.create(table_name(keyspace, kind, table), "create_table")?;
-            if matches!(kind, Kind::Data | Kind::NonUnique) {
+            if matches!(kind, Kind::Data | Kind::NonUnique | Kind::Unique) {
                 let dir = self.segment_dir(keyspace, table);
                 std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
                     op: "create_table",
@@ -493,9 +508,11 @@ impl Store for EmbeddedStore {
         if kind == Kind::NonUnique {
             return Ok(self.run_directory(keyspace, table, "count_rows")?.len() as u64);
         }
-        let handle = self.table(keyspace, kind, table)?;
-        let n = handle.len().map_err(|e| fjall_err("count_rows", e))?;
-        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+        self.table(keyspace, kind, table)?;
+        let data = self.files(keyspace, kind, table)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let claims = claims_of(&mut state).map_err(segment_err(keyspace, table, "count_rows"))?;
+        Ok(claims.len() as u64)
     }
 
     fn write_rows(
@@ -515,64 +532,92 @@ impl Store for EmbeddedStore {
             return Ok(WriteReport::default());
         }
 
-        // Lock every unique index in name order (no lock-order deadlocks between writers).
-        let mut lock_names: Vec<String> = unique
+        // Lock every unique index in name order (no lock-order deadlocks between writers),
+        // until the call's runs are published: its claims are checked and made under it.
+        let mut unique_files: Vec<(String, Arc<TableData>)> = Vec::new();
+        for &u in &unique {
+            let index = &spec.indexes[u].table;
+            let name = table_name(keyspace, Kind::Unique, index);
+            if !unique_files.iter().any(|(n, _)| *n == name) {
+                unique_files.push((name, self.files(keyspace, Kind::Unique, index)?));
+            }
+        }
+        unique_files.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut guards: Vec<MutexGuard<'_, TableState>> = unique_files
             .iter()
-            .map(|&u| table_name(keyspace, Kind::Unique, &spec.indexes[u].table))
+            .map(|(_, d)| d.state.lock().unwrap_or_else(PoisonError::into_inner))
             .collect();
-        lock_names.sort();
-        lock_names.dedup();
-        let locks: Vec<Arc<Mutex<()>>> = lock_names.iter().map(|n| self.key_lock(n)).collect();
-        let _guards: Vec<_> = locks
+        // The guard of each unique index, by position in `unique`.
+        let guard_of: Vec<usize> = unique
             .iter()
-            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner))
+            .map(|&u| {
+                let name = table_name(keyspace, Kind::Unique, &spec.indexes[u].table);
+                unique_files
+                    .iter()
+                    .position(|(n, _)| *n == name)
+                    .unwrap_or(0)
+            })
             .collect();
+        for (g, &u) in guard_of.iter().zip(&unique) {
+            claims_of(&mut guards[*g]).map_err(segment_err(
+                keyspace,
+                &spec.indexes[u].table,
+                "write_rows",
+            ))?;
+        }
 
         let mut keep = vec![true; rows.len()];
         let mut duplicates = Vec::new();
-        // Per unique index: (hashed key, row) of the entries this call claims, in key order.
-        let mut claims: Vec<(usize, Vec<HashedRow>)> = Vec::new();
-        for &u in &unique {
+        // Per unique index: (key hash, row) of the keys this call's rows hold after it (new
+        // claims and keys their own rowid already held), one row per key.
+        let mut listed: Vec<Vec<(u128, usize)>> = Vec::with_capacity(unique.len());
+        for (&u, &g) in unique.iter().zip(&guard_of) {
             let table = &spec.indexes[u].table;
-            // Stable sort by hashed key: reads sweep the tree in order, and rows with equal
-            // keys stay in input order, so the first of them claims the key.
-            let mut order: Vec<HashedRow> = rows
+            let claims = guards[g].claims.as_ref();
+            // Stable sort by key hash: rows with equal keys stay in input order, so the first
+            // of them claims the key.
+            let mut order: Vec<(u128, usize)> = rows
                 .iter()
                 .enumerate()
-                .map(|(r, row)| (unique_key(&row.keys[u]), r))
+                .map(|(r, row)| (key_hash(&row.keys[u]), r))
                 .collect();
             order.sort_by_key(|e| e.0);
-            let mut claimed = Vec::new();
+            let mut held = Vec::new();
             let mut at = 0;
             while at < order.len() {
-                let (hashed, first) = order[at];
+                let (hash, first) = order[at];
                 let key = &rows[first].keys[u];
                 let mut end = at + 1;
-                while end < order.len() && order[end].0 == hashed {
+                while end < order.len() && order[end].0 == hash {
                     if rows[order[end].1].keys[u] != *key {
-                        return Err(hash_collision(keyspace, table));
+                        return Err(corrupt(
+                            keyspace,
+                            table,
+                            "two keys share a 128-bit index hash",
+                        ));
                     }
                     end += 1;
                 }
-                let stored = indexes[u]
-                    .get(hashed)
-                    .map_err(|e| fjall_err("write_rows", e))?;
-                let mut holder = match stored {
-                    Some(v) => Some(
-                        decode_unique(keyspace, table, &v, key)?
-                            .ok_or_else(|| hash_collision(keyspace, table))?,
-                    ),
+                let mut holder = match claims {
+                    Some(c) => {
+                        c.holder(hash, key)
+                            .map_err(segment_err(keyspace, table, "write_rows"))?
+                    }
                     None => None,
                 };
+                let mut lister = None;
                 for &(_, r) in &order[at..end] {
                     let rowid = rows[r].rowid;
                     match holder {
                         None => {
                             holder = Some(rowid);
-                            claimed.push((hashed, r));
+                            lister = Some(r);
                         }
-                        // The row's own earlier write (a rerun of the batch): not a duplicate.
-                        Some(h) if h == rowid => {}
+                        // The row's own earlier write (a rerun of the batch): not a duplicate,
+                        // and the rerun's run lists the key again.
+                        Some(h) if h == rowid => {
+                            lister = lister.or(Some(r));
+                        }
                         Some(h) => {
                             duplicates.push(Duplicate {
                                 row: r,
@@ -586,16 +631,17 @@ impl Store for EmbeddedStore {
                         }
                     }
                 }
+                if let Some(r) = lister {
+                    held.push((hash, r));
+                }
                 at = end;
             }
-            claims.push((u, claimed));
+            listed.push(held);
         }
         duplicates.sort_by_key(|d| (d.row, d.index));
 
-        // Entries go into the batch in key order per tree: memtable inserts then walk the
-        // skiplist near the previous insert, which is markedly faster than random order.
-        let mut batch =
-            OwnedWriteBatch::with_capacity(self.db.clone(), rows.len() * unique.len() + 4);
+        // Manifest entries only: one per segment and per index run.
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 4 * spec.indexes.len() + 4);
         // Stable: rows with equal rowids stay in input order, so the last one written wins.
         let mut kept: Vec<usize> = (0..rows.len()).filter(|&r| keep[r]).collect();
         kept.sort_by_key(|&r| rows[r].rowid);
@@ -661,24 +707,40 @@ impl Store for EmbeddedStore {
                 );
                 written.runs.push((n, key, run));
             }
-        }
-        let mut value = Vec::new();
-        for (u, claimed) in claims {
-            for (hashed, r) in claimed {
-                value.clear();
-                value.extend_from_slice(&encode_rowid(rows[r].rowid));
-                value.extend_from_slice(&rows[r].keys[u]);
-                batch.insert(&indexes[u], &hashed[..], value.as_slice());
+            // Each unique index likewise gets the keys the batch's rows hold.
+            for (n, &u) in unique.iter().enumerate() {
+                let mine: Vec<(u128, usize)> = listed[n]
+                    .iter()
+                    .copied()
+                    .filter(|&(_, r)| rows[r].batch_idx == b)
+                    .collect();
+                entries.clear();
+                entries.extend(
+                    mine.iter()
+                        .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
+                );
+                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                let dir = &unique_files[guard_of[n]].1.dir;
+                let run = Run::write(dir, generation, &entries, &mut buf).map_err(segment_err(
+                    keyspace,
+                    &spec.indexes[u].table,
+                    "write_rows",
+                ))?;
+                batch.insert(
+                    &indexes[u],
+                    &manifest_key(key)[..],
+                    &generation.to_be_bytes()[..],
+                );
+                written.unique_runs.push((n, key, run, mine));
             }
         }
-        // Commit and publish under the table's lock, so the segments readers see are the ones
-        // the manifest names.
         // An index's runs are only written under its data table's lock, so they are published
         // in commit order too.
         let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
         batch.commit().map_err(|e| fjall_err("write_rows", e))?;
         let segments = std::mem::take(&mut written.segments);
         let runs = std::mem::take(&mut written.runs);
+        let unique_runs = std::mem::take(&mut written.unique_runs);
         let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
         if !segments.is_empty() {
             for (key, segment) in segments {
@@ -700,8 +762,26 @@ impl Store for EmbeddedStore {
             }
             index.run_directory = None;
         }
+        for (n, key, run, mine) in unique_runs {
+            unsynced.push(run.file.path().to_path_buf());
+            let u = unique[n];
+            let index = &mut guards[guard_of[n]];
+            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
+                old.file.retire();
+            }
+            if let Some(claims) = index.claims.as_mut() {
+                claims
+                    .publish(
+                        key,
+                        mine.iter()
+                            .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
+                    )
+                    .map_err(segment_err(keyspace, &spec.indexes[u].table, "write_rows"))?;
+            }
+        }
         drop(unsynced);
         drop(state);
+        drop(guards);
         Ok(WriteReport {
             rows_written: kept.len(),
             duplicates,
@@ -731,33 +811,12 @@ impl Store for EmbeddedStore {
         index: &TableRef,
         keys: &[Vec<u8>],
     ) -> Result<Vec<Option<Rowid>>, StoreError> {
-        let tree = self.table(keyspace, Kind::Unique, index)?;
-        let mut out = vec![None; keys.len()];
-        let mut order: Vec<([u8; 16], usize)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (unique_key(k), i))
-            .collect();
-        order.sort_unstable();
-        let mut prev: Option<([u8; 16], usize)> = None;
-        for (hashed, i) in order {
-            if let Some((h, p)) = prev
-                && h == hashed
-                && keys[p] == keys[i]
-            {
-                out[i] = out[p];
-                continue;
-            }
-            if let Some(v) = tree
-                .get(hashed)
-                .map_err(|e| fjall_err("lookup_unique", e))?
-            {
-                // A different key under the same hash is simply not this key.
-                out[i] = decode_unique(keyspace, index, &v, &keys[i])?;
-            }
-            prev = Some((hashed, i));
-        }
-        Ok(out)
+        self.table(keyspace, Kind::Unique, index)?;
+        let data = self.files(keyspace, Kind::Unique, index)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let claims =
+            claims_of(&mut state).map_err(segment_err(keyspace, index, "lookup_unique"))?;
+        Ok(keys.iter().map(|k| claims.lookup(key_hash(k), k)).collect())
     }
 
     fn lookup_non_unique(

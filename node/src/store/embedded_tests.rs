@@ -4,7 +4,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use super::layout::decode_rowid;
+use super::layout::{decode_rowid, encode_rowid};
 use super::*;
 use crate::store::suite::{Rng, full_scan, row, spec};
 

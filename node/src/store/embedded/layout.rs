@@ -3,8 +3,6 @@
 //! vocabulary the store and its segment tables share (a file of its own so `embedded.rs`
 //! holds the `Store` impl only).
 
-use xxhash_rust::xxh3::xxh3_128;
-
 use super::segment::SegmentError;
 use crate::store::{IndexKind, Rowid, StoreError, TableRef};
 
@@ -60,38 +58,6 @@ pub(super) fn decode_rowid(bytes: &[u8]) -> Option<Rowid> {
     let arr: [u8; 8] = bytes.try_into().ok()?;
     Some((u64::from_be_bytes(arr) ^ (1 << 63)).cast_signed())
 }
-
-/// The stored key of a unique-index entry: the 128-bit xxh3 of the index key. Index keys are
-/// long (21+ bytes, padded strings up to 1 KiB) with long shared prefixes; 16 bytes are
-/// kept inline by fjall and compare on their first bytes, which makes memtable inserts and
-/// point reads several times faster. Lookups need equality only, never key order.
-pub(super) fn unique_key(key: &[u8]) -> [u8; 16] {
-    xxh3_128(key).to_be_bytes()
-}
-
-/// The rowid of a unique-index value (`rowid ‖ key`) if it is the entry of `key`; `None` if
-/// it belongs to another key with the same hash.
-pub(super) fn decode_unique(
-    keyspace: &str,
-    table: &TableRef,
-    value: &[u8],
-    key: &[u8],
-) -> Result<Option<Rowid>, StoreError> {
-    let rowid = value
-        .get(..8)
-        .and_then(decode_rowid)
-        .ok_or_else(|| corrupt(keyspace, table, "unique index value is not a rowid"))?;
-    Ok((value.get(8..) == Some(key)).then_some(rowid))
-}
-
-/// Two different keys with the same 128-bit hash (about 2^-64 likely at 2^32 keys): the store
-/// refuses rather than mixing them up.
-pub(super) fn hash_collision(keyspace: &str, table: &TableRef) -> StoreError {
-    corrupt(keyspace, table, "two keys share a 128-bit index hash")
-}
-
-/// A hashed unique key and the position of the row it belongs to.
-pub(super) type HashedRow = ([u8; 16], usize);
 
 pub(super) fn fjall_err(op: &'static str, err: fjall::Error) -> StoreError {
     match err {

@@ -124,7 +124,7 @@ impl Run {
 
     /// Reads the file, checks it and calls `group(hash, key, rowids)` for each of its keys in
     /// hash order, the rowids as their little-endian bytes (8 per rowid).
-    fn read(
+    pub(super) fn read(
         &self,
         mut group: impl FnMut(u128, &[u8], &[u8]) -> Result<(), SegmentError>,
     ) -> Result<(), SegmentError> {

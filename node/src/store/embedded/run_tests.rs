@@ -323,3 +323,205 @@ fn damaged_run_is_corrupt_not_misread() {
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("checksum"), "{err}");
 }
+
+fn unique_row(rowid: Rowid, batch_idx: u32, key: &str) -> RowWrite {
+    keyed(rowid, batch_idx, key)
+}
+
+fn holders(store: &EmbeddedStore, s: &TableSpec, keys: &[String]) -> Vec<Option<Rowid>> {
+    let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+    store
+        .lookup_unique("ks", &s.indexes[0].table, &keys)
+        .expect("lookup_unique")
+}
+
+/// Unique claims are runs too: a later batch's rows with held keys are duplicates, the claims
+/// survive reopening, and a re-run of a batch that no longer writes some keys releases them
+/// (its run is replaced whole), so another batch can claim them after.
+#[test]
+fn unique_claims_follow_their_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec("t", 1, &[("u", IndexKind::Unique)]);
+    let key = |i: i64| format!("k{i:03}");
+    let keys: Vec<String> = (0..150).map(key).collect();
+    let call = |batch: u32, from: i64, to: i64, salt: i64| -> Vec<RowWrite> {
+        (from..to)
+            .map(|i| unique_row(i * 1_000_003 + salt, batch, &key(i)))
+            .collect()
+    };
+    {
+        let store = EmbeddedStore::open(dir.path()).expect("open");
+        store.create_keyspace("ks").expect("keyspace");
+        store.create_table("ks", &s).expect("table");
+        let r = store
+            .write_rows("ks", &s, &call(0, 0, 100, 0), WriteMode::Insert)
+            .expect("write");
+        assert!(r.duplicates.is_empty());
+        let r = store
+            .write_rows("ks", &s, &call(1, 50, 150, 7), WriteMode::Insert)
+            .expect("write");
+        let dups: Vec<(usize, Rowid)> = r
+            .duplicates
+            .iter()
+            .map(|d| (d.row, d.existing_rowid))
+            .collect();
+        let want: Vec<(usize, Rowid)> = (0..50).map(|i| (i, (i as i64 + 50) * 1_000_003)).collect();
+        assert_eq!(dups, want);
+        store.sync().expect("sync");
+    }
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    let before: Vec<Option<Rowid>> = (0..150)
+        .map(|i| {
+            Some(if i < 100 {
+                i * 1_000_003
+            } else {
+                i * 1_000_003 + 7
+            })
+        })
+        .collect();
+    assert_eq!(
+        holders(&store, &s, &keys),
+        before,
+        "claims survive reopening"
+    );
+    // The same re-run again is no duplicate of itself.
+    let r = store
+        .write_rows("ks", &s, &call(0, 0, 100, 0), WriteMode::Insert)
+        .expect("rerun");
+    assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
+    assert_eq!(holders(&store, &s, &keys), before);
+    // Batch 0 re-run writing only k000..k049: k050..k099 are released.
+    store
+        .write_rows("ks", &s, &call(0, 0, 50, 0), WriteMode::Insert)
+        .expect("rerun");
+    let after: Vec<Option<Rowid>> = (0..150)
+        .map(|i| match i {
+            0..50 => Some(i * 1_000_003),
+            50..100 => None,
+            _ => Some(i * 1_000_003 + 7),
+        })
+        .collect();
+    assert_eq!(holders(&store, &s, &keys), after);
+    assert_eq!(
+        store.count_rows("ks", &s.indexes[0].table).expect("count"),
+        100
+    );
+    // Batch 1 re-run now claims k050..k099 without duplicates.
+    let r = store
+        .write_rows("ks", &s, &call(1, 50, 150, 7), WriteMode::Insert)
+        .expect("rerun");
+    assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
+    store.sync().expect("sync");
+    drop(store);
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    let last: Vec<Option<Rowid>> = (0..150)
+        .map(|i| {
+            Some(if i < 50 {
+                i * 1_000_003
+            } else {
+                i * 1_000_003 + 7
+            })
+        })
+        .collect();
+    assert_eq!(holders(&store, &s, &keys), last);
+}
+
+/// A unique run that was written but never published (a crash before the manifest commit)
+/// claims nothing: after reopening its keys are free and its file is gone.
+#[test]
+fn unpublished_unique_run_claims_nothing() {
+    let s = spec("t", 1, &[("u", IndexKind::Unique)]);
+    let other = tempfile::tempdir().expect("tempdir");
+    let stray = {
+        let store = EmbeddedStore::open(other.path()).expect("open");
+        store.create_keyspace("ks").expect("keyspace");
+        store.create_table("ks", &s).expect("table");
+        store
+            .write_rows("ks", &s, &[unique_row(1, 0, "x")], WriteMode::Insert)
+            .expect("write");
+        let dir = other.path().join(SEGMENTS_DIR).join("ks").join("u_00001");
+        let file = std::fs::read_dir(&dir)
+            .expect("dir")
+            .next()
+            .expect("a run")
+            .expect("entry")
+            .path();
+        std::fs::read(file).expect("read run")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let planted = {
+        let store = EmbeddedStore::open(dir.path()).expect("open");
+        store.create_keyspace("ks").expect("keyspace");
+        store.create_table("ks", &s).expect("table");
+        store
+            .write_rows("ks", &s, &[unique_row(2, 0, "y")], WriteMode::Insert)
+            .expect("write");
+        store.sync().expect("sync");
+        let planted = dir
+            .path()
+            .join(SEGMENTS_DIR)
+            .join("ks")
+            .join("u_00001")
+            .join(segment::file_name(1000, run::SUFFIX));
+        std::fs::write(&planted, &stray).expect("plant");
+        planted
+    };
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert!(!planted.exists(), "unpublished run removed");
+    let keys = vec!["x".to_owned(), "y".to_owned()];
+    assert_eq!(holders(&store, &s, &keys), vec![None, Some(2)]);
+    let r = store
+        .write_rows("ks", &s, &[unique_row(3, 1, "x")], WriteMode::Insert)
+        .expect("write");
+    assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
+    assert_eq!(holders(&store, &s, &keys), vec![Some(3), Some(2)]);
+}
+
+/// Distinct writes of overlapping batches, then each batch re-run (in another order, and
+/// after reopening): the same rows are kept and the same keys held each time.
+#[test]
+fn distinct_reruns_keep_the_first_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec("t", 1, &[("u", IndexKind::Unique)]);
+    let keys: Vec<String> = (0..30).map(|i| format!("d{i}")).collect();
+    // Batch b writes keys 10b .. 10b + 20: each overlaps the next by 10.
+    let call = |b: u32| -> Vec<RowWrite> {
+        (0..20)
+            .map(|i| {
+                let k = 10 * i64::from(b) + i;
+                unique_row(1_000 * i64::from(b) + i, b, &format!("d{k}"))
+            })
+            .collect()
+    };
+    let state = |store: &EmbeddedStore| {
+        (
+            holders(store, &s, &keys),
+            crate::store::suite::full_scan(store, "ks", &s.data, 7),
+        )
+    };
+    let store = EmbeddedStore::open(dir.path()).expect("open");
+    store.create_keyspace("ks").expect("keyspace");
+    store.create_table("ks", &s).expect("table");
+    let mut kept = Vec::new();
+    for b in 0..2 {
+        let r = store
+            .write_rows("ks", &s, &call(b), WriteMode::Distinct)
+            .expect("write");
+        kept.push(r.rows_written);
+    }
+    assert_eq!(kept, vec![20, 10]);
+    let first = state(&store);
+    assert_eq!(first.0[15], Some(15), "batch 0 holds the shared keys");
+    assert_eq!(first.0[25], Some(1_015));
+    for b in [1, 0, 1] {
+        let r = store
+            .write_rows("ks", &s, &call(b), WriteMode::Distinct)
+            .expect("rerun");
+        assert_eq!(r.rows_written, kept[b as usize], "batch {b}");
+    }
+    assert_eq!(state(&store), first);
+    store.sync().expect("sync");
+    drop(store);
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert_eq!(state(&store), first);
+}

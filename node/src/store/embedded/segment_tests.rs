@@ -392,7 +392,7 @@ fn store_format_version_is_recorded_and_checked() {
         "refused directory left untouched"
     );
 
-    // Version 1 (non-unique indexes in fjall): refused, not read as runs that are missing.
+    // Version 1 (indexes in fjall): refused, not read as runs that are missing.
     let v1 = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         v1.path().join(format::FORMAT_FILE),
@@ -415,7 +415,7 @@ fn store_format_version_is_recorded_and_checked() {
     );
     let message = err.to_string();
     assert!(
-        message.contains("format version 1 (rows in segments, non-unique indexes in fjall)"),
+        message.contains("format version 1 (rows in segments, indexes in fjall)"),
         "{message}"
     );
     assert!(message.contains("reads format version 2"), "{message}");

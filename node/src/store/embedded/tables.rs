@@ -8,29 +8,33 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use fjall::Keyspace;
 
+use super::claims::Claims;
 use super::layout::{SegmentKey, decode_manifest, fjall_err, meta_name};
 use super::run::{Run, RunDirectory};
 use super::segment::{self, Directory, Segment};
 use crate::store::StoreError;
 
-/// The files of one data table (segments) or one non-unique index (runs).
+/// The files of one data table (segments) or one index (runs).
 pub(super) struct TableData {
     /// Where its files live.
     pub(super) dir: PathBuf,
     pub(super) state: Mutex<TableState>,
 }
 
-/// What is published of a table: a data table has segments, a non-unique index runs.
+/// What is published of a table: a data table has segments, an index runs.
 #[derive(Default)]
 pub(super) struct TableState {
     /// The published segments (data table).
     pub(super) segments: BTreeMap<SegmentKey, Arc<Segment>>,
     /// The directory over `segments`, dropped by every publication and rebuilt by the next read.
     pub(super) directory: Option<Arc<Directory>>,
-    /// The published runs (non-unique index).
+    /// The published runs (index).
     pub(super) runs: BTreeMap<SegmentKey, Arc<Run>>,
-    /// The merged runs, dropped by every publication and rebuilt by the next read.
+    /// The merged runs (non-unique index), dropped by every publication and rebuilt by the
+    /// next read.
     pub(super) run_directory: Option<Arc<RunDirectory>>,
+    /// The claims of a unique index's runs, loaded on first use and kept in step with them.
+    pub(super) claims: Option<Claims>,
 }
 
 impl TableData {
@@ -65,10 +69,13 @@ pub(super) fn load_segments(
     let mut tables = HashMap::new();
     let mut max_generation = 0;
     for (name, handle) in handles {
-        let (keyspace, storage, data) = match (name.split_once("#d#"), name.split_once("#n#")) {
-            (Some((k, s)), _) => (k, s, true),
-            (None, Some((k, s))) => (k, s, false),
-            (None, None) => continue,
+        let Some((keyspace, storage, data)) = name
+            .split_once("#d#")
+            .map(|(k, s)| (k, s, true))
+            .or_else(|| name.split_once("#n#").map(|(k, s)| (k, s, false)))
+            .or_else(|| name.split_once("#u#").map(|(k, s)| (k, s, false)))
+        else {
+            continue;
         };
         let dir = root.join(keyspace).join(storage);
         let bad = || StoreError::Corrupt {
@@ -113,7 +120,7 @@ pub(super) fn load_segments(
                 continue;
             }
             let t_name = t.file_name().to_string_lossy().into_owned();
-            let Some(data) = ["d", "n"]
+            let Some(data) = ["d", "n", "u"]
                 .iter()
                 .find_map(|kind| tables.get(&format!("{ks_name}#{kind}#{t_name}")))
             else {
