@@ -130,9 +130,12 @@ struct Unpublished {
     segments: Vec<(SegmentKey, Segment)>,
     /// (position among the table's non-unique indexes, key, run).
     runs: Vec<(usize, SegmentKey, Run)>,
-    /// (position among the table's unique indexes, key, run, (key hash, row) it lists).
-    unique_runs: Vec<(usize, SegmentKey, Run, Vec<(u128, usize)>)>,
+    /// (position among the table's unique indexes, key, run, the keys it lists).
+    unique_runs: Vec<(usize, SegmentKey, Run, Listed)>,
 }
+
+/// (key hash, row) of the unique keys a call's rows hold after it, one row per key.
+type Listed = Vec<(u128, usize)>;
 
 impl Drop for Unpublished {
     fn drop(&mut self) {
@@ -570,7 +573,7 @@ impl Store for EmbeddedStore {
         let mut duplicates = Vec::new();
         // Per unique index: (key hash, row) of the keys this call's rows hold after it (new
         // claims and keys their own rowid already held), one row per key.
-        let mut listed: Vec<Vec<(u128, usize)>> = Vec::with_capacity(unique.len());
+        let mut listed: Vec<Listed> = Vec::with_capacity(unique.len());
         for (&u, &g) in unique.iter().zip(&guard_of) {
             let table = &spec.indexes[u].table;
             let claims = guards[g].claims.as_ref();
@@ -709,7 +712,7 @@ impl Store for EmbeddedStore {
             }
             // Each unique index likewise gets the keys the batch's rows hold.
             for (n, &u) in unique.iter().enumerate() {
-                let mine: Vec<(u128, usize)> = listed[n]
+                let mine: Listed = listed[n]
                     .iter()
                     .copied()
                     .filter(|&(_, r)| rows[r].batch_idx == b)
