@@ -468,7 +468,7 @@ fn unpublished_unique_run_claims_nothing() {
     };
     let store = EmbeddedStore::open(dir.path()).expect("reopen");
     assert!(!planted.exists(), "unpublished run removed");
-    let keys = vec!["x".to_owned(), "y".to_owned()];
+    let keys = ["x".to_owned(), "y".to_owned()];
     assert_eq!(holders(&store, &s, &keys), vec![None, Some(2)]);
     let r = store
         .write_rows("ks", &s, &[unique_row(3, 1, "x")], WriteMode::Insert)
