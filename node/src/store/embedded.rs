@@ -1,13 +1,14 @@
-//! The embedded backend (the default, one machine): rows in immutable segment files, indexes,
-//! segment manifests and workflow records in one fjall database.
+//! The embedded backend (the default, one machine): rows in immutable segment files, indexes
+//! in immutable run files, their manifests and the workflow records in one fjall database.
 //!
-//! Directory layout (format version 1, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
+//! Directory layout (format version 2, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
 //! - `index/`: the fjall database;
-//! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables.
+//! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables;
+//! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of indexes.
 //!
 //! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
-//! `tables` holds each data table's segments and finds them at open; `segment` is one file;
-//! `format` the version check.
+//! `tables` holds each table's segments (or each index's runs) and finds them at open;
+//! `segment` is one row file, `run` one index run; `format` the version check.
 //!
 //! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
 //! a file of its rows sorted by rowid in 16 KiB checksummed pages with an offset index (see
@@ -21,43 +22,45 @@
 //! calls again, so each new segment replaces the old one of the same (batch, part) whole;
 //! the old file is deleted when its last reader lets go.
 //!
+//! Non-unique indexes are per-batch sorted runs (see [`run`]): with each segment, one run per
+//! non-unique index of the table holds the segment's entries (key hash, key, rowids), under
+//! the segment's generation and published by a manifest entry of the same key in the index's
+//! fjall tree, in the same fjall write batch; a re-run replaces it with the segment. The runs
+//! are merged into one directory on the first lookup or count after a change. Lookups through
+//! a hash join scan the right table and never read its index, so for them the runs are never
+//! merged at all. Dropping the data table leaves its indexes' runs (orphans, as in Cassandra).
+//!
 //! Reads go through a table's directory (built on first read after a change): all rowids of its
 //! segments merged in rowid order, each with its segment and offset, bucketed by the rowid's
 //! top bits, so `rowid → segment → offset` is a bucket lookup, not a search. A rowid written
 //! again in a later segment is read from the newest one. Data pages are read through one block
 //! cache shared by all tables.
 //!
+//! Unique indexes are runs too, of the keys the segment's rows hold (one rowid per key), and
+//! published the same way; but a write must see every key claimed before it, by any batch or
+//! thread (first writer wins), so their runs are loaded into an in-memory claim map on the
+//! index's first use after open (see [`claims`]), which every publication then updates. The
+//! claims are checked and made under the index's lock, held until the call's runs are
+//! published, so two executor threads cannot both claim a key. A re-run replaces the batch's
+//! run and so releases keys its rows no longer hold (the CQL store keeps such entries; re-runs
+//! write the same rows, so this never differs in practice).
+//!
 //! fjall keyspaces are named `<keyspace>#<kind>#<table>_<run>` with kind `d` (data: the
-//! segment manifest), `u` (unique index) or `n` (non-unique index); `<keyspace>#m` holds the
-//! workflow records and marks that the keyspace exists. `#` cannot occur in validated names,
-//! so the mapping is unambiguous.
+//! segment manifest), `u` (unique index) or `n` (non-unique index), the latter two holding
+//! their runs' manifests;
+//! `<keyspace>#m` holds the workflow records and marks that the keyspace exists. `#` cannot
+//! occur in validated names, so the mapping is unambiguous.
 //!
-//! - unique index: `xxh3_128(key)` → `rowid ‖ key`
-//! - non-unique index: `xxh3_128(key)[..12] ‖ rowid` → `key`
-//! - pending entries of a non-unique index (`<keyspace>#p#<index>_<run>`): one record per
-//!   write call, `first entry ‖ count (u64 BE)` → `(entry ‖ key length (u32 BE) ‖ key)*`,
-//!   the entries sorted. A write puts one record here instead of one index entry per row;
-//!   the entries move into the index (and the records are removed, in the same write batch)
-//!   the first time the index is read. Lookups through a hash join scan the right table and
-//!   never read its index, so for them the entries are never inserted at all.
-//!
-//! Index keys are stored hashed: fjall keeps keys up to 20 bytes inline and compares their
-//! first 4 bytes without a memcmp, while Capillaries keys are 21+ bytes with long shared
-//! prefixes (`0000…`). Hashed, index inserts and lookups run several times faster; lookups
-//! need equality only. The full key is kept in the value and checked on every read, so a
-//! hash collision can never return another key's rows.
 //! - meta: `0x01 ‖ key` → value; `0x00 run_counter` → last run id (u32 BE)
 //!
-//! Rowids in fjall keys are encoded big-endian with the sign bit flipped, so byte order is
-//! numeric order.
-//!
-//! Unique-index checks and claims run under a per-index mutex held until the write batch is
-//! committed, so two executor threads cannot both claim a key.
+//! Index keys are found by their 128-bit xxh3 (lookups need equality only, never key order);
+//! the full key is kept in the run and compared on every read, so a hash collision can never
+//! return another key's rows.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 
@@ -67,19 +70,21 @@ use super::{
     validate_table_name,
 };
 
+mod claims;
 mod format;
 mod layout;
+mod run;
 mod segment;
 mod tables;
 
+use claims::Claims;
 pub(crate) use format::describe as describe_format;
 use layout::{
-    DRAIN_BATCH_ENTRIES, HashedRow, Kind, SegmentKey, corrupt, decode_rowid, decode_unique,
-    encode_rowid, fjall_err, hash_collision, invalid, manifest_key, meta_name, non_unique_entry,
-    non_unique_prefix, pending_name, segment_err, table_name, unique_key,
+    Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, meta_name, segment_err, table_name,
 };
+use run::{Run, RunDirectory, key_hash};
 use segment::{BlockCache, Directory, Segment};
-use tables::{TableData, load_segments};
+use tables::{TableData, TableState, load_segments};
 
 /// The fjall database, under the store directory.
 const INDEX_DIR: &str = "index";
@@ -116,6 +121,34 @@ pub struct EmbeddedStore {
     ddl: Mutex<()>,
     /// One mutex per unique index (and per run counter), by fjall keyspace name.
     key_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// Files one write call wrote and has not published yet: retired (deleted) on drop, so a call
+/// that fails midway leaves none of them behind.
+#[derive(Default)]
+struct Unpublished {
+    segments: Vec<(SegmentKey, Segment)>,
+    /// (position among the table's non-unique indexes, key, run).
+    runs: Vec<(usize, SegmentKey, Run)>,
+    /// (position among the table's unique indexes, key, run, the keys it lists).
+    unique_runs: Vec<(usize, SegmentKey, Run, Listed)>,
+}
+
+/// (key hash, row) of the unique keys a call's rows hold after it, one row per key.
+type Listed = Vec<(u128, usize)>;
+
+impl Drop for Unpublished {
+    fn drop(&mut self) {
+        for (_, s) in &self.segments {
+            s.retire();
+        }
+        for (_, _, r) in &self.runs {
+            r.file.retire();
+        }
+        for (_, _, r, _) in &self.unique_runs {
+            r.file.retire();
+        }
+    }
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -172,10 +205,15 @@ impl EmbeddedStore {
         self.segments_root.join(keyspace).join(table.storage_name())
     }
 
-    /// The segments of an existing data table.
-    fn table_data(&self, keyspace: &str, table: &TableRef) -> Result<Arc<TableData>, StoreError> {
+    /// The files of an existing data table (`Kind::Data`) or non-unique index.
+    fn files(
+        &self,
+        keyspace: &str,
+        kind: Kind,
+        table: &TableRef,
+    ) -> Result<Arc<TableData>, StoreError> {
         let map = self.tables.read().unwrap_or_else(PoisonError::into_inner);
-        map.get(&table_name(keyspace, Kind::Data, table))
+        map.get(&table_name(keyspace, kind, table))
             .cloned()
             .ok_or_else(|| StoreError::NoSuchTable {
                 keyspace: keyspace.to_owned(),
@@ -191,17 +229,38 @@ impl EmbeddedStore {
         op: &'static str,
     ) -> Result<Arc<Directory>, StoreError> {
         self.table(keyspace, Kind::Data, table)?;
-        let data = self.table_data(keyspace, table)?;
+        let data = self.files(keyspace, Kind::Data, table)?;
         // Built under the table's lock: concurrent readers wait for one build.
         let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(d) = &state.directory {
             return Ok(Arc::clone(d));
         }
         let mut segments: Vec<Arc<Segment>> = state.segments.values().cloned().collect();
-        segments.sort_by_key(|s| s.generation);
+        segments.sort_by_key(|s| s.generation());
         let directory =
             Arc::new(Directory::build(segments).map_err(segment_err(keyspace, table, op))?);
         state.directory = Some(Arc::clone(&directory));
+        Ok(directory)
+    }
+
+    /// The current directory of an existing non-unique index, built from its runs if the
+    /// index changed since.
+    fn run_directory(
+        &self,
+        keyspace: &str,
+        index: &TableRef,
+        op: &'static str,
+    ) -> Result<Arc<RunDirectory>, StoreError> {
+        self.table(keyspace, Kind::NonUnique, index)?;
+        let data = self.files(keyspace, Kind::NonUnique, index)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = &state.run_directory {
+            return Ok(Arc::clone(d));
+        }
+        let runs: Vec<Arc<Run>> = state.runs.values().cloned().collect();
+        let directory =
+            Arc::new(RunDirectory::build(&runs).map_err(segment_err(keyspace, index, op))?);
+        state.run_directory = Some(Arc::clone(&directory));
         Ok(directory)
     }
 
@@ -304,60 +363,24 @@ impl EmbeddedStore {
         Arc::clone(locks.entry(name.to_owned()).or_default())
     }
 
-    /// Moves the pending entries of a non-unique index into it (see the module doc). Every
-    /// write that returned before this call is moved: the iterator reads a snapshot taken
-    /// after it. Records are removed in the batch that inserts their entries, so a crash
-    /// midway leaves each record either pending or moved, never both half.
-    fn drain_pending(
-        &self,
-        keyspace: &str,
-        index: &TableRef,
-        tree: &Keyspace,
-    ) -> Result<(), StoreError> {
-        let name = pending_name(keyspace, index);
-        let Some(pending) = self.handle(&name) else {
-            return Ok(());
-        };
-        let lock = self.key_lock(&name);
-        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        if pending.first_key_value().is_none() {
-            return Ok(());
-        }
-        let err = |e| fjall_err("lookup_non_unique", e);
-        let bad = || corrupt(keyspace, index, "truncated pending index record");
-        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES);
-        for guard in pending.iter() {
-            let (record_key, record) = guard.into_inner().map_err(err)?;
-            let mut at = 0;
-            while at < record.len() {
-                let entry = record.get(at..at + 20).ok_or_else(bad)?;
-                let len = record
-                    .get(at + 20..at + 24)
-                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                    .map(u32::from_be_bytes)
-                    .ok_or_else(bad)? as usize;
-                let key = record.get(at + 24..at + 24 + len).ok_or_else(bad)?;
-                batch.insert(tree, entry, key);
-                at += 24 + len;
-            }
-            batch.remove(&pending, record_key);
-            if batch.len() >= DRAIN_BATCH_ENTRIES {
-                let full = std::mem::replace(
-                    &mut batch,
-                    OwnedWriteBatch::with_capacity(self.db.clone(), DRAIN_BATCH_ENTRIES),
-                );
-                full.commit().map_err(err)?;
-            }
-        }
-        batch.commit().map_err(err)
-    }
-
     /// The kind of an existing table called `table`, if any.
     fn existing_kind(&self, keyspace: &str, table: &TableRef) -> Option<Kind> {
         Kind::ALL
             .into_iter()
             .find(|&k| self.has(&table_name(keyspace, k, table)))
     }
+}
+
+/// The claims of a unique index, loaded from its runs on first use.
+fn claims_of(state: &mut TableState) -> Result<&Claims, segment::SegmentError> {
+    if state.claims.is_none() {
+        let claims = Claims::load(state.runs.iter().map(|(k, r)| (k, &**r)))?;
+        state.claims = Some(claims);
+    }
+    state
+        .claims
+        .as_ref()
+        .ok_or_else(|| segment::SegmentError::Corrupt("claims not loaded".to_owned()))
 }
 
 impl Store for EmbeddedStore {
@@ -447,7 +470,7 @@ impl Store for EmbeddedStore {
         }
         for (kind, table) in wanted {
             self.create(table_name(keyspace, kind, table), "create_table")?;
-            if kind == Kind::Data {
+            if matches!(kind, Kind::Data | Kind::NonUnique | Kind::Unique) {
                 let dir = self.segment_dir(keyspace, table);
                 std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
                     op: "create_table",
@@ -456,9 +479,6 @@ impl Store for EmbeddedStore {
                 let mut map = self.tables.write().unwrap_or_else(PoisonError::into_inner);
                 map.entry(table_name(keyspace, kind, table))
                     .or_insert_with(|| Arc::new(TableData::new(dir)));
-            }
-            if kind == Kind::NonUnique {
-                self.create(pending_name(keyspace, table), "create_table")?;
             }
         }
         Ok(())
@@ -471,7 +491,6 @@ impl Store for EmbeddedStore {
         let names: Vec<String> = Kind::ALL
             .into_iter()
             .map(|k| table_name(keyspace, k, table))
-            .chain(std::iter::once(pending_name(keyspace, table)))
             .collect();
         self.delete(&names, "drop_table")
     }
@@ -489,12 +508,14 @@ impl Store for EmbeddedStore {
         if kind == Kind::Data {
             return Ok(self.directory(keyspace, table, "count_rows")?.len() as u64);
         }
-        let handle = self.table(keyspace, kind, table)?;
         if kind == Kind::NonUnique {
-            self.drain_pending(keyspace, table, &handle)?;
+            return Ok(self.run_directory(keyspace, table, "count_rows")?.len() as u64);
         }
-        let n = handle.len().map_err(|e| fjall_err("count_rows", e))?;
-        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+        self.table(keyspace, kind, table)?;
+        let data = self.files(keyspace, kind, table)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let claims = claims_of(&mut state).map_err(segment_err(keyspace, table, "count_rows"))?;
+        Ok(claims.len() as u64)
     }
 
     fn write_rows(
@@ -514,64 +535,92 @@ impl Store for EmbeddedStore {
             return Ok(WriteReport::default());
         }
 
-        // Lock every unique index in name order (no lock-order deadlocks between writers).
-        let mut lock_names: Vec<String> = unique
+        // Lock every unique index in name order (no lock-order deadlocks between writers),
+        // until the call's runs are published: its claims are checked and made under it.
+        let mut unique_files: Vec<(String, Arc<TableData>)> = Vec::new();
+        for &u in &unique {
+            let index = &spec.indexes[u].table;
+            let name = table_name(keyspace, Kind::Unique, index);
+            if !unique_files.iter().any(|(n, _)| *n == name) {
+                unique_files.push((name, self.files(keyspace, Kind::Unique, index)?));
+            }
+        }
+        unique_files.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut guards: Vec<MutexGuard<'_, TableState>> = unique_files
             .iter()
-            .map(|&u| table_name(keyspace, Kind::Unique, &spec.indexes[u].table))
+            .map(|(_, d)| d.state.lock().unwrap_or_else(PoisonError::into_inner))
             .collect();
-        lock_names.sort();
-        lock_names.dedup();
-        let locks: Vec<Arc<Mutex<()>>> = lock_names.iter().map(|n| self.key_lock(n)).collect();
-        let _guards: Vec<_> = locks
+        // The guard of each unique index, by position in `unique`.
+        let guard_of: Vec<usize> = unique
             .iter()
-            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner))
+            .map(|&u| {
+                let name = table_name(keyspace, Kind::Unique, &spec.indexes[u].table);
+                unique_files
+                    .iter()
+                    .position(|(n, _)| *n == name)
+                    .unwrap_or(0)
+            })
             .collect();
+        for (g, &u) in guard_of.iter().zip(&unique) {
+            claims_of(&mut guards[*g]).map_err(segment_err(
+                keyspace,
+                &spec.indexes[u].table,
+                "write_rows",
+            ))?;
+        }
 
         let mut keep = vec![true; rows.len()];
         let mut duplicates = Vec::new();
-        // Per unique index: (hashed key, row) of the entries this call claims, in key order.
-        let mut claims: Vec<(usize, Vec<HashedRow>)> = Vec::new();
-        for &u in &unique {
+        // Per unique index: (key hash, row) of the keys this call's rows hold after it (new
+        // claims and keys their own rowid already held), one row per key.
+        let mut listed: Vec<Listed> = Vec::with_capacity(unique.len());
+        for (&u, &g) in unique.iter().zip(&guard_of) {
             let table = &spec.indexes[u].table;
-            // Stable sort by hashed key: reads sweep the tree in order, and rows with equal
-            // keys stay in input order, so the first of them claims the key.
-            let mut order: Vec<HashedRow> = rows
+            let claims = guards[g].claims.as_ref();
+            // Stable sort by key hash: rows with equal keys stay in input order, so the first
+            // of them claims the key.
+            let mut order: Vec<(u128, usize)> = rows
                 .iter()
                 .enumerate()
-                .map(|(r, row)| (unique_key(&row.keys[u]), r))
+                .map(|(r, row)| (key_hash(&row.keys[u]), r))
                 .collect();
             order.sort_by_key(|e| e.0);
-            let mut claimed = Vec::new();
+            let mut held = Vec::new();
             let mut at = 0;
             while at < order.len() {
-                let (hashed, first) = order[at];
+                let (hash, first) = order[at];
                 let key = &rows[first].keys[u];
                 let mut end = at + 1;
-                while end < order.len() && order[end].0 == hashed {
+                while end < order.len() && order[end].0 == hash {
                     if rows[order[end].1].keys[u] != *key {
-                        return Err(hash_collision(keyspace, table));
+                        return Err(corrupt(
+                            keyspace,
+                            table,
+                            "two keys share a 128-bit index hash",
+                        ));
                     }
                     end += 1;
                 }
-                let stored = indexes[u]
-                    .get(hashed)
-                    .map_err(|e| fjall_err("write_rows", e))?;
-                let mut holder = match stored {
-                    Some(v) => Some(
-                        decode_unique(keyspace, table, &v, key)?
-                            .ok_or_else(|| hash_collision(keyspace, table))?,
-                    ),
+                let mut holder = match claims {
+                    Some(c) => {
+                        c.holder(hash, key)
+                            .map_err(segment_err(keyspace, table, "write_rows"))?
+                    }
                     None => None,
                 };
+                let mut lister = None;
                 for &(_, r) in &order[at..end] {
                     let rowid = rows[r].rowid;
                     match holder {
                         None => {
                             holder = Some(rowid);
-                            claimed.push((hashed, r));
+                            lister = Some(r);
                         }
-                        // The row's own earlier write (a rerun of the batch): not a duplicate.
-                        Some(h) if h == rowid => {}
+                        // The row's own earlier write (a rerun of the batch): not a duplicate,
+                        // and the rerun's run lists the key again.
+                        Some(h) if h == rowid => {
+                            lister = lister.or(Some(r));
+                        }
                         Some(h) => {
                             duplicates.push(Duplicate {
                                 row: r,
@@ -585,25 +634,35 @@ impl Store for EmbeddedStore {
                         }
                     }
                 }
+                if let Some(r) = lister {
+                    held.push((hash, r));
+                }
                 at = end;
             }
-            claims.push((u, claimed));
+            listed.push(held);
         }
         duplicates.sort_by_key(|d| (d.row, d.index));
 
-        // Entries go into the batch in key order per tree: memtable inserts then walk the
-        // skiplist near the previous insert, which is markedly faster than random order.
-        let mut batch =
-            OwnedWriteBatch::with_capacity(self.db.clone(), rows.len() * unique.len() + 4);
+        // Manifest entries only: one per segment and per index run.
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 4 * spec.indexes.len() + 4);
         // Stable: rows with equal rowids stay in input order, so the last one written wins.
         let mut kept: Vec<usize> = (0..rows.len()).filter(|&r| keep[r]).collect();
         kept.sort_by_key(|&r| rows[r].rowid);
-        let table = self.table_data(keyspace, &spec.data)?;
-        let mut written: Vec<(SegmentKey, Segment)> = Vec::new();
+        let table = self.files(keyspace, Kind::Data, &spec.data)?;
+        let non_unique: Vec<usize> = (0..spec.indexes.len())
+            .filter(|&i| spec.indexes[i].kind == IndexKind::NonUnique)
+            .collect();
+        let index_files = non_unique
+            .iter()
+            .map(|&i| self.files(keyspace, Kind::NonUnique, &spec.indexes[i].table))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Retired (their files deleted) unless published below.
+        let mut written = Unpublished::default();
         let mut batches: Vec<u32> = kept.iter().map(|&r| rows[r].batch_idx).collect();
         batches.sort_unstable();
         batches.dedup();
         let mut buf = Vec::new();
+        let mut entries: Vec<(u128, Rowid, &[u8])> = Vec::new();
         for b in batches {
             let mut mine: Vec<usize> = Vec::with_capacity(kept.len());
             for &r in &kept {
@@ -628,75 +687,66 @@ impl Store for EmbeddedStore {
                 mine.iter()
                     .map(|&r| (rows[r].rowid, rows[r].row.as_slice())),
                 &mut buf,
-            );
-            let segment = match segment {
-                Ok(s) => s,
-                Err(e) => {
-                    for (_, s) in &written {
-                        s.retire();
-                    }
-                    return Err(segment_err(keyspace, &spec.data, "write_rows")(e));
-                }
-            };
+            )
+            .map_err(segment_err(keyspace, &spec.data, "write_rows"))?;
             batch.insert(&data, &manifest_key(key)[..], &generation.to_be_bytes()[..]);
-            written.push((key, segment));
-        }
-        for (i, index) in spec.indexes.iter().enumerate() {
-            if index.kind != IndexKind::NonUnique {
-                continue;
+            written.segments.push((key, segment));
+            // Each non-unique index gets the batch's entries as one sorted run under the same
+            // generation and key, published in the same fjall batch as the segment.
+            for (n, &i) in non_unique.iter().enumerate() {
+                entries.clear();
+                entries.extend(mine.iter().map(|&r| {
+                    let k = rows[r].keys[i].as_slice();
+                    (key_hash(k), rows[r].rowid, k)
+                }));
+                // `mine` holds each rowid once, so no (hash, rowid) pair comes twice.
+                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                let run = Run::write(&index_files[n].dir, generation, &entries, &mut buf)
+                    .map_err(segment_err(keyspace, &spec.indexes[i].table, "write_rows"))?;
+                batch.insert(
+                    &indexes[i],
+                    &manifest_key(key)[..],
+                    &generation.to_be_bytes()[..],
+                );
+                written.runs.push((n, key, run));
             }
-            let mut entries: Vec<([u8; 20], usize)> = kept
-                .iter()
-                .map(|&r| (non_unique_entry(&rows[r].keys[i], rows[r].rowid), r))
-                .collect();
-            entries.sort_unstable_by_key(|e| e.0);
-            let Some(&(first, _)) = entries.first() else {
-                continue;
-            };
-            let Some(pending) = self.handle(&pending_name(keyspace, &index.table)) else {
-                // A store written before pending records existed: entries go in directly.
-                for (entry, r) in entries {
-                    batch.insert(&indexes[i], &entry[..], rows[r].keys[i].as_slice());
-                }
-                continue;
-            };
-            let mut record = Vec::with_capacity(
-                entries
+            // Each unique index likewise gets the keys the batch's rows hold.
+            for (n, &u) in unique.iter().enumerate() {
+                let mine: Listed = listed[n]
                     .iter()
-                    .map(|&(_, r)| 24 + rows[r].keys[i].len())
-                    .sum(),
-            );
-            for &(entry, r) in &entries {
-                let key = &rows[r].keys[i];
-                record.extend_from_slice(&entry);
-                record.extend_from_slice(&(key.len() as u32).to_be_bytes());
-                record.extend_from_slice(key);
+                    .copied()
+                    .filter(|&(_, r)| rows[r].batch_idx == b)
+                    .collect();
+                entries.clear();
+                entries.extend(
+                    mine.iter()
+                        .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
+                );
+                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                let dir = &unique_files[guard_of[n]].1.dir;
+                let run = Run::write(dir, generation, &entries, &mut buf).map_err(segment_err(
+                    keyspace,
+                    &spec.indexes[u].table,
+                    "write_rows",
+                ))?;
+                batch.insert(
+                    &indexes[u],
+                    &manifest_key(key)[..],
+                    &generation.to_be_bytes()[..],
+                );
+                written.unique_runs.push((n, key, run, mine));
             }
-            let mut record_key = first.to_vec();
-            record_key.extend_from_slice(&(entries.len() as u64).to_be_bytes());
-            batch.insert(&pending, record_key, record);
         }
-        let mut value = Vec::new();
-        for (u, claimed) in claims {
-            for (hashed, r) in claimed {
-                value.clear();
-                value.extend_from_slice(&encode_rowid(rows[r].rowid));
-                value.extend_from_slice(&rows[r].keys[u]);
-                batch.insert(&indexes[u], &hashed[..], value.as_slice());
-            }
-        }
-        // Commit and publish under the table's lock, so the segments readers see are the ones
-        // the manifest names.
+        // An index's runs are only written under its data table's lock, so they are published
+        // in commit order too.
         let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(e) = batch.commit() {
-            for (_, s) in &written {
-                s.retire();
-            }
-            return Err(fjall_err("write_rows", e));
-        }
-        if !written.is_empty() {
-            let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
-            for (key, segment) in written {
+        batch.commit().map_err(|e| fjall_err("write_rows", e))?;
+        let segments = std::mem::take(&mut written.segments);
+        let runs = std::mem::take(&mut written.runs);
+        let unique_runs = std::mem::take(&mut written.unique_runs);
+        let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
+        if !segments.is_empty() {
+            for (key, segment) in segments {
                 unsynced.push(segment.path().to_path_buf());
                 if let Some(old) = state.segments.insert(key, Arc::new(segment)) {
                     old.retire();
@@ -704,7 +754,37 @@ impl Store for EmbeddedStore {
             }
             state.directory = None;
         }
+        for (n, key, run) in runs {
+            unsynced.push(run.file.path().to_path_buf());
+            let mut index = index_files[n]
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
+                old.file.retire();
+            }
+            index.run_directory = None;
+        }
+        for (n, key, run, mine) in unique_runs {
+            unsynced.push(run.file.path().to_path_buf());
+            let u = unique[n];
+            let index = &mut guards[guard_of[n]];
+            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
+                old.file.retire();
+            }
+            if let Some(claims) = index.claims.as_mut() {
+                claims
+                    .publish(
+                        key,
+                        mine.iter()
+                            .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
+                    )
+                    .map_err(segment_err(keyspace, &spec.indexes[u].table, "write_rows"))?;
+            }
+        }
+        drop(unsynced);
         drop(state);
+        drop(guards);
         Ok(WriteReport {
             rows_written: kept.len(),
             duplicates,
@@ -734,33 +814,12 @@ impl Store for EmbeddedStore {
         index: &TableRef,
         keys: &[Vec<u8>],
     ) -> Result<Vec<Option<Rowid>>, StoreError> {
-        let tree = self.table(keyspace, Kind::Unique, index)?;
-        let mut out = vec![None; keys.len()];
-        let mut order: Vec<([u8; 16], usize)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (unique_key(k), i))
-            .collect();
-        order.sort_unstable();
-        let mut prev: Option<([u8; 16], usize)> = None;
-        for (hashed, i) in order {
-            if let Some((h, p)) = prev
-                && h == hashed
-                && keys[p] == keys[i]
-            {
-                out[i] = out[p];
-                continue;
-            }
-            if let Some(v) = tree
-                .get(hashed)
-                .map_err(|e| fjall_err("lookup_unique", e))?
-            {
-                // A different key under the same hash is simply not this key.
-                out[i] = decode_unique(keyspace, index, &v, &keys[i])?;
-            }
-            prev = Some((hashed, i));
-        }
-        Ok(out)
+        self.table(keyspace, Kind::Unique, index)?;
+        let data = self.files(keyspace, Kind::Unique, index)?;
+        let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let claims =
+            claims_of(&mut state).map_err(segment_err(keyspace, index, "lookup_unique"))?;
+        Ok(keys.iter().map(|k| claims.lookup(key_hash(k), k)).collect())
     }
 
     fn lookup_non_unique(
@@ -769,44 +828,8 @@ impl Store for EmbeddedStore {
         index: &TableRef,
         keys: &[Vec<u8>],
     ) -> Result<Vec<Vec<Rowid>>, StoreError> {
-        let tree = self.table(keyspace, Kind::NonUnique, index)?;
-        self.drain_pending(keyspace, index, &tree)?;
-        let mut out = vec![Vec::new(); keys.len()];
-        let mut order: Vec<([u8; 12], usize)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (non_unique_prefix(k), i))
-            .collect();
-        order.sort_unstable();
-        let mut prev: Option<([u8; 12], usize)> = None;
-        for (prefix, i) in order {
-            if let Some((h, p)) = prev
-                && h == prefix
-                && keys[p] == keys[i]
-            {
-                out[i] = out[p].clone();
-                continue;
-            }
-            let key = &keys[i];
-            let mut rowids = Vec::new();
-            for guard in tree.prefix(prefix) {
-                let (entry, stored_key) = guard
-                    .into_inner()
-                    .map_err(|e| fjall_err("lookup_non_unique", e))?;
-                // Another key with the same 96-bit hash prefix is not ours.
-                if stored_key != key.as_slice() {
-                    continue;
-                }
-                let rowid = entry
-                    .get(12..)
-                    .and_then(decode_rowid)
-                    .ok_or_else(|| corrupt(keyspace, index, "non-unique entry without rowid"))?;
-                rowids.push(rowid);
-            }
-            out[i] = rowids;
-            prev = Some((prefix, i));
-        }
-        Ok(out)
+        let directory = self.run_directory(keyspace, index, "lookup_non_unique")?;
+        Ok(keys.iter().map(|k| directory.find(k).to_vec()).collect())
     }
 
     fn scan_batch(
@@ -950,3 +973,6 @@ mod tests;
 
 #[cfg(test)]
 mod segment_tests;
+
+#[cfg(test)]
+mod run_tests;

@@ -9,9 +9,10 @@ use super::super::StoreError;
 /// The file that records the version, at the top of the store directory.
 pub(super) const FORMAT_FILE: &str = "PLEXUS-STORE-FORMAT";
 
-/// The layout this build reads and writes: version 1 is the segment layout (fjall holds the
-/// indexes, the segment manifests and the workflow records; `segments/` the rows).
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The layout this build reads and writes: version 2 keeps indexes as per-batch run files
+/// beside the segments (version 1 kept them in fjall; `segments/` held the rows only). fjall
+/// holds the manifests and the workflow records.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// What the version file says before the number.
 const PREFIX: &str = "plexus-store-format ";
@@ -88,6 +89,7 @@ pub(super) fn holds_store(dir: &Path) -> bool {
 /// Describes a format version for [`StoreError::UnsupportedFormat`].
 pub(crate) fn describe(found: Option<u32>) -> String {
     match found {
+        Some(1) => "format version 1 (rows in segments, indexes in fjall)".to_owned(),
         Some(v) => format!("format version {v}"),
         None => "no format version (the fjall-only layout that kept rows in fjall, before \
                  version 1)"

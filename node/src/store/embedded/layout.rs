@@ -3,8 +3,6 @@
 //! vocabulary the store and its segment tables share (a file of its own so `embedded.rs`
 //! holds the `Store` impl only).
 
-use xxhash_rust::xxh3::xxh3_128;
-
 use super::segment::SegmentError;
 use crate::store::{IndexKind, Rowid, StoreError, TableRef};
 
@@ -51,14 +49,6 @@ pub(super) fn table_name(keyspace: &str, kind: Kind, table: &TableRef) -> String
     format!("{keyspace}#{}#{table}", kind.tag())
 }
 
-/// The fjall keyspace of a non-unique index's pending entries (see the module doc).
-pub(super) fn pending_name(keyspace: &str, index: &TableRef) -> String {
-    format!("{keyspace}#p#{index}")
-}
-
-/// Index entries moved from pending records per write batch while draining.
-pub(super) const DRAIN_BATCH_ENTRIES: usize = 100_000;
-
 /// Rowid as 8 bytes whose byte order is the numeric order.
 pub(super) fn encode_rowid(rowid: Rowid) -> [u8; 8] {
     (rowid.cast_unsigned() ^ (1 << 63)).to_be_bytes()
@@ -68,54 +58,6 @@ pub(super) fn decode_rowid(bytes: &[u8]) -> Option<Rowid> {
     let arr: [u8; 8] = bytes.try_into().ok()?;
     Some((u64::from_be_bytes(arr) ^ (1 << 63)).cast_signed())
 }
-
-/// The stored key of a unique-index entry: the 128-bit xxh3 of the index key. Index keys are
-/// long (21+ bytes, padded strings up to 1 KiB) with long shared prefixes; 16 bytes are
-/// kept inline by fjall and compare on their first bytes, which makes memtable inserts and
-/// point reads several times faster. Lookups need equality only, never key order.
-pub(super) fn unique_key(key: &[u8]) -> [u8; 16] {
-    xxh3_128(key).to_be_bytes()
-}
-
-/// The 96-bit xxh3 prefix under which a non-unique key's entries are stored.
-pub(super) fn non_unique_prefix(key: &[u8]) -> [u8; 12] {
-    let hash = xxh3_128(key).to_be_bytes();
-    let mut prefix = [0; 12];
-    prefix.copy_from_slice(&hash[..12]);
-    prefix
-}
-
-/// A non-unique entry: hash prefix ‖ rowid, 20 bytes (fjall's inline limit).
-pub(super) fn non_unique_entry(key: &[u8], rowid: Rowid) -> [u8; 20] {
-    let mut entry = [0; 20];
-    entry[..12].copy_from_slice(&non_unique_prefix(key));
-    entry[12..].copy_from_slice(&encode_rowid(rowid));
-    entry
-}
-
-/// The rowid of a unique-index value (`rowid ‖ key`) if it is the entry of `key`; `None` if
-/// it belongs to another key with the same hash.
-pub(super) fn decode_unique(
-    keyspace: &str,
-    table: &TableRef,
-    value: &[u8],
-    key: &[u8],
-) -> Result<Option<Rowid>, StoreError> {
-    let rowid = value
-        .get(..8)
-        .and_then(decode_rowid)
-        .ok_or_else(|| corrupt(keyspace, table, "unique index value is not a rowid"))?;
-    Ok((value.get(8..) == Some(key)).then_some(rowid))
-}
-
-/// Two different keys with the same 128-bit hash (about 2^-64 likely at 2^32 keys): the store
-/// refuses rather than mixing them up.
-pub(super) fn hash_collision(keyspace: &str, table: &TableRef) -> StoreError {
-    corrupt(keyspace, table, "two keys share a 128-bit index hash")
-}
-
-/// A hashed unique key and the position of the row it belongs to.
-pub(super) type HashedRow = ([u8; 16], usize);
 
 pub(super) fn fjall_err(op: &'static str, err: fjall::Error) -> StoreError {
     match err {
@@ -152,10 +94,11 @@ pub(super) fn segment_err<'a>(
     }
 }
 
-/// A segment's place in its table: (batch, first rowid of the write call in input order).
+/// A segment's (or index run's) place in its table: (batch, first rowid of the write call in
+/// input order).
 pub(super) type SegmentKey = (u32, i64);
 
-/// The manifest entry key of a segment.
+/// The manifest entry key of a segment or index run.
 pub(super) fn manifest_key((batch, part): SegmentKey) -> [u8; 12] {
     let mut k = [0; 12];
     k[..4].copy_from_slice(&batch.to_be_bytes());
@@ -163,7 +106,7 @@ pub(super) fn manifest_key((batch, part): SegmentKey) -> [u8; 12] {
     k
 }
 
-/// A manifest entry: the segment's key and generation.
+/// A manifest entry: the segment's (or run's) key and generation.
 pub(super) fn decode_manifest(key: &[u8], value: &[u8]) -> Option<(SegmentKey, u64)> {
     let batch = u32::from_be_bytes(key.get(..4)?.try_into().ok()?);
     let part = decode_rowid(key.get(4..)?)?;

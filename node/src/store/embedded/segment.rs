@@ -37,7 +37,7 @@ const TRAILER: u64 = 32;
 const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 /// File name suffix of segments; anything else in a table directory is not a segment.
-const SUFFIX: &str = ".seg";
+pub(super) const SUFFIX: &str = ".seg";
 
 /// Why a segment could not be written or read.
 #[derive(Debug)]
@@ -77,25 +77,18 @@ struct Layout {
     block_sums: Vec<u64>,
 }
 
-/// One immutable segment file. Dropping the last reference to a retired segment (one replaced
-/// by a re-run, or of a dropped table) deletes its file, so a reader that still holds the old
-/// directory reads the old rows whole while the new ones are already published.
-pub(super) struct Segment {
+/// A published file of the store (a segment, or an index run of `super::run`): named by its
+/// generation, which is never reused. Dropping the last reference to a retired one (replaced by
+/// a re-run, or of a dropped table) deletes the file, so a reader that still holds the old
+/// directory reads the old file whole while the new one is already published.
+pub(super) struct Published {
     /// Unique in the store directory and never reused: names the file and keys the cache.
     pub(super) generation: u64,
     path: PathBuf,
-    /// Filled when the file is written or first read.
-    layout: OnceLock<Layout>,
     retired: AtomicBool,
 }
 
-impl std::fmt::Debug for Segment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Segment({})", self.path.display())
-    }
-}
-
-impl Drop for Segment {
+impl Drop for Published {
     fn drop(&mut self) {
         if self.retired.load(Ordering::Acquire) {
             // Best effort: a file left behind is unreferenced and removed at the next open.
@@ -104,39 +97,78 @@ impl Drop for Segment {
     }
 }
 
-/// The file name of segment `generation`.
-pub(super) fn file_name(generation: u64) -> String {
-    format!("{generation:016x}{SUFFIX}")
+impl Published {
+    /// The file of generation `generation` with name suffix `suffix` in `dir`.
+    pub(super) fn new(dir: &Path, generation: u64, suffix: &str) -> Self {
+        Self {
+            generation,
+            path: dir.join(file_name(generation, suffix)),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// The file.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Deletes the file once the last reader lets go of it.
+    pub(super) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
 }
 
-/// The generation of a segment file name, `None` for any other file.
+/// The file name of generation `generation` with name suffix `suffix`.
+pub(super) fn file_name(generation: u64, suffix: &str) -> String {
+    format!("{generation:016x}{suffix}")
+}
+
+/// The generation of a segment or index run file name, `None` for any other file.
 pub(super) fn parse_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_suffix(SUFFIX)?;
+    let hex = name
+        .strip_suffix(SUFFIX)
+        .or_else(|| name.strip_suffix(super::run::SUFFIX))?;
     if hex.len() != 16 {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// One immutable segment file (see [`Published`] for when it is deleted).
+pub(super) struct Segment {
+    pub(super) file: Published,
+    /// Filled when the file is written or first read.
+    layout: OnceLock<Layout>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Segment({})", self.file.path().display())
+    }
+}
+
 impl Segment {
     /// A published segment of `dir` whose file is read when first needed.
     pub(super) fn existing(dir: &Path, generation: u64) -> Self {
         Self {
-            generation,
-            path: dir.join(file_name(generation)),
+            file: Published::new(dir, generation, SUFFIX),
             layout: OnceLock::new(),
-            retired: AtomicBool::new(false),
         }
     }
 
     /// The segment's file.
     pub(super) fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
+    }
+
+    /// Unique in the store directory and never reused: names the file and keys the cache.
+    pub(super) fn generation(&self) -> u64 {
+        self.file.generation
     }
 
     /// Deletes the file once the last reader lets go of this segment.
     pub(super) fn retire(&self) {
-        self.retired.store(true, Ordering::Release);
+        self.file.retire();
     }
 
     /// Writes `rows` (strictly ascending rowids) as segment `generation` in `dir`, into a file
@@ -188,28 +220,23 @@ impl Segment {
         buf.extend_from_slice(&(n as u64).to_le_bytes());
         buf.extend_from_slice(&footer_sum.to_le_bytes());
         buf.extend_from_slice(MAGIC);
-        let path = dir.join(file_name(generation));
-        std::fs::write(&path, &buf[..])?;
+        let file = Published::new(dir, generation, SUFFIX);
+        std::fs::write(file.path(), &buf[..])?;
         let layout = OnceLock::new();
         let _ = layout.set(Layout {
             data_len,
             block_sums,
         });
-        Ok(Self {
-            generation,
-            path,
-            layout,
-            retired: AtomicBool::new(false),
-        })
+        Ok(Self { file, layout })
     }
 
     fn corrupt(&self, what: &str) -> SegmentError {
-        SegmentError::Corrupt(format!("segment {}: {what}", self.path.display()))
+        SegmentError::Corrupt(format!("segment {}: {what}", self.path().display()))
     }
 
     /// Reads and checks the footer: the layout and the offset index.
     fn read_footer(&self) -> Result<(Layout, Vec<(i64, u64)>), SegmentError> {
-        let file = File::open(&self.path)?;
+        let file = File::open(self.path())?;
         let size = file.metadata()?.len();
         if size < MAGIC.len() as u64 + TRAILER {
             return Err(self.corrupt("shorter than header and trailer"));
@@ -286,7 +313,7 @@ impl Segment {
 
     /// Data block `b`, from the cache or the file (checked against its checksum).
     fn block(&self, b: u64, cache: &BlockCache) -> Result<Arc<[u8]>, SegmentError> {
-        if let Some(block) = cache.get(self.generation, b) {
+        if let Some(block) = cache.get(self.generation(), b) {
             return Ok(block);
         }
         let layout = self.layout()?;
@@ -305,7 +332,7 @@ impl Segment {
             return Err(self.corrupt(&format!("block {b} checksum mismatch")));
         }
         let block: Arc<[u8]> = bytes.into();
-        cache.insert(self.generation, b, Arc::clone(&block));
+        cache.insert(self.generation(), b, Arc::clone(&block));
         Ok(block)
     }
 
@@ -532,7 +559,7 @@ impl BlockCache {
     /// The open file of `segment`. A retired segment's file stays readable through a kept
     /// descriptor until it ages out (its disk space is freed then).
     fn file(&self, segment: &Segment) -> Result<Arc<File>, SegmentError> {
-        let g = segment.generation;
+        let g = segment.generation();
         {
             let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(f) = files.open.get(&g) {

@@ -73,9 +73,9 @@ fn crash_mid_segment_is_invisible_and_cleaned_up() {
     let whole = std::fs::read(&files[0]).expect("read segment");
     let table_dir = files[0].parent().expect("parent").to_path_buf();
     // A write that died halfway, and one that died just before its manifest commit.
-    let torn = table_dir.join(segment::file_name(1000));
+    let torn = table_dir.join(segment::file_name(1000, segment::SUFFIX));
     std::fs::write(&torn, &whole[..whole.len() / 2]).expect("torn");
-    let unpublished = table_dir.join(segment::file_name(1001));
+    let unpublished = table_dir.join(segment::file_name(1001, segment::SUFFIX));
     std::fs::write(&unpublished, &whole).expect("unpublished");
     let stray = dir.path().join(SEGMENTS_DIR).join("ks").join("gone_00001");
     std::fs::create_dir_all(&stray).expect("dropped table's dir");
@@ -340,7 +340,7 @@ fn store_format_version_is_recorded_and_checked() {
     drop(EmbeddedStore::open(dir.path()).expect("new store"));
     assert!(EmbeddedStore::exists_in(dir.path()));
     let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
-    assert_eq!(recorded, "plexus-store-format 1\n");
+    assert_eq!(recorded, "plexus-store-format 2\n");
     drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
 
     // Today's layout before version 1: a fjall database at the top of the directory.
@@ -375,7 +375,7 @@ fn store_format_version_is_recorded_and_checked() {
         } => {
             assert_eq!(dir, old.path());
             assert_eq!(*found, None);
-            assert_eq!(*expected, 1);
+            assert_eq!(*expected, 2);
         }
         other => panic!("wrong error: {other}"),
     }
@@ -385,9 +385,46 @@ fn store_format_version_is_recorded_and_checked() {
         "{message}"
     );
     assert!(message.contains("no format version"), "{message}");
-    assert!(message.contains("format version 1"), "{message}");
+    assert!(message.contains("format version 2"), "{message}");
     assert_eq!(
         listing(old.path()),
+        before,
+        "refused directory left untouched"
+    );
+
+    // Version 1 (indexes in fjall): refused, not read as runs that are missing.
+    let v1 = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        v1.path().join(format::FORMAT_FILE),
+        "plexus-store-format 1\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(v1.path().join(INDEX_DIR)).expect("index dir");
+    let before = listing(v1.path());
+    let err = EmbeddedStore::open(v1.path()).expect_err("version 1 refused");
+    assert!(
+        matches!(
+            err,
+            StoreError::UnsupportedFormat {
+                found: Some(1),
+                expected: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("format version 1 (rows in segments, indexes in fjall)"),
+        "{message}"
+    );
+    assert!(message.contains("reads format version 2"), "{message}");
+    assert!(
+        message.contains(&v1.path().display().to_string()),
+        "{message}"
+    );
+    assert_eq!(
+        listing(v1.path()),
         before,
         "refused directory left untouched"
     );
@@ -404,7 +441,7 @@ fn store_format_version_is_recorded_and_checked() {
             err,
             StoreError::UnsupportedFormat {
                 found: Some(7),
-                expected: 1,
+                expected: 2,
                 ..
             }
         ),
@@ -412,7 +449,7 @@ fn store_format_version_is_recorded_and_checked() {
     );
     let message = err.to_string();
     assert!(message.contains("format version 7"), "{message}");
-    assert!(message.contains("format version 1"), "{message}");
+    assert!(message.contains("format version 2"), "{message}");
     assert!(
         message.contains(&dir.path().display().to_string()),
         "{message}"

@@ -1,5 +1,6 @@
-//! The segments of each data table (`TableData`) and how they are found at open: manifest
-//! entries read back, files no manifest names (crashed or replaced writes) removed.
+//! The published files of each data table (its segments) and of each non-unique index (its
+//! runs), held as `TableData`, and how they are found at open: manifest entries read back,
+//! files no manifest names (crashed or replaced writes) removed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -7,23 +8,33 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use fjall::Keyspace;
 
+use super::claims::Claims;
 use super::layout::{SegmentKey, decode_manifest, fjall_err, meta_name};
+use super::run::{Run, RunDirectory};
 use super::segment::{self, Directory, Segment};
 use crate::store::StoreError;
 
-/// The segments of one data table.
+/// The files of one data table (segments) or one index (runs).
 pub(super) struct TableData {
-    /// Where its segment files live.
+    /// Where its files live.
     pub(super) dir: PathBuf,
     pub(super) state: Mutex<TableState>,
 }
 
+/// What is published of a table: a data table has segments, an index runs.
 #[derive(Default)]
 pub(super) struct TableState {
-    /// The published segments.
+    /// The published segments (data table).
     pub(super) segments: BTreeMap<SegmentKey, Arc<Segment>>,
     /// The directory over `segments`, dropped by every publication and rebuilt by the next read.
     pub(super) directory: Option<Arc<Directory>>,
+    /// The published runs (index).
+    pub(super) runs: BTreeMap<SegmentKey, Arc<Run>>,
+    /// The merged runs (non-unique index), dropped by every publication and rebuilt by the
+    /// next read.
+    pub(super) run_directory: Option<Arc<RunDirectory>>,
+    /// The claims of a unique index's runs, loaded on first use and kept in step with them.
+    pub(super) claims: Option<Claims>,
 }
 
 impl TableData {
@@ -34,19 +45,22 @@ impl TableData {
         }
     }
 
-    /// Retires every segment: their files go when the last reader lets go.
+    /// Retires every segment and run: their files go when the last reader lets go.
     pub(super) fn retire_all(&self) {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         for seg in state.segments.values() {
             seg.retire();
         }
+        for run in state.runs.values() {
+            run.file.retire();
+        }
     }
 }
 
-/// Reads the segment manifests of every data table and removes what they do not name: files
-/// of writes that crashed before their manifest entry was committed, files of replaced
-/// segments, and directories of dropped tables. Returns the tables and the highest segment
-/// generation seen.
+/// Reads the manifests of every data table and non-unique index and removes what they do not
+/// name: files of writes that crashed before their manifest entry was committed, files of
+/// replaced segments and runs, and directories of dropped tables. Returns the tables (by
+/// fjall keyspace name) and the highest generation seen.
 pub(super) fn load_segments(
     root: &Path,
     handles: &HashMap<String, Keyspace>,
@@ -55,23 +69,34 @@ pub(super) fn load_segments(
     let mut tables = HashMap::new();
     let mut max_generation = 0;
     for (name, handle) in handles {
-        let Some((keyspace, storage)) = name.split_once("#d#") else {
+        let Some((keyspace, storage, data)) = name
+            .split_once("#d#")
+            .map(|(k, s)| (k, s, true))
+            .or_else(|| name.split_once("#n#").map(|(k, s)| (k, s, false)))
+            .or_else(|| name.split_once("#u#").map(|(k, s)| (k, s, false)))
+        else {
             continue;
         };
         let dir = root.join(keyspace).join(storage);
         let bad = || StoreError::Corrupt {
             keyspace: keyspace.to_owned(),
             table: storage.to_owned(),
-            detail: "segment manifest entry of the wrong shape".to_owned(),
+            detail: "manifest entry of the wrong shape".to_owned(),
         };
         let mut state = TableState::default();
         for guard in handle.iter() {
             let (k, v) = guard.into_inner().map_err(|e| fjall_err("open", e))?;
             let (key, generation) = decode_manifest(&k, &v).ok_or_else(bad)?;
             max_generation = max_generation.max(generation);
-            state
-                .segments
-                .insert(key, Arc::new(Segment::existing(&dir, generation)));
+            if data {
+                state
+                    .segments
+                    .insert(key, Arc::new(Segment::existing(&dir, generation)));
+            } else {
+                state
+                    .runs
+                    .insert(key, Arc::new(Run::existing(&dir, generation)));
+            }
         }
         std::fs::create_dir_all(&dir).map_err(io)?;
         let data = TableData {
@@ -94,15 +119,22 @@ pub(super) fn load_segments(
             if !t.file_type().map_err(io)?.is_dir() {
                 continue;
             }
-            let tree = format!("{ks_name}#d#{}", t.file_name().to_string_lossy());
-            let Some(data) = tables.get(&tree) else {
+            let t_name = t.file_name().to_string_lossy().into_owned();
+            let Some(data) = ["d", "n", "u"]
+                .iter()
+                .find_map(|kind| tables.get(&format!("{ks_name}#{kind}#{t_name}")))
+            else {
                 std::fs::remove_dir_all(t.path()).map_err(io)?;
                 continue;
             };
             kept_any = true;
             let state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let named: std::collections::HashSet<&Path> =
-                state.segments.values().map(|s| s.path()).collect();
+            let named: std::collections::HashSet<&Path> = state
+                .segments
+                .values()
+                .map(|s| s.path())
+                .chain(state.runs.values().map(|r| r.file.path()))
+                .collect();
             for f in std::fs::read_dir(t.path()).map_err(io)? {
                 let path = f.map_err(io)?.path();
                 // Leftovers count too: a generation is never given to two files.

@@ -1,0 +1,165 @@
+//! The claims of a unique index kept as per-batch runs: which rowid holds each key, and which
+//! run (segment key) lists it, loaded from the runs on the index's first use after open and
+//! then kept in step with every publication.
+//!
+//! A unique index needs an answer at write time: a write must see every key claimed before it,
+//! by any batch or thread (first writer wins), so its runs cannot wait to be merged on first
+//! read the way non-unique runs do. The runs are the durable form (published with the segment
+//! in one fjall batch, replaced whole by a re-run); this map is their in-memory merge, changed
+//! only under the index's lock, after the fjall commit that published the change.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use super::layout::SegmentKey;
+use super::run::Run;
+use super::segment::SegmentError;
+
+/// Hashes a key hash: its low 64 bits are already uniformly distributed.
+#[derive(Default)]
+pub(super) struct HashOfHash(u64);
+
+impl std::hash::Hasher for HashOfHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*b) ^ (self.0 >> 56);
+        }
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.0 = v as u64;
+    }
+}
+
+/// One held key.
+#[derive(Clone, Copy, Debug)]
+struct Claim {
+    rowid: i64,
+    /// The run that lists it.
+    owner: SegmentKey,
+    /// The publication that claimed it last.
+    publication: u64,
+    /// Where its bytes are in `Claims::keys`.
+    key_at: usize,
+    key_len: u32,
+}
+
+/// The claims of one unique index (see the module doc).
+#[derive(Default)]
+pub(super) struct Claims {
+    held: HashMap<u128, Claim, BuildHasherDefault<HashOfHash>>,
+    /// The keys, one after another; a released key's bytes stay until the map is rebuilt.
+    keys: Vec<u8>,
+    /// The key hashes each run lists, to release them when the run is replaced.
+    listed: HashMap<SegmentKey, Vec<u128>>,
+    /// Publications so far.
+    publications: u64,
+}
+
+impl std::fmt::Debug for Claims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Claims({} keys)", self.held.len())
+    }
+}
+
+impl Claims {
+    /// The claims listed by `runs`.
+    pub(super) fn load<'a>(
+        runs: impl IntoIterator<Item = (&'a SegmentKey, &'a Run)>,
+    ) -> Result<Self, SegmentError> {
+        let mut claims = Self::default();
+        for (&owner, run) in runs {
+            let mut entries = Vec::new();
+            run.read(|hash, key, rowids| {
+                let rowid = rowids
+                    .get(..8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(i64::from_le_bytes)
+                    .ok_or_else(|| {
+                        SegmentError::Corrupt("unique index run entry without rowid".to_owned())
+                    })?;
+                entries.push((hash, rowid, key.to_vec()));
+                Ok(())
+            })?;
+            claims.publish(
+                owner,
+                entries.iter().map(|(h, r, k)| (*h, *r, k.as_slice())),
+            )?;
+        }
+        Ok(claims)
+    }
+
+    /// Keys held.
+    pub(super) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The rowid holding the key with this hash: `Ok(None)` if none does, an error if a
+    /// different key holds the hash (a 128-bit collision: refused rather than mixed up).
+    pub(super) fn holder(&self, hash: u128, key: &[u8]) -> Result<Option<i64>, SegmentError> {
+        let Some(c) = self.held.get(&hash) else {
+            return Ok(None);
+        };
+        if &self.keys[c.key_at..c.key_at + c.key_len as usize] != key {
+            return Err(SegmentError::Corrupt(
+                "two keys share a 128-bit index hash".to_owned(),
+            ));
+        }
+        Ok(Some(c.rowid))
+    }
+
+    /// The rowid holding `key` (a different key under its hash is not it).
+    pub(super) fn lookup(&self, hash: u128, key: &[u8]) -> Option<i64> {
+        self.holder(hash, key).ok().flatten()
+    }
+
+    /// Replaces what run `owner` lists with `entries` (hash, rowid, key): its former keys
+    /// that no other run took over are released, the new ones held by it.
+    pub(super) fn publish<'k>(
+        &mut self,
+        owner: SegmentKey,
+        entries: impl Iterator<Item = (u128, i64, &'k [u8])>,
+    ) -> Result<(), SegmentError> {
+        self.publications += 1;
+        let publication = self.publications;
+        let mut listed = Vec::new();
+        for (hash, rowid, key) in entries {
+            let key_len = u32::try_from(key.len())
+                .map_err(|_| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
+            // A key claimed again (a re-run) keeps its bytes where they are.
+            let key_at = match self.held.get(&hash) {
+                Some(c) if &self.keys[c.key_at..c.key_at + c.key_len as usize] == key => c.key_at,
+                _ => {
+                    self.keys.extend_from_slice(key);
+                    self.keys.len() - key.len()
+                }
+            };
+            self.held.insert(
+                hash,
+                Claim {
+                    rowid,
+                    owner,
+                    publication,
+                    key_at,
+                    key_len,
+                },
+            );
+            listed.push(hash);
+        }
+        // The run's former keys it no longer lists (and no other run took over) are released.
+        if let Some(old) = self.listed.insert(owner, listed) {
+            for hash in old {
+                if self
+                    .held
+                    .get(&hash)
+                    .is_some_and(|c| c.owner == owner && c.publication != publication)
+                {
+                    self.held.remove(&hash);
+                }
+            }
+        }
+        Ok(())
+    }
+}
