@@ -104,7 +104,7 @@ impl ClaimPolicy {
     /// (`past`, running / predicted) any peer may, as the chosen ones may be busy or gone.
     pub fn may_back_up(&self, draw: u64, peers: usize, past: f64) -> bool {
         let spread = (peers / self.backup_contenders.max(1)).max(1) as u64;
-        past >= 2.0 * self.backup_factor || draw % spread == 0
+        past >= 2.0 * self.backup_factor || draw.is_multiple_of(spread)
     }
 }
 
