@@ -86,10 +86,8 @@ fn a_watch_resumes_across_a_restart_and_a_lagging_watcher_gets_a_snapshot() -> R
         cluster.kill(watched)?;
         std::thread::sleep(Duration::from_millis(300));
         cluster.restart(watched)?;
-        Ok::<_, anyhow::Error>(
-            poll.join()
-                .map_err(|_| anyhow::anyhow!("the poll panicked"))?,
-        )
+        poll.join()
+            .map_err(|_| anyhow::anyhow!("the poll panicked"))
     })?
     .context("the watch across the restart")?;
     ensure!(
