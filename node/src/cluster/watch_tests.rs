@@ -39,7 +39,7 @@ impl Source {
     fn step(&mut self, rng: &mut ChaCha8Rng) {
         self.version += 1;
         // One entry in ten is blank or a membership change: a version without a command.
-        if rng.next_u32() % 10 == 0 {
+        if rng.next_u32().is_multiple_of(10) {
             self.log.record(self.version, None);
             return;
         }
