@@ -1,7 +1,7 @@
 //! A run's progress read off successive copies of its keyspace's ledger, as the same
-//! [`Progress`] events a local run's engine sends: the cluster client polls the leader for the
-//! ledger today (a watch API may hand it the copies instead), and [`LedgerProgress`] says what
-//! changed since the last copy, so local and cluster runs feed one stream to one renderer.
+//! [`Progress`] events a local run's engine sends: the cluster client keeps a copy current
+//! through the watch stream (`cluster::watch`), and [`LedgerProgress`] says what changed since
+//! the last copy, so local and cluster runs feed one stream to one renderer.
 
 use std::collections::BTreeSet;
 

@@ -37,8 +37,8 @@ pub fn chunk_size(
 /// The straggler an idle thread of `me` should run a backup of at `now_ms`, if any: near the
 /// end of a run (nothing left to claim in it), among the started claims of other peers in
 /// nodes that allow backups ([`backups_allowed`]), have measured a batch and have no backup
-/// yet, the one running longest
-/// past its predicted time, if [`ClaimPolicy::is_straggler`] says so. With the claim to name
+/// yet, the one running longest past its predicted time, if [`ClaimPolicy::is_straggler`] says
+/// so and [`ClaimPolicy::may_back_up`] lets this peer contend for it. With the claim to name
 /// and the task to seal.
 pub fn backup_candidate(
     ledger: &Ledger,
@@ -47,6 +47,7 @@ pub fn backup_candidate(
     policy: &ClaimPolicy,
 ) -> Option<(TaskRef, BatchTask)> {
     let mut best: Option<(f64, TaskRef, BatchTask)> = None;
+    let peers = ledger.peer_leases().len().max(1);
     for ks_name in ledger.keyspace_names() {
         let Ok(ks) = ledger.keyspace(&ks_name) else {
             continue;
@@ -85,7 +86,9 @@ pub fn backup_candidate(
                         continue;
                     }
                     let ratio = running / predicted.max(1.0);
-                    if best.as_ref().is_some_and(|b| b.0 >= ratio) {
+                    if best.as_ref().is_some_and(|b| b.0 >= ratio)
+                        || !policy.may_back_up(backup_draw(&id, me), peers, ratio)
+                    {
                         continue;
                     }
                     let claim = TaskRef {
@@ -101,6 +104,23 @@ pub fn backup_candidate(
         }
     }
     best.map(|(_, claim, task)| (claim, task))
+}
+
+/// A peer's draw for a batch's backup ([`ClaimPolicy::may_back_up`]): the same on every
+/// call, different across batches and peers.
+fn backup_draw(id: &BatchId, me: PeerId) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(id.keyspace.as_bytes());
+    h.update(&[0]);
+    h.update(id.node.as_bytes());
+    h.update(&[0]);
+    h.update(&id.run_id.to_le_bytes());
+    h.update(&id.batch_idx.to_le_bytes());
+    h.update(&me.to_le_bytes());
+    let b = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&b.as_bytes()[..8]);
+    u64::from_le_bytes(first)
 }
 
 /// Peers other than `me` the ledger heard from at or after `since_ms`, plus `me`: the peers

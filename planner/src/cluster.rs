@@ -1,18 +1,20 @@
 //! `planner submit / status / stop / cluster`: the client side of a Plexus cluster. The script
 //! is loaded and validated here (every error at once, nothing submitted on error); the plan
-//! and the run start are committed through the cluster's Raft ledger; progress is followed by
-//! reading the keyspace's ledger from the leader, turned into the engine's `Progress` events by
+//! and the run start are committed through the cluster's Raft ledger; progress is followed
+//! through the watch stream (a copy of the ledger kept current by versioned deltas,
+//! `node::cluster::watch`), turned into the engine's `Progress` events by
 //! `node::run_progress`, so `planner run` and `planner submit --wait` render one stream.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use plexus_core::plan::Plan;
 use plexus_node::clock::now_ms;
 use plexus_node::cluster::ClusterClient;
 use plexus_node::cluster::api::ClusterStatus;
+use plexus_node::cluster::watch::LedgerFollower;
 use plexus_node::local_run::{Observer, RunReport};
 use plexus_node::run_progress::LedgerProgress;
 use plexus_node::start_run::{RunStart, StartRunError, start_run};
@@ -82,41 +84,55 @@ pub fn submit(client: &ClusterClient, plan: &Plan, s: &Submission) -> Result<u32
     Ok(started.run_id)
 }
 
-/// How long `wait` keeps polling through a cluster that does not answer.
+/// How long `wait` keeps following through a cluster that does not answer, and waits for a
+/// committed run to reach the answering peer's copy.
 const WAIT_OUTAGE: Duration = Duration::from_secs(60);
 
-/// Follows a run until it is complete or stopped, feeding `observer` the same progress events
-/// `planner run` produces; returns the run's report from the ledger.
+/// How long one watch request waits for a change.
+pub const WATCH_WAIT: Duration = Duration::from_secs(2);
+
+/// Follows a run through the watch stream until it is complete or stopped, feeding `observer`
+/// the same progress events `planner run` produces; returns the run's report from the ledger.
+/// `pause` is the wait before asking again after a failed request.
 pub fn wait(
     client: &ClusterClient,
     keyspace: &str,
     run_id: u32,
     observer: &dyn Observer,
-    poll: Duration,
+    pause: Duration,
 ) -> Result<RunReport> {
     let mut progress = LedgerProgress::new(run_id);
-    let mut outage: Option<std::time::Instant> = None;
+    let mut follower = LedgerFollower::new();
+    let mut outage: Option<Instant> = None;
+    let mut unseen: Option<Instant> = None;
     loop {
-        // A leader change or a lost message makes one poll fail; the run goes on meanwhile.
-        let ledger = match client.keyspace(keyspace) {
-            Ok(l) => {
-                outage = None;
-                l
-            }
+        // A leader change, a restarted peer or a lost message fails one request; the follower
+        // keeps its version and resumes from it at whichever peer answers next.
+        match client.follow(&mut follower, WATCH_WAIT) {
+            Ok(_) => outage = None,
             Err(e)
                 if e.is_transient()
-                    && outage.get_or_insert_with(std::time::Instant::now).elapsed()
-                        < WAIT_OUTAGE =>
+                    && outage.get_or_insert_with(Instant::now).elapsed() < WAIT_OUTAGE =>
             {
-                std::thread::sleep(poll);
+                std::thread::sleep(pause);
                 continue;
             }
             Err(e) => return Err(e.into()),
-        };
-        if progress.feed(&ledger, keyspace, observer)? {
-            return Ok(RunReport::from_ledger(&ledger, keyspace, run_id)?);
         }
-        std::thread::sleep(poll);
+        let ledger = follower.ledger();
+        if ledger.run(keyspace, run_id).is_err() {
+            // The run is committed, but the answering peer may not have applied it yet.
+            if unseen.get_or_insert_with(Instant::now).elapsed() > WAIT_OUTAGE {
+                bail!(
+                    "run {run_id} of keyspace {keyspace} is not in the ledger at version {}",
+                    follower.version().unwrap_or(0)
+                );
+            }
+            continue;
+        }
+        if progress.feed(ledger, keyspace, observer)? {
+            return Ok(RunReport::from_ledger(ledger, keyspace, run_id)?);
+        }
     }
 }
 
@@ -140,6 +156,62 @@ pub fn ledger(client: &ClusterClient, keyspace: &str) -> Result<Ledger> {
         bail!("keyspace {keyspace:?} has no runs on this cluster");
     }
     Ok(l)
+}
+
+/// `planner status --watch`: prints [`status_text`] whenever it changes (at most once a second)
+/// as the watch stream brings the ledger's changes, until the run ends (without a run, until
+/// every run of the keyspace has ended).
+pub fn watch_status(
+    client: &ClusterClient,
+    keyspace: &str,
+    run_id: Option<u32>,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let mut follower = LedgerFollower::new();
+    let mut shown: Option<String> = None;
+    let mut outage: Option<Instant> = None;
+    loop {
+        let asked = Instant::now();
+        match client.follow(&mut follower, WATCH_WAIT) {
+            Ok(_) => outage = None,
+            Err(e)
+                if e.is_transient()
+                    && outage.get_or_insert_with(Instant::now).elapsed() < WAIT_OUTAGE =>
+            {
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let ledger = follower.ledger();
+        if ledger.keyspace(keyspace).is_err() {
+            bail!("keyspace {keyspace:?} has no runs on this cluster");
+        }
+        let text = status_text(ledger, keyspace, run_id)?;
+        if shown.as_ref() != Some(&text) {
+            write!(out, "{text}")?;
+            out.flush()?;
+            shown = Some(text);
+        }
+        let ended = |r: u32| {
+            ledger.run_status(keyspace, r).is_ok_and(|s| {
+                matches!(
+                    s,
+                    plexus_raft::RunStatus::Complete | plexus_raft::RunStatus::Stop
+                )
+            })
+        };
+        let done = match run_id {
+            Some(r) => ended(r),
+            None => ledger
+                .keyspace(keyspace)
+                .is_ok_and(|k| k.runs.keys().all(|r| ended(*r))),
+        };
+        if done {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(asked.elapsed()));
+    }
 }
 
 /// `planner status`: one line per run, or per node of one run.
@@ -199,7 +271,8 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
 
 /// `planner cluster status`: every member with whether it answers now (`reachable`), its
 /// last sign of life in the ledger (a time, UTC) and how far its log trails the leader's
-/// (`log_lag`, entries; `-` when unknown).
+/// (`log_lag`, entries; `-` when unknown); then the ledger's backup counters (started, won,
+/// time spent on losing copies) and the answering peer's ledger version.
 pub fn cluster_status_text(s: &ClusterStatus, reachable: &BTreeMap<u64, bool>) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -251,6 +324,15 @@ pub fn cluster_status_text(s: &ClusterStatus, reachable: &BTreeMap<u64, bool>) -
         };
         let _ = writeln!(out, "n{id},{role},{addr},{reach},{last},{lag},{running}");
     }
+    let b = &s.backups;
+    let _ = writeln!(
+        out,
+        "backups: {} started, {} won, {:.1} s on losing copies; ledger version {}",
+        b.started,
+        b.won,
+        b.wasted_ms as f64 / 1000.0,
+        s.ledger_version
+    );
     out
 }
 

@@ -169,7 +169,8 @@ enum Command {
         /// One run's nodes.
         #[arg(long)]
         run_id: Option<u32>,
-        /// Refresh every second until the run ends (needs --run-id).
+        /// Print again whenever it changes (the watch stream; at most once a second) until the
+        /// run ends (needs --run-id).
         #[arg(long, requires = "run_id")]
         watch: bool,
         #[command(flatten)]
@@ -613,25 +614,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cluster,
         } => {
             let client = cluster.required()?.connect()?;
-            loop {
+            if watch {
+                planner::cluster::watch_status(&client, &keyspace, run_id, &mut std::io::stdout())?;
+            } else {
                 let ledger = planner::cluster::ledger(&client, &keyspace)?;
                 print!(
                     "{}",
                     planner::cluster::status_text(&ledger, &keyspace, run_id)?
                 );
-                let done = run_id.is_none_or(|r| {
-                    ledger.run_status(&keyspace, r).is_ok_and(|s| {
-                        matches!(
-                            s,
-                            plexus_raft::RunStatus::Complete | plexus_raft::RunStatus::Stop
-                        )
-                    })
-                });
-                if !watch || done {
-                    return Ok(ExitCode::SUCCESS);
-                }
-                std::thread::sleep(std::time::Duration::from_secs(1));
             }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Stop {
             keyspace,

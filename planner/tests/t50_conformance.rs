@@ -948,6 +948,7 @@ mod on_cluster {
     mod faults;
     mod status;
     mod telemetry;
+    mod watch;
     use cluster_harness::TestCluster;
     use plexus_node::cluster::RaftTimers;
     use std::time::Duration;

@@ -34,6 +34,9 @@ pub struct ClaimPolicy {
     pub backup_factor: f64,
     /// Nor before it has run this long, ms (predictions of short batches are noisy).
     pub backup_min_ms: f64,
+    /// About this many peers contend for one straggler's backup (a hashed choice per batch),
+    /// so a thousand idle peers do not all propose the same `ClaimBackup` at once.
+    pub backup_contenders: usize,
 }
 
 impl ClaimPolicy {
@@ -46,6 +49,7 @@ impl ClaimPolicy {
         pick_spread: 64,
         backup_factor: 2.0,
         backup_min_ms: 1000.0,
+        backup_contenders: 8,
     };
 
     /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
@@ -93,6 +97,15 @@ impl ClaimPolicy {
     pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64) -> bool {
         running_ms >= self.backup_min_ms && running_ms >= self.backup_factor * predicted_ms
     }
+
+    /// Whether a peer whose hash for a straggler is `draw` may contend for its backup among
+    /// `peers` peers: about [`Self::backup_contenders`] of them may, each batch choosing
+    /// others; once the straggler runs twice the backup threshold past its prediction
+    /// (`past`, running / predicted) any peer may, as the chosen ones may be busy or gone.
+    pub fn may_back_up(&self, draw: u64, peers: usize, past: f64) -> bool {
+        let spread = (peers / self.backup_contenders.max(1)).max(1) as u64;
+        past >= 2.0 * self.backup_factor || draw.is_multiple_of(spread)
+    }
 }
 
 impl Default for ClaimPolicy {
@@ -132,5 +145,17 @@ mod tests {
         assert!(!p.is_straggler(500.0, 100.0), "too young");
         assert!(p.is_straggler(2000.0, 1000.0));
         assert!(!p.is_straggler(1999.0, 1000.0));
+    }
+
+    #[test]
+    fn about_backup_contenders_peers_contend_for_a_straggler() {
+        let p = ClaimPolicy::DEFAULT;
+        let allowed = (0..1000u64)
+            .filter(|d| p.may_back_up(d.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7, 1000, 2.5))
+            .count();
+        assert!((4..=16).contains(&allowed), "{allowed} of 1000");
+        // Few peers: all may; far past the prediction: all may.
+        assert!((0..5u64).all(|d| p.may_back_up(d, 5, 2.5)));
+        assert!((0..1000u64).all(|d| p.may_back_up(d, 1000, 4.0)));
     }
 }

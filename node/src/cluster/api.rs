@@ -1,6 +1,6 @@
 //! The messages peers and clients exchange over the transport: Raft RPCs between peers, and the
-//! client API (propose, read a keyspace's ledger, cluster status, membership). One request per
-//! QUIC stream, so Raft traffic never waits behind a client call.
+//! client API (propose, read a keyspace's ledger, watch the ledger's deltas, cluster status,
+//! membership). One request per QUIC stream, so Raft traffic never waits behind a client call.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +10,10 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use plexus_raft::replicated::{PeerId, TypeConfig};
-use plexus_raft::{Command, Event, LedgerError};
+use plexus_raft::{BackupCounters, Command, Event, LedgerError};
 use serde::{Deserialize, Serialize};
+
+use crate::cluster::watch::WatchAnswer;
 
 /// A request to a peer.
 #[derive(Debug, Serialize, Deserialize)]
@@ -36,6 +38,19 @@ pub enum PeerRequest {
         /// Keyspace; empty for every keyspace without its runs (the keyspace list).
         keyspace: String,
     },
+    /// The ledger's changes since a version, as a long poll: answered as soon as this peer
+    /// applied something newer than `since`, or with nothing new after `wait_ms` (at most
+    /// [`crate::cluster::watch::MAX_WATCH_WAIT`]). See [`crate::cluster::watch`].
+    Watch {
+        /// The version the caller's copy is at; `None` (no copy yet) gets a snapshot.
+        since: Option<u64>,
+        /// How long to wait for a change, milliseconds.
+        wait_ms: u32,
+    },
+    /// The version a linearizable read must see (the leader's read index, after it confirmed
+    /// its leadership), so a follower can serve the read from its own copy once it applied
+    /// that far (peers only).
+    ReadIndex,
     /// Members, leader, term, indexes and running batches.
     Status,
     /// Adds a peer: as a learner first, then as a voter.
@@ -82,6 +97,33 @@ pub enum ApiError {
     /// The store failed (dropping a keyspace's tables); the ledger part, if any, is committed.
     #[error("the store failed: {0}")]
     Store(String),
+    /// The answering peer has not applied the ledger as far as a read must see within the wait
+    /// (it is cut off from the leader, or catching up).
+    #[error("n{peer} has applied the ledger to version {have}, the read needs {want}")]
+    Lagging {
+        /// The peer.
+        peer: PeerId,
+        /// Its version.
+        have: u64,
+        /// The version the read needs.
+        want: u64,
+    },
+    /// The answering peer is shutting down (its executor is gone); another peer may answer.
+    #[error("n{peer} is shutting down")]
+    ShuttingDown {
+        /// The peer.
+        peer: PeerId,
+    },
+}
+
+impl ApiError {
+    /// Whether asking again (maybe another peer) may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::ShuttingDown { .. } | Self::Lagging { .. }
+        )
+    }
 }
 
 /// A peer's answer.
@@ -100,6 +142,10 @@ pub enum PeerResponse {
     Proposed(Result<Vec<Event>, ApiError>),
     /// To [`PeerRequest::ReadKeyspace`]: the bincode encoding of a `Ledger`.
     Ledger(Result<Vec<u8>, ApiError>),
+    /// To [`PeerRequest::Watch`].
+    Watched(Result<WatchAnswer, ApiError>),
+    /// To [`PeerRequest::ReadIndex`]: the version to reach.
+    ReadIndex(Result<u64, ApiError>),
     /// To [`PeerRequest::Status`].
     Status(Result<ClusterStatus, ApiError>),
     /// To [`PeerRequest::AddPeer`] and [`PeerRequest::RemovePeer`].
@@ -138,4 +184,8 @@ pub struct ClusterStatus {
     /// Each peer's last sign of life in the ledger (claim, heartbeat, completion, steal),
     /// epoch milliseconds.
     pub last_seen_ms: BTreeMap<PeerId, i64>,
+    /// Speculative backups of stragglers so far, from the answering peer's ledger.
+    pub backups: BackupCounters,
+    /// The version of the answering peer's ledger (see [`crate::cluster::watch`]).
+    pub ledger_version: u64,
 }

@@ -8,6 +8,7 @@ use plexus_raft::{Command, Event, Ledger};
 
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
+use crate::cluster::watch::{FollowError, LedgerFollower, WatchAnswer};
 use crate::transport::{Identity, TlsFiles, Transport, TransportConfig, TransportError};
 
 /// Why a cluster call failed.
@@ -41,6 +42,9 @@ pub enum ClientError {
     /// An answer did not decode.
     #[error("bad answer: {0}")]
     Decode(String),
+    /// A watch answer could not be applied to the caller's copy.
+    #[error("{0}")]
+    Follow(#[from] FollowError),
     /// The runtime could not start.
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
@@ -58,7 +62,8 @@ impl ClientError {
     /// Whether asking again later may succeed (no peer answered, no leader, no quorum yet).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable { .. } | Self::Api(ApiError::Unavailable(_)) => true,
+            Self::Unreachable { .. } => true,
+            Self::Api(e) => e.is_retryable(),
             Self::Transport(e) => e.is_retryable(),
             _ => false,
         }
@@ -163,6 +168,32 @@ impl ClusterClient {
             }
             other => Err(ClientError::Decode(format!("{other:?}"))),
         }
+    }
+
+    /// The ledger's changes after version `since` (a snapshot for `None` or a version too old),
+    /// waiting up to `wait` for one (see [`crate::cluster::watch`]).
+    pub fn watch(
+        &self,
+        since: Option<u64>,
+        wait: std::time::Duration,
+    ) -> Result<WatchAnswer, ClientError> {
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        match self.call(&PeerRequest::Watch { since, wait_ms })? {
+            PeerResponse::Watched(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
+    /// Brings `follower` up to date with the next watch answer (waiting up to `wait` for a
+    /// change); whether its copy changed. Any peer may answer: versions mean the same ledger
+    /// on every peer, so a follower whose peer went away resumes at another.
+    pub fn follow(
+        &self,
+        follower: &mut LedgerFollower,
+        wait: std::time::Duration,
+    ) -> Result<bool, ClientError> {
+        let answer = self.watch(follower.version(), wait)?;
+        Ok(follower.apply(answer)?)
     }
 
     /// Names of every keyspace of the cluster, as the leader has them.

@@ -1,5 +1,6 @@
-//! The console backend of a peer: keyspaces and runs from the replicated ledger (read on the
-//! leader, as clients read); starts compiled through `plexus-script`
+//! The console backend of a peer: keyspaces and runs from the peer's own copy of the replicated
+//! ledger, once it applied as far as the leader's read index (a linearizable read without
+//! moving the keyspace's ledger over the network, [`PeerCore::read_local`]); starts compiled through `plexus-script`
 //! ([`compile_start`]) and committed like `planner submit`; stops proposed like `planner stop`; drops like the
 //! toolbelt's `drop_keyspace` (ledger first, then the tables).
 
@@ -28,14 +29,12 @@ impl PeerConsole {
         Self { core, rt }
     }
 
-    /// A keyspace's ledger (every keyspace without runs for ""), as the leader has it.
+    /// A keyspace's ledger (every keyspace without runs for ""), at least as new as the
+    /// leader's when the request came.
     fn read(&self, keyspace: &str) -> Result<Ledger, ConsoleError> {
-        let bytes = self
-            .rt
-            .block_on(self.core.read_keyspace(keyspace, false))
-            .map_err(api_error)?;
-        Ledger::from_bytes(&bytes)
-            .map_err(|e| ConsoleError::Internal(format!("the ledger does not decode: {e}")))
+        self.rt
+            .block_on(self.core.read_local(keyspace))
+            .map_err(api_error)
     }
 
     fn propose(&self, cmd: Command) -> Result<Vec<Event>, ConsoleError> {
@@ -52,6 +51,9 @@ fn api_error(e: ApiError) -> ConsoleError {
         ApiError::Unavailable(m) => ConsoleError::Unavailable(format!(
             "the cluster did not answer (no leader or no quorum yet): {m}; try again"
         )),
+        e @ (ApiError::ShuttingDown { .. } | ApiError::Lagging { .. }) => {
+            ConsoleError::Unavailable(format!("{e}; try again"))
+        }
         ApiError::Membership(m) | ApiError::Store(m) => ConsoleError::Internal(m),
     }
 }

@@ -25,6 +25,7 @@ use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::network::{Network, resolve};
 use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
+use crate::cluster::watch::WatchLog;
 use crate::console::{Console, ConsoleSettings};
 use crate::exec::ExecContext;
 use crate::ledger_client::{LedgerClient, ProposeError, SharedLedger};
@@ -54,6 +55,8 @@ pub struct RaftTimers {
     pub lease: Duration,
     /// How often a peer holding claims renews all its leases (one heartbeat entry).
     pub lease_renew: Duration,
+    /// Applied commands kept for the watch stream; a client further behind gets a snapshot.
+    pub watch_window: usize,
 }
 
 impl Default for RaftTimers {
@@ -66,6 +69,7 @@ impl Default for RaftTimers {
             keep_behind_snapshot: 1000,
             lease: Duration::from_secs(5),
             lease_renew: Duration::from_secs(1),
+            watch_window: 4096,
         }
     }
 }
@@ -258,12 +262,14 @@ impl Peer {
             reason: format!("cannot restrict the modes in {}: {e}", s.data_dir.display()),
         })?;
         let ledger = Arc::new(SharedLedger::default());
-        let sm = LedgerStateMachine::open(db.clone(), ledger.clone()).map_err(|e| {
-            PeerError::Restore {
-                id,
-                reason: e.to_string(),
-            }
-        })?;
+        let watch = Arc::new(WatchLog::new(0, s.raft.watch_window));
+        let sm =
+            LedgerStateMachine::open(db.clone(), ledger.clone(), watch.clone()).map_err(|e| {
+                PeerError::Restore {
+                    id,
+                    reason: e.to_string(),
+                }
+            })?;
         let transport = Transport::bind(s.listen, &s.tls, Identity::Peer(id), s.transport.clone())
             .map_err(|source| PeerError::Transport { id, source })?;
         let advertise = s
@@ -296,6 +302,7 @@ impl Peer {
             raft,
             transport: transport.clone(),
             ledger,
+            watch,
             executor: OnceLock::new(),
             steals_served: AtomicU64::new(0),
         });

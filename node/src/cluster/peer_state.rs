@@ -11,11 +11,13 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, Raf
 use openraft::{ChangeMembers, Raft};
 use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
-use plexus_raft::{Command, Event, LedgerError, NodeBatchStatus};
+use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus};
 
 use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
 use crate::cluster::network::resolve;
+use crate::cluster::storage::version_of;
+use crate::cluster::watch::{MAX_WATCH_WAIT, WatchAnswer, WatchLog};
 use crate::ledger_client::SharedLedger;
 use crate::transport::{Identity, Service, Transport};
 use crate::worker::{Executor, QueuedTask};
@@ -26,6 +28,8 @@ pub struct PeerCore {
     pub(super) raft: Raft<TypeConfig>,
     pub(super) transport: Transport,
     pub(super) ledger: Arc<SharedLedger>,
+    /// The recent commands of `ledger`, for the watch stream.
+    pub(super) watch: Arc<WatchLog>,
     /// The peer's executor (weak: the executor's ledger client holds this core).
     pub(super) executor: OnceLock<Weak<Executor>>,
     /// Steal requests from thieves answered with tasks.
@@ -146,6 +150,75 @@ impl PeerCore {
         }
     }
 
+    /// The ledger's changes since `since` as this peer applied them (a long poll of up to
+    /// `wait_ms`), or a snapshot when the caller has no version or is behind the window.
+    pub async fn watch(&self, since: Option<u64>, wait_ms: u32) -> Result<WatchAnswer, ApiError> {
+        if let Some(since) = since {
+            let wait = Duration::from_millis(u64::from(wait_ms)).min(MAX_WATCH_WAIT);
+            self.watch.wait_past(since, wait).await;
+            if let Some((version, commands)) = self.watch.delta(since) {
+                return Ok(WatchAnswer::Delta { version, commands });
+            }
+        }
+        // Under the read lock the watch version matches the ledger (both change under the
+        // write lock).
+        let l = self.ledger.read();
+        let version = self.watch.version();
+        let ledger = l.to_bytes().map_err(ApiError::Refused)?;
+        Ok(WatchAnswer::Snapshot { version, ledger })
+    }
+
+    /// The version a linearizable read must see: the leader's read index once it confirmed
+    /// its leadership (forwarded to the leader from a follower), retried while there is no
+    /// leader for up to [`LEADER_WAIT`].
+    pub async fn read_index(&self, forwarded: bool) -> Result<u64, ApiError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let err = match self.raft.ensure_linearizable().await {
+                Ok(read) => return Ok(version_of(read)),
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) if !forwarded => {
+                    match self.call_leader(&f, &PeerRequest::ReadIndex).await? {
+                        Some(PeerResponse::ReadIndex(Err(ApiError::Unavailable(e)))) => e,
+                        Some(PeerResponse::ReadIndex(r)) => return r,
+                        Some(_) => "leader gave an unexpected answer".to_owned(),
+                        None => "no leader yet".to_owned(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if forwarded || Instant::now() >= deadline {
+                return Err(ApiError::Unavailable(err));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A keyspace's ledger (every keyspace without runs for "") from this peer's own copy,
+    /// once it applied as far as the leader's read index: a linearizable read that moves one
+    /// small answer instead of the keyspace's ledger.
+    pub async fn read_local(&self, keyspace: &str) -> Result<Ledger, ApiError> {
+        let want = self.read_index(false).await?;
+        if !self.watch.wait_reach(want, LEADER_WAIT).await {
+            return Err(ApiError::Lagging {
+                peer: self.id,
+                have: self.watch.version(),
+                want,
+            });
+        }
+        let l = self.ledger.read();
+        Ok(if keyspace.is_empty() {
+            l.keyspace_list()
+        } else {
+            l.keyspace_subset(keyspace)
+        })
+    }
+
+    /// This peer's copy of the ledger and its watch version, read together.
+    pub fn ledger_at(&self) -> (u64, Ledger) {
+        let l = self.ledger.read();
+        (self.watch.version(), l.clone())
+    }
+
     /// The store this peer's executor writes to (none before the executor is up).
     pub fn store(&self) -> Option<Arc<dyn crate::store::Store>> {
         self.executor().map(|e| e.context().store.clone())
@@ -243,6 +316,8 @@ impl PeerCore {
             }
         }
         status.last_seen_ms.insert(self.id, now_ms());
+        status.backups = l.backup_counters().clone();
+        status.ledger_version = self.watch.version();
         for ks in l.keyspace_names() {
             let Ok(k) = l.keyspace(&ks) else { continue };
             for run in k.runs.values() {
@@ -325,7 +400,7 @@ impl PeerCore {
         };
         let executor = self
             .executor()
-            .ok_or_else(|| ApiError::Unavailable(format!("n{} is shutting down", self.id)))?;
+            .ok_or(ApiError::ShuttingDown { peer: self.id })?;
         let name = keyspace.to_owned();
         // Store calls block, and the CQL store refuses to from any thread inside a runtime
         // (blocking-pool threads included), so the drop runs on a plain thread; the executor,
@@ -415,6 +490,12 @@ impl Service for PeerCore {
             PeerRequest::ReadKeyspace { keyspace } => {
                 let forwarded = peer.is_some();
                 PeerResponse::Ledger(self.read_keyspace(&keyspace, forwarded).await)
+            }
+            PeerRequest::Watch { since, wait_ms } => {
+                PeerResponse::Watched(self.watch(since, wait_ms).await)
+            }
+            PeerRequest::ReadIndex => {
+                PeerResponse::ReadIndex(self.read_index(peer.is_some()).await)
             }
             PeerRequest::Status => PeerResponse::Status(Ok(self.status())),
             PeerRequest::Steal { max } => match peer {

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
-    AnyError, LogId, LogState, RaftLogReader, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership, Vote,
+    AnyError, EntryPayload, LogId, LogState, RaftLogReader, RaftSnapshotBuilder, Snapshot,
+    SnapshotMeta, StorageError, StorageIOError, StoredMembership, Vote,
 };
 use plexus_raft::replicated::{
     Applied, LogEntry, PeerId, PeerNode, SnapshotState, TypeConfig, apply_entry, membership_of,
@@ -26,6 +26,7 @@ use plexus_raft::{Ledger, LedgerError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::cluster::watch::WatchLog;
 use crate::ledger_client::SharedLedger;
 
 type StorageResult<T> = Result<T, StorageError<PeerId>>;
@@ -283,6 +284,8 @@ struct MachineState {
 #[derive(Clone)]
 pub struct LedgerStateMachine {
     ledger: Arc<SharedLedger>,
+    /// The recent commands, for the watch stream.
+    watch: Arc<WatchLog>,
     state: Arc<Mutex<MachineState>>,
     db: Arc<RaftDb>,
 }
@@ -291,7 +294,11 @@ impl LedgerStateMachine {
     /// The state machine over `ledger`, restored from the last snapshot in `db`.
     // The error is openraft's `StorageError`, as in the trait methods it sits beside.
     #[allow(clippy::result_large_err)]
-    pub fn open(db: Arc<RaftDb>, ledger: Arc<SharedLedger>) -> StorageResult<Self> {
+    pub fn open(
+        db: Arc<RaftDb>,
+        ledger: Arc<SharedLedger>,
+        watch: Arc<WatchLog>,
+    ) -> StorageResult<Self> {
         let stored: Option<StoredSnapshot> = db
             .get(SNAPSHOT)
             .map_err(|e| StorageIOError::read_snapshot(None, e))?;
@@ -303,13 +310,17 @@ impl LedgerStateMachine {
         };
         if let Some(s) = stored {
             let restored = restore(&s.data).map_err(|e| StorageIOError::read_snapshot(None, e))?;
-            ledger.update(|l| *l = restored.1);
+            ledger.update(|l| {
+                *l = restored.1;
+                watch.reset(version_of(restored.0.last_applied));
+            });
             state.last_applied = restored.0.last_applied;
             state.membership = restored.0.membership;
             state.current = Some(s);
         }
         Ok(Self {
             ledger,
+            watch,
             state: Arc::new(Mutex::new(state)),
             db,
         })
@@ -323,6 +334,12 @@ impl LedgerStateMachine {
     fn lock(&self) -> std::sync::MutexGuard<'_, MachineState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The watch version of a ledger that applied entries up to `last` (see
+/// [`crate::cluster::watch`]): the number of entries applied.
+pub fn version_of(last: Option<LogId<PeerId>>) -> u64 {
+    last.map_or(0, |l| l.index + 1)
 }
 
 fn restore(bytes: &[u8]) -> Result<(SnapshotState, Ledger), AnyError> {
@@ -394,10 +411,19 @@ impl RaftStateMachine<TypeConfig> for LedgerStateMachine {
         let entries: Vec<LogEntry> = entries.into_iter().collect();
         let mut s = self.lock();
         // One write lock and one wake-up for the whole chunk of entries.
+        // The watch log is filled under the same lock, so its version matches the ledger.
         let responses = self.ledger.update(|ledger| {
             entries
                 .iter()
-                .map(|e| apply_entry(ledger, e))
+                .map(|e| {
+                    let applied = apply_entry(ledger, e);
+                    let cmd = match &e.payload {
+                        EntryPayload::Normal(cmd) => Some(cmd),
+                        _ => None,
+                    };
+                    self.watch.record(version_of(Some(e.log_id)), cmd);
+                    applied
+                })
                 .collect::<Vec<_>>()
         });
         for e in &entries {
@@ -433,7 +459,10 @@ impl RaftStateMachine<TypeConfig> for LedgerStateMachine {
             .put(SNAPSHOT, &stored, true)
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), e))?;
         let mut s = self.lock();
-        self.ledger.update(|l| *l = ledger);
+        self.ledger.update(|l| {
+            *l = ledger;
+            self.watch.reset(version_of(meta.last_log_id));
+        });
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
         s.current = Some(stored);
@@ -462,7 +491,11 @@ mod tests {
             let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
             let db =
                 RaftDb::open(dir.path()).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
-            let sm = LedgerStateMachine::open(db.clone(), Arc::new(SharedLedger::default()))?;
+            let sm = LedgerStateMachine::open(
+                db.clone(),
+                Arc::new(SharedLedger::default()),
+                Arc::new(WatchLog::new(0, 16)),
+            )?;
             Ok((dir, LogStore::new(db), sm))
         }
     }
