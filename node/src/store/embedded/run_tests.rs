@@ -255,7 +255,11 @@ fn index_reader_during_rerun_sees_old_or_new_whole() {
     let mut sorted = rowids.clone();
     sorted.sort_unstable();
     let version = |round: u8| -> Vec<RowWrite> {
-        let key = if round % 2 == 0 { "even" } else { "odd" };
+        let key = if round.is_multiple_of(2) {
+            "even"
+        } else {
+            "odd"
+        };
         rowids.iter().map(|&r| keyed(r, 0, key)).collect()
     };
     store
