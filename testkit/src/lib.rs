@@ -10,6 +10,8 @@
 //!
 //! [`otlp`] is an in-process OTLP/gRPC trace receiver (what Jaeger accepts) for span tests.
 //!
+//! [`seed`] gives randomised tests a printed, replayable seed.
+//!
 //! [`conformance`] finds Capillaries' integration data (ours or a Capillaries checkout) for
 //! every test that reads it, and reports the tests it skips when there is none.
 //!
@@ -28,3 +30,4 @@ pub mod conformance;
 pub mod cql;
 pub mod otlp;
 pub mod remote;
+pub mod seed;

@@ -62,22 +62,12 @@ impl Source {
     }
 }
 
-fn seed() -> u64 {
-    let seed = std::env::var("PLEXUS_WATCH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("watch seed {seed} (PLEXUS_WATCH_SEED={seed} replays)");
-    seed
-}
-
 #[test]
 fn deltas_applied_to_a_copy_reproduce_the_ledger() {
-    let seed = seed();
+    let seed = plexus_testkit::seed::seed(
+        "PLEXUS_WATCH_SEED",
+        "deltas_applied_to_a_copy_reproduce_the_ledger",
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for trial in 0..50 {
         let window = 1 + (rng.next_u32() % 40) as usize;

@@ -12,20 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The test's seed: `PLEXUS_FAULT_SEED`, else the clock; printed so a failure can be replayed.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("PLEXUS_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: fault seed {seed} (replay with PLEXUS_FAULT_SEED={seed})");
-    seed
-}
-
 /// A lossy, jittery network between peers (clients are spared): 2 % of peer-to-peer requests
 /// dropped, the rest delayed by up to 3 ms.
 fn jittery(seed: u64) -> Arc<Faults> {
@@ -189,7 +175,10 @@ fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
     if common::conformance()?.is_none() {
         return Ok(());
     }
-    let seed = seed("a_random_peer_killed_mid_run_loses_nothing");
+    let seed = plexus_testkit::seed::seed(
+        "PLEXUS_FAULT_SEED",
+        "a_random_peer_killed_mid_run_loses_nothing",
+    );
     let trials: u64 = std::env::var("PLEXUS_FAULT_TRIALS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -222,7 +211,7 @@ fn the_leader_killed_mid_run() -> Result<()> {
     if common::conformance()?.is_none() {
         return Ok(());
     }
-    let seed = seed("the_leader_killed_mid_run");
+    let seed = plexus_testkit::seed::seed("PLEXUS_FAULT_SEED", "the_leader_killed_mid_run");
     let mut cluster = TestCluster::start(3)?;
     let base = baseline(&cluster)?;
     cluster.set_faults(jittery(seed));
@@ -273,7 +262,7 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
     if common::conformance()?.is_none() {
         return Ok(());
     }
-    let seed = seed("a_partitioned_peer_is_taken_over");
+    let seed = plexus_testkit::seed::seed("PLEXUS_FAULT_SEED", "a_partitioned_peer_is_taken_over");
     let mut cluster = TestCluster::start(3)?;
     let faults = Arc::new(Faults::new(seed));
     cluster.set_faults(faults.clone());
@@ -529,7 +518,10 @@ fn a_tampered_task_is_refused_and_fetched_again() -> Result<()> {
     if common::conformance()?.is_none() {
         return Ok(());
     }
-    let seed = seed("a_tampered_task_is_refused_and_fetched_again");
+    let seed = plexus_testkit::seed::seed(
+        "PLEXUS_FAULT_SEED",
+        "a_tampered_task_is_refused_and_fetched_again",
+    );
     let mut cluster = TestCluster::start(3)?;
     cluster.restart_with(1, |s| s.claim_window = Duration::from_secs(3600))?;
     cluster.wait_caught_up(Duration::from_secs(20))?;

@@ -10,20 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use crate::store::suite::{Rng, spec};
 
-/// A seed from `PLEXUS_TEST_SEED` or the clock, printed so a failure can be replayed.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("PLEXUS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    println!("{test}: PLEXUS_TEST_SEED={seed}");
-    seed
-}
-
 fn keyed(rowid: Rowid, batch_idx: u32, key: &str) -> RowWrite {
     RowWrite {
         rowid,
@@ -165,7 +151,7 @@ fn rerun_replaces_index_runs_whole() {
 /// reopening.
 #[test]
 fn lookups_across_runs_match_a_model() {
-    let seed = seed("lookups_across_runs_match_a_model");
+    let seed = plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "lookups_across_runs_match_a_model");
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().expect("tempdir");
     // The entries of each published call, by (batch, first rowid): a re-run replaces them.

@@ -10,20 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use crate::store::suite::{Rng, full_scan, spec};
 
-/// A seed from `PLEXUS_TEST_SEED` or the clock, printed so a failure can be replayed.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("PLEXUS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    println!("{test}: PLEXUS_TEST_SEED={seed}");
-    seed
-}
-
 fn write(rowid: Rowid, batch_idx: u32, bytes: &[u8]) -> RowWrite {
     RowWrite {
         rowid,
@@ -167,7 +153,8 @@ fn rerun_replaces_segments_whole() {
 /// before and after reopening.
 #[test]
 fn point_reads_and_scans_across_segments() {
-    let seed = seed("point_reads_and_scans_across_segments");
+    let seed =
+        plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "point_reads_and_scans_across_segments");
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().expect("tempdir");
     let s = spec("t", 1, &[]);
