@@ -39,6 +39,26 @@ pub struct PeerCore {
 /// How long a proposal waits for a leader before it reports the cluster unavailable.
 const LEADER_WAIT: Duration = Duration::from_secs(15);
 
+/// What one try of a leader-only request on this peer came to.
+enum Attempt<T> {
+    /// The answer (this peer leads, or the request needs no leader after all).
+    Done(Result<T, ApiError>),
+    /// Another peer leads (or none is known yet): ask it.
+    Forward(ForwardToLeader<PeerId, PeerNode>),
+    /// Raft could not answer now; why, for the error if the deadline passes.
+    Retry(String),
+}
+
+impl<T> Attempt<T> {
+    /// A failed leadership check: forward to the leader it names, else try again.
+    fn from_check(e: RaftError<PeerId, CheckIsLeaderError<PeerId, PeerNode>>) -> Self {
+        match e {
+            RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => Self::Forward(f),
+            e => Self::Retry(e.to_string()),
+        }
+    }
+}
+
 impl PeerCore {
     /// This peer's id.
     pub fn id(&self) -> PeerId {
@@ -77,29 +97,58 @@ impl PeerCore {
     /// Commits a command on the leader (forwarding when this peer is a follower), retrying
     /// while there is no leader for up to [`LEADER_WAIT`].
     pub async fn propose(&self, cmd: Command, forwarded: bool) -> Result<Vec<Event>, ApiError> {
+        let cmd = &cmd;
+        self.on_leader(
+            forwarded,
+            || PeerRequest::Propose {
+                cmd: cmd.clone(),
+                forwarded: true,
+            },
+            async || match self.raft.client_write(cmd.clone()).await {
+                Ok(resp) => Attempt::Done(match resp.data.0 {
+                    Some(Ok(events)) => Ok(events),
+                    Some(Err(e)) => Err(ApiError::Refused(e)),
+                    None => Ok(Vec::new()),
+                }),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    Attempt::Forward(f)
+                }
+                Err(e) => Attempt::Retry(e.to_string()),
+            },
+            |r| match r {
+                PeerResponse::Proposed(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// Runs `attempt` on this peer until it is done. When another peer leads, asks that
+    /// leader once with `request()` and reads its answer with `answer` (a forwarded request
+    /// is never forwarded again). Retries every 100 ms while there is no leader or the leader
+    /// could not confirm its leadership (a lost heartbeat, an election), for up to
+    /// [`LEADER_WAIT`].
+    async fn on_leader<T>(
+        &self,
+        forwarded: bool,
+        request: impl Fn() -> PeerRequest,
+        mut attempt: impl AsyncFnMut() -> Attempt<T>,
+        answer: impl Fn(PeerResponse) -> Option<Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
         let deadline = Instant::now() + LEADER_WAIT;
         loop {
-            let err = match self.raft.client_write(cmd.clone()).await {
-                Ok(resp) => {
-                    return match resp.data.0 {
-                        Some(Ok(events)) => Ok(events),
-                        Some(Err(e)) => Err(ApiError::Refused(e)),
-                        None => Ok(Vec::new()),
-                    };
-                }
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) if !forwarded => {
-                    let req = PeerRequest::Propose {
-                        cmd: cmd.clone(),
-                        forwarded: true,
-                    };
-                    match self.call_leader(&f, &req).await? {
-                        Some(PeerResponse::Proposed(Err(ApiError::Unavailable(e)))) => e,
-                        Some(PeerResponse::Proposed(r)) => return r,
-                        Some(_) => "leader gave an unexpected answer".to_owned(),
+            let err = match attempt().await {
+                Attempt::Done(r) => return r,
+                Attempt::Forward(f) if !forwarded => {
+                    match self.call_leader(&f, &request()).await?.map(&answer) {
+                        Some(Some(Err(ApiError::Unavailable(e)))) => e,
+                        Some(Some(r)) => return r,
+                        Some(None) => "leader gave an unexpected answer".to_owned(),
                         None => "no leader yet".to_owned(),
                     }
                 }
-                Err(e) => e.to_string(),
+                Attempt::Forward(f) => f.to_string(),
+                Attempt::Retry(e) => e,
             };
             if forwarded || Instant::now() >= deadline {
                 return Err(ApiError::Unavailable(err));
@@ -115,9 +164,12 @@ impl PeerCore {
         keyspace: &str,
         forwarded: bool,
     ) -> Result<Vec<u8>, ApiError> {
-        let deadline = Instant::now() + LEADER_WAIT;
-        loop {
-            let err = match self.raft.ensure_linearizable().await {
+        self.on_leader(
+            forwarded,
+            || PeerRequest::ReadKeyspace {
+                keyspace: keyspace.to_owned(),
+            },
+            async || match self.raft.ensure_linearizable().await {
                 Ok(_) => {
                     let l = self.ledger.read();
                     // An empty name lists the keyspaces (without their runs).
@@ -126,28 +178,16 @@ impl PeerCore {
                     } else {
                         l.keyspace_subset(keyspace)
                     };
-                    return part.to_bytes().map_err(ApiError::Refused);
+                    Attempt::Done(part.to_bytes().map_err(ApiError::Refused))
                 }
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) if !forwarded => {
-                    let req = PeerRequest::ReadKeyspace {
-                        keyspace: keyspace.to_owned(),
-                    };
-                    match self.call_leader(&f, &req).await? {
-                        // The leader could not confirm its leadership this time (a lost
-                        // heartbeat, an election): ask again until the deadline.
-                        Some(PeerResponse::Ledger(Err(ApiError::Unavailable(e)))) => e,
-                        Some(PeerResponse::Ledger(r)) => return r,
-                        Some(_) => "leader gave an unexpected answer".to_owned(),
-                        None => "no leader yet".to_owned(),
-                    }
-                }
-                Err(e) => e.to_string(),
-            };
-            if forwarded || Instant::now() >= deadline {
-                return Err(ApiError::Unavailable(err));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                Err(e) => Attempt::from_check(e),
+            },
+            |r| match r {
+                PeerResponse::Ledger(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
     }
 
     /// The ledger's changes since `since` as this peer applied them (a long poll of up to
@@ -172,25 +212,19 @@ impl PeerCore {
     /// its leadership (forwarded to the leader from a follower), retried while there is no
     /// leader for up to [`LEADER_WAIT`].
     pub async fn read_index(&self, forwarded: bool) -> Result<u64, ApiError> {
-        let deadline = Instant::now() + LEADER_WAIT;
-        loop {
-            let err = match self.raft.ensure_linearizable().await {
-                Ok(read) => return Ok(version_of(read)),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) if !forwarded => {
-                    match self.call_leader(&f, &PeerRequest::ReadIndex).await? {
-                        Some(PeerResponse::ReadIndex(Err(ApiError::Unavailable(e)))) => e,
-                        Some(PeerResponse::ReadIndex(r)) => return r,
-                        Some(_) => "leader gave an unexpected answer".to_owned(),
-                        None => "no leader yet".to_owned(),
-                    }
-                }
-                Err(e) => e.to_string(),
-            };
-            if forwarded || Instant::now() >= deadline {
-                return Err(ApiError::Unavailable(err));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.on_leader(
+            forwarded,
+            || PeerRequest::ReadIndex,
+            async || match self.raft.ensure_linearizable().await {
+                Ok(read) => Attempt::Done(Ok(version_of(read))),
+                Err(e) => Attempt::from_check(e),
+            },
+            |r| match r {
+                PeerResponse::ReadIndex(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
     }
 
     /// A keyspace's ledger (every keyspace without runs for "") from this peer's own copy,
