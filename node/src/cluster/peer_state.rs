@@ -104,16 +104,18 @@ impl PeerCore {
                 cmd: cmd.clone(),
                 forwarded: true,
             },
-            async || match self.raft.client_write(cmd.clone()).await {
-                Ok(resp) => Attempt::Done(match resp.data.0 {
-                    Some(Ok(events)) => Ok(events),
-                    Some(Err(e)) => Err(ApiError::Refused(e)),
-                    None => Ok(Vec::new()),
-                }),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                    Attempt::Forward(f)
+            || async move {
+                match self.raft.client_write(cmd.clone()).await {
+                    Ok(resp) => Attempt::Done(match resp.data.0 {
+                        Some(Ok(events)) => Ok(events),
+                        Some(Err(e)) => Err(ApiError::Refused(e)),
+                        None => Ok(Vec::new()),
+                    }),
+                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                        Attempt::Forward(f)
+                    }
+                    Err(e) => Attempt::Retry(e.to_string()),
                 }
-                Err(e) => Attempt::Retry(e.to_string()),
             },
             |r| match r {
                 PeerResponse::Proposed(r) => Some(r),
@@ -128,11 +130,11 @@ impl PeerCore {
     /// is never forwarded again). Retries every 100 ms while there is no leader or the leader
     /// could not confirm its leadership (a lost heartbeat, an election), for up to
     /// [`LEADER_WAIT`].
-    async fn on_leader<T>(
+    async fn on_leader<T, F: Future<Output = Attempt<T>>>(
         &self,
         forwarded: bool,
         request: impl Fn() -> PeerRequest,
-        mut attempt: impl AsyncFnMut() -> Attempt<T>,
+        mut attempt: impl FnMut() -> F,
         answer: impl Fn(PeerResponse) -> Option<Result<T, ApiError>>,
     ) -> Result<T, ApiError> {
         let deadline = Instant::now() + LEADER_WAIT;
@@ -169,18 +171,20 @@ impl PeerCore {
             || PeerRequest::ReadKeyspace {
                 keyspace: keyspace.to_owned(),
             },
-            async || match self.raft.ensure_linearizable().await {
-                Ok(_) => {
-                    let l = self.ledger.read();
-                    // An empty name lists the keyspaces (without their runs).
-                    let part = if keyspace.is_empty() {
-                        l.keyspace_list()
-                    } else {
-                        l.keyspace_subset(keyspace)
-                    };
-                    Attempt::Done(part.to_bytes().map_err(ApiError::Refused))
+            || async move {
+                match self.raft.ensure_linearizable().await {
+                    Ok(_) => {
+                        let l = self.ledger.read();
+                        // An empty name lists the keyspaces (without their runs).
+                        let part = if keyspace.is_empty() {
+                            l.keyspace_list()
+                        } else {
+                            l.keyspace_subset(keyspace)
+                        };
+                        Attempt::Done(part.to_bytes().map_err(ApiError::Refused))
+                    }
+                    Err(e) => Attempt::from_check(e),
                 }
-                Err(e) => Attempt::from_check(e),
             },
             |r| match r {
                 PeerResponse::Ledger(r) => Some(r),
@@ -215,9 +219,11 @@ impl PeerCore {
         self.on_leader(
             forwarded,
             || PeerRequest::ReadIndex,
-            async || match self.raft.ensure_linearizable().await {
-                Ok(read) => Attempt::Done(Ok(version_of(read))),
-                Err(e) => Attempt::from_check(e),
+            || async move {
+                match self.raft.ensure_linearizable().await {
+                    Ok(read) => Attempt::Done(Ok(version_of(read))),
+                    Err(e) => Attempt::from_check(e),
+                }
             },
             |r| match r {
                 PeerResponse::ReadIndex(r) => Some(r),
