@@ -39,14 +39,6 @@ fn data(len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The process's peak resident set (VmHWM) in bytes, where /proc has it.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 #[test]
 fn s3_multipart_streamed_ranged_and_errors() -> Result<()> {
     let Some(s3) = MotoS3::start()? else {
@@ -114,7 +106,7 @@ fn s3_multipart_streamed_ranged_and_errors() -> Result<()> {
     }
     w.finish()?;
     drop(big);
-    if let Some(before) = peak_rss() {
+    if let Some(before) = plexus_testkit::usage::peak_rss_bytes() {
         let mut r = files.open_read(&big_url)?;
         let mut buf = vec![0u8; 256 * 1024];
         let mut total = 0usize;
@@ -126,7 +118,7 @@ fn s3_multipart_streamed_ranged_and_errors() -> Result<()> {
             total += n;
         }
         ensure!(total == 48 * 1024 * 1024, "read {total} bytes");
-        let after = peak_rss().unwrap_or(before);
+        let after = plexus_testkit::usage::peak_rss_bytes().unwrap_or(before);
         ensure!(
             after.saturating_sub(before) < 16 * 1024 * 1024,
             "peak RSS rose by {} MiB reading a 48 MiB object",
@@ -212,9 +204,11 @@ fn bench_csv_read_s3_vs_local() -> Result<()> {
         Ok((n, start.elapsed().as_secs_f64()))
     };
     let (n_local, t_local) = read(&local.to_string_lossy())?;
-    let hwm_before = peak_rss().unwrap_or(0);
+    let hwm_before = plexus_testkit::usage::peak_rss_bytes().unwrap_or(0);
     let (n_s3, t_s3) = read(&url)?;
-    let hwm_rise = peak_rss().unwrap_or(0).saturating_sub(hwm_before);
+    let hwm_rise = plexus_testkit::usage::peak_rss_bytes()
+        .unwrap_or(0)
+        .saturating_sub(hwm_before);
     ensure!(n_local == rows && n_s3 == rows, "rows {n_local} / {n_s3}");
     println!(
         "csv {rows} rows, {:.0} MB: local disk {:.2} s = {:.0} rows/s ({:.0} MB/s); \

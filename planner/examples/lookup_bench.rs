@@ -156,27 +156,6 @@ fn write_params(
     Ok(out)
 }
 
-/// (user + system CPU seconds, peak RSS in KiB) of this process, from /proc (Linux).
-fn cpu_and_peak_rss() -> (f64, u64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the ")" closing the command name; utime and stime are fields 14 and 15.
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
-    ((ticks(11) + ticks(12)) / 100.0, hwm)
-}
-
 /// Totals of a stage: a group of nodes.
 #[derive(Default)]
 struct Stage {
@@ -354,7 +333,7 @@ fn main() -> Result<()> {
         settings.store = planner::run::StoreKind::Cql;
         settings.cql_contact_points = d.addr().to_string();
     }
-    let (cpu0, _) = cpu_and_peak_rss();
+    let cpu0 = plexus_testkit::usage::cpu_seconds();
     let start = Instant::now();
     let report = match (args.cluster, &double) {
         (Some(n), Some(d)) => run_on_cluster(&plan, &dir, n, threads_total, &d.addr().to_string())?,
@@ -364,7 +343,8 @@ fn main() -> Result<()> {
         t.shutdown();
     }
     let wall = start.elapsed();
-    let (cpu1, peak_kib) = cpu_and_peak_rss();
+    let cpu1 = plexus_testkit::usage::cpu_seconds();
+    let peak_mib = plexus_testkit::usage::peak_rss_bytes().unwrap_or(0) >> 20;
     if let Some(rx) = &receiver {
         println!("spans received: {}", rx.spans().len());
     }
@@ -404,7 +384,7 @@ fn main() -> Result<()> {
         args.batches.unwrap_or(10),
         wall.as_secs_f64(),
         cpu1 - cpu0,
-        peak_kib / 1024
+        peak_mib
     );
     if args.cluster.is_none() {
         // Stage CPU and spans are measured by the in-process engine only.

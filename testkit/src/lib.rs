@@ -12,6 +12,8 @@
 //!
 //! [`seed`] gives randomised tests a printed, replayable seed.
 //!
+//! [`usage`] reads this process's CPU seconds and peak memory for benchmarks.
+//!
 //! [`conformance`] finds Capillaries' integration data (ours or a Capillaries checkout) for
 //! every test that reads it, and reports the tests it skips when there is none.
 //!
@@ -31,3 +33,4 @@ pub mod cql;
 pub mod otlp;
 pub mod remote;
 pub mod seed;
+pub mod usage;
