@@ -178,6 +178,12 @@ pub struct TopBuffer {
     presorted: bool,
 }
 
+/// Order components whose values are gathered on the stack (see [`TopBuffer::push_at`]).
+const STACK_KEY_COMPONENTS: usize = 8;
+
+/// Filler of the unused stack slots; never read.
+static NO_VALUE: Value = Value::Bool(false);
+
 /// bincode's configuration for serialised rows.
 const ROW_CONFIG: bincode::config::Configuration = bincode::config::standard();
 
@@ -253,9 +259,25 @@ impl TopBuffer {
         if self.limit == 0 {
             return Ok(());
         }
-        let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
         self.scratch.clear();
-        build_key_into(&mut self.scratch, &self.def, &values).map_err(|e| FileError::TopKey {
+        // The order values by reference, on the stack when they are few (most orders): a
+        // vector here was one allocation per row offered.
+        let mut refs: [&Value; STACK_KEY_COMPONENTS] = [&NO_VALUE; STACK_KEY_COMPONENTS];
+        let mut n = 0;
+        for (slot, v) in refs
+            .iter_mut()
+            .zip(self.cols.iter().filter_map(|&i| row.get(i)))
+        {
+            *slot = v;
+            n += 1;
+        }
+        let built = if self.cols.len() <= STACK_KEY_COMPONENTS {
+            build_key_into(&mut self.scratch, &self.def, &refs[..n])
+        } else {
+            let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
+            build_key_into(&mut self.scratch, &self.def, &values)
+        };
+        built.map_err(|e| FileError::TopKey {
             source: Box::new(e),
         })?;
         if let Some(bound) = &self.bound
