@@ -211,7 +211,7 @@ fn main() -> Result<()> {
         let mut resume = None;
         loop {
             let page = store.scan_batch(ks, &spec.data, b, 4, 1000, resume)?;
-            scanned += page.rows.len() as u64;
+            scanned += page.len() as u64;
             match page.resume_after {
                 Some(r) => resume = Some(r),
                 None => break,

@@ -281,7 +281,7 @@ pub fn rows(
     let mut resume = None;
     loop {
         let page = store.scan_batch(keyspace, &table, 0, 1, PAGE, resume)?;
-        for (rowid, bytes) in page.rows {
+        for (rowid, bytes) in page.iter() {
             if limit.is_some_and(|l| out.len() >= l) {
                 return Ok(TableRows { info, rows: out });
             }
@@ -289,7 +289,7 @@ pub fn rows(
                 continue;
             }
             let values =
-                plexus_core::row::decode_row(&bytes, &types).map_err(|e| TablesError::Decode {
+                plexus_core::row::decode_row(bytes, &types).map_err(|e| TablesError::Decode {
                     table: table.storage_name(),
                     rowid,
                     reason: e.to_string(),

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use plexus_core::expr::parse;
-use plexus_core::key::parse_order_expr;
+use plexus_core::key::{build_key_into, parse_order_expr};
 use plexus_core::plan::{
     CsvReaderSettings, FileColumn, FileReader, FileReaderFormat, FileWriter, FileWriterFormat,
     ParquetCodec, Plan, PlanExpr, Reader, ReaderColumn, Top, Writer,
@@ -762,6 +762,112 @@ fn top_spilled_runs_match_the_in_memory_buffer() -> Result<()> {
     }
     // The run files are gone with the buffers.
     assert_eq!(std::fs::read_dir(dir.path())?.count(), 0);
+    Ok(())
+}
+
+/// `top` compares keys past the prefix every kept key shares: keys whose shared prefix
+/// shrinks while rows arrive (numbers crossing magnitudes and signs, long strings with a
+/// common start), kept in one buffer, in a spilling one, and in shares sealed and absorbed
+/// as a parallel top does, all yield exactly a stable sort's rows. Randomised (seed printed).
+#[test]
+fn top_with_shrinking_shared_key_prefixes_matches_a_stable_sort() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_TOP_SEED", "top_shared_prefix");
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+        out_col("f", Type::Float, "f", "%f")?,
+    ];
+    let types = |f: &str| match f {
+        "k" => Some(Type::Int),
+        "s" => Some(Type::String),
+        "f" => Some(Type::Float),
+        _ => None,
+    };
+    let dir = tempfile::tempdir()?;
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for order_text in [
+        "k(asc)",
+        "k(desc),s(asc)",
+        "s(asc),f(desc)",
+        "f(asc),k(asc)",
+    ] {
+        let order = parse_order_expr(order_text, &types).map_err(|e| anyhow!("{e}"))?;
+        for limit in [1usize, 50, 700, 5000] {
+            let top = Top {
+                order: order.clone(),
+                limit: limit as u64,
+            };
+            let n = 2500usize;
+            let rows: Vec<Vec<Value>> = (0..n)
+                .map(|i| {
+                    // The range grows with i, so early keys share long prefixes and later
+                    // ones shrink them; a few negative numbers flip the sign byte late.
+                    let span = 1u64 << (4 + (i * 40 / n));
+                    let mut k = (next() % span) as i64;
+                    if i > n / 2 && next() % 10 == 0 {
+                        k = -k;
+                    }
+                    let s = format!("common-start-{:0w$}", next() % span, w = 1 + i / 300);
+                    let f = k as f64 / 7.0;
+                    vec![Value::Int(k), Value::str(&s), Value::Float(f)]
+                })
+                .collect();
+            let mut one = TopBuffer::new(&top, &columns)?;
+            let mut spilled = TopBuffer::new(&top, &columns)?.with_spill(4096, dir.path());
+            for r in &rows {
+                one.push(r)?;
+                spilled.push(r)?;
+            }
+            // Three shares of pages of 64 rows handed out in turn, as a parallel top does.
+            let mut shares = Vec::new();
+            for _ in 0..3 {
+                shares.push(TopBuffer::new(&top, &columns)?);
+            }
+            for (seq, r) in rows.iter().enumerate() {
+                let Some(share) = shares.get_mut((seq / 64) % 3) else {
+                    bail!("no share");
+                };
+                share.push_at(r, seq as u64)?;
+            }
+            let mut merged: Option<TopBuffer> = None;
+            for mut share in shares {
+                share.seal();
+                match &mut merged {
+                    Some(m) => m.absorb(share),
+                    None => merged = Some(share),
+                }
+            }
+            let merged = merged.context("no shares")?;
+            // The reference: each row's order key built directly, then a stable sort.
+            let mut keyed = Vec::with_capacity(n);
+            for r in &rows {
+                let values = order
+                    .components
+                    .iter()
+                    .map(|c| {
+                        let i = columns.iter().position(|col| col.name == c.field);
+                        i.and_then(|i| r.get(i)).context("order field")
+                    })
+                    .collect::<Result<Vec<&Value>>>()?;
+                let mut key = Vec::new();
+                build_key_into(&mut key, &order, &values).map_err(|e| anyhow!("{e}"))?;
+                keyed.push((key, r.clone()));
+            }
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            let want: Vec<Vec<Value>> = keyed.into_iter().take(limit).map(|e| e.1).collect();
+            let ctx = format!("{order_text} limit {limit} seed {seed}");
+            assert_eq!(want.len(), limit.min(n), "{ctx}");
+            assert_eq!(one.into_sorted()?, want, "one buffer: {ctx}");
+            assert_eq!(spilled.into_sorted()?, want, "spilled: {ctx}");
+            assert_eq!(merged.into_sorted()?, want, "shares: {ctx}");
+        }
+    }
     Ok(())
 }
 

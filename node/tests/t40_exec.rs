@@ -249,7 +249,7 @@ fn rows(env: &Env, plan: &Plan, table: &str, run: u32) -> Result<Vec<String>> {
         let page = env
             .store
             .scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        for (_, bytes) in &page.rows {
+        for (_, bytes) in page.iter() {
             let vals = decode_row(bytes, &types)?;
             outv.push(vals.iter().map(format_value).collect::<Vec<_>>().join("|"));
         }
@@ -270,7 +270,7 @@ fn raw(env: &Env, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
         let page = env
             .store
             .scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        outv.extend(page.rows);
+        outv.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
         match page.resume_after {
             Some(r) => resume = Some(r),
             None => break,

@@ -265,7 +265,7 @@ fn rows(store: &dyn Store, plan: &Plan, table: &str, run: u32) -> Result<Vec<Str
     let mut resume = None;
     loop {
         let page = store.scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        for (_, bytes) in &page.rows {
+        for (_, bytes) in page.iter() {
             let vals = decode_row(bytes, &types)?;
             out.push(vals.iter().map(format_value).collect::<Vec<_>>().join("|"));
         }
@@ -527,7 +527,7 @@ fn raw(store: &dyn Store, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> 
     let mut resume = None;
     loop {
         let page = store.scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        out.extend(page.rows);
+        out.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
         match page.resume_after {
             Some(r) => resume = Some(r),
             None => break,
@@ -811,6 +811,80 @@ fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
             compact.lookup_cache.compact_builds()
         );
         assert_eq!(compact.lookup_cache.spills(), 0);
+    }
+    Ok(())
+}
+
+/// The right side built on several threads (each scanning one rowid range) indexes the same
+/// rows in the same order as one thread: outputs byte-identical, decoded and compact, with
+/// extra items (some losing a unique key) spread over the whole rowid space so every range
+/// holds rows. Randomised rowids (seed printed).
+#[test]
+fn right_side_built_on_several_threads_matches_one_thread() -> Result<()> {
+    let seed_value = plexus_testkit::seed::seed("PLEXUS_BUILD_SEED", "right_side_threads");
+    let (plan, names) = plan_all();
+    let mut x = seed_value | 1;
+    let extra: Vec<(i64, Vec<Value>)> = (0..300i64)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let price = format!("{}.{:02}", i % 11, i % 100);
+            // item_ids repeat every 280 rows: 20 rows lose their unique key.
+            (x as i64, item(1000 + i % 280, 1 + i % 5, &price, "spread"))
+        })
+        .collect();
+    let seeded_spread = || -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
+        let (dir, store) = seeded(&plan)?;
+        seed(store.as_ref(), &plan, "items", "items", &extra)?;
+        Ok((dir, store))
+    };
+    // The decoded size of the smaller right side, to force compact builds below it.
+    let (_d0, probe_store) = seeded_spread()?;
+    let mut probe = ExecContext::new(probe_store.clone());
+    probe.build_threads = 1;
+    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
+    let nu = probe.lookup_cache.cached_bytes();
+    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
+    let u = probe.lookup_cache.cached_bytes() - nu;
+    for (label, max_bytes) in [("decoded", 1usize << 30), ("compact", nu.min(u) - 1)] {
+        let (_d1, one_store) = seeded_spread()?;
+        let mut one = ExecContext::new(one_store.clone()).with_hash_join_limits(100_000, max_bytes);
+        one.build_threads = 1;
+        for threads in [2usize, 3, 7] {
+            let (_d2, many_store) = seeded_spread()?;
+            let mut many =
+                ExecContext::new(many_store.clone()).with_hash_join_limits(100_000, max_bytes);
+            many.build_threads = threads;
+            for name in &names {
+                if threads == 2 {
+                    run_node(one_store.as_ref(), &one, &plan, name, 2)?;
+                }
+                run_node(many_store.as_ref(), &many, &plan, name, 2)?;
+                let want = raw(one_store.as_ref(), name, 2)?;
+                assert!(!want.is_empty(), "{name}: no output");
+                assert_eq!(
+                    raw(many_store.as_ref(), name, 2)?,
+                    want,
+                    "{name}, {label}, {threads} threads (seed {seed_value})"
+                );
+            }
+            assert_eq!(many.lookup_cache.builds(), one.lookup_cache.builds());
+            assert_eq!(
+                many.lookup_cache.compact_builds(),
+                one.lookup_cache.compact_builds(),
+                "{label}"
+            );
+            assert_eq!(
+                many.lookup_cache.cached_bytes(),
+                one.lookup_cache.cached_bytes()
+            );
+        }
+        if label == "compact" {
+            assert!(one.lookup_cache.compact_builds() >= 2);
+        } else {
+            assert_eq!(one.lookup_cache.compact_builds(), 0);
+        }
     }
     Ok(())
 }

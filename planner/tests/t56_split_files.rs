@@ -215,7 +215,7 @@ fn run(
     let mut resume = None;
     loop {
         let page = store.scan_batch("split", &table, 0, 1, 10_000, resume)?;
-        rows.extend(page.rows);
+        rows.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
         match page.resume_after {
             Some(r) => resume = Some(r),
             None => break,

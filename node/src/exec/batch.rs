@@ -29,7 +29,8 @@ pub struct BatchStats {
     pub lookup: Duration,
     /// Time waiting for Python.
     pub python: Duration,
-    /// Time encoding, keying and writing rows (or rendering and writing file rows).
+    /// Time writing rows: the store's write calls (encoding and keying rows are not timed
+    /// per row), or computing, rendering and writing file rows.
     pub write: Duration,
     /// Wall time of the whole batch.
     pub total: Duration,

@@ -52,6 +52,10 @@ pub struct ExecContext {
     /// the pages (and `top_max_bytes / top_threads` of memory), merged at the end; 1: the
     /// batch's own thread only.
     pub top_threads: usize,
+    /// Threads scanning, decoding and keying a hash join's right side while it is built, each
+    /// over one rowid range (the lookup's other batches wait for the build); 1: the building
+    /// batch's own thread only.
+    pub build_threads: usize,
     /// Where spill files go; `None`: the system's temporary directory.
     pub spill_dir: Option<std::path::PathBuf>,
 }
@@ -70,6 +74,7 @@ impl std::fmt::Debug for ExecContext {
             .field("point_read_divisor", &self.point_read_divisor)
             .field("top_max_bytes", &self.top_max_bytes)
             .field("top_threads", &self.top_threads)
+            .field("build_threads", &self.build_threads)
             .field("spill_dir", &self.spill_dir)
             .finish()
     }
@@ -92,6 +97,7 @@ impl ExecContext {
             point_read_divisor: DEFAULT_POINT_READ_DIVISOR,
             top_max_bytes: 0,
             top_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            build_threads: std::thread::available_parallelism().map_or(1, usize::from),
             spill_dir: None,
         }
         .with_memory_budget(default_memory_budget())

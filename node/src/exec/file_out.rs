@@ -222,12 +222,12 @@ fn top_worker(
     let mut r = Vec::with_capacity(types.len());
     let mut row = Vec::with_capacity(out.columns.len());
     for (first, page) in pages {
-        for (seq, (rowid, bytes)) in (first..).zip(&page) {
+        for (seq, (rowid, bytes)) in (first..).zip(page.iter()) {
             let loc = || RowLoc::Table {
                 table: table_name.to_owned(),
-                rowid: *rowid,
+                rowid,
             };
-            let step = decode(bytes, types, &mut r, table_name, *rowid)
+            let step = decode(bytes, types, &mut r, table_name, rowid)
                 .and_then(|()| compute_row(out, &r, &mut row, &loc))
                 .and_then(|keep| match keep {
                     true => push_top(buf, &row, Some(seq), &loc),

@@ -38,7 +38,7 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
@@ -154,14 +154,15 @@ pub(crate) fn right_side(
     Ok(side(&built))
 }
 
-/// Scans the whole right table (batch 0 of 1, paged) and calls `f` with every valid row
-/// (rowid, encoded row, key, decoded values) in scan order, until `f` returns false; returns
-/// whether the scan ran to the end.
+/// Scans rowid range `part` (index, count: the store's batch ranges) of the right table,
+/// paged, and calls `f` with every valid row (rowid, encoded row, key, decoded values) in
+/// scan order, until `f` returns false; returns whether the scan ran to the end.
 fn scan_valid(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
+    part: (u32, u32),
     mut f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
@@ -173,18 +174,18 @@ fn scan_valid(
     let mut values: Vec<Vec<Value>> = Vec::new();
     loop {
         let page = store
-            .scan_batch(ks, right, 0, 1, BUILD_PAGE, resume)
+            .scan_batch(ks, right, part.0, part.1, BUILD_PAGE, resume)
             .map_err(BatchErrorKind::store("scan_batch"))?;
         keys.clear();
         values.clear();
-        for (rowid, bytes) in &page.rows {
-            decode(bytes, &l.types, &mut row, &right_name, *rowid)?;
+        for (rowid, bytes) in page.iter() {
+            decode(bytes, &l.types, &mut row, &right_name, rowid)?;
             let mut key = Vec::new();
             key_into(&mut key, &l.index, &l.index_pos, &row).map_err(|e| {
                 field_err(
                     &|| RowLoc::Table {
                         table: right_name.clone(),
-                        rowid: *rowid,
+                        rowid,
                     },
                     "index",
                     &l.index_name,
@@ -205,17 +206,17 @@ fn scan_valid(
         for (i, ((key, vals), (rowid, bytes))) in keys
             .drain(..)
             .zip(values.drain(..))
-            .zip(&page.rows)
+            .zip(page.iter())
             .enumerate()
         {
             if let Some(h) = &holders
-                && h.get(i).copied().flatten() != Some(*rowid)
+                && h.get(i).copied().flatten() != Some(rowid)
             {
                 // Lost the unique race (or the key's holder is another rowid): the index
                 // never leads to this row.
                 continue;
             }
-            if !f(*rowid, bytes, key, vals)? {
+            if !f(rowid, bytes, key, vals)? {
                 return Ok(false);
             }
         }
@@ -251,7 +252,7 @@ fn spill(
         .collect::<Result<Vec<_>, _>>()?;
     let (mut rows, mut bytes) = (0u64, 0u64);
     let mut rec = Vec::new();
-    scan_valid(b, l, right, index, |rowid, row, key, _| {
+    scan_valid(b, l, right, index, (0, 1), |rowid, row, key, _| {
         let (Ok(klen), Ok(rlen)) = (u32::try_from(key.len()), u32::try_from(row.len())) else {
             return Err(Inconsistency::SpillRowTooLarge { rowid }.into());
         };
@@ -284,65 +285,156 @@ fn spill(
 /// Scans the whole right table and indexes its valid rows: decoded while they fit the
 /// limits, else compact (encoded) while those fit; `TooBig` beyond. Until the end both forms
 /// are kept (the encoded copy is about a quarter of the decoded one); the unused one is freed.
+///
+/// The scan, decoding and keying run on `ExecContext::build_threads` threads, each over one
+/// rowid range of the table, since the other batches of the lookup wait for the build; the
+/// ranges are then indexed in rowid order, so the index is the same as one thread's.
 fn build(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
 ) -> Result<Built, BatchErrorKind> {
-    let max_rows = b.ctx.hash_join_max_rows.min(u32::MAX as usize);
-    let max_bytes = b.ctx.hash_join_max_bytes;
+    let threads = u32::try_from(b.ctx.build_threads.clamp(1, 64)).unwrap_or(1);
+    let limits = Limits {
+        max_rows: b.ctx.hash_join_max_rows.min(u32::MAX as usize),
+        max_bytes: b.ctx.hash_join_max_bytes,
+        ..Limits::default()
+    };
+    let parts: Vec<Result<Option<Part>, BatchErrorKind>> = if threads == 1 {
+        vec![scan_part(b, l, right, index, (0, 1), &limits)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let limits = &limits;
+                    s.spawn(move || scan_part(b, l, right, index, (i, threads), limits))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Inconsistency::Broken("a thread building a hash join panicked").into())
+                    })
+                })
+                .collect()
+        })
+    };
+    // The first failing range in rowid order, as one thread would have reported.
+    let mut done = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part? {
+            Some(p) => done.push(p),
+            None => return Ok(Built::TooBig),
+        }
+    }
+    let decoded_bytes = limits.decoded.load(Ordering::Relaxed);
+    let compact_bytes = limits.compact.load(Ordering::Relaxed);
+    let compact = decoded_bytes > limits.max_bytes;
+    let total: usize = done.iter().map(|p| p.rowids.len()).sum();
     let mut ix = RightIndex {
-        rows: Vec::new(),
+        rows: Vec::with_capacity(if compact { 0 } else { total }),
         arena: Vec::new(),
         ends: Vec::new(),
-        compact: false,
-        rowids: Vec::new(),
+        compact,
+        rowids: Vec::with_capacity(total),
         map: KeyMap::default(),
-        bytes: 0,
+        bytes: if compact {
+            compact_bytes
+        } else {
+            decoded_bytes
+        },
     };
-    let (mut decoded_bytes, mut compact_bytes) = (0usize, 0usize);
-    let complete = scan_valid(b, l, right, index, |rowid, bytes, key, values| {
+    if compact {
+        ix.arena
+            .reserve_exact(done.iter().map(|p| p.arena.len()).sum());
+        ix.ends.reserve_exact(total);
+    }
+    for p in done {
+        if compact {
+            let base = ix.arena.len();
+            ix.arena.extend_from_slice(&p.arena);
+            ix.ends.extend(p.ends.iter().map(|e| e + base));
+        } else {
+            ix.rows.extend(p.rows);
+        }
+        for (rowid, key) in p.rowids.into_iter().zip(p.keys) {
+            let pos = u32::try_from(ix.rowids.len())
+                .map_err(|_| Inconsistency::Broken("hash join row count overflow"))?;
+            ix.rowids.push(rowid);
+            match ix.map.get_mut(key.as_slice()) {
+                Some(v) => v.push(pos),
+                None => {
+                    ix.map.insert(key.into_boxed_slice(), vec![pos]);
+                }
+            }
+        }
+    }
+    Ok(Built::Index(Arc::new(ix)))
+}
+
+/// The limits of a build and the memory its threads have counted so far, shared by them so
+/// that the build stops (or turns compact) as soon as the whole table would cross a limit.
+#[derive(Default)]
+struct Limits {
+    max_rows: usize,
+    max_bytes: usize,
+    rows: AtomicUsize,
+    /// Memory of the rows decoded (see `build`).
+    decoded: AtomicUsize,
+    /// Memory of the rows kept encoded.
+    compact: AtomicUsize,
+}
+
+/// The valid rows of one rowid range of the right table, in rowid order.
+#[derive(Default)]
+struct Part {
+    /// Decoded rows; dropped once the build's decoded rows cross the byte limit.
+    rows: Vec<Vec<Value>>,
+    /// Encoded rows back to back, and each one's end in `arena`.
+    arena: Vec<u8>,
+    ends: Vec<usize>,
+    rowids: Vec<Rowid>,
+    keys: Vec<Vec<u8>>,
+}
+
+/// Scans rowid range `part` into a [`Part`]; `None` when the table crosses a limit.
+fn scan_part(
+    b: &BatchRun<'_>,
+    l: &LookupStage,
+    right: &TableRef,
+    index: &TableRef,
+    part: (u32, u32),
+    limits: &Limits,
+) -> Result<Option<Part>, BatchErrorKind> {
+    let mut p = Part::default();
+    let mut decoded_over = false;
+    let complete = scan_valid(b, l, right, index, part, |rowid, bytes, key, values| {
         // Budget the memory actually held (strings keep their encoded length on the heap
         // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
         // the encoded bytes, so the limit tracks RSS.
-        decoded_bytes +=
-            bytes.len() + key.len() + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
-        compact_bytes += bytes.len() + key.len() + PER_COMPACT_ROW_OVERHEAD;
-        if ix.rowids.len() >= max_rows || compact_bytes > max_bytes {
+        let d = bytes.len() + key.len() + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
+        let c = bytes.len() + key.len() + PER_COMPACT_ROW_OVERHEAD;
+        let rows = limits.rows.fetch_add(1, Ordering::Relaxed);
+        let compact = limits.compact.fetch_add(c, Ordering::Relaxed) + c;
+        if rows >= limits.max_rows || compact > limits.max_bytes {
             return Ok(false);
         }
-        if !ix.compact && decoded_bytes > max_bytes {
-            ix.compact = true;
-            ix.rows = Vec::new();
+        if !decoded_over && limits.decoded.fetch_add(d, Ordering::Relaxed) + d > limits.max_bytes {
+            decoded_over = true;
+            p.rows = Vec::new();
+        } else if decoded_over {
+            limits.decoded.fetch_add(d, Ordering::Relaxed);
         }
-        let pos = u32::try_from(ix.rowids.len())
-            .map_err(|_| Inconsistency::Broken("hash join row count overflow"))?;
-        if !ix.compact {
-            ix.rows.push(values);
+        if !decoded_over {
+            p.rows.push(values);
         }
-        ix.arena.extend_from_slice(bytes);
-        ix.ends.push(ix.arena.len());
-        ix.rowids.push(rowid);
-        match ix.map.get_mut(key.as_slice()) {
-            Some(v) => v.push(pos),
-            None => {
-                ix.map.insert(key.into_boxed_slice(), vec![pos]);
-            }
-        }
+        p.arena.extend_from_slice(bytes);
+        p.ends.push(p.arena.len());
+        p.rowids.push(rowid);
+        p.keys.push(key);
         Ok(true)
     })?;
-    if !complete {
-        return Ok(Built::TooBig);
-    }
-    if ix.compact {
-        ix.bytes = compact_bytes;
-        ix.arena.shrink_to_fit();
-        ix.ends.shrink_to_fit();
-    } else {
-        ix.bytes = decoded_bytes;
-        ix.arena = Vec::new();
-        ix.ends = Vec::new();
-    }
-    Ok(Built::Index(Arc::new(ix)))
+    Ok(complete.then_some(p))
 }

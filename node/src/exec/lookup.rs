@@ -101,16 +101,16 @@ fn run_lookup(
         RightSide::Spilled(_) => b.ctx.grace_window_bytes / 4,
         _ => 0,
     };
-    let mut window: Page = Vec::new();
+    let mut window = Page::default();
     loop {
         window.clear();
         let mut held = 0usize;
         while let Some(page) = scan.next_page(stats)? {
-            held += page.iter().map(|(_, r)| r.len() + 64).sum::<usize>();
+            held += page.bytes() + 64 * page.len();
             if window.is_empty() {
                 window = page;
             } else {
-                window.extend(page);
+                window.append(&page);
             }
             if held >= window_bytes {
                 break;
@@ -130,10 +130,10 @@ fn run_lookup(
         // the index components; we use the join_on fields in order (equivalent for every
         // valid script).
         for (i, (rowid, bytes)) in window.iter().enumerate() {
-            scan.decode(*rowid, bytes, &input.types, &mut bf.left[i])?;
+            scan.decode(rowid, bytes, &input.types, &mut bf.left[i])?;
             bf.keys[i].clear();
             key_into(&mut bf.keys[i], &l.index, &l.join_pos, &bf.left[i])
-                .map_err(|e| field_err(&|| scan.loc(*rowid), "index", &l.index_name, e))?;
+                .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))?;
         }
         match &side {
             RightSide::Index(ix) if ix.compact => {
@@ -423,7 +423,7 @@ fn passes(
 /// Step 4: output rows for the page's left rows, in page order, from the matches in `bf`
 /// (positions in `right`).
 fn emit(
-    page: &[(Rowid, Vec<u8>)],
+    page: &Page,
     scan: &Scan<'_>,
     l: &LookupStage,
     out: &TableOut,
@@ -432,7 +432,7 @@ fn emit(
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
     for (i, (rowid, _)) in page.iter().enumerate() {
-        let loc = || scan.loc(*rowid);
+        let loc = || scan.loc(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
         let left = &bf.left[i];

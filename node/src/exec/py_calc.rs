@@ -77,9 +77,9 @@ fn run_py(
             };
             let mut rs = Vec::with_capacity(page.len());
             let mut py_rows = Vec::with_capacity(page.len());
-            for (rowid, bytes) in &page {
+            for (rowid, bytes) in page.iter() {
                 let mut r = Vec::with_capacity(input.types.len());
-                scan.decode(*rowid, bytes, &input.types, &mut r)?;
+                scan.decode(rowid, bytes, &input.types, &mut r)?;
                 py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
                 rs.push(r);
             }
@@ -139,7 +139,7 @@ fn write_py_page(
     let mut failed = 0usize;
     let mut messages = Vec::new();
     for (i, outcome) in outcomes.iter().enumerate() {
-        let rowid = p.page.get(i).map_or(0, |(r, _)| *r);
+        let rowid = p.page.rowid(i).unwrap_or(0);
         let loc = || scan.loc(rowid);
         match outcome {
             Ok(values) => {

@@ -9,10 +9,10 @@ use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use crate::store::{Rowid, TableRef};
+use crate::store::{Rowid, ScanPage, TableRef};
 
-/// One page of stored rows: (rowid, encoded row).
-pub(crate) type Page = Vec<(Rowid, Vec<u8>)>;
+/// One page of stored rows: (rowid, encoded row) in one buffer.
+pub(crate) type Page = ScanPage;
 
 /// Pages of a table-reader batch in rowid order.
 pub(crate) struct Scan<'a> {
@@ -64,12 +64,12 @@ impl<'a> Scan<'a> {
         stats.read += start.elapsed();
         self.resume = page.resume_after;
         self.done = page.resume_after.is_none();
-        stats.rows_in += page.rows.len() as u64;
-        stats.bytes_in += page.rows.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
-        if page.rows.is_empty() && self.done {
+        stats.rows_in += page.len() as u64;
+        stats.bytes_in += page.bytes() as u64;
+        if page.is_empty() && self.done {
             return Ok(None);
         }
-        Ok(Some(page.rows))
+        Ok(Some(page))
     }
 
     /// Where row `rowid` of the scanned table is, for errors.
@@ -107,9 +107,9 @@ impl<'a> Scan<'a> {
     ) -> Result<(), BatchErrorKind> {
         let mut r = Vec::with_capacity(types.len());
         while let Some(page) = self.next_page(stats)? {
-            for (rowid, bytes) in &page {
-                self.decode(*rowid, bytes, types, &mut r)?;
-                f(stats, *rowid, &r, &|| self.loc(*rowid))?;
+            for (rowid, bytes) in page.iter() {
+                self.decode(rowid, bytes, types, &mut r)?;
+                f(stats, rowid, &r, &|| self.loc(rowid))?;
             }
         }
         Ok(())

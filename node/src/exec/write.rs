@@ -149,6 +149,7 @@ pub(crate) struct RowWriter<'a> {
     /// Encoded bytes of the rows handed to the store.
     pub(crate) bytes_written: u64,
     pub(crate) duplicates_skipped: u64,
+    /// Time in the store's write calls (flushes).
     pub(crate) write_time: Duration,
 }
 
@@ -198,7 +199,8 @@ impl<'a> RowWriter<'a> {
         if !self.out.having(w, loc)? {
             return Ok(());
         }
-        let start = Instant::now();
+        // Not timed per row: a clock read per row cost 3.5 % of ingest CPU (issue #25). Encoding
+        // and keying count as the caller's compute; `write_time` is the store's write calls.
         if self.used == self.pending.len() {
             self.pending.push(RowWrite {
                 rowid: 0,
@@ -229,7 +231,6 @@ impl<'a> RowWriter<'a> {
         }
         self.seq += 1;
         self.used += 1;
-        self.write_time += start.elapsed();
         if self.used >= self.flush_rows {
             self.flush()?;
         }

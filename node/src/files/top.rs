@@ -21,25 +21,55 @@ use super::FileError;
 /// The limit used when a script gives none (spec §3.9, §14 #37).
 pub const DEFAULT_TOP_LIMIT: u64 = 5_000_000;
 
-/// Approximate bytes an [`Entry`] costs besides its key and row bytes: the struct, two boxed
-/// slice headers and their allocator overhead.
-const ENTRY_OVERHEAD: usize = 64;
+/// Approximate bytes an [`Entry`] costs besides its key and row bytes: the struct, one boxed
+/// slice header and its allocator overhead.
+const ENTRY_OVERHEAD: usize = 48;
 
 /// A row with its order key and arrival number; ordered by `(key, seq)`.
+///
+/// Key and row share one allocation (`data`), so a buffer of a few million rows makes one
+/// malloc per kept row and one free per row at the end of a batch, not two of each.
 struct Entry {
-    /// The first 8 key bytes, big-endian and zero-padded: orders like `key` except for ties,
-    /// which the full comparison breaks. Most comparisons end here without a memcmp call.
+    /// The 8 key bytes after the prefix every key of its buffer shares, big-endian and
+    /// zero-padded (see [`TopBuffer`]'s `prefix`): within one buffer it orders like the key
+    /// except for ties, which the full comparison breaks, so most comparisons end here without
+    /// a memcmp call. Fixed-width number keys share their leading bytes, which a head taken
+    /// at the key's start would spend on bytes equal in every row.
     head: u64,
-    key: Box<[u8]>,
     seq: u64,
-    /// The row's values, bincode-serialised.
-    row: Box<[u8]>,
+    /// Length of the key at the start of `data`.
+    key_len: usize,
+    /// The order key followed by the row's values, bincode-serialised.
+    data: Box<[u8]>,
 }
 
 impl Entry {
     /// Memory held, for the budget.
     fn held(&self) -> usize {
-        self.key.len() + self.row.len() + ENTRY_OVERHEAD
+        self.data.len() + ENTRY_OVERHEAD
+    }
+
+    /// The order key.
+    fn key(&self) -> &[u8] {
+        self.data.get(..self.key_len).unwrap_or_default()
+    }
+
+    /// The bincode-serialised row.
+    fn row(&self) -> &[u8] {
+        self.data.get(self.key_len..).unwrap_or_default()
+    }
+
+    /// Sets the head to the key bytes after its first `skip`.
+    fn rehead(&mut self, skip: usize) {
+        self.head = key_head(self.key().get(skip..).unwrap_or_default());
+    }
+
+    /// Orders by `(key, seq)` alone, for entries whose heads were taken after different
+    /// prefixes (the merge of spilled runs).
+    fn cmp_full(&self, other: &Self) -> Ordering {
+        self.key()
+            .cmp(other.key())
+            .then_with(|| self.seq.cmp(&other.seq))
     }
 }
 
@@ -49,6 +79,11 @@ fn key_head(key: &[u8]) -> u64 {
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);
     u64::from_be_bytes(b)
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 impl PartialEq for Entry {
@@ -65,12 +100,36 @@ impl PartialOrd for Entry {
     }
 }
 
+/// Valid between entries of one buffer only (heads after the same prefix).
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
         self.head
             .cmp(&other.head)
-            .then_with(|| self.key.cmp(&other.key))
-            .then_with(|| self.seq.cmp(&other.seq))
+            .then_with(|| self.cmp_full(other))
+    }
+}
+
+/// An entry of the k-way merge of spilled runs, with the source it came from; ordered by
+/// `(key, seq)` since the sources' heads follow different prefixes.
+struct Merged(Entry, usize);
+
+impl PartialEq for Merged {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Merged {}
+
+impl PartialOrd for Merged {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Merged {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.cmp_full(&other.0).then_with(|| self.1.cmp(&other.1))
     }
 }
 
@@ -108,12 +167,22 @@ pub struct TopBuffer {
     /// be kept (a later row with an equal key sorts after it).
     bound: Option<Box<[u8]>>,
     seq: u64,
+    /// A prefix every key in `rows` starts with, `None` while `rows` is empty; the entries'
+    /// heads are taken after it. It only shrinks while rows are held (by at most its length
+    /// in all), each time re-taking every head.
+    prefix: Option<Vec<u8>>,
     scratch: Vec<u8>,
     spill: Option<Spill>,
     /// `rows` is a concatenation of a few runs each sorted by `(key, seq)` (sealed buffers
     /// absorbed, see [`TopBuffer::absorb`]): a stable sort merges them in linear time.
     presorted: bool,
 }
+
+/// Order components whose values are gathered on the stack (see [`TopBuffer::push_at`]).
+const STACK_KEY_COMPONENTS: usize = 8;
+
+/// Filler of the unused stack slots; never read.
+static NO_VALUE: Value = Value::Bool(false);
 
 /// bincode's configuration for serialised rows.
 const ROW_CONFIG: bincode::config::Configuration = bincode::config::standard();
@@ -154,6 +223,7 @@ impl TopBuffer {
             held: 0,
             bound: None,
             seq: 0,
+            prefix: None,
             scratch: Vec::new(),
             spill: None,
             presorted: false,
@@ -189,9 +259,25 @@ impl TopBuffer {
         if self.limit == 0 {
             return Ok(());
         }
-        let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
         self.scratch.clear();
-        build_key_into(&mut self.scratch, &self.def, &values).map_err(|e| FileError::TopKey {
+        // The order values by reference, on the stack when they are few (most orders): a
+        // vector here was one allocation per row offered.
+        let mut refs: [&Value; STACK_KEY_COMPONENTS] = [&NO_VALUE; STACK_KEY_COMPONENTS];
+        let mut n = 0;
+        for (slot, v) in refs
+            .iter_mut()
+            .zip(self.cols.iter().filter_map(|&i| row.get(i)))
+        {
+            *slot = v;
+            n += 1;
+        }
+        let built = if self.cols.len() <= STACK_KEY_COMPONENTS {
+            build_key_into(&mut self.scratch, &self.def, &refs[..n])
+        } else {
+            let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
+            build_key_into(&mut self.scratch, &self.def, &values)
+        };
+        built.map_err(|e| FileError::TopKey {
             source: Box::new(e),
         })?;
         if let Some(bound) = &self.bound
@@ -199,15 +285,19 @@ impl TopBuffer {
         {
             return Ok(());
         }
-        let bytes =
-            bincode::serde::encode_to_vec(row, ROW_CONFIG).map_err(|e| FileError::TopRow {
+        let key_len = self.scratch.len();
+        let skip = self.shared_prefix(key_len);
+        // The row goes right after the key, so one exact allocation holds both.
+        bincode::serde::encode_into_std_write(row, &mut self.scratch, ROW_CONFIG).map_err(|e| {
+            FileError::TopRow {
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         let e = Entry {
-            head: key_head(&self.scratch),
-            key: self.scratch.as_slice().into(),
+            head: key_head(self.scratch.get(skip..key_len).unwrap_or_default()),
             seq,
-            row: bytes.into_boxed_slice(),
+            key_len,
+            data: self.scratch.as_slice().into(),
         };
         self.held += e.held();
         self.rows.push(e);
@@ -227,6 +317,46 @@ impl TopBuffer {
         Ok(())
     }
 
+    /// Makes the buffer's prefix one the key at the start of `scratch` (`key_len` bytes)
+    /// shares, re-taking the heads of the rows held if it shrinks; returns its length.
+    fn shared_prefix(&mut self, key_len: usize) -> usize {
+        let key = self.scratch.get(..key_len).unwrap_or_default();
+        let Some(prefix) = &mut self.prefix else {
+            self.prefix = Some(key.to_vec());
+            return key_len;
+        };
+        let n = common_prefix(prefix, key);
+        if n < prefix.len() {
+            prefix.truncate(n);
+            for e in &mut self.rows {
+                e.rehead(n);
+            }
+        }
+        n
+    }
+
+    /// Takes over `other`'s rows after this buffer's, re-taking the heads of both sides
+    /// after the prefix they share.
+    fn append_rows(&mut self, other: &mut Self) {
+        let Some(theirs) = other.prefix.take().filter(|_| !other.rows.is_empty()) else {
+            return;
+        };
+        // An empty buffer holds no heads to re-take: it adopts the other's prefix.
+        let ours = match self.prefix.take().filter(|_| !self.rows.is_empty()) {
+            Some(ours) => ours,
+            None => theirs.clone(),
+        };
+        let n = common_prefix(&ours, &theirs);
+        if n < ours.len() {
+            self.rows.iter_mut().for_each(|e| e.rehead(n));
+        }
+        if n < theirs.len() {
+            other.rows.iter_mut().for_each(|e| e.rehead(n));
+        }
+        self.prefix = Some(theirs[..n].to_vec());
+        self.rows.append(&mut other.rows);
+    }
+
     /// Keeps only the `limit` smallest rows (unordered) and remembers the largest kept key.
     fn cut(&mut self) {
         if self.rows.len() <= self.limit {
@@ -235,7 +365,7 @@ impl TopBuffer {
         self.rows.select_nth_unstable(self.limit);
         self.rows.truncate(self.limit);
         self.held = self.rows.iter().map(Entry::held).sum();
-        self.bound = self.rows.iter().max().map(|e| e.key.clone());
+        self.bound = self.rows.iter().max().map(|e| e.key().into());
     }
 
     /// Sorts the rows in memory and writes them as one run file.
@@ -260,6 +390,7 @@ impl TopBuffer {
         for e in self.rows.drain(..) {
             write_entry(&mut w, &e).map_err(spill_err(&path))?;
         }
+        self.prefix = None;
         w.flush().map_err(spill_err(&path))?;
         s.runs.push(path);
         self.held = 0;
@@ -298,7 +429,7 @@ impl TopBuffer {
     pub fn absorb(&mut self, mut other: Self) {
         self.presorted = self.presorted && other.presorted;
         self.held += other.held;
-        self.rows.append(&mut other.rows);
+        self.append_rows(&mut other);
         // A bound holds for the share that set it only: rows of the other share with the
         // same key may arrive earlier.
         self.bound = None;
@@ -333,7 +464,7 @@ impl TopBuffer {
         let runs = self.spill.take().map(|s| (s.runs, s.dir, s.absorbed_dirs));
         let mut row: Vec<Value> = Vec::new();
         let mut emit = |e: &Entry, f: &mut dyn FnMut(&[Value]) -> Result<(), E>| {
-            row = decode_values(&e.row)?;
+            row = decode_values(e.row())?;
             f(&row)
         };
         let Some((runs, _dir, _absorbed)) = runs.filter(|(r, _, _)| !r.is_empty()) else {
@@ -353,18 +484,18 @@ impl TopBuffer {
             .collect::<Result<Vec<_>, _>>()?;
         let mut memory = std::mem::take(&mut self.rows).into_iter();
         let mem_src = readers.len();
-        let mut heap: BinaryHeap<std::cmp::Reverse<(Entry, usize)>> = BinaryHeap::new();
+        let mut heap: BinaryHeap<std::cmp::Reverse<Merged>> = BinaryHeap::new();
         for (i, (r, p)) in readers.iter_mut().enumerate() {
             if let Some(e) = read_entry(r).map_err(spill_err(p))? {
-                heap.push(std::cmp::Reverse((e, i)));
+                heap.push(std::cmp::Reverse(Merged(e, i)));
             }
         }
         if let Some(e) = memory.next() {
-            heap.push(std::cmp::Reverse((e, mem_src)));
+            heap.push(std::cmp::Reverse(Merged(e, mem_src)));
         }
         let mut left = self.limit;
         while left > 0 {
-            let Some(std::cmp::Reverse((e, src))) = heap.pop() else {
+            let Some(std::cmp::Reverse(Merged(e, src))) = heap.pop() else {
                 break;
             };
             emit(&e, &mut f)?;
@@ -374,7 +505,7 @@ impl TopBuffer {
                 None => memory.next(),
             };
             if let Some(n) = next {
-                heap.push(std::cmp::Reverse((n, src)));
+                heap.push(std::cmp::Reverse(Merged(n, src)));
             }
         }
         Ok(())
@@ -405,11 +536,11 @@ fn write_entry(w: &mut impl Write, e: &Entry) -> std::io::Result<()> {
     let len = |n: usize| {
         u32::try_from(n).map_err(|_| std::io::Error::other("top row too large to spill"))
     };
-    w.write_all(&len(e.key.len())?.to_le_bytes())?;
-    w.write_all(&e.key)?;
+    w.write_all(&len(e.key_len)?.to_le_bytes())?;
+    w.write_all(e.key())?;
     w.write_all(&e.seq.to_le_bytes())?;
-    w.write_all(&len(e.row.len())?.to_le_bytes())?;
-    w.write_all(&e.row)
+    w.write_all(&len(e.row().len())?.to_le_bytes())?;
+    w.write_all(e.row())
 }
 
 /// Reads the next entry written by [`write_entry`]; `None` at a clean end of file.
@@ -420,17 +551,20 @@ fn read_entry(r: &mut impl Read) -> std::io::Result<Option<Entry>> {
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let mut key = vec![0u8; u32::from_le_bytes(n) as usize];
-    r.read_exact(&mut key)?;
+    let key_len = u32::from_le_bytes(n) as usize;
+    let mut data = vec![0u8; key_len];
+    r.read_exact(&mut data)?;
     let mut seq = [0u8; 8];
     r.read_exact(&mut seq)?;
     r.read_exact(&mut n)?;
-    let mut row = vec![0u8; u32::from_le_bytes(n) as usize];
-    r.read_exact(&mut row)?;
+    data.resize(key_len + u32::from_le_bytes(n) as usize, 0);
+    r.read_exact(&mut data[key_len..])?;
+    // Runs are merged by full key (see `Merged`), so the head here is only a placeholder
+    // that is consistent with other entries read from runs.
     Ok(Some(Entry {
-        head: key_head(&key),
-        key: key.into_boxed_slice(),
+        head: key_head(&data[..key_len]),
         seq: u64::from_le_bytes(seq),
-        row: row.into_boxed_slice(),
+        key_len,
+        data: data.into_boxed_slice(),
     }))
 }

@@ -83,7 +83,7 @@ use layout::{
     Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, meta_name, segment_err, table_name,
 };
 use run::{Run, RunDirectory, key_hash};
-use segment::{BlockCache, Directory, Segment};
+use segment::{BlockCache, Directory, LastBlock, Segment};
 use tables::{TableData, TableState, load_segments};
 
 /// The fjall database, under the store directory.
@@ -853,19 +853,23 @@ impl Store for EmbeddedStore {
             Some(after) => after + 1,
         };
         let err = segment_err(keyspace, table, "scan_batch");
-        let mut rows = Vec::with_capacity(page_size.min(4096));
+        let mut page = ScanPage::with_capacity(page_size.min(4096));
+        let mut last = LastBlock::default();
         let mut at = directory.lower_bound(first);
-        while at < directory.len() && rows.len() < page_size {
+        while at < directory.len() && page.len() < page_size {
             let rowid = directory.rowid(at);
             if rowid > range.last {
                 break;
             }
-            rows.push((rowid, directory.row(at, &self.cache).map_err(&err)?));
+            page.push_with(rowid, |out| {
+                directory.row_into(at, &self.cache, &mut last, out)
+            })
+            .map_err(&err)?;
             at += 1;
         }
         let more = at < directory.len() && directory.rowid(at) <= range.last;
-        let resume_after = if more { rows.last().map(|r| r.0) } else { None };
-        Ok(ScanPage { rows, resume_after })
+        page.resume_after = if more { page.last_rowid() } else { None };
+        Ok(page)
     }
 
     fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {

@@ -219,13 +219,120 @@ impl RowidRange {
     }
 }
 
-/// One page of a table-reader batch.
+/// One page of a table-reader batch: its rows' encoded bytes back to back in one buffer, so
+/// that reading a page allocates per page, not per row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScanPage {
-    /// Rows in ascending rowid order (embedded) or token order (CQL).
-    pub rows: Vec<(Rowid, Vec<u8>)>,
+    /// Rowids in ascending rowid order (embedded) or token order (CQL).
+    rowids: Vec<Rowid>,
+    /// End of each row in `data`.
+    ends: Vec<usize>,
+    /// The rows' encoded bytes.
+    data: Vec<u8>,
     /// Pass as `resume_after` to get the next page; `None` when the batch is exhausted.
     pub resume_after: Option<Rowid>,
+}
+
+impl ScanPage {
+    /// An empty page with room for `rows` rows.
+    pub fn with_capacity(rows: usize) -> Self {
+        Self {
+            rowids: Vec::with_capacity(rows),
+            ends: Vec::with_capacity(rows),
+            data: Vec::new(),
+            resume_after: None,
+        }
+    }
+
+    /// A page of `rows` (each row's own buffer), for stores that read rows one by one.
+    pub fn from_rows(rows: Vec<(Rowid, Vec<u8>)>, resume_after: Option<Rowid>) -> Self {
+        let mut page = Self::with_capacity(rows.len());
+        page.data
+            .reserve(rows.iter().map(|(_, r)| r.len()).sum::<usize>());
+        for (rowid, row) in &rows {
+            page.push(*rowid, row);
+        }
+        page.resume_after = resume_after;
+        page
+    }
+
+    /// Appends row `rowid` with encoded bytes `row`.
+    pub fn push(&mut self, rowid: Rowid, row: &[u8]) {
+        self.data.extend_from_slice(row);
+        self.rowids.push(rowid);
+        self.ends.push(self.data.len());
+    }
+
+    /// Appends row `rowid` whose bytes `fill` appends to the page's buffer; on an error
+    /// the page is left as it was.
+    pub fn push_with<E>(
+        &mut self,
+        rowid: Rowid,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let start = self.data.len();
+        if let Err(e) = fill(&mut self.data) {
+            self.data.truncate(start);
+            return Err(e);
+        }
+        self.rowids.push(rowid);
+        self.ends.push(self.data.len());
+        Ok(())
+    }
+
+    /// Appends `other`'s rows after this page's (a window of pages); the resume point stays
+    /// this page's.
+    pub fn append(&mut self, other: &Self) {
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.rowids.extend_from_slice(&other.rowids);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+    }
+
+    /// Removes every row, keeping the buffers for reuse.
+    pub fn clear(&mut self) {
+        self.rowids.clear();
+        self.ends.clear();
+        self.data.clear();
+        self.resume_after = None;
+    }
+
+    /// Rowid of the `i`-th row.
+    pub fn rowid(&self, i: usize) -> Option<Rowid> {
+        self.rowids.get(i).copied()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rowids.len()
+    }
+
+    /// Whether the page has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rowids.is_empty()
+    }
+
+    /// Total encoded bytes of the rows.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Rowid of the last row.
+    pub fn last_rowid(&self) -> Option<Rowid> {
+        self.rowids.last().copied()
+    }
+
+    /// The rows as (rowid, encoded bytes), in page order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (Rowid, &[u8])> + '_ {
+        self.rowids.iter().enumerate().map(|(i, &rowid)| {
+            let from = match i {
+                0 => 0,
+                i => self.ends.get(i - 1).copied().unwrap_or_default(),
+            };
+            let to = self.ends.get(i).copied().unwrap_or_default();
+            (rowid, self.data.get(from..to).unwrap_or_default())
+        })
+    }
 }
 
 /// A failed store operation.

@@ -180,8 +180,8 @@ pub fn scan_whole_batch(
         let page = store
             .scan_batch(keyspace, table, batch_idx, batches_total, page_size, resume)
             .expect("scan_batch");
-        assert!(page.rows.len() <= page_size, "page larger than page_size");
-        out.extend(page.rows);
+        assert!(page.len() <= page_size, "page larger than page_size");
+        out.extend(page.iter().map(|(rowid, row)| (rowid, row.to_vec())));
         match page.resume_after {
             Some(r) => resume = Some(r),
             None => return out,

@@ -159,10 +159,7 @@ impl CqlStore {
             }
         }
         if rows.len() <= page_size {
-            return Ok(ScanPage {
-                rows,
-                resume_after: None,
-            });
+            return Ok(ScanPage::from_rows(rows, None));
         }
         // The next page starts after the last token of this one, so this page must end on a
         // whole token: rows whose rowids share a token (a Murmur3 collision) go together.
@@ -194,7 +191,7 @@ impl CqlStore {
                 .collect::<Result<_, _>>()?;
         }
         let resume_after = rows.last().map(|r| r.0);
-        Ok(ScanPage { rows, resume_after })
+        Ok(ScanPage::from_rows(rows, resume_after))
     }
 
     pub(super) async fn count_async(

@@ -360,27 +360,60 @@ impl Segment {
 
     /// The row stored at data offset `at`.
     pub(super) fn read_row(&self, at: u64, cache: &BlockCache) -> Result<Vec<u8>, SegmentError> {
-        let block = self.block(at / BLOCK, cache)?;
+        let mut row = Vec::new();
+        self.read_row_into(at, cache, &mut LastBlock::default(), usize::MAX, &mut row)?;
+        Ok(row)
+    }
+
+    /// Appends the row stored at data offset `at` to `out`; `last` is the block the caller
+    /// read last (from this segment if it is at position `pos` of the caller's list), reused
+    /// when the row lies in it and replaced by the row's block otherwise.
+    fn read_row_into(
+        &self,
+        at: u64,
+        cache: &BlockCache,
+        last: &mut LastBlock,
+        pos: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SegmentError> {
+        let b = at / BLOCK;
+        let block = match last.0.take() {
+            Some((p, lb, block)) if p == pos && lb == b => block,
+            _ => self.block(b, cache)?,
+        };
         let from = (at % BLOCK) as usize;
-        // The common case: length and row inside one block, one cache lookup.
-        if let Some(len) = block.get(from..from + 4) {
+        // The common case: length and row inside one block.
+        let inside = block.get(from..from + 4).and_then(|len| {
             let mut l = [0; 4];
             l.copy_from_slice(len);
             let len = u32::from_le_bytes(l) as usize;
-            if let Some(row) = block.get(from + 4..from + 4 + len) {
-                return Ok(row.to_vec());
+            block.get(from + 4..from + 4 + len)
+        });
+        let done = match inside {
+            Some(row) => {
+                out.extend_from_slice(row);
+                true
             }
+            None => false,
+        };
+        last.0 = Some((pos, b, block));
+        if done {
+            return Ok(());
         }
         let mut len = Vec::with_capacity(4);
         self.read_span(at, 4, cache, &mut len)?;
         let mut l = [0; 4];
         l.copy_from_slice(&len);
         let len = u64::from(u32::from_le_bytes(l));
-        let mut row = Vec::with_capacity(len as usize);
-        self.read_span(at + 4, len, cache, &mut row)?;
-        Ok(row)
+        self.read_span(at + 4, len, cache, out)
     }
 }
+
+/// The block a scan read last, with its segment's position in the directory and its number:
+/// consecutive rows of a scan mostly lie in one block, so reusing it saves a block-cache
+/// lookup (a shard lock and a hash probe) per row.
+#[derive(Default)]
+pub(super) struct LastBlock(Option<(usize, u64, Arc<[u8]>)>);
 
 /// Every row of a table: the rowids of all its segments merged (the newest segment wins a
 /// rowid written twice), with where each row lies. Built once per change of the table, then
@@ -491,6 +524,20 @@ impl Directory {
         let loc = self.entries[i].1;
         let seg = &self.segments[(loc >> OFFSET_BITS) as usize];
         seg.read_row(loc & OFFSET_MASK, cache)
+    }
+
+    /// Appends the `i`-th row (in rowid order) to `out`, reusing `last` across calls (see
+    /// [`LastBlock`]).
+    pub(super) fn row_into(
+        &self,
+        i: usize,
+        cache: &BlockCache,
+        last: &mut LastBlock,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SegmentError> {
+        let loc = self.entries[i].1;
+        let pos = (loc >> OFFSET_BITS) as usize;
+        self.segments[pos].read_row_into(loc & OFFSET_MASK, cache, last, pos, out)
     }
 }
 

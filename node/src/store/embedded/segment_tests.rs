@@ -266,8 +266,8 @@ fn reader_during_rerun_sees_old_or_new_whole() {
                         let page = store
                             .scan_batch("ks", &s.data, 0, 1, rowids.len(), None)
                             .expect("scan");
-                        assert_eq!(page.rows.len(), rowids.len());
-                        page.rows.into_iter().map(|r| r.1).collect()
+                        assert_eq!(page.len(), rowids.len());
+                        page.iter().map(|r| r.1.to_vec()).collect()
                     };
                     let tag = rows[0][0];
                     assert!(
