@@ -25,9 +25,9 @@ pub fn batch(mut commands: Vec<Command>) -> Command {
 }
 
 /// The answers of the `n` commands [`batch`] made one entry of, in their order: the entry's
-/// answer itself when `n` is 1, else its events cut at each [`Event::ProposalApplied`]. A
-/// command past the markers the answer holds (the entry was refused as a whole, or was not a
-/// batch) gets the entry's answer.
+/// answer itself when `n` is 1, else its events cut at each [`Event::ProposalApplied`]. An
+/// entry refused as a whole (or not applied) gives every command its answer; a command past
+/// the markers an accepted answer holds gets no events.
 pub fn split(applied: Applied, n: usize) -> Vec<Applied> {
     if n == 1 {
         return vec![applied];
@@ -49,10 +49,7 @@ pub fn split(applied: Applied, n: usize) -> Vec<Applied> {
             e => current.push(e),
         }
     }
-    while out.len() < n {
-        out.push(Applied(Some(Ok(Vec::new()))));
-    }
-    out.truncate(n);
+    out.resize_with(n, || Applied(Some(Ok(Vec::new()))));
     out
 }
 
