@@ -244,7 +244,7 @@ pub enum Command {
     /// logs written before it still decode.
     Batch {
         /// The proposals, in the order they reached the leader.
-        commands: Vec<Command>,
+        commands: Vec<Self>,
     },
 }
 
