@@ -8,6 +8,7 @@ use plexus_core::task::BatchId;
 pub use plexus_core::task::PlanHash;
 use serde::{Deserialize, Serialize};
 
+use crate::error::LedgerError;
 use crate::status::NodeBatchStatus;
 
 /// A peer's id in the Raft group (`n3` has id 3; 0 is the process of `planner run`).
@@ -235,6 +236,16 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
+    /// Proposals the leader gathered within its group-commit window
+    /// ([`crate::group_commit`]), committed as one log entry: one replication round for all
+    /// of them. Each is applied in order exactly as if it were its own entry (a refused one
+    /// changes nothing and does not stop the others); the events of each end with an
+    /// [`Event::ProposalApplied`]. A batch never holds a batch. Last in the enum, so command
+    /// logs written before it still decode.
+    Batch {
+        /// The proposals, in the order they reached the leader.
+        commands: Vec<Self>,
+    },
 }
 
 impl Command {
@@ -392,5 +403,12 @@ pub enum Event {
         peer: PeerId,
         /// The sealed task.
         sealed: Vec<u8>,
+    },
+    /// Ends the events of one command of a [`Command::Batch`]: what precedes it (back to the
+    /// previous marker) is that command's events; `refused` is set when the ledger refused
+    /// it (its events are then empty).
+    ProposalApplied {
+        /// The ledger's refusal of the command, if it refused it.
+        refused: Option<LedgerError>,
     },
 }

@@ -1,7 +1,7 @@
 //! Why the ledger rejects a command. A rejected command changes nothing.
 
-use crate::command::PlanHash;
 use crate::status::{NodeBatchStatus, RunStatus};
+use plexus_core::task::PlanHash;
 
 /// A command the ledger refuses, or a query about something it does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -169,4 +169,7 @@ pub enum LedgerError {
         /// Why not.
         reason: String,
     },
+    /// A [`crate::Command::Batch`] inside a batch (the group commit never makes one).
+    #[error("a batch of proposals cannot hold a batch")]
+    NestedBatch,
 }

@@ -9,7 +9,9 @@
 //!
 //! This crate must never do I/O, read the clock, draw random numbers or spawn threads: time
 //! enters only as the `ts_ms` field of a command, and every map is ordered (`BTreeMap`) so
-//! iteration, and therefore every decision, is the same on every peer.
+//! iteration, and therefore every decision, is the same on every peer. The one exception is
+//! [`group_commit::GroupCommit`], the leader's proposal batcher, which waits its window on
+//! tokio's clock before a proposal reaches Raft; it never touches the ledger.
 #![warn(missing_docs)]
 
 pub mod affected;
@@ -17,6 +19,7 @@ pub mod claim_policy;
 pub mod command;
 pub mod dependency_policy;
 pub mod error;
+pub mod group_commit;
 pub mod history;
 pub mod ledger;
 pub mod replicated;

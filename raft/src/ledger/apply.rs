@@ -167,6 +167,21 @@ impl Ledger {
                 };
                 self.claim_backup(&task, &claimer, sealed, &mut ev)?;
             }
+            Command::Batch { commands } => {
+                for c in commands {
+                    let refused = match c {
+                        Command::Batch { .. } => Some(LedgerError::NestedBatch),
+                        c => match self.apply(c) {
+                            Ok(events) => {
+                                ev.extend(events);
+                                None
+                            }
+                            Err(e) => Some(e),
+                        },
+                    };
+                    ev.push(Event::ProposalApplied { refused });
+                }
+            }
             Command::StartTasks { peer, tasks, ts_ms } => {
                 self.seen(peer, ts_ms, None);
                 for t in &tasks {
