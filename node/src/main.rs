@@ -25,6 +25,9 @@ enum Cmd {
         /// Bootstrap the cluster with the config's [peers] (harmless when already done).
         #[arg(long)]
         init: bool,
+        /// Run as a Raft voter or as an executor peer (overrides the config's `role`).
+        #[arg(long, value_enum)]
+        role: Option<plexus_node::config::Role>,
     },
     /// Cluster certificates.
     Certs {
@@ -59,7 +62,7 @@ fn main() -> ExitCode {
                     clients,
                 },
         } => daemon::certs_init(&dir, &peers, &clients).map(|line| println!("{line}")),
-        Cmd::Start { config, init } => daemon::start(&config, init),
+        Cmd::Start { config, init, role } => daemon::start(&config, init, role),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -235,6 +235,17 @@ pub enum Command {
         /// Time of the command.
         ts_ms: i64,
     },
+    /// Records an executor peer (a peer outside the Raft voters that claims and runs batches
+    /// through a voter) at its address, or forgets it (`addr` none): voters and other
+    /// executors find it by this when they steal, and an executor claims only while it is
+    /// recorded (`planner cluster add --executor`). Last in the enum, so command logs written
+    /// before it still decode.
+    SetExecutor {
+        /// The executor peer.
+        peer: PeerId,
+        /// Its advertised address; none removes it.
+        addr: Option<String>,
+    },
 }
 
 impl Command {

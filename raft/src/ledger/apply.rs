@@ -167,6 +167,12 @@ impl Ledger {
                 };
                 self.claim_backup(&task, &claimer, sealed, &mut ev)?;
             }
+            Command::SetExecutor { peer, addr } => {
+                match addr {
+                    Some(a) => self.executors.insert(peer, a),
+                    None => self.executors.remove(&peer),
+                };
+            }
             Command::StartTasks { peer, tasks, ts_ms } => {
                 self.seen(peer, ts_ms, None);
                 for t in &tasks {
