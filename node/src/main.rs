@@ -17,7 +17,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a peer: Raft member, executor of batches, server of the client API.
+    /// Run a peer: a Raft voter (or with `--role executor` an executor peer outside the
+    /// voters), executor of batches, server of the client API.
     Start {
         /// The node config (TOML); `PLEXUS_*` variables override its keys.
         #[arg(long)]

@@ -572,11 +572,10 @@ async fn duties(core: Arc<ExecutorCore>, executor: Arc<Executor>, renew: Duratio
         }
         match &key {
             None => {}
-            Some(Err(reason)) => {
-                if executor.refusal().as_deref() != Some(reason.as_str()) {
-                    executor.refuse(reason.clone());
-                }
+            Some(Err(reason)) if executor.refusal().as_deref() != Some(reason.as_str()) => {
+                executor.refuse(reason.clone());
             }
+            Some(Err(_)) => {}
             Some(Ok(())) if !orphans_released => {}
             Some(Ok(())) => {
                 let recorded = core.ledger.read().executors().contains_key(&core.id);
