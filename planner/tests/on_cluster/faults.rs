@@ -605,7 +605,11 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
     let (e2, _) = cluster.start_executor(true)?;
     let base = baseline(&cluster)?;
     cluster.set_faults(jittery(seed));
-    let victim = if draw(seed, 0) % 2 == 0 { e1 } else { e2 };
+    let victim = if draw(seed, 0).is_multiple_of(2) {
+        e1
+    } else {
+        e2
+    };
     let at = Duration::from_millis(200 + draw(seed, 1) % 500);
     let mut leader = 0;
     let c = run_during(&mut cluster, "faults_exec", |cl| {
