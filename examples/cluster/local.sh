@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # A local Plexus cluster on loopback: a CQL double and N plexus-node peers.
 #
-#   examples/cluster/local.sh up [N]      start (default 3 peers); prints PLEXUS_* lines for eval
+#   examples/cluster/local.sh up [N] [--executors M]
+#                                         start (default 3 voters, no executor peers; executor
+#                                         peers n(N+1)..n(N+M) commit through the voters and are
+#                                         recorded with `planner cluster add --executor`);
+#                                         prints PLEXUS_* lines for eval
 #   examples/cluster/local.sh down        stop exactly what `up` started (by pid), remove its files
 #   examples/cluster/local.sh kill nX     SIGKILL one peer
 #   examples/cluster/local.sh start nX    start a stopped peer again on its data and address
@@ -35,6 +39,7 @@ start_peer() {
   [ -f "$state/$name.toml" ] || die "no config for $name in $state"
   local extra=()
   [ "$name" = n1 ] && [ ! -d "$state/$name/raft" ] && extra=(--init)
+  # Executor peers keep no Raft log; their config says their role.
   nohup "$bin/plexus-node" start --config "$state/$name.toml" "${extra[@]}" \
     >>"$state/$name.log" 2>&1 &
   echo $! >"$state/$name.pid"
@@ -54,12 +59,22 @@ wait_leader() {
 }
 
 up() {
-  local n=${1:-3}
+  local n=3 m=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --executors) [ $# -ge 2 ] || die "--executors needs a number"; m=$2; shift 2 ;;
+      --executors=*) m=${1#--executors=}; shift ;;
+      *) n=$1; shift ;;
+    esac
+  done
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "the number of voters must be a positive integer, not '$n'"
+  [[ "$m" =~ ^[0-9]+$ ]] || die "the number of executor peers must be an integer, not '$m'"
+  local total=$((n + m))
   need_bins
   [ -e "$state/pids" ] && die "already up ($state); run down first"
   mkdir -p "$state"
   : >"$state/pids"
-  "$bin/plexus-node" certs init --dir "$state/tls" --peers "$(seq -s, -f 'n%g' 1 "$n")" --clients planner >/dev/null
+  "$bin/plexus-node" certs init --dir "$state/tls" --peers "$(seq -s, -f 'n%g' 1 "$total")" --clients planner >/dev/null
 
   "$bin/cql-double" --listen 127.0.0.1:0 >"$state/cql.out" 2>"$state/cql.log" &
   echo $! >"$state/cql.pid"
@@ -80,13 +95,17 @@ up() {
     echo "127.0.0.1:$port" >"$state/n$i.addr"
   done
   echo "$addrs" >"$state/cluster"
-  for i in $(seq 1 "$n"); do
+  for i in $(seq 1 "$total"); do
+    local role=voter
+    [ "$i" -gt "$n" ] && role=executor
+    [ "$role" = executor ] && echo "127.0.0.1:$(free_udp_port)" >"$state/n$i.addr"
     cat >"$state/n$i.toml" <<EOF
 id = "n$i"
 listen = "$(cat "$state/n$i.addr")"
 data-dir = "$state/n$i"
 tls-dir = "$state/tls"
 threads = ${PLEXUS_LOCAL_THREADS:-2}
+role = "$role"
 [peers]
 $(printf "%b" "$peers")
 [store]
@@ -102,10 +121,18 @@ lease-renew-ms = 400
 # Several peers on one host: each takes a free port (logged as "serving /metrics").
 metrics-listen = "127.0.0.1:0"
 EOF
+    [ "$role" = voter ] || continue
     start_peer "n$i"
     cat "$state/n$i.pid" >>"$state/pids"
   done
   wait_leader "$n"
+  for i in $(seq $((n + 1)) "$total"); do
+    start_peer "n$i"
+    cat "$state/n$i.pid" >>"$state/pids"
+    "$bin/planner" cluster add --executor "n$i" "$(cat "$state/n$i.addr")" \
+      --cluster "$addrs" --tls-dir "$state/tls" >/dev/null \
+      || die "could not record executor peer n$i; logs in $state/*.log"
+  done
   echo "PLEXUS_CLUSTER=$addrs"
   echo "PLEXUS_TLS_DIR=$state/tls"
 }
@@ -133,10 +160,10 @@ down() {
 }
 
 case "${1:-}" in
-  up) up "${2:-3}" ;;
+  up) shift; up "$@" ;;
   down) down ;;
   kill) [ -f "$state/$2.pid" ] || die "no pid for $2"; kill -9 "$(cat "$state/$2.pid")" ;;
   start) need_bins; start_peer "$2"; cat "$state/$2.pid" >>"$state/pids" ;;
   status) "$bin/planner" cluster status --cluster "$(cat "$state/cluster")" --tls-dir "$state/tls" ;;
-  *) echo "usage: $0 up [N] | down | kill nX | start nX | status" >&2; exit 2 ;;
+  *) echo "usage: $0 up [N] [--executors M] | down | kill nX | start nX | status" >&2; exit 2 ;;
 esac

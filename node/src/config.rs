@@ -13,7 +13,8 @@
 //! memory-budget = "4GiB"         # hash joins, top, lookup windows (default: 25% of RAM)
 //! python = "python3"             # py_calc interpreter
 //! init = false                   # bootstrap the cluster with [peers] on start
-//! [peers]                        # the initial members (used by the bootstrapping peer)
+//! role = "voter"                 # or "executor": not a Raft member, commits through [peers]
+//! [peers]                        # the initial members (an executor's voters)
 //! n1 = "10.0.0.1:7400"
 //! [store]
 //! kind = "cql"                   # or "embedded": a one-peer cluster only
@@ -200,9 +201,12 @@ pub struct NodeConfig {
     /// Bootstrap the cluster with `peers` on start (harmless when already initialised).
     #[serde(default)]
     pub init: bool,
-    /// Initial members: name → advertised address.
+    /// Initial members: name → advertised address (an executor peer's voters).
     #[serde(default)]
     pub peers: BTreeMap<String, String>,
+    /// A Raft voter (default), or an executor peer outside the voters.
+    #[serde(default)]
+    pub role: Role,
     /// The store every peer shares.
     pub store: StoreConfig,
     /// Raft timing.
@@ -217,6 +221,19 @@ pub struct NodeConfig {
     /// The web console and its API on the metrics listener.
     #[serde(default)]
     pub console: ConsoleConfig,
+}
+
+/// What a peer is in its cluster.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// A Raft voter (or a learner until it is added): holds the replicated ledger and executes.
+    #[default]
+    Voter,
+    /// An executor peer: not a Raft member; commits through the voters in `[peers]` and
+    /// follows the ledger through their watch stream (recorded by `planner cluster add
+    /// --executor`).
+    Executor,
 }
 
 /// The `[console]` section.
@@ -454,6 +471,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("PLEXUS_MEMORY_BUDGET", &["memory-budget"]),
     ("PLEXUS_PYTHON", &["python"]),
     ("PLEXUS_INIT", &["init"]),
+    ("PLEXUS_ROLE", &["role"]),
     ("PLEXUS_STORE__KIND", &["store", "kind"]),
     ("PLEXUS_TELEMETRY__LOG", &["telemetry", "log"]),
     ("PLEXUS_TELEMETRY__LOG_FORMAT", &["telemetry", "log-format"]),
@@ -595,8 +613,22 @@ impl NodeConfig {
                 ));
             }
         }
+        if self.role == Role::Executor {
+            if self.init {
+                return Err(bad(
+                    "init",
+                    "an executor peer is not a Raft member: it cannot bootstrap the cluster".into(),
+                ));
+            }
+            if self.voters().is_empty() {
+                return Err(bad(
+                    "peers",
+                    "an executor peer needs the voters it commits through".into(),
+                ));
+            }
+        }
         match self.store.kind {
-            StoreKind::Embedded if self.peers.len() > 1 => {
+            StoreKind::Embedded if self.peers.len() > 1 || self.role == Role::Executor => {
                 return Err(bad(
                     "store.kind",
                     "the embedded store serves a one-peer cluster only; use cql".into(),
@@ -698,6 +730,15 @@ impl NodeConfig {
             telemetry: self.telemetry.settings(),
             console: self.console.settings(),
         }
+    }
+
+    /// The voters an executor peer commits through: `[peers]` without itself.
+    pub fn voters(&self) -> BTreeMap<u64, String> {
+        self.peers
+            .iter()
+            .filter_map(|(k, v)| parse_peer_name(k).map(|id| (id, v.clone())))
+            .filter(|(id, _)| *id != self.id.0)
+            .collect()
     }
 
     /// The initial members (id → address); this peer alone when `[peers]` is empty.

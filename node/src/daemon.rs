@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cluster::Peer;
 use crate::cluster::peer::PeerError;
-use crate::config::{ConfigError, NodeConfig};
+use crate::cluster::{ExecutorPeer, Peer};
+use crate::config::{ConfigError, NodeConfig, Role};
 use crate::exec::ExecContext;
 use crate::pycalc::{PyPool, PyPoolConfig};
 use crate::store::{OpenStoreError, StoreAt, StoreKind, open_store};
@@ -114,9 +114,25 @@ fn store_of(cfg: &NodeConfig) -> Result<Arc<dyn crate::store::Store>, DaemonErro
 }
 
 /// `plexus-node start`: runs a peer with the config at `path` until SIGTERM or SIGINT (a second
-/// signal exits at once); `init_flag` bootstraps the cluster with the config's peers.
-pub fn start(path: &Path, init_flag: bool) -> Result<(), DaemonError> {
-    let cfg = NodeConfig::load(path, |k| std::env::var(k).ok())?;
+/// signal exits at once); `init_flag` bootstraps the cluster with the config's peers; `role`
+/// overrides the config's (and `PLEXUS_ROLE`).
+pub fn start(path: &Path, init_flag: bool, role: Option<Role>) -> Result<(), DaemonError> {
+    let role_override = role.map(|r| match r {
+        Role::Voter => "voter".to_owned(),
+        Role::Executor => "executor".to_owned(),
+    });
+    let cfg = NodeConfig::load(path, |k| match (k, &role_override) {
+        ("PLEXUS_ROLE", Some(r)) => Some(r.clone()),
+        _ => std::env::var(k).ok(),
+    })?;
+    if init_flag && cfg.role == Role::Executor {
+        return Err(DaemonError::Config(ConfigError::Field {
+            path: path.to_owned(),
+            field: "init".to_owned(),
+            reason: "an executor peer is not a Raft member: it cannot bootstrap the cluster"
+                .to_owned(),
+        }));
+    }
     let mut settings = cfg.peer_settings();
     // One export for the process: the peer's run spans and the bridged `tracing` spans.
     let spans = Tracing::start(&settings.telemetry, Some(cfg.id.0))?;
@@ -154,6 +170,27 @@ pub fn start(path: &Path, init_flag: bool) -> Result<(), DaemonError> {
             source,
         })?;
     rt.block_on(async move {
+        if cfg.role == Role::Executor {
+            let peer = ExecutorPeer::start(settings, cfg.voters(), ctx).await?;
+            println!(
+                "plexus-node n{} (executor peer) serving at {}",
+                cfg.id.0,
+                peer.advertise()
+            );
+            wait_for_signal().await?;
+            tracing::info!("stopping: no new claims, running batches finish");
+            let second = tokio::spawn(async {
+                if wait_for_signal().await.is_ok() {
+                    std::process::exit(130);
+                }
+            });
+            peer.shutdown().await;
+            second.abort();
+            if let Some(t) = spans {
+                let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+            }
+            return Ok(());
+        }
         let peer = Peer::start(settings, ctx).await?;
         if cfg.init || init_flag {
             peer.initialize(cfg.initial_members()).await?;

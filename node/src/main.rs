@@ -17,7 +17,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a peer: Raft member, executor of batches, server of the client API.
+    /// Run a peer: a Raft voter (or with `--role executor` an executor peer outside the
+    /// voters), executor of batches, server of the client API.
     Start {
         /// The node config (TOML); `PLEXUS_*` variables override its keys.
         #[arg(long)]
@@ -25,6 +26,9 @@ enum Cmd {
         /// Bootstrap the cluster with the config's [peers] (harmless when already done).
         #[arg(long)]
         init: bool,
+        /// Run as a Raft voter or as an executor peer (overrides the config's `role`).
+        #[arg(long, value_enum)]
+        role: Option<plexus_node::config::Role>,
     },
     /// Cluster certificates.
     Certs {
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
                     clients,
                 },
         } => daemon::certs_init(&dir, &peers, &clients).map(|line| println!("{line}")),
-        Cmd::Start { config, init } => daemon::start(&config, init),
+        Cmd::Start { config, init, role } => daemon::start(&config, init, role),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

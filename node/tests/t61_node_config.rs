@@ -402,3 +402,49 @@ fn help_says_it_is_the_peer_daemon() -> Result<()> {
     );
     Ok(())
 }
+
+/// `role` is a voter unless it says executor; an executor peer's voters are `[peers]` without
+/// itself, and it may neither bootstrap a cluster nor run without voters.
+#[test]
+fn the_role_is_a_voter_by_default_and_an_executor_needs_voters() -> Result<()> {
+    use plexus_node::config::Role;
+    let d = tls()?;
+    let text = good(d.path());
+    let voter = parse(&text, no_env).map_err(anyhow::Error::msg)?;
+    ensure!(voter.role == Role::Voter, "{:?}", voter.role);
+
+    let exec_text = text.replace("threads = 2", "threads = 2\nrole = \"executor\"");
+    let exec = parse(&exec_text, no_env).map_err(anyhow::Error::msg)?;
+    ensure!(exec.role == Role::Executor);
+    let voters = exec.voters();
+    ensure!(
+        voters.len() == 1 && voters[&2] == "127.0.0.1:7402",
+        "{voters:?}"
+    );
+    // The environment (and `plexus-node start --role`, which sets it) overrides the file.
+    let by_env = parse(&text, |k| {
+        (k == "PLEXUS_ROLE").then(|| "executor".to_owned())
+    })
+    .map_err(anyhow::Error::msg)?;
+    ensure!(by_env.role == Role::Executor);
+
+    let init = parse(
+        &exec_text.replace("threads = 2", "threads = 2\ninit = true"),
+        no_env,
+    );
+    ensure!(
+        init.as_ref().is_err_and(|e| e.contains("field init")),
+        "{init:?}"
+    );
+    let alone = parse(&exec_text.replace("n2 = \"127.0.0.1:7402\"\n", ""), no_env);
+    ensure!(
+        alone.as_ref().is_err_and(|e| e.contains("field peers")),
+        "{alone:?}"
+    );
+    let bad = parse(
+        &text.replace("threads = 2", "threads = 2\nrole = \"boss\""),
+        no_env,
+    );
+    ensure!(bad.as_ref().is_err_and(|e| e.contains("role")), "{bad:?}");
+    Ok(())
+}

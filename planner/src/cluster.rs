@@ -269,7 +269,8 @@ pub fn status_text(ledger: &Ledger, keyspace: &str, run_id: Option<u32>) -> Resu
     Ok(out)
 }
 
-/// `planner cluster status`: every member with whether it answers now (`reachable`), its
+/// `planner cluster status`: every member (voters, learners, executor peers; `role` says
+/// which) with whether it answers now (`reachable`), its
 /// last sign of life in the ledger (a time, UTC) and how far its log trails the leader's
 /// (`log_lag`, entries; `-` when unknown); then the ledger's backup counters (started, won,
 /// time spent on losing copies) and the answering peer's ledger version.
@@ -303,7 +304,8 @@ pub fn cluster_status_text(s: &ClusterStatus, reachable: &BTreeMap<u64, bool>) -
                 },
             )
         })
-        .chain(s.learners.iter().map(|(id, a)| (id, a, "learner")));
+        .chain(s.learners.iter().map(|(id, a)| (id, a, "learner")))
+        .chain(s.executors.iter().map(|(id, a)| (id, a, "executor")));
     for (id, addr, role) in members {
         let running = s.running.get(&format!("n{id}")).copied().unwrap_or(0);
         let up = reachable.get(id).copied();

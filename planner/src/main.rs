@@ -645,7 +645,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     // the leader's own answer has the replication state (log lag).
                     let mut reachable = std::collections::BTreeMap::new();
                     let mut leader_view = None;
-                    for (id, addr) in status.voters.iter().chain(&status.learners) {
+                    let members = status
+                        .voters
+                        .iter()
+                        .chain(&status.learners)
+                        .chain(&status.executors);
+                    for (id, addr) in members {
                         let answer = client.status_at(addr, std::time::Duration::from_secs(2));
                         reachable.insert(*id, answer.is_some());
                         if let Some(a) = answer
@@ -662,10 +667,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         planner::cluster::cluster_status_text(&status, &reachable)
                     );
                 }
-                ClusterOp::Add { peer, addr } => {
+                ClusterOp::Add {
+                    peer,
+                    addr,
+                    executor,
+                } => {
                     let id = peer_id(&peer)?;
-                    client.add_peer(id, &addr)?;
-                    println!("added n{id} at {addr}");
+                    if executor {
+                        client.add_executor(id, &addr)?;
+                        println!("added executor peer n{id} at {addr}");
+                    } else {
+                        client.add_peer(id, &addr)?;
+                        println!("added n{id} at {addr}");
+                    }
                 }
                 ClusterOp::Remove { peer } => {
                     let id = peer_id(&peer)?;

@@ -1289,9 +1289,10 @@ mod on_cluster {
     }
 }
 
-/// `examples/cluster/local.sh`: a CQL double and three `plexus-node` processes; a run through
-/// `planner submit --wait`, a follower SIGKILLed, another run, the follower restarted and
-/// caught up.
+/// `examples/cluster/local.sh up 3 --executors 2`: a CQL double, three voters and two
+/// executor peers, each a `plexus-node` process; a run through `planner submit --wait`, a
+/// follower SIGKILLed, another run, the follower restarted and caught up; a follower and an
+/// executor peer SIGKILLed mid-run, the executor peer started again.
 mod multi_process {
     use super::*;
     use std::time::{Duration, Instant};
@@ -1367,7 +1368,7 @@ mod multi_process {
             state: tempfile::tempdir()?,
             bin,
         };
-        let up = local.script(&["up", "3"])?;
+        let up = local.script(&["up", "3", "--executors", "2"])?;
         // Peers that start one after another time out on each other at first: expected, so
         // not an ERROR in their logs.
         for entry in std::fs::read_dir(local.state.path().join("state"))? {
@@ -1403,6 +1404,14 @@ mod multi_process {
 
         // SIGKILL a follower; the other two still make a quorum.
         let status = local.status(&cluster, &tls)?;
+        for e in ["n4", "n5"] {
+            ensure!(
+                status
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{e},executor,"))),
+                "{e} is not listed as an executor peer:\n{status}"
+            );
+        }
         // peer,role,address,reachable,last_contact,log_lag,running_batches
         let member = |status: &str, name: &str| -> Option<Vec<String>> {
             status
@@ -1479,6 +1488,7 @@ mod multi_process {
             let distinct = s.spawn(|| distinct_in(&c, "distinct_sigkill"));
             std::thread::sleep(Duration::from_millis(400));
             local.script(&["kill", &follower.0])?;
+            local.script(&["kill", "n4"])?;
             run.join()
                 .map_err(|_| anyhow::anyhow!("the run panicked"))??;
             distinct
@@ -1494,6 +1504,19 @@ mod multi_process {
                 std::fs::read(c.dir("out").join(f))?,
             );
             ensure!(a == b, "{f}: bytes differ after the SIGKILL");
+        }
+        // The executor peer started again follows the ledger and answers.
+        local.script(&["start", "n4"])?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = local.status(&cluster, &tls)?;
+            if s.lines()
+                .any(|l| l.starts_with("n4,executor,") && l.contains(",yes,"))
+            {
+                break;
+            }
+            ensure!(Instant::now() < deadline, "n4 not back:\n{s}");
+            std::thread::sleep(Duration::from_millis(200));
         }
         Ok(())
     }

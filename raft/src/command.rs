@@ -240,11 +240,22 @@ pub enum Command {
     /// ([`crate::group_commit`]), committed as one log entry: one replication round for all
     /// of them. Each is applied in order exactly as if it were its own entry (a refused one
     /// changes nothing and does not stop the others); the events of each end with an
-    /// [`Event::ProposalApplied`]. A batch never holds a batch. Last in the enum, so command
-    /// logs written before it still decode.
+    /// [`Event::ProposalApplied`]. A batch never holds a batch. After the older variants, so
+    /// command logs written before it still decode.
     Batch {
         /// The proposals, in the order they reached the leader.
         commands: Vec<Self>,
+    },
+    /// Records an executor peer (a peer outside the Raft voters that claims and runs batches
+    /// through a voter) at its address, or forgets it (`addr` none): voters and other
+    /// executors find it by this when they steal, and an executor claims only while it is
+    /// recorded (`planner cluster add --executor`). After the older variants, so command logs
+    /// written before it still decode.
+    SetExecutor {
+        /// The executor peer.
+        peer: PeerId,
+        /// Its advertised address; none removes it.
+        addr: Option<String>,
     },
 }
 

@@ -60,12 +60,20 @@ pub enum PeerRequest {
         /// Its advertised address.
         addr: String,
     },
+    /// Records an executor peer: a peer outside the Raft voters and learners that claims and
+    /// runs batches through a voter (committed as [`Command::SetExecutor`]).
+    AddExecutor {
+        /// Its id.
+        id: PeerId,
+        /// Its advertised address.
+        addr: String,
+    },
     /// An idle peer asks for up to `max` unstarted tasks of this peer's deque (peers only).
     Steal {
         /// How many at most.
         max: u32,
     },
-    /// Removes a voter.
+    /// Removes a voter, or forgets a recorded executor peer.
     RemovePeer {
         /// Its id.
         id: PeerId,
@@ -148,7 +156,8 @@ pub enum PeerResponse {
     ReadIndex(Result<u64, ApiError>),
     /// To [`PeerRequest::Status`].
     Status(Result<ClusterStatus, ApiError>),
-    /// To [`PeerRequest::AddPeer`] and [`PeerRequest::RemovePeer`].
+    /// To [`PeerRequest::AddPeer`], [`PeerRequest::AddExecutor`] and
+    /// [`PeerRequest::RemovePeer`].
     Membership(Result<(), ApiError>),
     /// To [`PeerRequest::DropKeyspace`]: whether the keyspace existed (in the ledger or as
     /// tables); dropping an absent keyspace is not an error (Capillaries' `drop_keyspace`).
@@ -176,6 +185,8 @@ pub struct ClusterStatus {
     pub voters: BTreeMap<PeerId, String>,
     /// Learners and their addresses.
     pub learners: BTreeMap<PeerId, String>,
+    /// Executor peers (not Raft members) and their addresses, as the ledger records them.
+    pub executors: BTreeMap<PeerId, String>,
     /// Claimed, unfinished batches per worker peer ("n2" → 3).
     pub running: BTreeMap<String, u64>,
     /// The log index each member has matched, as the leader replicates it (empty when a

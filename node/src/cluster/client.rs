@@ -239,6 +239,17 @@ impl ClusterClient {
         }
     }
 
+    /// Records an executor peer (not a Raft member; it commits through the voters).
+    pub fn add_executor(&self, id: u64, addr: &str) -> Result<(), ClientError> {
+        match self.call(&PeerRequest::AddExecutor {
+            id,
+            addr: addr.to_owned(),
+        })? {
+            PeerResponse::Membership(r) => Ok(r?),
+            other => Err(ClientError::Decode(format!("{other:?}"))),
+        }
+    }
+
     /// Drops a keyspace with its runs and tables; whether it existed.
     pub fn drop_keyspace(&self, keyspace: &str) -> Result<bool, ClientError> {
         match self.call(&PeerRequest::DropKeyspace {
@@ -249,7 +260,7 @@ impl ClusterClient {
         }
     }
 
-    /// Removes a voter.
+    /// Removes a voter, or forgets an executor peer.
     pub fn remove_peer(&self, id: u64) -> Result<(), ClientError> {
         match self.call(&PeerRequest::RemovePeer { id })? {
             PeerResponse::Membership(r) => Ok(r?),

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Peer, PeerSettings, RaftTimers};
+use crate::cluster::{ExecutorPeer, Peer, PeerSettings, RaftTimers};
 use crate::console::ConsoleSettings;
 use crate::exec::ExecContext;
 use crate::telemetry::TelemetrySettings;
@@ -27,6 +27,9 @@ fn err(e: impl std::fmt::Display) -> LocalClusterError {
     LocalClusterError(e.to_string())
 }
 
+/// Certificates made beyond the first `n` peers: the spare voter and executor peers.
+const SPARE_CERTS: u64 = 4;
+
 /// Makes the execution context (store, Python pool) of one peer.
 pub type ContextFactory = Box<dyn Fn(u64) -> std::result::Result<ExecContext, String> + Send>;
 
@@ -36,6 +39,10 @@ pub struct LocalCluster {
     pub rt: tokio::runtime::Runtime,
     peers: BTreeMap<u64, Peer>,
     settings: BTreeMap<u64, PeerSettings>,
+    /// Running executor peers (not Raft members).
+    executors: BTreeMap<u64, ExecutorPeer>,
+    /// The settings of every executor peer that ran.
+    executor_settings: BTreeMap<u64, PeerSettings>,
     dir: PathBuf,
     contexts: ContextFactory,
     threads: usize,
@@ -112,8 +119,9 @@ impl LocalCluster {
         console: Option<ConsoleSettings>,
     ) -> Result<Self> {
         let ids: Vec<u64> = (1..=n).collect();
-        // One spare certificate, for a peer added later (`start_spare`).
-        let with_spare: Vec<u64> = (1..=n + 1).collect();
+        // Spare certificates, for a peer added later (`start_spare`) and executor peers
+        // (`start_executor`).
+        let with_spare: Vec<u64> = (1..=n + SPARE_CERTS).collect();
         certs::init(&dir.join("tls"), &with_spare, &["planner".to_owned()]).map_err(err)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -124,6 +132,8 @@ impl LocalCluster {
             rt,
             peers: BTreeMap::new(),
             settings: BTreeMap::new(),
+            executors: BTreeMap::new(),
+            executor_settings: BTreeMap::new(),
             dir: dir.to_owned(),
             contexts,
             threads,
@@ -163,10 +173,88 @@ impl LocalCluster {
         }
     }
 
+    /// Starts an executor peer (the next free id; certificates exist for [`SPARE_CERTS`]
+    /// beyond the voters), committing through the voters, and with `record` records it as
+    /// `planner cluster add --executor` does (else it holds until that is done). Returns its
+    /// id and address.
+    pub fn start_executor(&mut self, record: bool) -> Result<(u64, String)> {
+        let id = self
+            .settings
+            .keys()
+            .chain(self.executor_settings.keys())
+            .max()
+            .copied()
+            .unwrap_or(0)
+            + 1;
+        let raft = self
+            .settings
+            .values()
+            .next()
+            .map_or_else(Self::fast_timers, |s| s.raft.clone());
+        let s = self.settings_for(id, raft);
+        self.start_executor_with(s)?;
+        let addr = self
+            .executors
+            .get(&id)
+            .map(|p| p.advertise().to_owned())
+            .ok_or_else(|| err("the executor peer did not start"))?;
+        if !record {
+            return Ok((id, addr));
+        }
+        let voter = self
+            .peers
+            .values()
+            .next()
+            .ok_or_else(|| err("no voter runs to record the executor peer"))?;
+        self.rt
+            .block_on(voter.core().add_executor(id, &addr))
+            .map_err(err)?;
+        Ok((id, addr))
+    }
+
+    fn start_executor_with(&mut self, mut s: PeerSettings) -> Result<()> {
+        let voters: BTreeMap<u64, String> = self
+            .settings
+            .iter()
+            .filter_map(|(id, v)| v.advertise.clone().map(|a| (*id, a)))
+            .collect();
+        let ctx = (self.contexts)(s.id).map_err(err)?;
+        let peer = self
+            .rt
+            .block_on(ExecutorPeer::start(s.clone(), voters, ctx))
+            .map_err(err)?;
+        if let Some(f) = &self.faults {
+            peer.core().transport().set_faults(f.clone());
+        }
+        s.listen = peer.advertise().parse().map_err(err)?;
+        s.advertise = Some(peer.advertise().to_owned());
+        let id = s.id;
+        self.executor_settings.insert(id, s);
+        self.executors.insert(id, peer);
+        Ok(())
+    }
+
+    /// The running executor peer `id`.
+    pub fn executor_peer(&self, id: u64) -> Option<&ExecutorPeer> {
+        self.executors.get(&id)
+    }
+
+    /// Ids of running executor peers.
+    pub fn running_executors(&self) -> Vec<u64> {
+        self.executors.keys().copied().collect()
+    }
+
     /// Starts the spare peer (id n + 1, not a member): it waits to be added
     /// (`planner cluster add`). Returns its id and address.
     pub fn start_spare(&mut self) -> Result<(u64, String)> {
-        let id = self.settings.keys().max().copied().unwrap_or(0) + 1;
+        let id = self
+            .settings
+            .keys()
+            .chain(self.executor_settings.keys())
+            .max()
+            .copied()
+            .unwrap_or(0)
+            + 1;
         let raft = self
             .settings
             .values()
@@ -241,6 +329,9 @@ impl LocalCluster {
         for p in self.peers.values() {
             p.core().transport().set_faults(faults.clone());
         }
+        for p in self.executors.values() {
+            p.core().transport().set_faults(faults.clone());
+        }
         self.faults = Some(faults);
     }
 
@@ -259,8 +350,13 @@ impl LocalCluster {
         self.start_peer(s)
     }
 
-    /// Stops a peer abruptly (no hand-back, no flush beyond what is durable).
+    /// Stops a peer, voter or executor peer, abruptly (no hand-back, no flush beyond what is
+    /// durable).
     pub fn kill(&mut self, id: u64) -> Result<()> {
+        if let Some(p) = self.executors.remove(&id) {
+            self.rt.block_on(p.kill());
+            return Ok(());
+        }
         let p = self
             .peers
             .remove(&id)
@@ -269,8 +365,11 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// Starts a killed peer again on its data directory and address.
+    /// Starts a killed peer (voter or executor peer) again on its data directory and address.
     pub fn restart(&mut self, id: u64) -> Result<()> {
+        if let Some(s) = self.executor_settings.get(&id).cloned() {
+            return self.start_executor_with(s);
+        }
         let s = self
             .settings
             .get(&id)
@@ -339,7 +438,11 @@ impl LocalCluster {
     /// Shuts every peer down gracefully (as on drop): batches finish, spans are flushed.
     pub fn stop_all(&mut self) {
         let peers = std::mem::take(&mut self.peers);
+        let executors = std::mem::take(&mut self.executors);
         self.rt.block_on(async move {
+            for (_, p) in executors {
+                p.shutdown().await;
+            }
             for (_, p) in peers {
                 p.shutdown().await;
             }
@@ -355,7 +458,12 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         let peers = std::mem::take(&mut self.peers);
+        let executors = std::mem::take(&mut self.executors);
         self.rt.block_on(async move {
+            // Executor peers first: they commit their last completions through the voters.
+            for (_, p) in executors {
+                p.shutdown().await;
+            }
             for (_, p) in peers {
                 p.shutdown().await;
             }

@@ -20,9 +20,10 @@ use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
 use crate::clock::now_ms;
-use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
+use crate::cluster::api::ApiError;
 use crate::cluster::console_backend::PeerConsole;
-use crate::cluster::network::{Network, resolve};
+use crate::cluster::member::{self, MemberStealer};
+use crate::cluster::network::Network;
 use crate::cluster::peer_state::PeerCore;
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::cluster::watch::WatchLog;
@@ -36,7 +37,7 @@ use crate::telemetry::{TelemetrySettings, Tracing};
 use crate::transport::{
     Identity, ServeHandle, TlsFiles, Transport, TransportConfig, TransportError,
 };
-use crate::worker::{Executor, ExecutorSettings, NoSink, Scope, Stealer};
+use crate::worker::{Executor, ExecutorSettings, NoSink, Scope};
 
 /// Raft timing and log compaction of a peer.
 #[derive(Clone, Debug)]
@@ -304,7 +305,6 @@ impl Peer {
             ledger,
             watch,
             executor: OnceLock::new(),
-            steals_served: AtomicU64::new(0),
         });
         let serve = transport.serve(core.clone());
         let client: Arc<dyn LedgerClient> = Arc::new(RaftLedger {
@@ -326,7 +326,7 @@ impl Peer {
         let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
         let _ = core.executor.set(Arc::downgrade(&executor));
         executor.hold("the cluster key is not verified yet");
-        executor.set_stealer(Arc::new(PeerStealer {
+        executor.set_stealer(Arc::new(MemberStealer {
             core: core.clone(),
             rt: tokio::runtime::Handle::current(),
         }));
@@ -683,12 +683,12 @@ impl Probe for PeerProbe {
 
 /// Drops the executor (and with it the store, which may own a runtime of its own: the CQL
 /// store does) on a blocking thread, where dropping a runtime is allowed.
-async fn drop_outside_runtime(executor: Arc<Executor>) {
+pub(super) async fn drop_outside_runtime(executor: Arc<Executor>) {
     let _ = tokio::task::spawn_blocking(move || drop(executor)).await;
 }
 
 /// Holds a value that must not be dropped on a runtime thread; dropped on a thread of its own.
-struct OffRuntime<T: Send + 'static>(Option<T>);
+pub(super) struct OffRuntime<T: Send + 'static>(pub(super) Option<T>);
 
 impl<T: Send + 'static> Drop for OffRuntime<T> {
     fn drop(&mut self) {
@@ -700,7 +700,7 @@ impl<T: Send + 'static> Drop for OffRuntime<T> {
 
 /// The peer's sealer: its keyring, and the cluster id every envelope binds (a digest of the
 /// cluster CA, so two clusters never open each other's tasks even under one key).
-fn load_sealer(s: &PeerSettings) -> Result<TaskSealer, PeerError> {
+pub(super) fn load_sealer(s: &PeerSettings) -> Result<TaskSealer, PeerError> {
     let key_err = |path: &std::path::Path, reason: String| PeerError::Key {
         id: s.id,
         path: path.to_owned(),
@@ -730,32 +730,27 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
     loop {
         tick.tick().await;
         let me = core.id;
-        if !key_checked {
-            key_checked = check_key(&core, &executor).await;
-        }
-        let queued = executor.queued() as u32;
-        let beat = {
-            let l = core.ledger.read();
-            schedule::needs_heartbeat(
-                &l,
-                me,
-                now_ms(),
-                timers.lease_renew,
-                queued,
-                reported_queued,
-            )
-        };
-        if beat {
-            let beat = Command::Heartbeat {
-                peer: me,
-                queued,
-                ts_ms: now_ms(),
-            };
-            match core.propose(beat, false).await {
-                Ok(_) => reported_queued = queued,
-                Err(e) => tracing::warn!(me, cause = %e, "heartbeat not committed"),
+        if !key_checked && let Some(verdict) = member::check_key(&*core, &executor).await {
+            match verdict {
+                // Claims from before a restart go back to the pool before this process
+                // claims anything.
+                Ok(()) => match member::release_orphans(&*core).await {
+                    Ok(_) => {
+                        executor.unhold();
+                        key_checked = true;
+                    }
+                    Err(e) => {
+                        tracing::info!(me, cause = %e, "claims from before a restart not released yet");
+                    }
+                },
+                Err(reason) => {
+                    executor.refuse(reason);
+                    key_checked = true;
+                }
             }
         }
+        reported_queued =
+            member::heartbeat(&*core, &executor, timers.lease_renew, reported_queued).await;
         let leader = core.raft.metrics().borrow().current_leader;
         if leader != Some(me) {
             leading_since = None;
@@ -803,101 +798,6 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
                 Err(e) => tracing::warn!(me, cause = %e, "leader command not committed"),
             }
         }
-    }
-}
-
-/// Registers this peer's key check if the cluster has none for its sealing key, then verifies
-/// every registered check; a peer whose key differs executes nothing. Returns whether the
-/// check is settled (false: try again on the next tick).
-async fn check_key(core: &PeerCore, executor: &Executor) -> bool {
-    let sealer = &executor.settings().sealer;
-    let id = sealer.sealing_id();
-    if core.ledger.read().key_check(id).is_none() {
-        let check = match sealer.key_check() {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(me = core.id, cause = %e, "cannot make the key check");
-                return false;
-            }
-        };
-        if let Err(e) = core
-            .propose(Command::RegisterKey { key_id: id, check }, false)
-            .await
-        {
-            tracing::debug!(me = core.id, cause = %e, "key check not registered yet");
-            return false;
-        }
-    }
-    // Judge only once this peer's copy of the ledger holds the cluster's check for its key.
-    let verdict = {
-        let l = core.ledger.read();
-        if l.key_check(id).is_none() {
-            return false;
-        }
-        sealer.verify(l.key_checks())
-    };
-    match verdict {
-        Ok(()) => executor.unhold(),
-        Err(reason) => executor.refuse(reason),
-    }
-    true
-}
-
-/// An idle peer's thief: asks the peer with the most unstarted tasks (as its heartbeats say)
-/// for a share of them.
-struct PeerStealer {
-    core: Arc<PeerCore>,
-    rt: tokio::runtime::Handle,
-}
-
-impl Stealer for PeerStealer {
-    fn steal(&self, executor: &Executor) -> usize {
-        let me = self.core.id;
-        let since = now_ms() - executor.settings().live_window.as_millis() as i64;
-        let target = schedule::steal_target(&self.core.ledger.read(), me, since);
-        let Some((victim, max)) = target else {
-            return 0;
-        };
-        let addr = {
-            let m = self.core.raft.metrics().borrow().clone();
-            m.membership_config
-                .membership()
-                .get_node(&victim)
-                .map(|n| n.addr.clone())
-        };
-        let Some(addr) = addr.and_then(|a| resolve(&a).ok()) else {
-            return 0;
-        };
-        let c = executor.counters();
-        c.steals_asked.fetch_add(1, Ordering::Relaxed);
-        let req = PeerRequest::Steal { max };
-        let resp = self
-            .rt
-            .block_on(self.core.transport.call(addr, Some(victim), &req));
-        let mut tasks = match resp {
-            Ok(PeerResponse::Stolen(Ok(t))) => t,
-            Ok(other) => {
-                tracing::debug!(me, victim, answer = ?other, "steal refused");
-                return 0;
-            }
-            Err(e) => {
-                tracing::debug!(me, victim, cause = %e, "steal failed");
-                return 0;
-            }
-        };
-        if tasks.is_empty() {
-            return 0;
-        }
-        if let Some(f) = self.core.transport.faults() {
-            for t in &mut tasks {
-                f.tamper(&mut t.sealed);
-            }
-        }
-        c.steals_granted.fetch_add(1, Ordering::Relaxed);
-        let n = tasks.len();
-        tracing::debug!(me, victim, tasks = n, "stole tasks");
-        executor.accept(tasks);
-        n
     }
 }
 

@@ -3,18 +3,17 @@
 //! and the service that answers peers and clients over the transport.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Raft};
-use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::{PeerId, PeerNode, TypeConfig, client_may_propose};
 use plexus_raft::{Command, Event, Ledger, LedgerError, NodeBatchStatus};
 
 use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
+use crate::cluster::member::{self, Member};
 use crate::cluster::network::resolve;
 use crate::cluster::storage::version_of;
 use crate::cluster::watch::{MAX_WATCH_WAIT, WatchAnswer, WatchLog};
@@ -32,8 +31,6 @@ pub struct PeerCore {
     pub(super) watch: Arc<WatchLog>,
     /// The peer's executor (weak: the executor's ledger client holds this core).
     pub(super) executor: OnceLock<Weak<Executor>>,
-    /// Steal requests from thieves answered with tasks.
-    pub(super) steals_served: AtomicU64,
 }
 
 /// How long a proposal waits for a leader before it reports the cluster unavailable.
@@ -271,46 +268,9 @@ impl PeerCore {
     /// A thief asks for tasks: up to `max` unstarted ones from the back of this peer's deque,
     /// handed over only once their transfer is committed (else they go back to the deque).
     pub async fn give_tasks(&self, thief: PeerId, max: u32) -> Result<Vec<QueuedTask>, ApiError> {
-        let Some(ex) = self.executor() else {
-            return Ok(Vec::new());
-        };
-        let tasks = ex.give(max as usize);
-        if tasks.is_empty() {
-            return Ok(tasks);
-        }
-        let cmd = Command::TransferTasks {
-            from: self.id,
-            to: thief,
-            to_worker: format!("n{thief}"),
-            tasks: tasks.iter().map(|q| q.task.clone()).collect(),
-            ts_ms: now_ms(),
-        };
-        match self.propose(cmd, false).await {
-            Ok(events) => {
-                let moved: BTreeSet<TaskRef> = events
-                    .into_iter()
-                    .filter_map(|e| match e {
-                        Event::BatchTransferred { task, .. } => Some(task),
-                        _ => None,
-                    })
-                    .collect();
-                // A task the ledger did not move is no longer this peer's (its lease expired).
-                let given: Vec<QueuedTask> = tasks
-                    .into_iter()
-                    .filter(|q| moved.contains(&q.task))
-                    .collect();
-                ex.counters()
-                    .tasks_given
-                    .fetch_add(given.len() as u64, Ordering::Relaxed);
-                self.steals_served.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(me = self.id, thief, tasks = given.len(), "tasks stolen");
-                Ok(given)
-            }
-            Err(ApiError::Refused(_)) => Ok(Vec::new()),
-            Err(e) => {
-                ex.take_back(tasks);
-                Err(e)
-            }
+        match self.executor() {
+            Some(ex) => member::give_tasks(self, &ex, thief, max).await,
+            None => Ok(Vec::new()),
         }
     }
 
@@ -357,6 +317,7 @@ impl PeerCore {
         }
         status.last_seen_ms.insert(self.id, now_ms());
         status.backups = l.backup_counters().clone();
+        status.executors = l.executors().clone();
         status.ledger_version = self.watch.version();
         for ks in l.keyspace_names() {
             let Ok(k) = l.keyspace(&ks) else { continue };
@@ -380,6 +341,11 @@ impl PeerCore {
     /// Adds a peer as a learner, waits until it caught up, then makes it a voter.
     pub async fn add_peer(&self, id: PeerId, addr: &str, forwarded: bool) -> Result<(), ApiError> {
         let membership_err = |e: &dyn std::fmt::Display| ApiError::Membership(e.to_string());
+        if self.ledger.read().executors().contains_key(&id) {
+            return Err(ApiError::Membership(format!(
+                "n{id} is an executor peer: remove it before adding it as a voter"
+            )));
+        }
         match self.raft.add_learner(id, PeerNode::new(addr), true).await {
             Ok(_) => {}
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) if !forwarded => {
@@ -402,8 +368,40 @@ impl PeerCore {
         Ok(())
     }
 
-    /// Removes a voter (its log and data stay where they are).
+    /// Records an executor peer (committed in the ledger, so every voter and executor peer
+    /// can reach it to steal); refused for a Raft member. It is never added to openraft's
+    /// voters or learners: the leader replicates nothing to it.
+    pub async fn add_executor(&self, id: PeerId, addr: &str) -> Result<(), ApiError> {
+        let member = {
+            let m = self.raft.metrics().borrow().clone();
+            m.membership_config.membership().get_node(&id).is_some()
+        };
+        if member {
+            return Err(ApiError::Membership(format!(
+                "n{id} is a Raft member: remove it before adding it as an executor peer"
+            )));
+        }
+        let cmd = Command::SetExecutor {
+            peer: id,
+            addr: Some(addr.to_owned()),
+        };
+        self.propose(cmd, false).await?;
+        tracing::info!(peer = id, addr, "executor peer recorded");
+        Ok(())
+    }
+
+    /// Removes a voter (its log and data stay where they are), or forgets a recorded executor
+    /// peer (it stops claiming; its claims return to the pool with its leases).
     pub async fn remove_peer(&self, id: PeerId, forwarded: bool) -> Result<(), ApiError> {
+        if self.ledger.read().executors().contains_key(&id) {
+            let cmd = Command::SetExecutor {
+                peer: id,
+                addr: None,
+            };
+            self.propose(cmd, false).await?;
+            tracing::info!(peer = id, "executor peer forgotten");
+            return Ok(());
+        }
         match self
             .raft
             .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
@@ -488,6 +486,48 @@ impl PeerCore {
     }
 }
 
+impl Member for PeerCore {
+    fn id(&self) -> PeerId {
+        self.id
+    }
+
+    fn shared_ledger(&self) -> &SharedLedger {
+        &self.ledger
+    }
+
+    fn endpoint(&self) -> &Transport {
+        &self.transport
+    }
+
+    async fn commit(&self, cmd: Command) -> Result<Vec<Event>, ApiError> {
+        self.propose(cmd, false).await
+    }
+
+    fn addr_of(&self, peer: PeerId) -> Option<String> {
+        let voter = {
+            let m = self.raft.metrics().borrow().clone();
+            m.membership_config
+                .membership()
+                .get_node(&peer)
+                .map(|n| n.addr.clone())
+        };
+        voter.or_else(|| self.ledger.read().executors().get(&peer).cloned())
+    }
+
+    async fn caught_up(&self) -> Result<(), ApiError> {
+        let want = self.read_index(false).await?;
+        if self.watch.wait_reach(want, LEADER_WAIT).await {
+            Ok(())
+        } else {
+            Err(ApiError::Lagging {
+                peer: self.id,
+                have: self.watch.version(),
+                want,
+            })
+        }
+    }
+}
+
 impl Service for PeerCore {
     type Request = PeerRequest;
     type Response = PeerResponse;
@@ -546,6 +586,9 @@ impl Service for PeerCore {
             },
             PeerRequest::AddPeer { id, addr } => {
                 PeerResponse::Membership(self.add_peer(id, &addr, peer.is_some()).await)
+            }
+            PeerRequest::AddExecutor { id, addr } => {
+                PeerResponse::Membership(self.add_executor(id, &addr).await)
             }
             PeerRequest::RemovePeer { id } => {
                 PeerResponse::Membership(self.remove_peer(id, peer.is_some()).await)

@@ -218,30 +218,44 @@ impl LedgerFollower {
     /// overlapping an earlier one) are skipped; a refused command is refused the same way on
     /// the peer, so it changes nothing in either.
     pub fn apply(&mut self, answer: WatchAnswer) -> Result<bool, FollowError> {
-        match answer {
-            WatchAnswer::Snapshot { version, ledger } => {
-                self.ledger = Ledger::from_bytes(&ledger)
-                    .map_err(|source| FollowError::Snapshot { version, source })?;
-                self.version = Some(version);
-                Ok(true)
-            }
-            WatchAnswer::Delta { version, commands } => {
-                // No version yet is the empty ledger, version 0 on every peer.
-                let have = self.version.unwrap_or(0);
-                let mut changed = false;
-                for (v, cmd) in commands {
-                    if v <= have {
-                        continue;
-                    }
-                    // Entries without a command (blank, membership) take versions too, so a
-                    // delta's first command may be past `have + 1`; the peer only answers a
-                    // delta from a version inside its window, so nothing is missing.
-                    let _ = self.ledger.apply(cmd);
-                    changed = true;
+        let (changed, version) = apply_answer(&mut self.ledger, self.version, answer)?;
+        self.version = Some(version);
+        Ok(changed)
+    }
+}
+
+/// Applies a watch answer to a copy of the ledger at version `have` (`None`: no copy yet);
+/// whether the copy changed, and its version after. What [`LedgerFollower::apply`] and an
+/// executor peer's shared copy do.
+pub fn apply_answer(
+    ledger: &mut Ledger,
+    have: Option<u64>,
+    answer: WatchAnswer,
+) -> Result<(bool, u64), FollowError> {
+    match answer {
+        WatchAnswer::Snapshot {
+            version,
+            ledger: bytes,
+        } => {
+            *ledger = Ledger::from_bytes(&bytes)
+                .map_err(|source| FollowError::Snapshot { version, source })?;
+            Ok((true, version))
+        }
+        WatchAnswer::Delta { version, commands } => {
+            // No version yet is the empty ledger, version 0 on every peer.
+            let have = have.unwrap_or(0);
+            let mut changed = false;
+            for (v, cmd) in commands {
+                if v <= have {
+                    continue;
                 }
-                self.version = Some(have.max(version));
-                Ok(changed)
+                // Entries without a command (blank, membership) take versions too, so a
+                // delta's first command may be past `have + 1`; the peer only answers a
+                // delta from a version inside its window, so nothing is missing.
+                let _ = ledger.apply(cmd);
+                changed = true;
             }
+            Ok((changed, have.max(version)))
         }
     }
 }

@@ -173,14 +173,18 @@ pub(crate) enum TableOp {
 pub(crate) enum ClusterOp {
     /// Members, leader, term, commit/applied index and running batches per peer.
     Status,
-    /// Add a peer (as a learner until it caught up, then as a voter).
+    /// Add a peer (as a learner until it caught up, then as a voter), or with `--executor`
+    /// record an executor peer (not a Raft member: it commits through the voters).
     Add {
         /// Peer name (`n4`) or id.
         peer: String,
         /// Its advertised QUIC address (`host:port`).
         addr: String,
+        /// The peer is an executor peer (`plexus-node start --role executor`).
+        #[arg(long)]
+        executor: bool,
     },
-    /// Remove a peer from the voters.
+    /// Remove a peer from the voters, or forget an executor peer.
     Remove {
         /// Peer name (`n4`) or id.
         peer: String,

@@ -574,3 +574,70 @@ fn a_peer_with_the_wrong_key_executes_nothing() -> Result<()> {
     ensure!(reason.contains("cluster key 1"), "{reason}");
     Ok(())
 }
+
+/// Batches of run 1 of `ks` completed by each peer, over every node.
+fn done_by_any_node(l: &plexus_raft::Ledger, ks: &str) -> Result<BTreeMap<String, u32>> {
+    let mut by = BTreeMap::new();
+    for node in l.run(ks, 1)?.nodes.keys() {
+        for (peer, n) in done_by_peer(l, ks, node)? {
+            let peer = peer.split('/').next().unwrap_or_default().to_owned();
+            *by.entry(peer).or_default() += n;
+        }
+    }
+    Ok(by)
+}
+
+/// Three voters and two executor peers (`local.sh up 3 --executors 2`): an executor peer is
+/// killed mid-run, then the leader; both are started again while the run goes on. The runs
+/// complete with the one-process run's files and table rows, and the executor peers did part
+/// of the work.
+#[test]
+fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let seed = plexus_testkit::seed::seed(
+        "PLEXUS_FAULT_SEED",
+        "voters_and_executors_survive_an_executor_and_the_leader_killed",
+    );
+    let mut cluster = TestCluster::start(3)?;
+    let (e1, _) = cluster.start_executor(true)?;
+    let (e2, _) = cluster.start_executor(true)?;
+    let base = baseline(&cluster)?;
+    cluster.set_faults(jittery(seed));
+    let victim = if draw(seed, 0).is_multiple_of(2) {
+        e1
+    } else {
+        e2
+    };
+    let at = Duration::from_millis(200 + draw(seed, 1) % 500);
+    let mut leader = 0;
+    let c = run_during(&mut cluster, "faults_exec", |cl| {
+        std::thread::sleep(at);
+        cl.kill(victim)?;
+        std::thread::sleep(Duration::from_millis(300));
+        leader = cl.wait_leader(Duration::from_secs(5))?;
+        cl.kill(leader)?;
+        std::thread::sleep(Duration::from_millis(500));
+        cl.restart(victim)?;
+        cl.restart(leader)?;
+        Ok(())
+    })
+    .with_context(|| format!("executor n{victim} killed after {at:?}, then leader n{leader}"))?;
+    matches(&base, &cluster, &c, "faults_exec").with_context(|| {
+        format!("executor n{victim} killed after {at:?}, then leader n{leader}")
+    })?;
+    let by = done_by_any_node(&ledger(&cluster)?, "faults_exec")?;
+    eprintln!(
+        "executor n{victim} killed after {at:?}, then leader n{leader}; batches by peer {by:?}"
+    );
+    let by_executors: u32 = [e1, e2]
+        .iter()
+        .filter_map(|e| by.get(&format!("n{e}")))
+        .sum();
+    ensure!(
+        by_executors > 0,
+        "the executor peers completed no batch: {by:?}"
+    );
+    Ok(())
+}

@@ -87,3 +87,83 @@ fn cluster_status_shows_a_killed_peer_as_unreachable_and_its_return() -> Result<
     }
     Ok(())
 }
+
+/// An executor peer is recorded by `planner cluster add --executor`, not replicated to: it
+/// holds until it is recorded, shows as an executor in `planner cluster status`, stays out of
+/// openraft's voters and learners, cannot be added as a voter meanwhile, and holds again once
+/// `planner cluster remove` forgets it.
+#[test]
+fn an_executor_peer_is_recorded_not_replicated() -> Result<()> {
+    let mut cluster = TestCluster::start(3)?;
+    let (id, addr) = cluster.start_executor(false)?;
+    let planner = env!("CARGO_BIN_EXE_planner");
+    let held = |c: &TestCluster| -> Result<bool> {
+        let p = c.executor_peer(id).context("the executor peer is gone")?;
+        Ok(p.executor().refusal().is_some())
+    };
+    let wait = |c: &TestCluster, want_held: bool, what: &str| -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while held(c)? != want_held {
+            ensure!(std::time::Instant::now() < deadline, "n{id}: {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    };
+    // Not recorded yet: it follows the ledger but executes nothing, even once the key check
+    // is settled.
+    std::thread::sleep(Duration::from_millis(1500));
+    ensure!(held(&cluster)?, "n{id} executes before it was added");
+
+    let name = format!("n{id}");
+    let out = cluster.cli(
+        planner,
+        &["cluster", "add", "--executor", &name, &addr],
+        None,
+    )?;
+    ensure!(out.contains("executor peer"), "{out}");
+    wait(
+        &cluster,
+        false,
+        "still holding after cluster add --executor",
+    )?;
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let s = loop {
+        let s = cluster.cli(planner, &["cluster", "status"], None)?;
+        if member(&s, id).is_ok_and(|l| l.contains(",yes,")) {
+            break s;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "n{id} never reachable:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let line = member(&s, id)?;
+    ensure!(
+        line.starts_with(&format!("{name},executor,{addr},yes,")),
+        "{line}"
+    );
+    // Raft knows nothing of it: the leader replicates to the three voters only.
+    let leader = cluster.wait_leader(Duration::from_secs(10))?;
+    let st = cluster.peer(leader).context("leader")?.core().status();
+    ensure!(
+        st.voters.len() == 3 && st.learners.is_empty() && !st.matched.contains_key(&id),
+        "an executor peer in Raft's membership: {st:?}"
+    );
+    ensure!(st.executors.get(&id) == Some(&addr), "{st:?}");
+    // Its id cannot be made a voter while it is an executor peer.
+    let voter = cluster.cli(planner, &["cluster", "add", &name, &addr], None);
+    ensure!(
+        voter
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("executor peer")),
+        "added as a voter too: {voter:?}"
+    );
+
+    cluster.cli(planner, &["cluster", "remove", &name], None)?;
+    wait(&cluster, true, "still executing after cluster remove")?;
+    let s = cluster.cli(planner, &["cluster", "status"], None)?;
+    ensure!(member(&s, id).is_err(), "still listed after remove:\n{s}");
+    Ok(())
+}

@@ -182,6 +182,12 @@ impl Ledger {
                     ev.push(Event::ProposalApplied { refused });
                 }
             }
+            Command::SetExecutor { peer, addr } => {
+                match addr {
+                    Some(a) => self.executors.insert(peer, a),
+                    None => self.executors.remove(&peer),
+                };
+            }
             Command::StartTasks { peer, tasks, ts_ms } => {
                 self.seen(peer, ts_ms, None);
                 for t in &tasks {

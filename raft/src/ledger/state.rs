@@ -30,6 +30,9 @@ pub struct Ledger {
     pub(super) keyspaces_created: u64,
     /// Speculative backups so far.
     pub(super) backups: BackupCounters,
+    /// Executor peers by id, with their addresses
+    /// ([`Command::SetExecutor`](crate::Command::SetExecutor)).
+    pub(super) executors: BTreeMap<PeerId, String>,
     /// Compiled dependency policies; derived from `plans`, so not part of the state.
     #[serde(skip)]
     pub(super) policies: PolicyCache,
@@ -467,6 +470,11 @@ impl Ledger {
     /// The registered key check of a key id.
     pub fn key_check(&self, key_id: u32) -> Option<&[u8]> {
         self.key_checks.get(&key_id).map(Vec::as_slice)
+    }
+
+    /// The recorded executor peers and their addresses.
+    pub fn executors(&self) -> &BTreeMap<PeerId, String> {
+        &self.executors
     }
 
     /// Every registered key check.

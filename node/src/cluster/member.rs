@@ -1,0 +1,227 @@
+//! What every executing peer does alike, voter or executor peer ([`Member`]): commit its
+//! commands, hand unstarted tasks to thieves, steal from the busiest peer, renew its leases
+//! and verify the cluster key. A voter commits through its own Raft node
+//! ([`crate::cluster::peer_state::PeerCore`]); an executor peer through a voter
+//! ([`crate::cluster::executor_peer::ExecutorCore`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use plexus_raft::command::TaskRef;
+use plexus_raft::replicated::PeerId;
+use plexus_raft::{Command, Event};
+
+use crate::clock::now_ms;
+use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
+use crate::cluster::network::resolve;
+use crate::ledger_client::SharedLedger;
+use crate::schedule;
+use crate::transport::Transport;
+use crate::worker::{Executor, QueuedTask, Stealer};
+
+/// A peer that claims and executes batches, whatever its role.
+pub trait Member: Send + Sync + 'static {
+    /// Its id.
+    fn id(&self) -> PeerId;
+    /// Its copy of the ledger.
+    fn shared_ledger(&self) -> &SharedLedger;
+    /// Its transport endpoint.
+    fn endpoint(&self) -> &Transport;
+    /// Commits a command on the leader (directly, forwarded, or through a voter).
+    fn commit(&self, cmd: Command) -> impl Future<Output = Result<Vec<Event>, ApiError>> + Send;
+    /// Where peer `peer` is reached, voter or recorded executor peer.
+    fn addr_of(&self, peer: PeerId) -> Option<String>;
+    /// Waits until this peer's copy holds everything committed before the call (the leader's
+    /// read index).
+    fn caught_up(&self) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// Returns to the pool the claims the ledger still puts under this peer's id when its process
+/// starts: they are from before a crash (a restart within the lease), and this process's
+/// heartbeats would otherwise renew them while nothing runs them. Called before the peer
+/// executes anything; `Ok` once done.
+pub async fn release_orphans<M: Member>(me: &M) -> Result<usize, ApiError> {
+    me.caught_up().await?;
+    let held = me.shared_ledger().read().claims_of(me.id());
+    let mut released = 0;
+    for (task, _) in held {
+        let cmd = Command::ReleaseBatch {
+            task,
+            reason: format!(
+                "n{} restarted: its claims from before are released",
+                me.id()
+            ),
+            ts_ms: now_ms(),
+        };
+        match me.commit(cmd).await {
+            Ok(_) => released += 1,
+            // Released or expired meanwhile: nothing left to do for this one.
+            Err(ApiError::Refused(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if released > 0 {
+        tracing::warn!(
+            me = me.id(),
+            released,
+            "released the claims held before a restart"
+        );
+    }
+    Ok(released)
+}
+
+/// A thief asks `me` for tasks: up to `max` unstarted ones from the back of the deque of
+/// `ex`, handed over only once their transfer is committed (else they go back to the deque).
+pub async fn give_tasks<M: Member>(
+    me: &M,
+    ex: &Executor,
+    thief: PeerId,
+    max: u32,
+) -> Result<Vec<QueuedTask>, ApiError> {
+    let tasks = ex.give(max as usize);
+    if tasks.is_empty() {
+        return Ok(tasks);
+    }
+    let cmd = Command::TransferTasks {
+        from: me.id(),
+        to: thief,
+        to_worker: format!("n{thief}"),
+        tasks: tasks.iter().map(|q| q.task.clone()).collect(),
+        ts_ms: now_ms(),
+    };
+    match me.commit(cmd).await {
+        Ok(events) => {
+            let moved: BTreeSet<TaskRef> = events
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::BatchTransferred { task, .. } => Some(task),
+                    _ => None,
+                })
+                .collect();
+            // A task the ledger did not move is no longer this peer's (its lease expired).
+            let given: Vec<QueuedTask> = tasks
+                .into_iter()
+                .filter(|q| moved.contains(&q.task))
+                .collect();
+            ex.counters()
+                .tasks_given
+                .fetch_add(given.len() as u64, Ordering::Relaxed);
+            tracing::debug!(me = me.id(), thief, tasks = given.len(), "tasks stolen");
+            Ok(given)
+        }
+        Err(ApiError::Refused(_)) => Ok(Vec::new()),
+        Err(e) => {
+            ex.take_back(tasks);
+            Err(e)
+        }
+    }
+}
+
+/// Commits a heartbeat when the leases of `me` need renewing or its queue length changed;
+/// the queue length the ledger now knows.
+pub async fn heartbeat<M: Member>(
+    me: &M,
+    ex: &Executor,
+    renew: std::time::Duration,
+    reported: u32,
+) -> u32 {
+    let id = me.id();
+    let queued = ex.queued() as u32;
+    let beat = {
+        let l = me.shared_ledger().read();
+        schedule::needs_heartbeat(&l, id, now_ms(), renew, queued, reported)
+    };
+    if !beat {
+        return reported;
+    }
+    let cmd = Command::Heartbeat {
+        peer: id,
+        queued,
+        ts_ms: now_ms(),
+    };
+    match me.commit(cmd).await {
+        Ok(_) => queued,
+        Err(e) => {
+            tracing::warn!(me = id, cause = %e, "heartbeat not committed");
+            reported
+        }
+    }
+}
+
+/// Registers the key check of `me` if the cluster has none for its sealing key, then verifies
+/// every registered check: `None` while that is not settled (try again on the next tick), else
+/// whether the keyring matches the cluster's (a peer whose key differs executes nothing).
+pub async fn check_key<M: Member>(me: &M, ex: &Executor) -> Option<Result<(), String>> {
+    let sealer = &ex.settings().sealer;
+    let key = sealer.sealing_id();
+    if me.shared_ledger().read().key_check(key).is_none() {
+        let check = match sealer.key_check() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(me = me.id(), cause = %e, "cannot make the key check");
+                return None;
+            }
+        };
+        if let Err(e) = me.commit(Command::RegisterKey { key_id: key, check }).await {
+            tracing::debug!(me = me.id(), cause = %e, "key check not registered yet");
+            return None;
+        }
+    }
+    // Judge only once this peer's copy of the ledger holds the cluster's check for its key.
+    let l = me.shared_ledger().read();
+    l.key_check(key)?;
+    Some(sealer.verify(l.key_checks()))
+}
+
+/// An idle peer's thief: asks the peer with the most unstarted tasks (as its heartbeats say),
+/// voter or executor peer, for a share of them.
+pub struct MemberStealer<M: Member> {
+    /// The thief.
+    pub core: Arc<M>,
+    /// The runtime its calls run on (steal is called from executor threads).
+    pub rt: tokio::runtime::Handle,
+}
+
+impl<M: Member> Stealer for MemberStealer<M> {
+    fn steal(&self, executor: &Executor) -> usize {
+        let me = self.core.id();
+        let since = now_ms() - executor.settings().live_window.as_millis() as i64;
+        let target = schedule::steal_target(&self.core.shared_ledger().read(), me, since);
+        let Some((victim, max)) = target else {
+            return 0;
+        };
+        let Some(addr) = self.core.addr_of(victim).and_then(|a| resolve(&a).ok()) else {
+            return 0;
+        };
+        let c = executor.counters();
+        c.steals_asked.fetch_add(1, Ordering::Relaxed);
+        let req = PeerRequest::Steal { max };
+        let transport = self.core.endpoint();
+        let resp = self.rt.block_on(transport.call(addr, Some(victim), &req));
+        let mut tasks = match resp {
+            Ok(PeerResponse::Stolen(Ok(t))) => t,
+            Ok(other) => {
+                tracing::debug!(me, victim, answer = ?other, "steal refused");
+                return 0;
+            }
+            Err(e) => {
+                tracing::debug!(me, victim, cause = %e, "steal failed");
+                return 0;
+            }
+        };
+        if tasks.is_empty() {
+            return 0;
+        }
+        if let Some(f) = transport.faults() {
+            for t in &mut tasks {
+                f.tamper(&mut t.sealed);
+            }
+        }
+        c.steals_granted.fetch_add(1, Ordering::Relaxed);
+        let n = tasks.len();
+        tracing::debug!(me, victim, tasks = n, "stole tasks");
+        executor.accept(tasks);
+        n
+    }
+}
