@@ -75,8 +75,9 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 2.0)]
     pub commit_ms: f64,
     /// The leader's group-commit window, ms (`plexus_raft::group_commit`): proposals reaching
-    /// it within the window are one log entry and one replication round. 0: every proposal
-    /// is its own entry, and rounds are capped at one per millisecond.
+    /// it within the window are one log entry and one replication round (an idle leader
+    /// writes at once, a busy one at most once per window). 0: every proposal is its own
+    /// entry, and rounds are capped at one per millisecond.
     #[arg(long, default_value_t = 5.0)]
     pub group_commit_ms: f64,
     /// Peer-to-peer round trip, ms.
@@ -234,6 +235,8 @@ struct Sim<'a> {
     ks: String,
     /// Proposals of the leader's open group-commit window.
     window: Vec<(usize, Command)>,
+    /// When the leader's last write started, while it is busy (`GroupCommit`'s rule).
+    busy_since: Option<Us>,
 }
 
 /// Batches per node: a node holds at most 32,767 (spec), so larger runs use several nodes.
@@ -355,10 +358,15 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A proposal reaches the leader: the first of a window opens it.
+    /// A proposal reaches the leader: the first of a window opens it. As in
+    /// `GroupCommit::propose`, an idle leader writes at once; a busy one (its last write
+    /// started within the window and more came since) writes when that window is over.
     fn arrive(&mut self, from: usize, cmd: Command) {
         if self.window.is_empty() {
-            let at = self.now + us(self.a.group_commit_ms);
+            let at = match self.busy_since {
+                Some(t) => (t + us(self.a.group_commit_ms)).max(self.now),
+                None => self.now,
+            };
             self.push(at, Ev::Close);
         }
         self.window.push((from, cmd));
@@ -367,6 +375,7 @@ impl<'a> Sim<'a> {
     /// The window closes: one entry, one replication round, applied after the commit time.
     fn close(&mut self) {
         let cmds = std::mem::take(&mut self.window);
+        self.busy_since = Some(self.now);
         let at = self.now + us(self.a.commit_ms);
         self.push(at, Ev::ApplyEntry { cmds });
     }
@@ -375,6 +384,10 @@ impl<'a> Sim<'a> {
     fn apply_entry(&mut self, cmds: Vec<(usize, Command)>) {
         self.counts.rounds += 1;
         self.counts.log_entries += 1;
+        if self.window.is_empty() {
+            // Nothing came while it was written: the leader is idle again.
+            self.busy_since = None;
+        }
         for (from, cmd) in cmds {
             self.apply(from, cmd);
         }
@@ -805,6 +818,7 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         counts: Counts::default(),
         ks: "sim".into(),
         window: Vec::new(),
+        busy_since: None,
     };
     for p in 0..n {
         for t in 0..a.threads {

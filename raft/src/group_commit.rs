@@ -12,6 +12,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::command::{Command, Event};
 use crate::replicated::Applied;
@@ -59,10 +60,16 @@ struct Window<E> {
     generation: u64,
     commands: Vec<Command>,
     answers: Vec<oneshot::Sender<Result<Applied, E>>>,
+    /// When the last write started, while the leader is busy (none once a write finished
+    /// with nothing gathered after it).
+    busy_since: Option<Instant>,
 }
 
-/// The group commit of one leader: [`GroupCommit::propose`] holds a proposal for up to the
-/// window, then writes everything gathered as one entry.
+/// The group commit of one leader: at most one write per window while proposals keep coming.
+/// A proposal reaching an idle leader (no write started within the window, or the last one
+/// finished with nothing waiting) is written at once, so a lone proposer pays no window; one
+/// reaching a busy leader waits for the window that began with the last write and goes out
+/// with everything gathered by then, as one entry.
 pub struct GroupCommit<E> {
     window: Duration,
     open: Mutex<Window<E>>,
@@ -105,12 +112,14 @@ impl<E: Clone> GroupCommit<E> {
                 generation: 0,
                 commands: Vec::new(),
                 answers: Vec::new(),
+                busy_since: None,
             }),
         }
     }
 
     /// Commits `cmd` with the proposals that reach this leader within the window: the first
-    /// of a window waits it out, then `write`s all of them as one entry; the others wait for
+    /// of a window waits until the window that began with the last write is over (not at all
+    /// when the leader is idle), then `write`s all of them as one entry; the others wait for
     /// its answer. `write` is the Raft write (`client_write`), called at most once, and only
     /// by the first. Gives this command's answer, the write's error (every proposal of the
     /// window gets it), or `None` when the window's first proposer was cancelled before it
@@ -128,17 +137,20 @@ impl<E: Clone> GroupCommit<E> {
             let mut w = self.lock();
             w.commands.push(cmd);
             w.answers.push(tx);
-            (w.commands.len() == 1).then_some(w.generation)
+            (w.commands.len() == 1).then_some((w.generation, w.busy_since))
         };
-        if let Some(generation) = first {
+        if let Some((generation, busy_since)) = first {
             let mut guard = Abandon {
                 commit: self,
                 generation: Some(generation),
             };
-            tokio::time::sleep(self.window).await;
+            if let Some(since) = busy_since {
+                tokio::time::sleep_until(since + self.window).await;
+            }
             let (commands, answers) = {
                 let mut w = self.lock();
                 w.generation += 1;
+                w.busy_since = Some(Instant::now());
                 (
                     std::mem::take(&mut w.commands),
                     std::mem::take(&mut w.answers),
@@ -146,7 +158,15 @@ impl<E: Clone> GroupCommit<E> {
             };
             guard.generation = None;
             let n = commands.len();
-            match write(batch(commands)).await {
+            let written = write(batch(commands)).await;
+            {
+                let mut w = self.lock();
+                if w.commands.is_empty() {
+                    // Nothing gathered while this write ran: the next proposal is alone.
+                    w.busy_since = None;
+                }
+            }
+            match written {
                 Ok(applied) => {
                     for (a, tx) in split(applied, n).into_iter().zip(answers) {
                         // A proposer that went away no longer wants its answer.
@@ -231,8 +251,8 @@ mod tests {
         }
     }
 
-    /// Proposals made within one window become one write, and each proposer gets its own
-    /// command's answer; a proposal after the window is a second write.
+    /// A lone proposal is written at once; proposals made while a write is in flight become
+    /// one write, and each proposer gets its own command's answer.
     #[test]
     fn proposals_within_a_window_are_one_write() {
         runtime().block_on(async {
@@ -245,12 +265,24 @@ mod tests {
                 tokio::spawn(async move {
                     gc.propose(c, |entry| async move {
                         writes.fetch_add(1, Ordering::SeqCst);
+                        // A write takes a while (replication), as on a real leader.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
                         let mut l = ledger.lock().unwrap_or_else(PoisonError::into_inner);
                         Ok(Applied(Some(l.apply(entry))))
                     })
                     .await
                 })
             };
+            // A lone proposal to an idle leader is written at once, without the window.
+            let started = Instant::now();
+            let alone = propose(key(9)).await.ok().flatten();
+            assert!(matches!(alone, Some(Ok(Applied(Some(Ok(_)))))));
+            assert!(started.elapsed() < Duration::from_millis(20));
+            assert_eq!(writes.load(Ordering::SeqCst), 1);
+            // Proposals arriving while the leader is busy (a write in flight) wait for the
+            // window that began with that write and go out together.
+            let busy = propose(key(10));
+            tokio::task::yield_now().await;
             let handles: Vec<_> = (1..=5).map(|k| propose(key(k))).collect();
             let refused = propose(drop_unknown());
             for (k, h) in (1..=5).zip(handles) {
@@ -265,10 +297,16 @@ mod tests {
                 refused.await.ok().flatten(),
                 Some(Ok(Applied(Some(Err(LedgerError::UnknownKeyspace { .. })))))
             ));
-            assert_eq!(writes.load(Ordering::SeqCst), 1);
+            assert!(matches!(
+                busy.await.ok().flatten(),
+                Some(Ok(Applied(Some(Ok(_)))))
+            ));
+            // `busy` was written at once (the leader was idle again); the six that arrived
+            // during its write are one more.
+            assert_eq!(writes.load(Ordering::SeqCst), 3);
             let late = propose(key(1)).await.ok().flatten();
             assert!(matches!(late, Some(Ok(Applied(Some(Ok(_)))))));
-            assert_eq!(writes.load(Ordering::SeqCst), 2);
+            assert_eq!(writes.load(Ordering::SeqCst), 4);
         });
     }
 
@@ -286,16 +324,35 @@ mod tests {
                         .await
                 })
             };
+            // A write in flight for 10 ms keeps the leader busy, so what arrives meanwhile
+            // waits for the window instead of being written at once.
+            let slow = |gc: Arc<GroupCommit<String>>| {
+                tokio::spawn(async move {
+                    gc.propose(key(7), |_| async {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        Err("no leader".to_owned())
+                    })
+                    .await
+                })
+            };
+            let in_flight = slow(gc.clone());
+            tokio::time::sleep(Duration::from_millis(2)).await;
             let (a, b) = (fail(gc.clone(), key(1)), fail(gc.clone(), key(2)));
-            for h in [a, b] {
+            for h in [in_flight, a, b] {
                 assert_eq!(h.await.ok().flatten(), Some(Err("no leader".to_owned())));
             }
+            let in_flight = slow(gc.clone());
+            tokio::time::sleep(Duration::from_millis(2)).await;
             let first = fail(gc.clone(), key(1));
             tokio::time::sleep(Duration::from_millis(2)).await;
             let second = fail(gc.clone(), key(2));
             tokio::time::sleep(Duration::from_millis(2)).await;
             first.abort();
             assert_eq!(second.await.ok().flatten(), None);
+            assert_eq!(
+                in_flight.await.ok().flatten(),
+                Some(Err("no leader".to_owned()))
+            );
             let again = gc.propose(key(3), |_| async { Ok(Applied(None)) }).await;
             assert_eq!(again, Some(Ok(Applied(None))));
         });

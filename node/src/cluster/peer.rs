@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use openraft::error::RaftError;
 use openraft::{Raft, SnapshotPolicy};
 use plexus_core::envelope::Keyring;
+use plexus_raft::group_commit::GroupCommit;
 use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
@@ -24,7 +25,7 @@ use crate::cluster::api::ApiError;
 use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::member::{self, MemberStealer};
 use crate::cluster::network::Network;
-use crate::cluster::peer_state::PeerCore;
+use crate::cluster::peer_state::{GROUP_COMMIT_WINDOW, PeerCore};
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
 use crate::cluster::watch::WatchLog;
 use crate::console::{Console, ConsoleSettings};
@@ -305,6 +306,7 @@ impl Peer {
             ledger,
             watch,
             executor: OnceLock::new(),
+            group_commit: GroupCommit::new(GROUP_COMMIT_WINDOW),
         });
         let serve = transport.serve(core.clone());
         let client: Arc<dyn LedgerClient> = Arc::new(RaftLedger {
