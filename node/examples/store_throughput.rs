@@ -31,22 +31,6 @@ fn rate(n: u64, secs: f64) -> String {
     format!("{:>9.0}/s ({n} in {secs:.2} s)", n as f64 / secs)
 }
 
-/// CPU seconds (user + system) used so far by the whole process, from /proc (Linux only;
-/// 0 elsewhere). Other builds share this machine, so CPU time is printed beside wall time.
-fn process_cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the ")" closing the command name; utime and stime are fields 14 and 15.
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Wall-clock and CPU time of one phase.
 struct Phase {
     wall: Instant,
@@ -57,14 +41,14 @@ impl Phase {
     fn start() -> Self {
         Self {
             wall: Instant::now(),
-            cpu: process_cpu(),
+            cpu: plexus_testkit::usage::cpu_seconds(),
         }
     }
 
     /// "N/s (n in s) [cpu s]" for n items.
     fn report(&self, n: u64) -> String {
         let wall = self.wall.elapsed().as_secs_f64();
-        let cpu = process_cpu() - self.cpu;
+        let cpu = plexus_testkit::usage::cpu_seconds() - self.cpu;
         format!("{} [cpu {cpu:.2} s]", rate(n, wall))
     }
 }
