@@ -19,7 +19,8 @@ use plexus_core::row::{decode_row, encode_row};
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
-    BatchErrorKind, ExecContext, ExecError, execute, prepare_node, table_spec,
+    BatchErrorKind, Cancel, ExecContext, ExecError, execute, execute_cancellable, prepare_node,
+    table_spec,
 };
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{
@@ -1299,6 +1300,235 @@ fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
     let msg = err.to_string();
     assert!(msg.starts_with("node read_csv batch 0: "), "{msg}");
     assert!(msg.contains(&missing), "{msg}");
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// Cancelling a batch mid-way (the losing copy of a speculative backup): every processor's
+// long loop checks its token once per page or chunk, stops with `Cancelled`, and writes
+// nothing after the check that saw it.
+// ------------------------------------------------------------------------------------------
+
+/// Rows in the seeded `orders` and `items` tables of the cancel tests.
+const CANCEL_ROWS: i64 = 120;
+
+/// Rows per store write in the cancel tests: 5 against pages of 2 rows, so a final flush of
+/// the pending rows after the cancel would show as a row count that is not a multiple of 5.
+const CANCEL_FLUSH_ROWS: usize = 5;
+
+/// An env whose `orders` and `items` hold [`CANCEL_ROWS`] rows each (run 1), writing
+/// [`CANCEL_FLUSH_ROWS`] rows per store call.
+fn cancel_env(plan: &Plan, env: Env) -> Result<Env> {
+    let orders: Vec<Vec<Value>> = (0..CANCEL_ROWS)
+        .map(|i| vec![Value::Int(i), s(&format!("s{}", i % 3)), ts(i * 1000)])
+        .collect();
+    let items: Vec<Vec<Value>> = (0..CANCEL_ROWS)
+        .map(|i| {
+            vec![
+                Value::Int(i),
+                Value::Int(i / 2),
+                d(&format!("{}.25", i % 10)),
+                s(&format!("p{i}")),
+            ]
+        })
+        .collect();
+    seed(env.store.as_ref(), plan, "orders", 1, &orders)?;
+    seed(env.store.as_ref(), plan, "items", 1, &items)?;
+    let mut env = env;
+    env.ctx.write_batch_rows = CANCEL_FLUSH_ROWS;
+    Ok(env)
+}
+
+/// Runs batch 0 of 1 of `name` (run 1) with a token that says "cancelled" from its
+/// `at`-th check on (0-based); the error it must stop with.
+fn run_cancelled(env: &Env, plan: &Plan, name: &str, at: u32) -> Result<ExecError> {
+    if let Some(spec) = table_spec(plan, name, 1) {
+        env.store.create_table(KS, &spec)?;
+    }
+    let compiled = prepare_node(plan, name)?;
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let a = asked.clone();
+    let cancel =
+        Cancel::with_probe(move || a.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= at);
+    let r = execute_cancellable(&env.ctx, plan, &compiled, &task(name, 1, 0, 1), &cancel);
+    let err = match r {
+        Ok(stats) => anyhow::bail!("{name}: not cancelled: {stats:?}"),
+        Err(e) => e,
+    };
+    let checks = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        checks > at,
+        "{name}: only {checks} checks, the cancel came at {at}"
+    );
+    assert!(err.is_cancelled(), "{name}: {err}");
+    assert!(
+        matches!(err.kind(), Some(BatchErrorKind::Cancelled)),
+        "{name}: {err}"
+    );
+    // Not a failure to retry: the executor records no outcome for it at all.
+    assert!(!err.is_retryable(), "{name}");
+    Ok(err)
+}
+
+/// Rows of a table-writing node cancelled mid-batch: some, not all, whole flushes only.
+fn assert_cut(env: &Env, table: &str, full: usize) -> Result<usize> {
+    let written = raw(env, table, 1)?.len();
+    assert!(
+        written > 0 && written < full,
+        "{table}: {written} of {full} rows written: the cancel must stop the batch mid-way"
+    );
+    assert_eq!(
+        written % CANCEL_FLUSH_ROWS,
+        0,
+        "{table}: {written} rows: a cancelled batch flushed its pending rows"
+    );
+    Ok(written)
+}
+
+/// table_table stops within a page of the cancel; the rows it wrote are the same bytes
+/// under the same rowids an uncancelled copy writes, so a later complete run of the batch
+/// leaves the table byte-identical to a run that was never cancelled.
+#[test]
+fn cancelled_table_table_stops_mid_batch_and_changes_nothing() -> Result<()> {
+    let mut plan = base_plan(orders_fields());
+    add(
+        &mut plan,
+        node(
+            "tt",
+            NodeType::TableTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "tt",
+                &[
+                    ("id", Type::Int, "r.order_id * 10", None),
+                    ("st", Type::String, "r.status", None),
+                ],
+                None,
+                &[("idx_tt_id", "unique(id)")],
+            )),
+        ),
+    );
+    let env = cancel_env(&plan, env()?)?;
+    run_cancelled(&env, &plan, "tt", 12)?;
+    assert_cut(&env, "tt", CANCEL_ROWS as usize)?;
+    // The winner's copy (here: the same batch run to its end) over the loser's rows.
+    let compiled = prepare_node(&plan, "tt")?;
+    execute(&env.ctx, &plan, &compiled, &task("tt", 1, 0, 1))?;
+    let undisturbed = cancel_env(&plan, self::env()?)?;
+    assert_eq!(run_node(&undisturbed, &plan, "tt", 1)?, CANCEL_ROWS as u64);
+    assert_eq!(raw(&env, "tt", 1)?, raw(&undisturbed, "tt", 1)?);
+    Ok(())
+}
+
+#[test]
+fn cancelled_distinct_stops_mid_batch() -> Result<()> {
+    let mut plan = base_plan(orders_fields());
+    add(
+        &mut plan,
+        node(
+            "dist",
+            NodeType::DistinctTable,
+            table_reader("orders", 1),
+            Writer::Table(table_writer(
+                "dist",
+                &[("id", Type::Int, "r.order_id / 2", None)],
+                None,
+                &[("idx_dist_id", "unique(id)")],
+            )),
+        ),
+    );
+    let env = cancel_env(&plan, env()?)?;
+    run_cancelled(&env, &plan, "dist", 12)?;
+    // Distinct keeps one row per key: half of the orders.
+    let written = raw(&env, "dist", 1)?.len();
+    assert!(
+        written > 0 && written < CANCEL_ROWS as usize / 2,
+        "{written} distinct rows written"
+    );
+    Ok(())
+}
+
+#[test]
+fn cancelled_lookup_stops_mid_batch() -> Result<()> {
+    let mut plan = base_plan(orders_fields());
+    add(
+        &mut plan,
+        lookup_node("lk", JoinType::Left, false, NON_GROUPED),
+    );
+    let env = cancel_env(&plan, env()?)?;
+    run_cancelled(&env, &plan, "lk", 12)?;
+    // Every order has two items but the last 60: 60 × 2 + 60 rows in all.
+    assert_cut(&env, "lk", 180)?;
+    Ok(())
+}
+
+#[test]
+fn cancelled_py_calc_stops_mid_batch() -> Result<()> {
+    let Some(env) = python_env()? else {
+        return Ok(());
+    };
+    let mut plan = base_plan(orders_fields());
+    add(
+        &mut plan,
+        py_node(
+            "py",
+            "def twice(x):\n    return x * 2",
+            &[("v", Type::Int, "twice(r.item_id)")],
+            &[("v", Type::Int, "p.v", None)],
+        ),
+    );
+    let env = cancel_env(&plan, env)?;
+    run_cancelled(&env, &plan, "py", 12)?;
+    assert_cut(&env, "py", CANCEL_ROWS as usize)?;
+    Ok(())
+}
+
+#[test]
+fn cancelled_csv_file_reader_stops_mid_file() -> Result<()> {
+    let env = env()?;
+    let dir = tempfile::tempdir()?;
+    let rows = 3500;
+    let mut text = CSV_HEADER.to_owned();
+    for i in 0..rows {
+        text.push_str(&format!("{i},1,1.5,2020-01-02 03:04:05\n"));
+    }
+    let a = write_file(dir.path(), "a.csv", &text)?;
+    let mut plan = base_plan(orders_fields());
+    add(&mut plan, csv_node("read_csv", &[a]));
+    let mut env = env;
+    env.ctx.write_batch_rows = 500;
+    // Checks: one per chunk of 1,000 lines and one per flush of 500 rows; the fourth, before
+    // the second chunk, stops the batch.
+    run_cancelled(&env, &plan, "read_csv", 3)?;
+    let written = raw(&env, "read_csv", 1)?.len();
+    assert!(
+        written > 0 && written < rows && written % 500 == 0,
+        "{written} of {rows} rows written"
+    );
+    Ok(())
+}
+
+/// table_file (a file writer; the ledger never backs one up, so no cancelled copy of it
+/// runs in a cluster) stops as the others do: the loop over the reader's pages checks.
+#[test]
+fn cancelled_table_file_stops_mid_batch() -> Result<()> {
+    let mut plan = base_plan(orders_fields());
+    let out_dir = tempfile::tempdir()?;
+    let url = format!("{}/out_{{batch_idx}}.csv", out_dir.path().display());
+    let mut n = file_node("to_file", &url, 1);
+    if let Writer::File(w) = &mut n.writer {
+        w.top = None;
+        w.having = None;
+    }
+    add(&mut plan, n);
+    let env = cancel_env(&plan, env()?)?;
+    run_cancelled(&env, &plan, "to_file", 12)?;
+    let text = std::fs::read_to_string(out_dir.path().join("out_00000.csv"))?;
+    let lines = text.lines().count().saturating_sub(1);
+    assert!(
+        lines < CANCEL_ROWS as usize,
+        "{lines} rows in the file of a batch cancelled mid-way"
+    );
     Ok(())
 }
 

@@ -5,7 +5,9 @@ use std::time::Duration;
 use plexus_core::plan::Plan;
 use plexus_core::task::BatchTask;
 
+use super::cancel::Cancel;
 use super::context::ExecContext;
+use super::error::BatchErrorKind;
 use crate::store::TableRef;
 
 /// What a successful batch did, for `BatchDone` and tracing.
@@ -45,9 +47,19 @@ pub(crate) struct BatchRun<'a> {
     /// The plan the batch's node was prepared from.
     pub(crate) plan: &'a Plan,
     pub(crate) task: &'a BatchTask,
+    /// Checked once per page or chunk: the batch stops when another copy of it won.
+    pub(crate) cancel: &'a Cancel,
 }
 
 impl BatchRun<'_> {
+    /// `Err(Cancelled)` once the batch was cancelled; called between pages and chunks.
+    pub(crate) fn check_cancel(&self) -> Result<(), BatchErrorKind> {
+        if self.cancel.is_cancelled() {
+            return Err(BatchErrorKind::Cancelled);
+        }
+        Ok(())
+    }
+
     /// The reader table of the batch, in the run chosen by the dependency check.
     pub(crate) fn reader_table(&self, name: &str) -> TableRef {
         TableRef::new(name, self.task.reader_run.unwrap_or(self.task.run_id))

@@ -49,6 +49,12 @@ impl ExecError {
         }
     }
 
+    /// True if the batch stopped because it was cancelled ([`BatchErrorKind::Cancelled`]):
+    /// not a failure, and not a result to record.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.kind(), Some(BatchErrorKind::Cancelled))
+    }
+
     /// The batch error kind, `None` for a prepare error or a panic.
     pub fn kind(&self) -> Option<&BatchErrorKind> {
         match self {
@@ -179,6 +185,11 @@ pub enum BatchErrorKind {
         #[source]
         source: std::io::Error,
     },
+    /// The batch was cancelled: another copy of it (a speculative backup, or the claim it
+    /// backed up) finished first. Neither a success nor a failure: the executor records no
+    /// outcome for it.
+    #[error("cancelled: another copy of the batch finished first")]
+    Cancelled,
     /// An internal inconsistency (a stored row that does not decode, a bad file row width):
     /// never retried, since running the batch again meets it again.
     #[error("{0}")]
@@ -256,6 +267,7 @@ impl BatchErrorKind {
             | Self::Duplicates { .. }
             | Self::NoPythonPool
             | Self::PythonRows { .. }
+            | Self::Cancelled
             | Self::Internal(_) => false,
         }
     }

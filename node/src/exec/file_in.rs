@@ -69,6 +69,8 @@ fn run(
     let mut row = Vec::with_capacity(out.fields.len());
     let mut seen = 0u64;
     loop {
+        // Once per chunk: a cancelled batch stops within CHUNK_ROWS rows.
+        b.check_cancel()?;
         let start = Instant::now();
         let n = source
             .next_chunk(&mut chunk, CHUNK_ROWS)

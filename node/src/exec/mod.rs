@@ -18,6 +18,7 @@
 mod batch;
 mod budget;
 mod cache;
+mod cancel;
 mod compiled;
 mod context;
 mod error;
@@ -45,6 +46,7 @@ pub use budget::{
     physical_memory,
 };
 pub use cache::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache};
+pub use cancel::Cancel;
 pub use context::{DEFAULT_POINT_READ_DIVISOR, DEFAULT_WRITE_BATCH_ROWS, ExecContext};
 pub use error::{BatchErrorKind, ExecError, Inconsistency, RowLoc};
 pub use prepare::{PreparedNode, prepare_node};
@@ -61,6 +63,19 @@ pub fn execute(
     compiled: &PreparedNode,
     task: &BatchTask,
 ) -> Result<BatchStats, ExecError> {
+    execute_cancellable(ctx, plan, compiled, task, &Cancel::never())
+}
+
+/// [`execute`] stopping within a page once `cancel` says so, with
+/// [`BatchErrorKind::Cancelled`]: nothing is written after the check that saw it, and rows
+/// written before it stay (the same rowids any copy of the batch writes).
+pub fn execute_cancellable(
+    ctx: &ExecContext,
+    plan: &Plan,
+    compiled: &PreparedNode,
+    task: &BatchTask,
+    cancel: &Cancel,
+) -> Result<BatchStats, ExecError> {
     let start = Instant::now();
     let fail = |kind| ExecError::Batch {
         node: task.node.clone(),
@@ -74,7 +89,12 @@ pub fn execute(
         })));
     }
     let mut stats = BatchStats::default();
-    let b = batch::BatchRun { ctx, plan, task };
+    let b = batch::BatchRun {
+        ctx,
+        plan,
+        task,
+        cancel,
+    };
     let result = compiled.processor.run(&b, &mut stats);
     stats.total = start.elapsed();
     result.map(|()| stats).map_err(fail)

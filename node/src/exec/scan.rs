@@ -39,7 +39,9 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The next page, `None` when the batch is exhausted.
+    /// The next page, `None` when the batch is exhausted; `Err(Cancelled)` once the batch
+    /// was cancelled (checked before every page, so every table-reading processor stops
+    /// within a page).
     pub(crate) fn next_page(
         &mut self,
         stats: &mut BatchStats,
@@ -47,6 +49,7 @@ impl<'a> Scan<'a> {
         if self.done {
             return Ok(None);
         }
+        self.b.check_cancel()?;
         let start = Instant::now();
         let page = self
             .b

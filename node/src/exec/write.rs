@@ -13,6 +13,7 @@ use plexus_core::value::{Type, Value};
 use plexus_core::plan::{Field, Plan, Writer};
 
 use super::batch::{BatchRun, BatchStats};
+use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use crate::store::{IndexSpec, RowWrite, Store, StoreError, TableRef, TableSpec, WriteMode};
@@ -131,6 +132,8 @@ pub(crate) fn eval_field(
 /// with one [`Store::write_rows`] call per `flush_rows` rows, reusing every buffer.
 pub(crate) struct RowWriter<'a> {
     store: &'a dyn Store,
+    /// Checked before every store write: a cancelled batch writes nothing more.
+    cancel: &'a Cancel,
     keyspace: &'a str,
     spec: TableSpec,
     out: &'a TableOut,
@@ -157,6 +160,7 @@ impl<'a> RowWriter<'a> {
     /// A writer for `out` into `spec` with rowids from `seed`.
     pub(crate) fn new(
         store: &'a dyn Store,
+        cancel: &'a Cancel,
         keyspace: &'a str,
         spec: TableSpec,
         out: &'a TableOut,
@@ -166,6 +170,7 @@ impl<'a> RowWriter<'a> {
     ) -> Self {
         Self {
             store,
+            cancel,
             keyspace,
             spec,
             out,
@@ -237,10 +242,14 @@ impl<'a> RowWriter<'a> {
         Ok(())
     }
 
-    /// Writes the queued rows.
+    /// Writes the queued rows, unless the batch was cancelled (the rows are dropped).
     pub(crate) fn flush(&mut self) -> Result<(), BatchErrorKind> {
         if self.used == 0 {
             return Ok(());
+        }
+        if self.cancel.is_cancelled() {
+            self.used = 0;
+            return Err(BatchErrorKind::Cancelled);
         }
         let start = Instant::now();
         let rows = &self.pending[..self.used];
@@ -333,7 +342,7 @@ pub fn table_spec(plan: &Plan, node: &str, run_id: u32) -> Option<TableSpec> {
 /// Runs `f` with the writer of the batch's table, then flushes it and records the write
 /// figures in `stats`. `row_batch` is the batch index stored with the rows and seeding their
 /// rowids. Rows computed before an error are still written, as Capillaries' asynchronous
-/// writes are (spec §7.1); the first error wins.
+/// writes are (spec §7.1), except after a cancel; the first error wins.
 pub(crate) fn write_table(
     b: &BatchRun<'_>,
     out: &TableOut,
@@ -346,6 +355,7 @@ pub(crate) fn write_table(
     ))?;
     let mut w = RowWriter::new(
         b.ctx.store.as_ref(),
+        b.cancel,
         &b.task.keyspace,
         spec,
         out,
@@ -354,7 +364,11 @@ pub(crate) fn write_table(
         b.ctx.write_batch_rows,
     );
     let r = f(&mut w, stats);
-    let finished = w.finish();
+    // A cancelled batch stops without its last flush: nothing is written after the cancel.
+    let finished = match &r {
+        Err(BatchErrorKind::Cancelled) => Ok(()),
+        _ => w.finish(),
+    };
     stats.rows_out = w.rows_written;
     stats.bytes_out = w.bytes_written;
     stats.duplicates_skipped = w.duplicates_skipped;
