@@ -70,6 +70,15 @@ pub struct Metrics {
     pub store_seconds: Family<StoreLabels, Histogram, fn() -> Histogram>,
     /// Lease expiries this peer committed or observed (as leader).
     pub lease_expiries: Counter,
+    /// Batch copies whose work did not count: cancelled because another copy of the batch
+    /// finished first, or completed and refused by the ledger (neither done nor failed).
+    pub batches_wasted: Family<NodeTypeLabels, Counter>,
+    /// Wall time those copies ran.
+    pub wasted_seconds: Counter<f64, AtomicU64>,
+    /// Speculative backups of other peers' stragglers this peer claimed and ran.
+    pub backups_run: Counter,
+    /// Of those, the backups whose outcome the ledger took (they finished first).
+    pub backups_won: Counter,
 }
 
 impl Default for Metrics {
@@ -85,6 +94,10 @@ impl Default for Metrics {
             store_errors: Family::default(),
             store_seconds: Family::new_with_constructor(seconds_histogram),
             lease_expiries: Counter::default(),
+            batches_wasted: Family::default(),
+            wasted_seconds: Counter::default(),
+            backups_run: Counter::default(),
+            backups_won: Counter::default(),
         }
     }
 }
@@ -127,6 +140,16 @@ impl Metrics {
         self.batch_seconds
             .get_or_create(&l)
             .observe(wall.as_secs_f64());
+    }
+
+    /// Records one losing copy of a batch (cancelled, or its outcome refused) that ran for
+    /// `wall`.
+    pub fn wasted(&self, node_type: &str, wall: Duration) {
+        let l = NodeTypeLabels {
+            node_type: node_type.to_owned(),
+        };
+        self.batches_wasted.get_or_create(&l).inc();
+        self.wasted_seconds.inc_by(wall.as_secs_f64());
     }
 
     /// Records one store call.
@@ -181,6 +204,26 @@ impl Metrics {
             "lease_expiries",
             "Peers whose leases expired (seen by this peer)",
             self.lease_expiries.clone(),
+        );
+        r.register(
+            "batches_wasted",
+            "Batch copies whose work did not count (cancelled or refused: another copy won), by node type",
+            self.batches_wasted.clone(),
+        );
+        r.register(
+            "batch_wasted_seconds",
+            "Wall time of the batch copies whose work did not count",
+            self.wasted_seconds.clone(),
+        );
+        r.register(
+            "backups_run",
+            "Speculative backups of other peers' stragglers claimed and run",
+            self.backups_run.clone(),
+        );
+        r.register(
+            "backups_won",
+            "Speculative backups that finished first (the ledger took their outcome)",
+            self.backups_won.clone(),
         );
         let py = [
             (

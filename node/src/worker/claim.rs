@@ -55,8 +55,10 @@ impl Executor {
             return Ok(false);
         };
         tracing::info!(batch = %q.task.batch, worker = self.ledger.name(), "running a backup of a straggler");
+        inc(&self.counters.backups_run, 1);
+        self.metrics.backups_run.inc();
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let r = self.run_queued(q, sink);
+        let r = self.run_queued(q, true, sink);
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         r.map(|()| true)
     }

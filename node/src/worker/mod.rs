@@ -18,10 +18,10 @@ use std::time::{Duration, Instant, SystemTime};
 use plexus_core::plan::Plan;
 use plexus_core::task::{BatchId, BatchTask, PlanHash};
 use plexus_raft::command::{PeerId, TaskOutcome, TaskRef, TaskResult};
-use plexus_raft::{Command, Event, RunStatus};
+use plexus_raft::{Command, Event, Ledger, RunStatus};
 
 use crate::clock::now_ms;
-use crate::exec::{self, BatchErrorKind, BatchStats, ExecContext, ExecError, PreparedNode};
+use crate::exec::{self, BatchErrorKind, BatchStats, Cancel, ExecContext, ExecError, PreparedNode};
 use crate::ledger_client::{LedgerClient, ProposeError};
 use crate::metrics::{MeteredStore, Metrics};
 use crate::schedule;
@@ -121,6 +121,47 @@ impl BatchSink for NoSink {
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
+/// An outcome waiting for its commit, with what the metrics record once the ledger took it.
+struct Pending {
+    result: TaskResult,
+    /// `None` for an outcome of a batch that did not run (a run stopped before it started).
+    meter: Option<Meter>,
+}
+
+/// What an executed batch adds to the metrics: as done or failed if the ledger takes its
+/// outcome, as wasted if it refuses it (another copy won, the lease was lost).
+struct Meter {
+    node_type: &'static str,
+    /// Rows in and out of a successful batch.
+    rows: Option<(u64, u64)>,
+    attempt: u32,
+    wall: Duration,
+    /// Whether this copy is a speculative backup ([`Command::ClaimBackup`]).
+    backup: bool,
+}
+
+/// Whether the copy of `task` this process runs lost: the ledger shows the batch final (a
+/// result this process has not committed yet can only be another copy's) or claimed again
+/// under a later attempt. Both only move forward, so a copy of the ledger that trails the
+/// leader never shows them too early; a claim not yet seen here is not a loss.
+fn copy_lost(l: &Ledger, task: &TaskRef, incarnation: u64) -> bool {
+    let id = &task.batch;
+    if l.keyspace(&id.keyspace)
+        .map_or(true, |k| k.incarnation != incarnation)
+    {
+        return false;
+    }
+    let Some(b) = l
+        .run(&id.keyspace, id.run_id)
+        .ok()
+        .and_then(|r| r.nodes.get(&id.node))
+        .and_then(|n| n.batches.get(id.batch_idx as usize))
+    else {
+        return false;
+    };
+    b.status.is_final() || b.claim.as_ref().is_some_and(|c| c.attempt > task.attempt)
+}
+
 /// A claimed task in a deque: its claim and its sealed bytes.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueuedTask {
@@ -158,6 +199,11 @@ pub struct ExecutorCounters {
     pub tasks_given: AtomicU64,
     /// Sealed tasks that did not open (tampered, wrong key).
     pub tasks_refused: AtomicU64,
+    /// Speculative backups of other peers' stragglers this executor claimed and ran.
+    pub backups_run: AtomicU64,
+    /// Batch copies cancelled mid-batch because another copy finished first (not counted in
+    /// `executed`: they record no outcome).
+    pub cancelled: AtomicU64,
 }
 
 fn inc(c: &AtomicU64, n: u64) {
@@ -221,7 +267,7 @@ pub struct Executor {
     /// Held by the thread that claims a chunk.
     claiming: Mutex<()>,
     /// Outcomes not yet committed.
-    outcomes: Mutex<Vec<TaskResult>>,
+    outcomes: Mutex<Vec<Pending>>,
     /// Held by the thread that commits outcomes.
     committing: Mutex<()>,
     /// Tasks popped whose outcome is not yet in `outcomes`.
@@ -511,18 +557,21 @@ impl Executor {
                 if stopped {
                     // Claimed before the stop, never started: the ledger marks it
                     // stopreceived (spec §9.8) instead of it running after the stop.
-                    lock(&self.outcomes).push(TaskResult {
-                        task: q.task,
-                        outcome: TaskOutcome::Failed {
-                            error: "the run was stopped before this batch started".to_owned(),
-                            retryable: true,
+                    lock(&self.outcomes).push(Pending {
+                        result: TaskResult {
+                            task: q.task,
+                            outcome: TaskOutcome::Failed {
+                                error: "the run was stopped before this batch started".to_owned(),
+                                retryable: true,
+                            },
                         },
+                        meter: None,
                     });
                     self.flush(scope, sink)?;
                     continue;
                 }
                 self.in_flight.fetch_add(1, Ordering::SeqCst);
-                let r = self.run_queued(q, sink);
+                let r = self.run_queued(q, false, sink);
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 r?;
                 self.flush(scope, sink)?;
@@ -628,8 +677,14 @@ impl Executor {
         }
     }
 
-    /// Executes one queued task and queues its outcome.
-    fn run_queued(&self, q: QueuedTask, sink: &dyn BatchSink) -> Result<(), ExecutorError> {
+    /// Executes one queued task (`backup`: a speculative backup of another peer's claim) and
+    /// queues its outcome; a copy cancelled because another copy won queues none.
+    fn run_queued(
+        &self,
+        q: QueuedTask,
+        backup: bool,
+        sink: &dyn BatchSink,
+    ) -> Result<(), ExecutorError> {
         let Some(task) = self.open(&q) else {
             return Ok(());
         };
@@ -640,18 +695,9 @@ impl Executor {
         let started = Instant::now();
         let started_at = SystemTime::now();
         let cpu_start = thread_cpu();
-        let result = self.execute(&task, &id);
+        let cancel = self.cancel_token(&q.task, task.keyspace_incarnation);
+        let result = self.execute(&task, &id, &cancel);
         let cpu = thread_cpu().saturating_sub(cpu_start);
-        inc(&self.counters.executed, 1);
-        {
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
-            let mut times = lock(&self.batch_ms);
-            let mean = times
-                .entry((task.plan_hash, task.node.clone()))
-                .or_insert(ms);
-            *mean = 0.7 * *mean + 0.3 * ms;
-        }
-        let wall = started.elapsed();
         let node_type = self
             .plan(task.plan_hash, &id)
             .ok()
@@ -662,8 +708,32 @@ impl Executor {
                     .map(|n| n.node_type.name())
             })
             .unwrap_or("unknown");
-        let rows = result.as_ref().ok().map(|s| (s.rows_in, s.rows_out));
-        self.metrics.batch(node_type, rows, q.task.attempt, wall);
+        if result.as_ref().is_err_and(ExecError::is_cancelled) {
+            // Another copy won: no outcome (the ledger would refuse it), no report, no
+            // span, no batch time; the thread is free at once.
+            let wall = started.elapsed();
+            inc(&self.counters.cancelled, 1);
+            self.metrics.wasted(node_type, wall);
+            tracing::info!(batch = %id, worker = self.ledger.name(), after_ms = wall.as_millis() as u64, "copy cancelled: another copy of the batch finished first");
+            return Ok(());
+        }
+        inc(&self.counters.executed, 1);
+        {
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            let mut times = lock(&self.batch_ms);
+            let mean = times
+                .entry((task.plan_hash, task.node.clone()))
+                .or_insert(ms);
+            *mean = 0.7 * *mean + 0.3 * ms;
+        }
+        let wall = started.elapsed();
+        let meter = Meter {
+            node_type,
+            rows: result.as_ref().ok().map(|s| (s.rows_in, s.rows_out)),
+            attempt: q.task.attempt,
+            wall,
+            backup,
+        };
         if let Some(t) = &self.settings.tracing {
             let msg;
             let r = match &result {
@@ -715,11 +785,31 @@ impl Executor {
                 tracing::warn!(batch = %id, cause = %e, "cannot record the batch's data notices");
             }
         }
-        lock(&self.outcomes).push(TaskResult {
-            task: q.task,
-            outcome,
+        lock(&self.outcomes).push(Pending {
+            result: TaskResult {
+                task: q.task,
+                outcome,
+            },
+            meter: Some(meter),
         });
         Ok(())
+    }
+
+    /// The cancel token of a copy of `task`: cancelled once this process's ledger copy shows
+    /// that another copy won ([`copy_lost`]). The ledger is read only when its version moved
+    /// since the last check, so a check between pages costs one lock of the version.
+    fn cancel_token(&self, task: &TaskRef, incarnation: u64) -> Cancel {
+        let ledger = self.ledger.clone();
+        let task = task.clone();
+        let seen = AtomicU64::new(u64::MAX);
+        Cancel::with_probe(move || {
+            let view = ledger.view();
+            let v = view.version();
+            if seen.swap(v, Ordering::Relaxed) == v {
+                return false;
+            }
+            copy_lost(&view.read(), &task, incarnation)
+        })
     }
 
     /// Commits every pending outcome in as few entries as possible: the thread that finds no
@@ -746,10 +836,13 @@ impl Executor {
 
     fn commit(
         &self,
-        results: Vec<TaskResult>,
+        pending: Vec<Pending>,
         scope: &Scope,
         sink: &dyn BatchSink,
     ) -> Result<(), ExecutorError> {
+        let (results, meters): (Vec<TaskResult>, Vec<Option<Meter>>) =
+            pending.into_iter().map(|p| (p.result, p.meter)).unzip();
+        let ids: Vec<BatchId> = results.iter().map(|r| r.task.batch.clone()).collect();
         let cmd = Command::CompleteTasks {
             peer: self.settings.peer,
             results,
@@ -759,14 +852,27 @@ impl Executor {
             match self.ledger.propose(cmd.clone()) {
                 Ok(events) => {
                     inc(&self.counters.completions, 1);
+                    let refused: HashSet<&BatchId> = events
+                        .iter()
+                        .filter_map(|e| match e {
+                            Event::Ignored { batch, .. } => Some(batch),
+                            _ => None,
+                        })
+                        .collect();
+                    for (id, m) in ids.iter().zip(&meters) {
+                        self.meter(m.as_ref(), refused.contains(id));
+                    }
                     sink.events(&events);
                     self.export_runs(&events);
                     return Ok(());
                 }
-                // Every claim is gone (leases expired, run stopped): the outcomes change
-                // nothing; the writes were idempotent.
+                // Every claim is gone (leases expired, run stopped, another copy won): the
+                // outcomes change nothing; the writes were idempotent.
                 Err(ProposeError::Refused(e)) => {
                     tracing::info!(worker = self.ledger.name(), cause = %e, "outcomes refused");
+                    for m in &meters {
+                        self.meter(m.as_ref(), true);
+                    }
                     return Ok(());
                 }
                 // Keep trying through leader changes and partitions until stopped: the lease
@@ -778,6 +884,22 @@ impl Executor {
                     tracing::warn!(worker = self.ledger.name(), cause = %e, "outcomes not committed, retrying");
                     std::thread::sleep(IDLE_POLL);
                 }
+            }
+        }
+    }
+
+    /// Records a committed batch in the metrics: as done or failed when the ledger took its
+    /// outcome, as wasted when it refused it, so the done counters add up to the histories.
+    fn meter(&self, m: Option<&Meter>, refused: bool) {
+        let Some(m) = m else {
+            return;
+        };
+        if refused {
+            self.metrics.wasted(m.node_type, m.wall);
+        } else {
+            self.metrics.batch(m.node_type, m.rows, m.attempt, m.wall);
+            if m.backup && m.rows.is_some() {
+                self.metrics.backups_won.inc();
             }
         }
     }
@@ -814,8 +936,14 @@ impl Executor {
         }
     }
 
-    /// Runs the processor; a panic becomes a failed batch, so no claim is left dangling.
-    fn execute(&self, task: &BatchTask, id: &BatchId) -> Result<BatchStats, ExecError> {
+    /// Runs the processor until it ends or `cancel` stops it; a panic becomes a failed batch,
+    /// so no claim is left dangling.
+    fn execute(
+        &self,
+        task: &BatchTask,
+        id: &BatchId,
+        cancel: &Cancel,
+    ) -> Result<BatchStats, ExecError> {
         let internal = |detail: String| ExecError::Prepare {
             node: task.node.clone(),
             detail,
@@ -838,7 +966,7 @@ impl Executor {
             })?;
         let node = self.prepared(&plan, task.plan_hash, &task.node)?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            exec::execute(&self.ctx, &plan, &node, task)
+            exec::execute_cancellable(&self.ctx, &plan, &node, task, cancel)
         }))
         .unwrap_or_else(|_| {
             Err(ExecError::Panicked {
