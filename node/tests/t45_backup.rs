@@ -422,7 +422,11 @@ fn backup_race(backup_wins: bool) -> Result<()> {
             while won.is_none() || cancelled.is_none() {
                 ensure!(
                     t0.elapsed() < Duration::from_secs(60),
-                    "no winner and cancelled loser within 60 s"
+                    "no winner within 60 s"
+                );
+                ensure!(
+                    won.is_none_or(|w| t0.elapsed() - w < Duration::from_secs(10)),
+                    "the loser was not cancelled within 10 s of the win"
                 );
                 {
                     let l = view.read();

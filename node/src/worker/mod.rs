@@ -842,7 +842,10 @@ impl Executor {
     ) -> Result<(), ExecutorError> {
         let (results, meters): (Vec<TaskResult>, Vec<Option<Meter>>) =
             pending.into_iter().map(|p| (p.result, p.meter)).unzip();
-        let ids: Vec<BatchId> = results.iter().map(|r| r.task.batch.clone()).collect();
+        let tasks: Vec<TaskRef> = results.iter().map(|r| r.task.clone()).collect();
+        // After an attempt that may or may not have been applied, a refusal may be of our
+        // own earlier copy of the entry: the ledger then names us as the batch's last holder.
+        let mut retried = false;
         let cmd = Command::CompleteTasks {
             peer: self.settings.peer,
             results,
@@ -859,8 +862,9 @@ impl Executor {
                             _ => None,
                         })
                         .collect();
-                    for (id, m) in ids.iter().zip(&meters) {
-                        self.meter(m.as_ref(), refused.contains(id));
+                    for (t, m) in tasks.iter().zip(&meters) {
+                        let refused = refused.contains(&t.batch) && !(retried && self.took(t));
+                        self.meter(m.as_ref(), refused);
                     }
                     sink.events(&events);
                     self.export_runs(&events);
@@ -870,8 +874,8 @@ impl Executor {
                 // outcomes change nothing; the writes were idempotent.
                 Err(ProposeError::Refused(e)) => {
                     tracing::info!(worker = self.ledger.name(), cause = %e, "outcomes refused");
-                    for m in &meters {
-                        self.meter(m.as_ref(), true);
+                    for (t, m) in tasks.iter().zip(&meters) {
+                        self.meter(m.as_ref(), !(retried && self.took(t)));
                     }
                     return Ok(());
                 }
@@ -882,10 +886,28 @@ impl Executor {
                         return Err(e.into());
                     }
                     tracing::warn!(worker = self.ledger.name(), cause = %e, "outcomes not committed, retrying");
+                    retried = true;
                     std::thread::sleep(IDLE_POLL);
                 }
             }
         }
+    }
+
+    /// Whether this process's copy of the ledger shows `task` final under this peer's claim:
+    /// an outcome of ours that an earlier, unanswered attempt of the same entry committed.
+    fn took(&self, task: &TaskRef) -> bool {
+        let l = self.ledger.view().read();
+        let id = &task.batch;
+        l.run(&id.keyspace, id.run_id)
+            .ok()
+            .and_then(|r| r.nodes.get(&id.node))
+            .and_then(|n| n.batches.get(id.batch_idx as usize))
+            .is_some_and(|b| {
+                b.status.is_final()
+                    && b.claim
+                        .as_ref()
+                        .is_some_and(|c| c.peer == self.settings.peer && c.attempt == task.attempt)
+            })
     }
 
     /// Records a committed batch in the metrics: as done or failed when the ledger took its

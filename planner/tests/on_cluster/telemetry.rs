@@ -325,58 +325,69 @@ fn cluster_run_exports_one_trace_and_metrics() -> Result<()> {
         "{status}"
     );
 
-    // Metrics: every peer's page parses; their batch and row counters add up to the history.
+    // Metrics: every peer's page parses; their batch and row counters add up to the history
+    // exactly. A speculative backup runs a batch twice, but only the copy whose outcome the
+    // ledger took counts as done: the other is cancelled or refused and counts as wasted.
     let want = successes(&ledger)?;
-    let (mut done, mut rows_in, mut rows_out) = (0.0, 0.0, 0.0);
-    for id in cluster.running() {
-        let addr = cluster
-            .peer(id)
-            .and_then(|p| p.metrics_addr())
-            .context("metrics addr")?;
-        let (code, page) = http_get(addr, "/metrics")?;
-        ensure!(code == 200, "/metrics of n{id}: {code}");
-        let samples = parse_prometheus(&page).with_context(|| format!("n{id}:\n{page}"))?;
-        done += sum_of(&samples, "plexus_batches_done_total");
-        rows_in += sum_of(&samples, "plexus_rows_in_total");
-        rows_out += sum_of(&samples, "plexus_rows_out_total");
-        for g in [
-            "plexus_raft_term",
-            "plexus_raft_applied_index",
-            "plexus_queue_depth",
-            "plexus_steals_asked_total",
-            "plexus_store_calls_total",
-        ] {
-            ensure!(
-                samples.keys().any(|k| k.starts_with(g)),
-                "n{id} has no {g}:\n{page}"
-            );
-        }
-        ensure!(
-            samples.get("plexus_raft_leader") == Some(&(leader as f64)),
-            "n{id} leader"
-        );
-        let (code, _) = http_get(addr, "/healthz")?;
-        ensure!(code == 200, "healthz");
-        let (code, body) = http_get(addr, "/readyz")?;
-        ensure!(code == 200, "readyz of n{id}: {body}");
-    }
-    // A speculative backup runs a batch twice and both copies execute (the loser's commit is
-    // refused), so each backup the ledger started may add one execution to the counters.
+    let (hi, ho) = want.values().fold((0, 0), |(a, b), (i, o)| (a + i, b + o));
     let backups = ledger.backup_counters().started as f64;
     let executions = want.len() as f64;
-    ensure!(
-        done >= executions && done <= executions + backups,
-        "batches done {done} vs {executions} in the history and {backups} backups"
-    );
-    let (hi, ho) = want.values().fold((0, 0), |(a, b), (i, o)| (a + i, b + o));
-    ensure!(
-        backups > 0.0 || (rows_in == hi as f64 && rows_out == ho as f64),
-        "rows {rows_in}/{rows_out} vs {hi}/{ho}"
-    );
-    ensure!(
-        rows_in >= hi as f64 && rows_out >= ho as f64,
-        "rows {rows_in}/{rows_out} below the history's {hi}/{ho}"
-    );
+    // A peer records a batch when its completion comes back, a moment after the ledger
+    // applied it: the last ones may trail the settled ledger briefly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (mut done, mut failed, mut wasted, mut rows_in, mut rows_out) =
+            (0.0, 0.0, 0.0, 0.0, 0.0);
+        for id in cluster.running() {
+            let addr = cluster
+                .peer(id)
+                .and_then(|p| p.metrics_addr())
+                .context("metrics addr")?;
+            let (code, page) = http_get(addr, "/metrics")?;
+            ensure!(code == 200, "/metrics of n{id}: {code}");
+            let samples = parse_prometheus(&page).with_context(|| format!("n{id}:\n{page}"))?;
+            done += sum_of(&samples, "plexus_batches_done_total");
+            failed += sum_of(&samples, "plexus_batches_failed_total");
+            wasted += sum_of(&samples, "plexus_batches_wasted_total");
+            rows_in += sum_of(&samples, "plexus_rows_in_total");
+            rows_out += sum_of(&samples, "plexus_rows_out_total");
+            for g in [
+                "plexus_raft_term",
+                "plexus_raft_applied_index",
+                "plexus_queue_depth",
+                "plexus_steals_asked_total",
+                "plexus_store_calls_total",
+                "plexus_backups_run_total",
+                "plexus_batch_wasted_seconds_total",
+            ] {
+                ensure!(
+                    samples.keys().any(|k| k.starts_with(g)),
+                    "n{id} has no {g}:\n{page}"
+                );
+            }
+            ensure!(
+                samples.get("plexus_raft_leader") == Some(&(leader as f64)),
+                "n{id} leader"
+            );
+            let (code, _) = http_get(addr, "/healthz")?;
+            ensure!(code == 200, "healthz");
+            let (code, body) = http_get(addr, "/readyz")?;
+            ensure!(code == 200, "readyz of n{id}: {body}");
+        }
+        let exact = done == executions && rows_in == hi as f64 && rows_out == ho as f64;
+        if !exact && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        ensure!(
+            exact,
+            "batches done {done}, rows {rows_in}/{rows_out} vs {executions} batches, rows \
+             {hi}/{ho} in the history ({backups} backups, {wasted} wasted copies)"
+        );
+        // Not asserted: a retried failure or a refused copy is possible on a loaded machine.
+        eprintln!("{done} done, {failed} failed, {wasted} wasted, {backups} backups");
+        break;
+    }
 
     // Spans are flushed on shutdown.
     cluster.stop_all();
