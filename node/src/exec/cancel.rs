@@ -6,7 +6,9 @@
 //! once per page or chunk — `Scan::next_page` (table readers, distinct, tag, lookup, py_calc,
 //! the file writer), the file reader's chunk loop, and `RowWriter::flush` — and returns
 //! [`BatchErrorKind::Cancelled`](super::BatchErrorKind::Cancelled), so no store write
-//! happens after the check that saw it.
+//! happens after the check that saw it. A py_calc batch finishes waiting for the page in
+//! Python first. A hash join's right-side build is not cancelled: it is shared with the
+//! lookup's other batches, which wait for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

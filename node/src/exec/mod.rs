@@ -9,7 +9,8 @@
 //! `tag` (tag_and_denormalize), `py_calc`, `file_out` (table_file) — registered in
 //! `prepare.rs`. What they share sits below them: `scan` (paging and decoding a reader
 //! table), `write` (the common write pipeline), `compiled` (compiled readers, lookups and
-//! writers), `batch`, `context`, `budget`, `error`.
+//! writers), `batch`, `context`, `budget`, `error`, `cancel` (stopping a batch whose other copy
+//! won).
 //!
 //! Hot path rules: rows stream page by page (`rowset_size`), every buffer (decoded rows, key
 //! bytes, encoded rows) is reused, expressions are never recompiled, lookups and writes are

@@ -157,21 +157,19 @@ pub(crate) struct RowWriter<'a> {
 }
 
 impl<'a> RowWriter<'a> {
-    /// A writer for `out` into `spec` with rowids from `seed`.
+    /// A writer of batch `b` for `out` into `spec` with rowids from `seed`, storing
+    /// `batch_idx` with every row.
     pub(crate) fn new(
-        store: &'a dyn Store,
-        cancel: &'a Cancel,
-        keyspace: &'a str,
+        b: &'a BatchRun<'_>,
         spec: TableSpec,
         out: &'a TableOut,
         seed: u64,
         batch_idx: u32,
-        flush_rows: usize,
     ) -> Self {
         Self {
-            store,
-            cancel,
-            keyspace,
+            store: b.ctx.store.as_ref(),
+            cancel: b.cancel,
+            keyspace: &b.task.keyspace,
             spec,
             out,
             seed,
@@ -179,7 +177,7 @@ impl<'a> RowWriter<'a> {
             seq: 0,
             pending: Vec::new(),
             used: 0,
-            flush_rows: flush_rows.max(1),
+            flush_rows: b.ctx.write_batch_rows.max(1),
             dup_count: 0,
             dup_messages: Vec::new(),
             rows_written: 0,
@@ -354,14 +352,11 @@ pub(crate) fn write_table(
         Inconsistency::Broken("node has no table writer in the plan"),
     ))?;
     let mut w = RowWriter::new(
-        b.ctx.store.as_ref(),
-        b.cancel,
-        &b.task.keyspace,
+        b,
         spec,
         out,
         plexus_core::task::rowid_seed(&b.task.node, row_batch),
         row_batch,
-        b.ctx.write_batch_rows,
     );
     let r = f(&mut w, stats);
     // A cancelled batch stops without its last flush: nothing is written after the cancel.
