@@ -1532,6 +1532,26 @@ fn cancelled_table_file_stops_mid_batch() -> Result<()> {
     Ok(())
 }
 
+/// A `top` computed on two threads stops too: the reading thread checks before every page it
+/// hands out, and the workers end with their queued pages; the sorted rows are never written.
+#[test]
+fn cancelled_parallel_top_stops_mid_batch() -> Result<()> {
+    let mut plan = base_plan(orders_fields());
+    let out_dir = tempfile::tempdir()?;
+    let url = format!("{}/top_{{batch_idx}}.csv", out_dir.path().display());
+    add(&mut plan, file_node("top", &url, 1));
+    let mut env = cancel_env(&plan, env()?)?;
+    env.ctx.top_threads = 2;
+    run_cancelled(&env, &plan, "top", 12)?;
+    let text = std::fs::read_to_string(out_dir.path().join("top_00000.csv"))?;
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "a cancelled top wrote rows: {text}"
+    );
+    Ok(())
+}
+
 /// Throughput smoke check (release): `cargo test --release -p plexus-node --test t40_exec
 /// perf -- --ignored --nocapture`.
 #[test]
