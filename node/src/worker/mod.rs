@@ -798,7 +798,11 @@ impl Executor {
     /// The cancel token of a copy of `task`: cancelled once this process's ledger copy shows
     /// that another copy won ([`copy_lost`]). The ledger is read only when its version moved
     /// since the last check, so a check between pages costs one lock of the version.
+    /// `planner run` (peer 0, one process) runs one copy of each batch: it checks nothing.
     fn cancel_token(&self, task: &TaskRef, incarnation: u64) -> Cancel {
+        if self.settings.peer == 0 {
+            return Cancel::never();
+        }
         let ledger = self.ledger.clone();
         let task = task.clone();
         let seen = AtomicU64::new(u64::MAX);
