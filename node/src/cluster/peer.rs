@@ -802,7 +802,11 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
             match core.propose(cmd, false).await {
                 Ok(ev) => {
                     for e in ev {
-                        if let Event::LeasesExpired { peer, returned } = e {
+                        // A peer heard from while the expiry was in flight keeps its
+                        // claims (nothing returned): not an expiry.
+                        if let Event::LeasesExpired { peer, returned } = e
+                            && returned > 0
+                        {
                             executor.metrics().lease_expiries.inc();
                             tracing::warn!(me, peer, returned, "leases expired");
                         }
