@@ -4,7 +4,17 @@
 //! A measurement, not a test.
 //!
 //! `cargo run --release -p planner --example cluster_overhead -- --script S --params P
-//! [--threads N] [--peers 3] [--rounds 3] [--keyspace K] [--python python3]`
+//! [--threads N] [--peers 3] [--rounds 3] [--keyspace K] [--python python3]
+//! [--only single|cluster] [--fast-timers] [--shared-lookup-cache]`
+//!
+//! The peers run with a deployed peer's Raft timers (5 s lease, renewed every second);
+//! `--fast-timers` gives them the test clusters' (1 s lease). `--shared-lookup-cache` lets the
+//! in-process peers share one hash-join cache, so a lookup's right side is built once as in
+//! the single run rather than once per peer (what separate machines do, but here on the
+//! same cores): the difference between the two is the cost of co-locating the peers, the
+//! rest is the cluster's own. Every run prints what it did: the double's inserts per table,
+//! when each node ran, and for the cluster the claims, returns to the pool (with their
+//! reasons), backups and steals, and the longest a peer holding claims went unheard.
 //!
 //! The params file is the script's own; its `dir_out` is replaced by a fresh directory per run.
 //! Every cluster run's output files must have the same lines as the single run's (each file's
