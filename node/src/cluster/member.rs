@@ -145,6 +145,50 @@ pub async fn heartbeat<M: Member>(me: &M, ex: &Executor, renew: Duration, report
     }
 }
 
+/// Marks started in the ledger ([`Command::StartTasks`]) the claims `me` has been executing
+/// for half their node's `max_batch_processing_time` or more, once each (`marked` remembers
+/// which). The leader takes overdue claims away only when nobody said it runs them
+/// (Capillaries re-runs an overdue batch only when its handler is gone): a batch that simply
+/// takes longer than that time, say one large input file on a loaded machine, would
+/// otherwise be released every `max_batch_processing_time` and started again elsewhere while
+/// the first copy goes on, for ever.
+pub async fn mark_long_running<M: Member>(me: &M, ex: &Executor, marked: &mut BTreeSet<TaskRef>) {
+    let executing = ex.executing();
+    marked.retain(|t| executing.iter().any(|(e, _)| e == t));
+    let due: Vec<TaskRef> = {
+        let l = me.shared_ledger().read();
+        executing
+            .into_iter()
+            .filter(|(t, _)| !marked.contains(t))
+            .filter(|(t, since)| {
+                let max_ms = l
+                    .run(&t.batch.keyspace, t.batch.run_id)
+                    .ok()
+                    .and_then(|r| l.plan(&r.plan_hash))
+                    .and_then(|p| p.node(&t.batch.node))
+                    .map_or(i64::MAX, |n| n.max_batch_processing_time_ms);
+                since.elapsed().as_millis() as i64 >= max_ms / 2
+            })
+            .map(|(t, _)| t)
+            .collect()
+    };
+    if due.is_empty() {
+        return;
+    }
+    let cmd = Command::StartTasks {
+        peer: me.id(),
+        tasks: due.clone(),
+        ts_ms: now_ms(),
+    };
+    match me.commit(cmd).await {
+        // Marked, or no longer this peer's (then there is nothing to protect).
+        Ok(_) | Err(ApiError::Refused(_)) => marked.extend(due),
+        Err(e) => {
+            tracing::warn!(me = me.id(), cause = %e, "long-running batches not marked started")
+        }
+    }
+}
+
 /// Registers the key check of `me` if the cluster has none for its sealing key, then verifies
 /// every registered check: `None` while that is not settled (try again on the next tick), else
 /// whether the keyring matches the cluster's (a peer whose key differs executes nothing).
