@@ -4,7 +4,17 @@
 //! A measurement, not a test.
 //!
 //! `cargo run --release -p planner --example cluster_overhead -- --script S --params P
-//! [--threads N] [--peers 3] [--rounds 3] [--keyspace K] [--python python3]`
+//! [--threads N] [--peers 3] [--rounds 3] [--keyspace K] [--python python3]
+//! [--only single|cluster] [--fast-timers] [--shared-lookup-cache]`
+//!
+//! The peers run with a deployed peer's Raft timers (5 s lease, renewed every second);
+//! `--fast-timers` gives them the test clusters' (1 s lease). `--shared-lookup-cache` lets the
+//! in-process peers share one hash-join cache, so a lookup's right side is built once as in
+//! the single run rather than once per peer (what separate machines do, but here on the
+//! same cores): the difference between the two is the cost of co-locating the peers, the
+//! rest is the cluster's own. Every run prints what it did: the double's inserts per table,
+//! when each node ran, and for the cluster the claims, returns to the pool (with their
+//! reasons), backups and steals, and the longest a peer holding claims went unheard.
 //!
 //! The params file is the script's own; its `dir_out` is replaced by a fresh directory per run.
 //! Every cluster run's output files must have the same lines as the single run's (each file's
@@ -40,6 +50,13 @@ struct Args {
     rounds: u32,
     keyspace: String,
     python: PathBuf,
+    /// Which modes to run: both (the measurement), or one of them (for profiling).
+    modes: Vec<bool>,
+    /// The test clusters' Raft timers (1 s lease) instead of a deployed peer's (5 s).
+    fast_timers: bool,
+    /// Peers share one hash-join cache (they share a process and a store here), so a right
+    /// side is built once as in the single run, not once per peer as on separate machines.
+    shared_cache: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -53,6 +70,9 @@ fn parse_args() -> Result<Args> {
         rounds: 3,
         keyspace: "overhead".into(),
         python: PathBuf::from("python3"),
+        modes: vec![false, true],
+        fast_timers: false,
+        shared_cache: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -65,10 +85,19 @@ fn parse_args() -> Result<Args> {
             "--rounds" => args.rounds = value()?.parse().context("--rounds")?,
             "--keyspace" => args.keyspace = value()?,
             "--python" => args.python = PathBuf::from(value()?),
+            "--fast-timers" => args.fast_timers = true,
+            "--shared-lookup-cache" => args.shared_cache = true,
+            "--only" => {
+                args.modes = match value()?.as_str() {
+                    "single" => vec![false],
+                    "cluster" => vec![true],
+                    other => bail!("--only single|cluster, not {other:?}"),
+                }
+            }
             "-h" | "--help" => {
                 println!(
                     "cluster_overhead --script S --params P [--threads N] [--peers N] \
-                     [--rounds N] [--keyspace K] [--python PATH]"
+                     [--rounds N] [--keyspace K] [--python PATH] [--only single|cluster] [--fast-timers] [--shared-lookup-cache]"
                 );
                 std::process::exit(0);
             }
@@ -107,7 +136,7 @@ fn main() -> Result<()> {
     let mut cluster = Vec::new();
     let mut reference: Option<BTreeMap<String, Vec<String>>> = None;
     for round in 0..args.rounds {
-        for clustered in [false, true] {
+        for &clustered in &args.modes {
             let dir = tmp
                 .path()
                 .join(format!("r{round}-{}", mode_name(clustered)));
@@ -125,15 +154,19 @@ fn main() -> Result<()> {
             let cql = double.addr().to_string();
             let cpu0 = cpu_seconds();
             let start = Instant::now();
-            let report = if clustered {
+            let (report, work) = if clustered {
                 run_on_cluster(&plan, &dir, &args, &cql)?
             } else {
-                run_single(&plan, &dir, &args, &params_path, &cql)?
+                (
+                    run_single(&plan, &dir, &args, &params_path, &cql)?,
+                    String::new(),
+                )
             };
             let sample = Sample {
                 wall: start.elapsed().as_secs_f64(),
                 cpu: cpu_seconds() - cpu0,
             };
+            let writes = store_writes(&double.stats());
             drop(double);
             check_complete(&report, clustered)?;
             let files = output_lines(&out)?;
@@ -156,12 +189,20 @@ fn main() -> Result<()> {
                 sample.wall,
                 sample.cpu
             );
+            println!("  store writes: {writes}");
+            println!("{}", timeline(&report));
+            if !work.is_empty() {
+                println!("{work}");
+            }
             if clustered {
                 cluster.push(sample);
             } else {
                 single.push(sample);
             }
         }
+    }
+    if single.is_empty() || cluster.is_empty() {
+        return Ok(());
     }
     let (sw, sc) = medians(&single);
     let (cw, cc) = medians(&cluster);
@@ -234,27 +275,41 @@ fn run_single(
 }
 
 /// `args.peers` in-process peers on the double, the threads divided among them; submitted and
-/// waited for as `planner submit --wait` does.
+/// waited for as `planner submit --wait` does. With the run's report, what the cluster did
+/// to get there ([`cluster_work`]).
 fn run_on_cluster(
     plan: &plexus_core::plan::Plan,
     dir: &Path,
     args: &Args,
     cql: &str,
-) -> Result<RunReport> {
+) -> Result<(RunReport, String)> {
     let per_peer = args.threads / args.peers as usize;
     let cql = cql.to_owned();
     let python = args.python.clone();
+    let shared = args
+        .shared_cache
+        .then(|| Arc::new(plexus_node::exec::LookupCache::default()));
     let contexts = Box::new(move |_id: u64| -> Result<ExecContext, String> {
         let store =
             CqlStore::connect(CqlConfig::with_contact_points(&cql)).map_err(|e| e.to_string())?;
         let py = PyPool::new(PyPoolConfig::new(python.clone(), per_peer));
-        Ok(ExecContext::new(Arc::new(store)).with_py(Arc::new(py)))
+        let mut ctx = ExecContext::new(Arc::new(store)).with_py(Arc::new(py));
+        if let Some(cache) = &shared {
+            ctx.lookup_cache = cache.clone();
+        }
+        Ok(ctx)
     });
-    let cluster = plexus_node::cluster::LocalCluster::start(
+    let timers = if args.fast_timers {
+        plexus_node::cluster::LocalCluster::fast_timers()
+    } else {
+        plexus_node::cluster::RaftTimers::default()
+    };
+    let cluster = plexus_node::cluster::LocalCluster::start_with(
         &dir.join("cluster"),
         args.peers,
         per_peer,
         contexts,
+        timers,
     )?;
     let client = plexus_node::cluster::ClusterClient::connect(
         &cluster.addrs(),
@@ -268,16 +323,185 @@ fn run_on_cluster(
         only_start_nodes: false,
     };
     let run_id = planner::cluster::submit(&client, plan, &sub)?;
-    let report = planner::cluster::wait(
-        &client,
-        &args.keyspace,
-        run_id,
-        &Silent,
-        Duration::from_millis(50),
-    )?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (report, silence) = std::thread::scope(|s| {
+        let n1 = cluster.peer(1).map(|p| p.executor().clone());
+        let sampler = s.spawn(|| n1.map_or(0, |e| longest_silence(&e, &done)));
+        let report = planner::cluster::wait(
+            &client,
+            &args.keyspace,
+            run_id,
+            &Silent,
+            Duration::from_millis(50),
+        );
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (report, sampler.join().unwrap_or(0))
+    });
+    let report = report?;
     drop(client);
+    let mut report = report;
+    let mut work = cluster_work(&cluster, &args.keyspace, run_id, &mut report);
+    work.push_str(&format!(
+        "\n  longest silence of a peer holding claims, as its ledger copy saw it: {silence} ms"
+    ));
     drop(cluster);
-    Ok(report)
+    Ok((report, work))
+}
+
+/// The longest a peer holding claims went unheard in peer n1's copy of the ledger (now minus
+/// its last sign of life), sampled every 20 ms until `done`: how close the run came to the
+/// lease.
+fn longest_silence(
+    n1: &plexus_node::worker::Executor,
+    done: &std::sync::atomic::AtomicBool,
+) -> i64 {
+    let mut longest = 0;
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        {
+            let l = n1.ledger().view().read();
+            let now = plexus_node::clock::now_ms();
+            for (id, lease) in l.peer_leases() {
+                if l.claimed_by(*id) > 0 {
+                    longest = longest.max(now - lease.last_seen_ms);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    longest
+}
+
+/// What the cluster did for the run, from the ledger's batch states and the peers' counters:
+/// claims beyond one per batch, backups, batches returned to the pool (and why), steals.
+/// A fault-free cluster should claim every batch once.
+fn cluster_work(
+    cluster: &plexus_node::cluster::LocalCluster,
+    keyspace: &str,
+    run_id: u32,
+    report: &mut RunReport,
+) -> String {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut out = String::new();
+    let Some(peer) = cluster.running().first().and_then(|id| cluster.peer(*id)) else {
+        return "  (no peer to read the ledger from)".to_owned();
+    };
+    let l = peer.executor().ledger().view().read();
+    let Ok(run) = l.run(keyspace, run_id) else {
+        return format!("  (run {run_id} of {keyspace} not in the ledger)");
+    };
+    let origin = run.history.first().map_or(0, |h| h.ts_ms);
+    let since = |ts: i64| Duration::from_millis(u64::try_from(ts - origin).unwrap_or(0));
+    for n in &mut report.nodes {
+        let Some(nr) = run.nodes.get(&n.name) else {
+            continue;
+        };
+        let rows = nr.batches.iter().flat_map(|b| b.history.iter());
+        n.first_start = rows
+            .clone()
+            .filter(|h| h.status == plexus_raft::NodeBatchStatus::Start)
+            .map(|h| since(h.ts_ms))
+            .min();
+        n.last_end = rows
+            .filter(|h| h.status.is_final())
+            .map(|h| since(h.ts_ms))
+            .max();
+    }
+    let (mut batches, mut attempts, mut returned) = (0u64, 0u64, 0u64);
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    for (name, nr) in &run.nodes {
+        let (mut a, mut r) = (0u64, 0u64);
+        for b in &nr.batches {
+            a += u64::from(b.attempts);
+            for h in &b.history {
+                if h.status == plexus_raft::NodeBatchStatus::None {
+                    r += 1;
+                    // Group reasons by their text without numbers (peer ids, seconds).
+                    let key: String = h
+                        .comment
+                        .chars()
+                        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                        .collect();
+                    *reasons.entry(key).or_default() += 1;
+                }
+            }
+        }
+        let n = nr.batches.len() as u64;
+        if a != n || r > 0 {
+            let _ = writeln!(out, "    {name}: {n} batches, {a} claims, {r} returned");
+        }
+        batches += n;
+        attempts += a;
+        returned += r;
+    }
+    let bc = l.backup_counters();
+    let _ = writeln!(
+        out,
+        "  ledger: {batches} batches, {attempts} claims, {returned} returned to the pool, \
+         backups started {} won {} wasted {} ms",
+        bc.started, bc.won, bc.wasted_ms
+    );
+    for (why, n) in reasons {
+        let _ = writeln!(out, "    returned {n}x: {why}");
+    }
+    drop(l);
+    for id in cluster.running() {
+        let Some(p) = cluster.peer(id) else { continue };
+        let c = p.executor().counters();
+        let _ = writeln!(
+            out,
+            "  n{id}: claims {} (tasks {}), executed {}, completions {}, steals asked {} \
+             granted {} (tasks {}), given {}",
+            c.claims.load(Relaxed),
+            c.tasks_claimed.load(Relaxed),
+            c.executed.load(Relaxed),
+            c.completions.load(Relaxed),
+            c.steals_asked.load(Relaxed),
+            c.steals_granted.load(Relaxed),
+            c.tasks_stolen.load(Relaxed),
+            c.tasks_given.load(Relaxed),
+        );
+    }
+    out.trim_end().to_owned()
+}
+
+/// Statements the double executed that write table rows, per table (keyspace prefix and
+/// run suffix kept): the store writes of a run, to compare modes.
+fn store_writes(stats: &plexus_testkit::cql::Stats) -> String {
+    let mut per_table: BTreeMap<String, u64> = BTreeMap::new();
+    let mut total = 0;
+    for (text, n) in &stats.executions {
+        let Some(rest) = text.strip_prefix("INSERT INTO ") else {
+            continue;
+        };
+        let table = rest.split([' ', '(']).next().unwrap_or("?").to_owned();
+        *per_table.entry(table).or_default() += n;
+        total += n;
+    }
+    let tables: Vec<String> = per_table.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    format!("{total} inserts: {}", tables.join(", "))
+}
+
+/// When each node ran, from the start of the run (s), and its batches' summed time: where the
+/// wall time of a mode goes.
+fn timeline(report: &RunReport) -> String {
+    let secs =
+        |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2}", d.as_secs_f64()));
+    report
+        .nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "    {:<34} {:>3} batches, {:>7} .. {:>7} s, busy {:.2} s",
+                n.name,
+                n.batches,
+                secs(n.first_start),
+                secs(n.last_end),
+                n.busy_ms as f64 / 1000.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Every file under `out` (relative name → its lines, sorted).

@@ -949,6 +949,7 @@ mod on_cluster {
     mod status;
     mod telemetry;
     mod watch;
+    mod work;
     use cluster_harness::TestCluster;
     use plexus_node::cluster::RaftTimers;
     use std::time::Duration;

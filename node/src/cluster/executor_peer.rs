@@ -557,6 +557,7 @@ async fn duties(core: Arc<ExecutorCore>, executor: Arc<Executor>, renew: Duratio
     let mut reported_queued = 0u32;
     let mut key: Option<Result<(), String>> = None;
     let mut orphans_released = false;
+    let mut marked = std::collections::BTreeSet::new();
     loop {
         tick.tick().await;
         if key.is_none() {
@@ -595,5 +596,6 @@ async fn duties(core: Arc<ExecutorCore>, executor: Arc<Executor>, renew: Duratio
             }
         }
         reported_queued = member::heartbeat(&*core, &executor, renew, reported_queued).await;
+        member::mark_long_running(&*core, &executor, &mut marked).await;
     }
 }

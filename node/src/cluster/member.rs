@@ -4,13 +4,14 @@
 //! ([`crate::cluster::peer_state::PeerCore`]); an executor peer through a voter
 //! ([`crate::cluster::executor_peer::ExecutorCore`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use plexus_raft::command::TaskRef;
 use plexus_raft::replicated::PeerId;
-use plexus_raft::{Command, Event};
+use plexus_raft::{Command, Event, Ledger};
 
 use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, PeerRequest, PeerResponse};
@@ -120,12 +121,7 @@ pub async fn give_tasks<M: Member>(
 
 /// Commits a heartbeat when the leases of `me` need renewing or its queue length changed;
 /// the queue length the ledger now knows.
-pub async fn heartbeat<M: Member>(
-    me: &M,
-    ex: &Executor,
-    renew: std::time::Duration,
-    reported: u32,
-) -> u32 {
+pub async fn heartbeat<M: Member>(me: &M, ex: &Executor, renew: Duration, reported: u32) -> u32 {
     let id = me.id();
     let queued = ex.queued() as u32;
     let beat = {
@@ -145,6 +141,50 @@ pub async fn heartbeat<M: Member>(
         Err(e) => {
             tracing::warn!(me = id, cause = %e, "heartbeat not committed");
             reported
+        }
+    }
+}
+
+/// Marks started in the ledger ([`Command::StartTasks`]) the claims `me` has been executing
+/// for half their node's `max_batch_processing_time` or more, once each (`marked` remembers
+/// which). The leader takes overdue claims away only when nobody said it runs them
+/// (Capillaries re-runs an overdue batch only when its handler is gone): a batch that simply
+/// takes longer than that time, say one large input file on a loaded machine, would
+/// otherwise be released every `max_batch_processing_time` and started again elsewhere while
+/// the first copy goes on, for ever.
+pub async fn mark_long_running<M: Member>(me: &M, ex: &Executor, marked: &mut BTreeSet<TaskRef>) {
+    let executing = ex.executing();
+    marked.retain(|t| executing.iter().any(|(e, _)| e == t));
+    let due: Vec<TaskRef> = {
+        let l = me.shared_ledger().read();
+        executing
+            .into_iter()
+            .filter(|(t, _)| !marked.contains(t))
+            .filter(|(t, since)| {
+                let max_ms = l
+                    .run(&t.batch.keyspace, t.batch.run_id)
+                    .ok()
+                    .and_then(|r| l.plan(&r.plan_hash))
+                    .and_then(|p| p.node(&t.batch.node))
+                    .map_or(i64::MAX, |n| n.max_batch_processing_time_ms);
+                since.elapsed().as_millis() as i64 >= max_ms / 2
+            })
+            .map(|(t, _)| t)
+            .collect()
+    };
+    if due.is_empty() {
+        return;
+    }
+    let cmd = Command::StartTasks {
+        peer: me.id(),
+        tasks: due.clone(),
+        ts_ms: now_ms(),
+    };
+    match me.commit(cmd).await {
+        // Marked, or no longer this peer's (then there is nothing to protect).
+        Ok(_) | Err(ApiError::Refused(_)) => marked.extend(due),
+        Err(e) => {
+            tracing::warn!(me = me.id(), cause = %e, "long-running batches not marked started")
         }
     }
 }
@@ -223,5 +263,81 @@ impl<M: Member> Stealer for MemberStealer<M> {
         tracing::debug!(me, victim, tasks = n, "stole tasks");
         executor.accept(tasks);
         n
+    }
+}
+
+/// When the leader last saw each peer's sign of life change in its copy of the ledger, on its
+/// own clock. A sign of life carries the time its peer proposed it, and reaches the ledger
+/// one commit later; on a loaded machine that commit can take most of a lease, so judging by
+/// the ledger's times alone expires peers that are alive and executing (their batches then
+/// run twice). The leader expires a peer only when it has also not seen that peer's last sign
+/// of life change for a whole lease of its own time, which no commit delay or stall of the
+/// leader itself can shorten.
+#[derive(Debug, Default)]
+pub struct Hearing {
+    /// Per peer: its last sign of life in the ledger, and when this leader saw it change.
+    heard: BTreeMap<PeerId, (i64, Instant)>,
+}
+
+impl Hearing {
+    /// Notes every peer's last sign of life in `ledger` as of `now` (call on every tick).
+    pub fn observe(&mut self, ledger: &Ledger, now: Instant) {
+        for (id, lease) in ledger.peer_leases() {
+            let entry = self.heard.entry(*id).or_insert((lease.last_seen_ms, now));
+            if entry.0 != lease.last_seen_ms {
+                *entry = (lease.last_seen_ms, now);
+            }
+        }
+    }
+
+    /// Forgets everything (leadership lost: a new term starts with every peer just heard).
+    pub fn reset(&mut self) {
+        self.heard.clear();
+    }
+
+    /// Whether this leader has heard nothing new from `peer` for `lease` up to `now` (a
+    /// peer it never observed counts as just heard).
+    pub fn silent_for(&self, peer: PeerId, lease: Duration, now: Instant) -> bool {
+        self.heard
+            .get(&peer)
+            .is_some_and(|(_, at)| now.saturating_duration_since(*at) >= lease)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger_with_beat(peer: PeerId, ts_ms: i64) -> Ledger {
+        let mut l = Ledger::new();
+        l.apply(Command::Heartbeat {
+            peer,
+            queued: 0,
+            ts_ms,
+        })
+        .expect("a heartbeat applies");
+        l
+    }
+
+    #[test]
+    fn a_peer_is_silent_only_after_a_lease_without_a_new_sign_of_life() {
+        let lease = Duration::from_millis(1000);
+        let t0 = Instant::now();
+        let mut h = Hearing::default();
+        // Never observed: not silent, whatever the ledger's times say.
+        assert!(!h.silent_for(2, lease, t0 + lease * 10));
+        h.observe(&ledger_with_beat(2, 100), t0);
+        assert!(!h.silent_for(2, lease, t0 + lease / 2));
+        assert!(h.silent_for(2, lease, t0 + lease));
+        // A sign of life proposed long ago but committed late still counts from when the
+        // leader saw it arrive.
+        h.observe(&ledger_with_beat(2, 200), t0 + lease * 2);
+        assert!(!h.silent_for(2, lease, t0 + lease * 2 + lease / 2));
+        assert!(h.silent_for(2, lease, t0 + lease * 3));
+        // The same sign of life seen again does not renew it.
+        h.observe(&ledger_with_beat(2, 200), t0 + lease * 3);
+        assert!(h.silent_for(2, lease, t0 + lease * 3));
+        h.reset();
+        assert!(!h.silent_for(2, lease, t0 + lease * 10));
     }
 }

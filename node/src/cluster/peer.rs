@@ -729,6 +729,7 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
     let mut reported_queued = 0u32;
     let mut key_checked = false;
     let mut leading_since: Option<Instant> = None;
+    let mut hearing = member::Hearing::default();
     loop {
         tick.tick().await;
         let me = core.id;
@@ -756,18 +757,28 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
         let leader = core.raft.metrics().borrow().current_leader;
         if leader != Some(me) {
             leading_since = None;
+            hearing.reset();
             continue;
         }
         let since = *leading_since.get_or_insert_with(Instant::now);
         let commands = {
             let l = core.ledger.read();
-            schedule::leader_commands(
+            let now = Instant::now();
+            hearing.observe(&l, now);
+            let mut commands = schedule::leader_commands(
                 &l,
                 now_ms(),
                 timers.lease,
                 timers.lease_renew,
                 since.elapsed(),
-            )
+            );
+            // A peer whose last sign of life arrived within a lease of this leader's own
+            // time is alive, however old the time it was proposed at (a slow commit).
+            commands.retain(|c| match c {
+                Command::ExpireLeases { peer, .. } => hearing.silent_for(*peer, timers.lease, now),
+                _ => true,
+            });
+            commands
         };
         for cmd in commands {
             match &cmd {
@@ -791,7 +802,11 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
             match core.propose(cmd, false).await {
                 Ok(ev) => {
                     for e in ev {
-                        if let Event::LeasesExpired { peer, returned } = e {
+                        // A peer heard from while the expiry was in flight keeps its
+                        // claims (nothing returned): not an expiry.
+                        if let Event::LeasesExpired { peer, returned } = e
+                            && returned > 0
+                        {
                             executor.metrics().lease_expiries.inc();
                             tracing::warn!(me, peer, returned, "leases expired");
                         }

@@ -272,6 +272,9 @@ pub struct Executor {
     committing: Mutex<()>,
     /// Tasks popped whose outcome is not yet in `outcomes`.
     in_flight: AtomicUsize,
+    /// The tasks executing now, with when they started (the peer marks long ones started in
+    /// the ledger, so the leader does not take them away as overdue).
+    executing: Mutex<std::collections::BTreeMap<TaskRef, Instant>>,
     /// Mean batch time per (plan, node), for chunk sizes.
     batch_ms: Mutex<HashMap<(PlanHash, String), f64>>,
     stealer: OnceLock<Arc<dyn Stealer>>,
@@ -323,6 +326,7 @@ impl Executor {
             outcomes: Mutex::new(Vec::new()),
             committing: Mutex::new(()),
             in_flight: AtomicUsize::new(0),
+            executing: Mutex::new(std::collections::BTreeMap::new()),
             batch_ms: Mutex::new(HashMap::new()),
             stealer: OnceLock::new(),
             counters: ExecutorCounters::default(),
@@ -406,6 +410,14 @@ impl Executor {
     /// Why this process executes nothing, if it does not.
     pub fn refusal(&self) -> Option<String> {
         lock(&self.refusing).clone()
+    }
+
+    /// The tasks this process is executing now, with when each started.
+    pub fn executing(&self) -> Vec<(TaskRef, Instant)> {
+        lock(&self.executing)
+            .iter()
+            .map(|(t, at)| (t.clone(), *at))
+            .collect()
     }
 
     /// Unstarted tasks in the deque.
@@ -696,7 +708,9 @@ impl Executor {
         let started_at = SystemTime::now();
         let cpu_start = thread_cpu();
         let cancel = self.cancel_token(&q.task, task.keyspace_incarnation);
+        lock(&self.executing).insert(q.task.clone(), started);
         let result = self.execute(&task, &id, &cancel);
+        lock(&self.executing).remove(&q.task);
         let cpu = thread_cpu().saturating_sub(cpu_start);
         let node_type = self
             .plan(task.plan_hash, &id)

@@ -1,0 +1,133 @@
+//! No wasted work on a healthy cluster (issue #26): with no fault injected, three peers run
+//! every batch of a conformance script exactly once (one claim each, none returned to the
+//! pool, no lease expired, no speculative backup, no batch executed twice) and write each
+//! table's rows exactly as often as `planner run --store cql` does. A cluster that re-runs
+//! batches (a live peer's lease expired by a slow commit, a backup of a batch that was merely
+//! queued) still writes the right files, so only these counts catch it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use super::*;
+use plexus_testkit::cql::{CqlDouble, Stats};
+
+/// Row-writing statements the double executed, per table; the ledger's own tables
+/// (`wf_*`: `planner run` keeps its ledger in the store, a cluster in Raft) left out.
+fn inserts_per_table(stats: &Stats) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (text, n) in &stats.executions {
+        let Some(rest) = text.strip_prefix("INSERT INTO ") else {
+            continue;
+        };
+        let table = rest.split([' ', '(']).next().unwrap_or_default().to_owned();
+        if table.contains(".\"wf_") || table.contains(".wf_") {
+            continue;
+        }
+        *out.entry(table).or_default() += n;
+    }
+    out
+}
+
+/// Claims, returns to the pool and history of every batch of every run in `keyspace`, as
+/// peer `peer`'s copy of the ledger holds them: the batches claimed more than once or
+/// returned, named, and the number of batches.
+fn rerun_batches(cluster: &TestCluster, keyspace: &str) -> Result<(Vec<String>, u64)> {
+    let id = *cluster.running().first().context("no running peer")?;
+    let p = cluster.peer(id).context("peer")?;
+    let l = p.executor().ledger().view().read().clone();
+    let ks = l.keyspace(keyspace)?;
+    let mut wasted = Vec::new();
+    let mut batches = 0;
+    for run in ks.runs.values() {
+        for (name, nr) in &run.nodes {
+            for (i, b) in nr.batches.iter().enumerate() {
+                batches += 1;
+                let returned: Vec<&str> = b
+                    .history
+                    .iter()
+                    .filter(|h| h.status == plexus_raft::NodeBatchStatus::None)
+                    .map(|h| h.comment.as_str())
+                    .collect();
+                if b.attempts != 1 || !returned.is_empty() {
+                    wasted.push(format!(
+                        "run {} {name} batch {i}: {} claims, returned: {returned:?}",
+                        run.run_id, b.attempts
+                    ));
+                }
+            }
+        }
+    }
+    Ok((wasted, batches))
+}
+
+#[test]
+fn a_fault_free_cluster_runs_every_batch_once_and_writes_each_row_once() -> Result<()> {
+    if common::conformance()?.is_none() {
+        return Ok(());
+    }
+    let bodies: [(&str, &str, CaseBody); 2] = [
+        ("lookup", "lookup_quicktest_one", lookup_one),
+        (
+            "tag_and_denormalize",
+            "tag_and_denormalize_quicktest_one",
+            tag_one,
+        ),
+    ];
+    // `planner run --store cql`, each script on the same double.
+    let single = CqlDouble::start()?;
+    for (test, _, body) in bodies {
+        let c = Case::on(test, Some(single.addr().to_string()))?.context("conformance data")?;
+        body(&c).with_context(|| format!("{test} by planner run"))?;
+    }
+    let want = inserts_per_table(&single.stats());
+    ensure!(!want.is_empty(), "planner run wrote no rows");
+
+    let cluster = TestCluster::start(3)?;
+    for (test, keyspace, body) in bodies {
+        let c = Case::on_cluster(test, &cluster)?.context("conformance data")?;
+        body(&c).with_context(|| format!("{test} on 3 peers"))?;
+        let (wasted, batches) = rerun_batches(&cluster, keyspace)?;
+        ensure!(batches > 0, "{keyspace}: no batches in the ledger");
+        ensure!(
+            wasted.is_empty(),
+            "{keyspace}: batches not run exactly once:\n{}",
+            wasted.join("\n")
+        );
+    }
+    let id = *cluster.running().first().context("no running peer")?;
+    let backups = cluster
+        .peer(id)
+        .context("peer")?
+        .executor()
+        .ledger()
+        .view()
+        .read()
+        .backup_counters()
+        .clone();
+    ensure!(
+        backups.started == 0,
+        "speculative backups on a healthy cluster: {backups:?}"
+    );
+    // Each claimed batch was executed by one peer once: no losing copy ran anywhere.
+    let (mut executed, mut claimed, mut expiries) = (0, 0, 0);
+    for id in cluster.running() {
+        let ex = cluster.peer(id).context("peer")?.executor();
+        executed += ex.counters().executed.load(Ordering::Relaxed);
+        claimed += ex.counters().tasks_claimed.load(Ordering::Relaxed);
+        expiries += ex.metrics().lease_expiries.get();
+    }
+    ensure!(
+        expiries == 0,
+        "{expiries} lease expiries on a healthy cluster"
+    );
+    ensure!(
+        executed == claimed,
+        "{executed} batch executions for {claimed} claimed batches"
+    );
+    let got = inserts_per_table(&cluster.double.stats());
+    ensure!(
+        got == want,
+        "rows written per table differ from planner run's:\ncluster {got:?}\nsingle  {want:?}"
+    );
+    Ok(())
+}
