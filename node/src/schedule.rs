@@ -34,20 +34,26 @@ pub fn chunk_size(
     policy.chunk_size(batch_ms, threads, max, claimable, live)
 }
 
-/// The straggler an idle thread of `me` should run a backup of at `now_ms`, if any: near the
-/// end of a run (nothing left to claim in it), among the started claims of other peers in
-/// nodes that allow backups ([`backups_allowed`]), have measured a batch and have no backup
-/// yet, the one running longest past its predicted time, if [`ClaimPolicy::is_straggler`] says
-/// so and [`ClaimPolicy::may_back_up`] lets this peer contend for it. With the claim to name
-/// and the task to seal.
-pub fn backup_candidate(
-    ledger: &Ledger,
-    me: PeerId,
-    now_ms: i64,
-    policy: &ClaimPolicy,
-) -> Option<(TaskRef, BatchTask)> {
-    let mut best: Option<(f64, TaskRef, BatchTask)> = None;
-    let peers = ledger.peer_leases().len().max(1);
+/// A started claim running far past its prediction ([`stragglers`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Straggler {
+    /// Running time over predicted time.
+    pub ratio: f64,
+    /// The claim to back up.
+    pub claim: TaskRef,
+    /// The peer holding it (never its own backup's contender).
+    pub holder: PeerId,
+    /// The batch's part of every peer's draw ([`ClaimPolicy::may_back_up`]).
+    draw: u64,
+}
+
+/// The stragglers of every run near its end (nothing left to claim in it), for any peer:
+/// started claims in nodes that allow backups ([`backups_allowed`]), have measured a batch and
+/// have no backup yet, that [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms`;
+/// furthest past their prediction first. [`pick_backup`] chooses one peer's among them, so a
+/// caller deciding for many peers (the simulator) looks at the running claims once.
+pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Straggler> {
+    let mut out = Vec::new();
     for ks_name in ledger.keyspace_names() {
         let Ok(ks) = ledger.keyspace(&ks_name) else {
             continue;
@@ -61,17 +67,25 @@ pub fn backup_candidate(
             };
             for (name, nr) in &run.nodes {
                 // Without a measured batch there is no prediction to run far past.
-                if !plan.node(name).is_some_and(backups_allowed) || nr.mean_batch_ms().is_none() {
+                let Some(mean) = nr.mean_batch_ms() else {
+                    continue;
+                };
+                if !plan.node(name).is_some_and(backups_allowed) {
                     continue;
                 }
+                // The node's numbers once, not per running batch: at ten thousand peers the
+                // running claims are tens of thousands.
+                let ms_per_row = nr.ms_per_row();
                 for i in nr.running_batches() {
                     let Some(b) = nr.batches.get(i as usize) else {
                         continue;
                     };
-                    let Some(c) = b.claim.as_ref().filter(|c| c.peer != me) else {
+                    let Some(c) = b.claim.as_ref().filter(|_| b.backup.is_none()) else {
                         continue;
                     };
-                    if b.backup.is_some() {
+                    let running = (now_ms - c.ts_ms) as f64;
+                    // Nothing is a straggler before the policy's minimum time (cheap first).
+                    if running < policy.backup_min_ms {
                         continue;
                     }
                     let id = BatchId {
@@ -80,35 +94,73 @@ pub fn backup_candidate(
                         node: name.clone(),
                         batch_idx: i,
                     };
-                    let running = (now_ms - c.ts_ms) as f64;
-                    let predicted = ledger.predicted_ms(policy, &id, c.reader_run);
+                    // `Ledger::predicted_ms`, with the rows the plan tells read in place.
+                    let rows = match b.rows {
+                        Some(r) => Some(r),
+                        None => ledger.predicted_rows(&id, c.reader_run),
+                    };
+                    let predicted = policy.predict_ms(rows, ms_per_row, Some(mean));
                     if !policy.is_straggler(running, predicted) {
                         continue;
                     }
-                    let ratio = running / predicted.max(1.0);
-                    if best.as_ref().is_some_and(|b| b.0 >= ratio)
-                        || !policy.may_back_up(backup_draw(&id, me), peers, ratio)
-                    {
-                        continue;
-                    }
-                    let claim = TaskRef {
-                        batch: id,
-                        attempt: c.attempt,
-                    };
-                    let Some(task) = ledger.backup_task(&claim) else {
-                        continue;
-                    };
-                    best = Some((ratio, claim, task));
+                    out.push(Straggler {
+                        ratio: running / predicted.max(1.0),
+                        draw: batch_draw(&id),
+                        claim: TaskRef {
+                            batch: id,
+                            attempt: c.attempt,
+                        },
+                        holder: c.peer,
+                    });
                 }
             }
         }
     }
-    best.map(|(_, claim, task)| (claim, task))
+    // Stable: equal ratios keep keyspace, run, node and batch order.
+    out.sort_by(|a, b| b.ratio.total_cmp(&a.ratio));
+    out
 }
 
-/// A peer's draw for a batch's backup ([`ClaimPolicy::may_back_up`]): the same on every
-/// call, different across batches and peers.
-fn backup_draw(id: &BatchId, me: PeerId) -> u64 {
+/// The straggler of `found` ([`stragglers`], possibly computed a little earlier) an idle
+/// thread of `me` should back up: the first whose claim is still current without a backup in
+/// `ledger`, not `me`'s, and for which [`ClaimPolicy::may_back_up`] lets `me` contend. With
+/// the claim to name and the task to seal.
+pub fn pick_backup(
+    ledger: &Ledger,
+    found: &[Straggler],
+    me: PeerId,
+    policy: &ClaimPolicy,
+) -> Option<(TaskRef, BatchTask)> {
+    let peers = ledger.peer_leases().len().max(1);
+    found
+        .iter()
+        .filter(|s| s.holder != me && policy.may_back_up(peer_draw(s.draw, me), peers, s.ratio))
+        .find_map(|s| {
+            let current = ledger
+                .claim_of(&s.claim.batch)
+                .is_some_and(|(c, backed_up)| c.attempt == s.claim.attempt && !backed_up);
+            if !current {
+                return None;
+            }
+            Some((s.claim.clone(), ledger.backup_task(&s.claim)?))
+        })
+}
+
+/// The straggler an idle thread of `me` should run a backup of at `now_ms`, if any
+/// ([`stragglers`], then [`pick_backup`]): the one running furthest past its prediction
+/// among those `me` may contend for. With the claim to name and the task to seal.
+pub fn backup_candidate(
+    ledger: &Ledger,
+    me: PeerId,
+    now_ms: i64,
+    policy: &ClaimPolicy,
+) -> Option<(TaskRef, BatchTask)> {
+    pick_backup(ledger, &stragglers(ledger, now_ms, policy), me, policy)
+}
+
+/// A batch's part of the draws for its backup: the same on every peer, different across
+/// batches.
+fn batch_draw(id: &BatchId) -> u64 {
     let mut h = blake3::Hasher::new();
     h.update(id.keyspace.as_bytes());
     h.update(&[0]);
@@ -116,11 +168,20 @@ fn backup_draw(id: &BatchId, me: PeerId) -> u64 {
     h.update(&[0]);
     h.update(&id.run_id.to_le_bytes());
     h.update(&id.batch_idx.to_le_bytes());
-    h.update(&me.to_le_bytes());
     let b = h.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&b.as_bytes()[..8]);
     u64::from_le_bytes(first)
+}
+
+/// A peer's draw for a batch's backup ([`ClaimPolicy::may_back_up`]) from the batch's part: the
+/// same on every call, different across batches and peers (a multiply-xorshift mix, cheap
+/// enough to take for every straggler on every idle look).
+fn peer_draw(batch: u64, me: PeerId) -> u64 {
+    let mut x = batch ^ me.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }
 
 /// Peers other than `me` the ledger heard from at or after `since_ms`, plus `me`: the peers

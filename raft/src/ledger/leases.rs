@@ -97,7 +97,12 @@ impl Ledger {
             }
             for run in ks.runs.values() {
                 for (name, nr) in &run.nodes {
-                    for (i, b) in nr.batches.iter().enumerate() {
+                    // Only the claimed batches (the running set), not every batch: a lost
+                    // lease of a run of a million batches looks at the few thousand held.
+                    for i in nr.running_batches() {
+                        let Some(b) = nr.batches.get(i as usize) else {
+                            continue;
+                        };
                         match &b.claim {
                             Some(c) if b.status == NodeBatchStatus::Start && c.peer == peer => {
                                 out.push((
@@ -106,7 +111,7 @@ impl Ledger {
                                             keyspace: ks_name.clone(),
                                             run_id: run.run_id,
                                             node: name.clone(),
-                                            batch_idx: i as u32,
+                                            batch_idx: i,
                                         },
                                         attempt: c.attempt,
                                     },
@@ -163,7 +168,11 @@ impl Ledger {
                     if nr.unfinished as usize <= nr.unclaimed.len() {
                         continue;
                     }
-                    for (i, b) in nr.batches.iter().enumerate() {
+                    // The claimed batches only (the running set), in index order as before.
+                    for i in nr.running_batches() {
+                        let Some(b) = nr.batches.get(i as usize) else {
+                            continue;
+                        };
                         let Some(c) = &b.claim else { continue };
                         let deadline = c.ts_ms.saturating_add(pn.max_batch_processing_time_ms);
                         if b.status == NodeBatchStatus::Start && now_ms >= deadline {
@@ -174,7 +183,7 @@ impl Ledger {
                                     keyspace_incarnation: ks.incarnation,
                                     run_id: run.run_id,
                                     node: name.clone(),
-                                    batch_idx: i as u32,
+                                    batch_idx: i,
                                     batches_total: nr.batches_total(),
                                     reader_run: c.reader_run,
                                     lookup_run: c.lookup_run,

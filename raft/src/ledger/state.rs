@@ -490,6 +490,13 @@ impl Ledger {
         (st.status == NodeBatchStatus::Start && c.attempt == task.attempt)
             .then_some(c.sealed.as_slice())
     }
+
+    /// The current claim of a claimed (status start) batch, and whether it has a backup.
+    pub fn claim_of(&self, id: &BatchId) -> Option<(&Claim, bool)> {
+        let (_, _, b) = self.batch(id).ok()?;
+        let c = b.claim.as_ref()?;
+        (b.status == NodeBatchStatus::Start).then_some((c, b.backup.is_some()))
+    }
 }
 
 impl NodeRun {
