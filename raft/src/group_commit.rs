@@ -54,6 +54,24 @@ pub fn split(applied: Applied, n: usize) -> Vec<Applied> {
     out
 }
 
+/// Proposals in one entry beyond which the leader counts as saturated by its proposers: up
+/// to this many (12,800 proposals a second at a 5 ms window) the window is as given.
+pub const FULL_ENTRY: usize = 64;
+
+/// At most this many windows between the writes of a saturated leader.
+pub const MAX_STRETCH: f64 = 2.0;
+
+/// How long a busy leader waits from the start of its last write, which carried `last`
+/// proposals: `window`, stretched in proportion as that entry was fuller than [`FULL_ENTRY`],
+/// up to [`MAX_STRETCH`] windows. A leader that fills its entries is limited by its round
+/// rate, not by its proposers' latency, so under executors' load its rounds (and messages to
+/// the other voters) fall to half the window's cap instead of sitting at it; a small cluster,
+/// whose entries stay small, keeps the plain window.
+pub fn busy_window(window: Duration, last: usize) -> Duration {
+    let stretch = (last as f64 / FULL_ENTRY as f64).clamp(1.0, MAX_STRETCH);
+    window.mul_f64(stretch)
+}
+
 /// Proposals of the open window and where their answers go.
 struct Window<E> {
     /// Which window this is; a leader that gave up empties only its own.
@@ -63,6 +81,8 @@ struct Window<E> {
     /// When the last write started, while the leader is busy (none once a write finished
     /// with nothing gathered after it).
     busy_since: Option<Instant>,
+    /// Proposals the last write carried ([`busy_window`]).
+    last_entry: usize,
 }
 
 /// The group commit of one leader: at most one write per window while proposals keep coming.
@@ -113,6 +133,7 @@ impl<E: Clone> GroupCommit<E> {
                 commands: Vec::new(),
                 answers: Vec::new(),
                 busy_since: None,
+                last_entry: 0,
             }),
         }
     }
@@ -137,20 +158,21 @@ impl<E: Clone> GroupCommit<E> {
             let mut w = self.lock();
             w.commands.push(cmd);
             w.answers.push(tx);
-            (w.commands.len() == 1).then_some((w.generation, w.busy_since))
+            (w.commands.len() == 1).then_some((w.generation, w.busy_since, w.last_entry))
         };
-        if let Some((generation, busy_since)) = first {
+        if let Some((generation, busy_since, last_entry)) = first {
             let mut guard = Abandon {
                 commit: self,
                 generation: Some(generation),
             };
             if let Some(since) = busy_since {
-                tokio::time::sleep_until(since + self.window).await;
+                tokio::time::sleep_until(since + busy_window(self.window, last_entry)).await;
             }
             let (commands, answers) = {
                 let mut w = self.lock();
                 w.generation += 1;
                 w.busy_since = Some(Instant::now());
+                w.last_entry = w.commands.len();
                 (
                     std::mem::take(&mut w.commands),
                     std::mem::take(&mut w.answers),
@@ -239,6 +261,24 @@ mod tests {
         assert_eq!(answers[0], Applied(Some(Err(LedgerError::NestedBatch))));
         assert!(matches!(&answers[1].0, Some(Ok(ev)) if ev.len() == 1));
         Ok(())
+    }
+
+    /// A busy leader's window stays as given while its entries are small (a small cluster
+    /// pays nothing more) and stretches in proportion once they are fuller than
+    /// [`FULL_ENTRY`], at most [`MAX_STRETCH`] windows, so a saturated leader's round rate
+    /// falls instead of growing with its proposers.
+    #[test]
+    fn a_saturated_leader_stretches_its_window_up_to_twice() {
+        let w = Duration::from_millis(5);
+        assert_eq!(busy_window(w, 0), w);
+        assert_eq!(busy_window(w, 1), w);
+        assert_eq!(busy_window(w, FULL_ENTRY), w);
+        assert_eq!(busy_window(w, FULL_ENTRY * 3 / 2), w.mul_f64(1.5));
+        assert_eq!(busy_window(w, FULL_ENTRY * 2), w * 2);
+        assert_eq!(busy_window(w, 100_000), w * 2);
+        // Monotone: a fuller entry never shortens the wait.
+        let waits: Vec<Duration> = (0..400).map(|n| busy_window(w, n)).collect();
+        assert!(waits.windows(2).all(|p| p[0] <= p[1]));
     }
 
     fn runtime() -> tokio::runtime::Runtime {
