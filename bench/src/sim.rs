@@ -275,7 +275,14 @@ fn plan(rows: &[u64]) -> Result<Plan> {
     )
     .context("the simulation's script")?;
     let mut plan = plexus_script::compile(&loaded).map_err(|d| anyhow::anyhow!("{d:?}"))?;
-    for (k, node) in plan.nodes.iter_mut().enumerate() {
+    for node in plan.nodes.iter_mut() {
+        // By the node's name, as `rows_index` reads it back: the plan need not keep the
+        // order the nodes were made in (`read10` may come before `read2`).
+        let k: usize = node
+            .name
+            .trim_start_matches("read")
+            .parse()
+            .unwrap_or(usize::MAX);
         let (Reader::File(f), Some(sizes)) = (&mut node.reader, parts.get(k)) else {
             bail!(
                 "node {} is not the file reader the simulation made",
