@@ -30,6 +30,7 @@ use plexus_core::plan::{FilePart, FileSplit, Plan, Reader};
 use plexus_core::task::BatchTask;
 use plexus_node::schedule;
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
+use plexus_raft::group_commit::busy_window;
 use plexus_raft::{ClaimPolicy, Command, Event, Ledger, RunStatus};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -95,6 +96,9 @@ pub struct SimArgs {
     /// Seed of sizes, noise, slow peers and deaths.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Print the histories of the last N batches to finish (what the makespan waited for).
+    #[arg(long, default_value_t = 0)]
+    pub tail: usize,
 }
 
 /// How much slower a slow peer runs.
@@ -225,8 +229,8 @@ struct Sim<'a> {
     rows: &'a [u64],
     ms_per_row: f64,
     rng: ChaCha8Rng,
-    /// No straggler was found at this time; idle threads look again a little later.
-    no_straggler_at: Option<Us>,
+    /// `schedule::stragglers` as of a time, for every peer's `schedule::pick_backup`.
+    stragglers: Option<(Us, Vec<schedule::Straggler>)>,
     /// `schedule::live_peers` as of a time (see [`Sim::live_peers`]).
     live_cache: Option<(Us, usize)>,
     /// `schedule::steal_target` for nobody in particular, as of a time.
@@ -237,6 +241,8 @@ struct Sim<'a> {
     window: Vec<(usize, Command)>,
     /// When the leader's last write started, while it is busy (`GroupCommit`'s rule).
     busy_since: Option<Us>,
+    /// Proposals the leader's last write carried.
+    last_entry: usize,
 }
 
 /// Batches per node: a node holds at most 32,767 (spec), so larger runs use several nodes.
@@ -367,11 +373,16 @@ impl<'a> Sim<'a> {
 
     /// A proposal reaches the leader: the first of a window opens it. As in
     /// `GroupCommit::propose`, an idle leader writes at once; a busy one (its last write
-    /// started within the window and more came since) writes when that window is over.
+    /// started within the window and more came since) writes when that window is over, the
+    /// window stretched by how full the last entry was (`group_commit::busy_window`).
     fn arrive(&mut self, from: usize, cmd: Command) {
         if self.window.is_empty() {
             let at = match self.busy_since {
-                Some(t) => (t + us(self.a.group_commit_ms)).max(self.now),
+                Some(t) => {
+                    let window = Duration::from_secs_f64(self.a.group_commit_ms / 1000.0);
+                    let wait = busy_window(window, self.last_entry).as_secs_f64() * 1000.0;
+                    (t + us(wait)).max(self.now)
+                }
                 None => self.now,
             };
             self.push(at, Ev::Close);
@@ -383,6 +394,7 @@ impl<'a> Sim<'a> {
     fn close(&mut self) {
         let cmds = std::mem::take(&mut self.window);
         self.busy_since = Some(self.now);
+        self.last_entry = cmds.len();
         let at = self.now + us(self.a.commit_ms);
         self.push(at, Ev::ApplyEntry { cmds });
     }
@@ -555,27 +567,35 @@ impl<'a> Sim<'a> {
                 return;
             }
         }
-        // Nothing to steal: back up a straggler (the scan is repeated at most every 50 ms
-        // when it found none, as threads wait for ledger changes).
-        let scanned_recently = self
-            .no_straggler_at
-            .is_some_and(|t| self.now < t + us(50.0));
-        if self.a.backups && !scanned_recently {
-            match schedule::backup_candidate(&self.ledger, me, self.ms(), &policy) {
-                Some((claim, _task)) => {
-                    let cmd = Command::ClaimBackup {
-                        task: claim,
-                        peer: me,
-                        worker: format!("n{me}"),
-                        sealed: vec![0; 64],
-                        ts_ms: self.ms(),
-                    };
-                    self.peers[p].backing = true;
-                    self.propose(p, cmd, self.a.rtt_ms);
-                    self.peers[p].waiting.push(thread);
-                    return;
-                }
-                None => self.no_straggler_at = Some(self.now),
+        // Nothing to steal: back up a straggler. `schedule::backup_candidate` is
+        // `stragglers` then `pick_backup`; the stragglers (a look over every running claim)
+        // are found for everybody at most every 50 simulated ms, and each peer picks its own
+        // among them against the ledger of now.
+        if self.a.backups {
+            let fresh = self
+                .stragglers
+                .as_ref()
+                .is_some_and(|(t, _)| self.now < t + us(50.0));
+            if !fresh {
+                let found = schedule::stragglers(&self.ledger, self.ms(), &policy);
+                self.stragglers = Some((self.now, found));
+            }
+            let found = self
+                .stragglers
+                .as_ref()
+                .map_or(&[][..], |(_, f)| f.as_slice());
+            if let Some((claim, _task)) = schedule::pick_backup(&self.ledger, found, me, &policy) {
+                let cmd = Command::ClaimBackup {
+                    task: claim,
+                    peer: me,
+                    worker: format!("n{me}"),
+                    sealed: vec![0; 64],
+                    ts_ms: self.ms(),
+                };
+                self.peers[p].backing = true;
+                self.propose(p, cmd, self.a.rtt_ms);
+                self.peers[p].waiting.push(thread);
+                return;
             }
         }
         self.push(poll, Ev::Free { peer: p, thread });
@@ -819,13 +839,14 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         rows,
         ms_per_row,
         rng: ChaCha8Rng::seed_from_u64(a.seed.wrapping_add(7)),
-        no_straggler_at: None,
+        stragglers: None,
         live_cache: None,
         steal_cache: None,
         counts: Counts::default(),
         ks: "sim".into(),
         window: Vec::new(),
         busy_since: None,
+        last_entry: 0,
     };
     for p in 0..n {
         for t in 0..a.threads {
@@ -953,7 +974,61 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         c.apply.as_secs_f64() * 1e6 / b,
         wall.elapsed().as_secs_f64()
     );
+    if a.tail > 0 {
+        sim.print_tail(a.tail, &slow, &killed)?;
+    }
     Ok(report)
+}
+
+impl Sim<'_> {
+    /// The histories of the last `n` batches to finish, with their rows and predicted time
+    /// and whether the peers that held them were slow or killed.
+    fn print_tail(&self, n: usize, slow: &[usize], killed: &[usize]) -> Result<()> {
+        let run = self.ledger.run(&self.ks, 1)?;
+        let mut last: Vec<(i64, &str, usize)> = Vec::new();
+        for (name, nr) in &run.nodes {
+            for (i, b) in nr.batches.iter().enumerate() {
+                if let Some(h) = b.history.last() {
+                    last.push((h.ts_ms, name.as_str(), i));
+                }
+            }
+        }
+        last.sort_unstable_by_key(|(ts, ..)| Reverse(*ts));
+        let role = |w: &str| {
+            let p = w.trim_start_matches('n').parse::<usize>().unwrap_or(0);
+            match (
+                slow.contains(&p.wrapping_sub(1)),
+                killed.contains(&p.wrapping_sub(1)),
+            ) {
+                (true, _) => "slow",
+                (_, true) => "killed",
+                _ => "",
+            }
+        };
+        println!("  the last {n} batches to finish:");
+        for (ts, name, i) in last.into_iter().take(n) {
+            let Some(b) = run.nodes.get(name).and_then(|nr| nr.batches.get(i)) else {
+                continue;
+            };
+            let rows = b.rows.unwrap_or(0);
+            println!(
+                "    {name}/{i} finished {:.2} s: {rows} rows ({:.2} s nominal)",
+                ts as f64 / 1000.0,
+                rows as f64 * self.ms_per_row / 1000.0
+            );
+            for h in &b.history {
+                println!(
+                    "      {:>8.2} s {:<8} {:<5} {:<6} {}",
+                    h.ts_ms as f64 / 1000.0,
+                    h.status.to_string(),
+                    h.instance,
+                    role(&h.instance),
+                    h.comment
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Batch sizes in rows, lognormal around `median_rows` (at least 1 row).
