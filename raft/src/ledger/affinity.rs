@@ -30,8 +30,12 @@ impl NodeRun {
     /// its running claims and backups, and holders for which `idle_holder` says they are
     /// between two chunks; and whether `me` is in it.
     fn members(&self, me: PeerId, idle_holder: impl Fn(PeerId) -> bool) -> (usize, bool) {
+        // Cheap first: a holder keeps claiming without a look at the running claims.
+        if self.holders.contains(&me) {
+            return (0, true);
+        }
         let mut others = std::collections::BTreeSet::new();
-        let mut mine = self.holders.contains(&me);
+        let mut mine = false;
         for p in &self.holders {
             if *p != me && idle_holder(*p) {
                 others.insert(*p);
@@ -57,6 +61,14 @@ impl NodeRun {
 }
 
 impl Ledger {
+    /// Whether `node` of `run`'s plan looks up another table (has a right side to build).
+    fn has_lookup(&self, run: &Run, node: &str) -> bool {
+        self.plans
+            .get(&run.plan_hash)
+            .and_then(|p| p.node(node))
+            .is_some_and(|n| n.lookup.is_some())
+    }
+
     /// The predicted work left in a lookup node and the predicted cost of one more build of its
     /// right side, in one unit: `None` when the node has no lookup or nothing tells the rows.
     ///
@@ -127,7 +139,7 @@ impl Ledger {
         let Ok(run) = self.run(keyspace, run_id) else {
             return true;
         };
-        let Some(nr) = run.nodes.get(node) else {
+        let Some(nr) = run.nodes.get(node).filter(|_| self.has_lookup(run, node)) else {
             return true;
         };
         let (members, mine) = nr.members(peer, |p| {
@@ -165,7 +177,8 @@ impl Ledger {
         let Ok(run) = self.run(keyspace, run_id) else {
             return true;
         };
-        let Some(nr) = run.nodes.get(node) else {
+        // Most claims are of nodes without a lookup: nothing to look at.
+        let Some(nr) = run.nodes.get(node).filter(|_| self.has_lookup(run, node)) else {
             return true;
         };
         let (members, mine) = nr.members(peer, |_| false);
