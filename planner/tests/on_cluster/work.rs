@@ -176,11 +176,20 @@ fn a_batch_longer_than_its_max_batch_processing_time_runs_once_on_its_live_holde
             ("dir_py", &url(&py)),
         ],
     )?;
-    c.run_from(
-        &url(&script_path),
-        &url(&params),
-        "py_calc_quicktest",
-        "read_order_items",
+    // Without the rule the run never ends (each copy released and started again elsewhere
+    // before it can finish): fail after a limit instead of hanging.
+    submit_within(
+        &c,
+        &[
+            &url(&script_path),
+            "--params",
+            &url(&params),
+            "--keyspace",
+            "py_calc_quicktest",
+            "--start-nodes",
+            "read_order_items",
+        ],
+        std::time::Duration::from_secs(120),
     )?;
     for kind in ["go", "py"] {
         let got = merged_py_calc_output(&c, kind)?;
@@ -244,6 +253,46 @@ fn a_batch_longer_than_its_max_batch_processing_time_runs_once_on_its_live_holde
         executed + cancelled == batches + backups,
         "{executed} executions and {cancelled} cancelled copies for {batches} batches and \
          {backups} backups: some batch ran twice"
+    );
+    Ok(())
+}
+
+/// `planner submit ARGS --wait` on the case's cluster; fails, killing it, when it has not
+/// finished within `limit`.
+fn submit_within(c: &Case, args: &[&str], limit: std::time::Duration) -> Result<()> {
+    let (addrs, tls) = c.cluster.as_ref().context("the case is not on a cluster")?;
+    let log = c.dir("submit.log");
+    let out = std::fs::File::create(&log)?;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_planner"))
+        .arg("submit")
+        .args(args)
+        .arg("--wait")
+        .arg("--cluster")
+        .arg(addrs)
+        .arg("--tls-dir")
+        .arg(tls)
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()?;
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            child.kill()?;
+            child.wait()?;
+            bail!(
+                "the run did not finish within {limit:?}:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    ensure!(
+        status.success(),
+        "planner submit {args:?} failed:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     Ok(())
 }
