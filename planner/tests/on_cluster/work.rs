@@ -189,7 +189,7 @@ fn a_batch_longer_than_its_max_batch_processing_time_runs_once_on_its_live_holde
             "--start-nodes",
             "read_order_items",
         ],
-        std::time::Duration::from_secs(120),
+        Duration::from_secs(120),
     )?;
     for kind in ["go", "py"] {
         let got = merged_py_calc_output(&c, kind)?;
@@ -259,11 +259,11 @@ fn a_batch_longer_than_its_max_batch_processing_time_runs_once_on_its_live_holde
 
 /// `planner submit ARGS --wait` on the case's cluster; fails, killing it, when it has not
 /// finished within `limit`.
-fn submit_within(c: &Case, args: &[&str], limit: std::time::Duration) -> Result<()> {
+fn submit_within(c: &Case, args: &[&str], limit: Duration) -> Result<()> {
     let (addrs, tls) = c.cluster.as_ref().context("the case is not on a cluster")?;
     let log = c.dir("submit.log");
     let out = std::fs::File::create(&log)?;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_planner"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planner"))
         .arg("submit")
         .args(args)
         .arg("--wait")
@@ -287,7 +287,7 @@ fn submit_within(c: &Case, args: &[&str], limit: std::time::Duration) -> Result<
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(200));
     };
     ensure!(
         status.success(),
