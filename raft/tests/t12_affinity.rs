@@ -22,6 +22,7 @@ fn ready(left_rows: u64, right_rows: u64) -> Ledger {
         .file("read_left", "left", 1)
         .file("read_right", "right", 1)
         .lookup("join", "left", "right", "joined", 6, StartPolicy::Auto)
+        .table("copy", "left", Some("copied"), 2, StartPolicy::Auto)
         .build();
     let hash = PlanHash(plan.content_hash().expect("plan hash"));
     let mut l = Ledger::new();
@@ -36,7 +37,11 @@ fn ready(left_rows: u64, right_rows: u64) -> Ledger {
     })
     .expect("start");
     for _ in 0..2 {
-        let t = l.pick_chunk(None, 10, 0).remove(0);
+        let t = l
+            .ready_tasks()
+            .into_iter()
+            .find(|t| t.node.starts_with("read_"))
+            .expect("a reader batch");
         let rows = if t.node == "read_left" {
             left_rows
         } else {
@@ -93,7 +98,14 @@ fn done(peer: PeerId, task: &TaskRef, rows: u64, ms: u64, ts_ms: i64) -> Command
 
 /// The `join` batches peer `peer` would pick (peers live since time 0).
 fn picks(l: &Ledger, peer: PeerId) -> Vec<BatchTask> {
-    l.pick_chunk_for(None, 10, 0, Some((peer, 0)))
+    picks_since(l, peer, 0)
+}
+
+/// The `join` batches peer `peer` would pick, peers heard from since `since` counting as
+/// live. A pick takes one node: `join` whenever the peer may join it, since its batches
+/// predict at least as long as `copy`'s (ties go to plan order), else `copy`.
+fn picks_since(l: &Ledger, peer: PeerId, since: i64) -> Vec<BatchTask> {
+    l.pick_chunk_for(None, 10, 0, Some((peer, since)))
         .into_iter()
         .filter(|t| t.node == "join")
         .collect()
@@ -179,10 +191,9 @@ fn a_silent_holder_stops_counting_so_the_node_never_starves() {
     peer_1_runs_one(&mut l, 100, 5_000, 20);
     peer_1_runs_one(&mut l, 100, 1_000, 6_000);
     // Peer 1 holds the right side but no claim; heard from last at 6,001.
-    assert!(l.pick_chunk_for(None, 10, 0, Some((2, 6_000))).is_empty());
+    assert!(picks_since(&l, 2, 6_000).is_empty());
     // Counting only peers heard from since 7,000, nobody is in the node: peer 2 joins.
-    let t = l.pick_chunk_for(None, 10, 0, Some((2, 7_000)));
-    assert!(t.iter().any(|t| t.node == "join"), "{t:?}");
+    assert!(!picks_since(&l, 2, 7_000).is_empty());
 }
 
 #[test]
@@ -217,4 +228,25 @@ fn of_peers_that_picked_at_the_same_moment_only_the_first_joins() {
     // Peer 1, in the node, claims the rest in one entry.
     let rest = picks(&l, 1);
     assert_eq!(claim(&mut l, 1, &rest, 22).len(), rest.len());
+}
+
+#[test]
+fn a_holder_busy_in_another_node_does_not_hold_the_node_up() {
+    let mut l = ready(600, 10_000);
+    peer_1_runs_one(&mut l, 100, 5_000, 20);
+    peer_1_runs_one(&mut l, 100, 1_000, 6_000);
+    // Peer 1 holds the right side and nothing else: it will be back for the next chunk.
+    assert!(picks(&l, 2).is_empty());
+    // Peer 1 claims a batch of another node: the lookup node's batches wait for nobody.
+    let other: Vec<BatchTask> = l
+        .ready_tasks()
+        .into_iter()
+        .filter(|t| t.node == "copy")
+        .take(1)
+        .collect();
+    assert_eq!(claim(&mut l, 1, &other, 6_100).len(), 1);
+    assert!(
+        !picks(&l, 2).is_empty(),
+        "peer 1 is busy elsewhere: peer 2 joins"
+    );
 }
