@@ -103,6 +103,12 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                     if !policy.is_straggler(running, predicted) {
                         continue;
                     }
+                    // A holder's first batch of a lookup node builds the right side first:
+                    // that is not slowness (build affinity, `Ledger::build_ms`).
+                    let predicted = predicted + ledger.build_ms(&id, c.peer);
+                    if !policy.is_straggler(running, predicted) {
+                        continue;
+                    }
                     out.push(Straggler {
                         ratio: running / predicted.max(1.0),
                         draw: batch_draw(&id),
@@ -231,7 +237,8 @@ pub fn needs_heartbeat(
 }
 
 /// What the leader proposes on one tick: lease expiries of peers silent for a lease, and
-/// releases of batches held past their node's `max_batch_processing_time`. Nothing while it
+/// releases of batches held past their node's `max_batch_processing_time` that their holder
+/// did not mark started. Nothing while it
 /// has led for less than two renewals: heartbeats cannot commit while there is no leader, so
 /// a new leader first gives every peer the chance to renew.
 pub fn leader_commands(
@@ -253,7 +260,14 @@ pub fn leader_commands(
             ts_ms: now_ms,
         })
         .collect();
-    for (task, claim) in ledger.stale_claims(now_ms) {
+    // A claim its holder marked started (`Command::StartTasks`) is being executed by a live
+    // holder (a dead one loses it by lease expiry): Capillaries re-runs an overdue batch only
+    // when its handler is gone, never beside it.
+    for (task, claim) in ledger
+        .stale_claims(now_ms)
+        .into_iter()
+        .filter(|(_, c)| !c.started)
+    {
         out.push(Command::ReleaseBatch {
             task: TaskRef {
                 batch: task.id(),
@@ -365,6 +379,48 @@ mod tests {
             .filter(|c| matches!(c, Command::ReleaseBatch { .. }))
             .count();
         assert_eq!(releases, 2, "{cmds:?}");
+    }
+
+    #[test]
+    fn the_leader_never_releases_an_overdue_claim_its_holder_said_it_runs() {
+        let mut l = claimed_by_peer_2();
+        let max = l.plan(&l.run("ks", 1).unwrap().plan_hash).unwrap().nodes[0]
+            .max_batch_processing_time_ms;
+        let batch0 = TaskRef {
+            batch: BatchId {
+                keyspace: "ks".into(),
+                run_id: 1,
+                node: "read".into(),
+                batch_idx: 0,
+            },
+            attempt: 1,
+        };
+        l.apply(Command::StartTasks {
+            peer: 2,
+            tasks: vec![batch0.clone()],
+            ts_ms: max / 2,
+        })
+        .unwrap();
+        // Heard from just now: no expiry; only the unstarted batch 1 is released.
+        l.apply(Command::Heartbeat {
+            peer: 2,
+            queued: 1,
+            ts_ms: max,
+        })
+        .unwrap();
+        let (lease, renew, long) = (
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+        );
+        let released: Vec<u32> = leader_commands(&l, max, lease, renew, long)
+            .into_iter()
+            .filter_map(|c| match c {
+                Command::ReleaseBatch { task, .. } => Some(task.batch.batch_idx),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(released, [1]);
     }
 
     #[test]

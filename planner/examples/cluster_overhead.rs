@@ -5,14 +5,17 @@
 //!
 //! `cargo run --release -p planner --example cluster_overhead -- --script S --params P
 //! [--threads N] [--peers 3] [--rounds 3] [--keyspace K] [--python python3]
-//! [--only single|cluster] [--fast-timers] [--shared-lookup-cache]`
+//! [--only single|cluster] [--fast-timers] [--shared-lookup-cache] [--compare-affinity]`
 //!
 //! The peers run with a deployed peer's Raft timers (5 s lease, renewed every second);
 //! `--fast-timers` gives them the test clusters' (1 s lease). `--shared-lookup-cache` lets the
 //! in-process peers share one hash-join cache, so a lookup's right side is built once as in
 //! the single run rather than once per peer (what separate machines do, but here on the
 //! same cores): the difference between the two is the cost of co-locating the peers, the
-//! rest is the cluster's own. Every run prints what it did: the double's inserts per table,
+//! rest is the cluster's own. `--compare-affinity` adds a third run per round, the cluster
+//! with build affinity off (`Executor::set_build_affinity`: every peer builds a lookup's
+//! right side for itself, as before it existed), so both are measured against the same
+//! single runs. Every run prints what it did: the double's inserts per table,
 //! when each node ran, and for the cluster the claims, returns to the pool (with their
 //! reasons), backups and steals, and the longest a peer holding claims went unheard.
 //!
@@ -51,7 +54,7 @@ struct Args {
     keyspace: String,
     python: PathBuf,
     /// Which modes to run: both (the measurement), or one of them (for profiling).
-    modes: Vec<bool>,
+    modes: Vec<Mode>,
     /// The test clusters' Raft timers (1 s lease) instead of a deployed peer's (5 s).
     fast_timers: bool,
     /// Peers share one hash-join cache (they share a process and a store here), so a right
@@ -70,7 +73,7 @@ fn parse_args() -> Result<Args> {
         rounds: 3,
         keyspace: "overhead".into(),
         python: PathBuf::from("python3"),
-        modes: vec![false, true],
+        modes: vec![Mode::Single, Mode::Cluster],
         fast_timers: false,
         shared_cache: false,
     };
@@ -87,17 +90,19 @@ fn parse_args() -> Result<Args> {
             "--python" => args.python = PathBuf::from(value()?),
             "--fast-timers" => args.fast_timers = true,
             "--shared-lookup-cache" => args.shared_cache = true,
+            "--compare-affinity" => args.modes.push(Mode::NoAffinity),
             "--only" => {
                 args.modes = match value()?.as_str() {
-                    "single" => vec![false],
-                    "cluster" => vec![true],
+                    "single" => vec![Mode::Single],
+                    "cluster" => vec![Mode::Cluster],
                     other => bail!("--only single|cluster, not {other:?}"),
                 }
             }
             "-h" | "--help" => {
                 println!(
                     "cluster_overhead --script S --params P [--threads N] [--peers N] \
-                     [--rounds N] [--keyspace K] [--python PATH] [--only single|cluster] [--fast-timers] [--shared-lookup-cache]"
+                     [--rounds N] [--keyspace K] [--python PATH] [--only single|cluster] [--fast-timers] \
+                     [--shared-lookup-cache] [--compare-affinity]"
                 );
                 std::process::exit(0);
             }
@@ -117,6 +122,17 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
+/// What runs the script.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// `planner run --store cql`.
+    Single,
+    /// The in-process cluster.
+    Cluster,
+    /// The cluster with build affinity off (the baseline of `--compare-affinity`).
+    NoAffinity,
+}
+
 /// One measured run.
 struct Sample {
     wall: f64,
@@ -134,12 +150,12 @@ fn main() -> Result<()> {
 
     let mut single = Vec::new();
     let mut cluster = Vec::new();
+    let mut no_affinity = Vec::new();
     let mut reference: Option<BTreeMap<String, Vec<String>>> = None;
     for round in 0..args.rounds {
-        for &clustered in &args.modes {
-            let dir = tmp
-                .path()
-                .join(format!("r{round}-{}", mode_name(clustered)));
+        for &mode in &args.modes {
+            let clustered = mode != Mode::Single;
+            let dir = tmp.path().join(format!("r{round}-{}", mode_dir(mode)));
             let out = dir.join("out");
             std::fs::create_dir_all(&out)?;
             let mut params = base_params.clone();
@@ -155,7 +171,7 @@ fn main() -> Result<()> {
             let cpu0 = cpu_seconds();
             let start = Instant::now();
             let (report, work) = if clustered {
-                run_on_cluster(&plan, &dir, &args, &cql)?
+                run_on_cluster(&plan, &dir, &args, &cql, mode == Mode::Cluster)?
             } else {
                 (
                     run_single(&plan, &dir, &args, &params_path, &cql)?,
@@ -180,12 +196,12 @@ fn main() -> Result<()> {
                 Some(r) => ensure!(
                     *r == files,
                     "round {round}: the {} run's output files differ from the first run's",
-                    mode_name(clustered)
+                    mode_label(mode)
                 ),
             }
             println!(
-                "round {round} {:>14}: wall {:8.3} s, cpu {:8.2} s",
-                mode_name(clustered),
+                "round {round} {:>22}: wall {:8.3} s, cpu {:8.2} s",
+                mode_label(mode),
                 sample.wall,
                 sample.cpu
             );
@@ -194,10 +210,10 @@ fn main() -> Result<()> {
             if !work.is_empty() {
                 println!("{work}");
             }
-            if clustered {
-                cluster.push(sample);
-            } else {
-                single.push(sample);
+            match mode {
+                Mode::Single => single.push(sample),
+                Mode::Cluster => cluster.push(sample),
+                Mode::NoAffinity => no_affinity.push(sample),
             }
         }
     }
@@ -217,12 +233,43 @@ fn main() -> Result<()> {
         cc / sc,
         (cw / sw - 1.0) * 100.0
     );
+    if !no_affinity.is_empty() {
+        let (nw, nc) = medians(&no_affinity);
+        println!(
+            "median of {} rounds, build affinity off: {}-peer cluster wall {nw:.3} s cpu \
+             {nc:.2} s; cluster / single wall {:.3}, cpu {:.3}; overhead {:+.1} % of wall; \
+             with affinity / without: wall {:.3}, cpu {:.3}",
+            args.rounds,
+            args.peers,
+            nw / sw,
+            nc / sc,
+            (nw / sw - 1.0) * 100.0,
+            cw / nw,
+            cc / nc
+        );
+    }
     println!("outputs: every run wrote the same lines in the same files");
     Ok(())
 }
 
 fn mode_name(clustered: bool) -> &'static str {
     if clustered { "cluster" } else { "planner run" }
+}
+
+fn mode_label(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Single => "planner run",
+        Mode::Cluster => "cluster",
+        Mode::NoAffinity => "cluster, affinity off",
+    }
+}
+
+fn mode_dir(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Single => "single",
+        Mode::Cluster => "cluster",
+        Mode::NoAffinity => "no-affinity",
+    }
 }
 
 /// Fails unless every node of the run completed: a failed run is never a measurement.
@@ -282,6 +329,7 @@ fn run_on_cluster(
     dir: &Path,
     args: &Args,
     cql: &str,
+    affinity: bool,
 ) -> Result<(RunReport, String)> {
     let per_peer = args.threads / args.peers as usize;
     let cql = cql.to_owned();
@@ -311,6 +359,11 @@ fn run_on_cluster(
         contexts,
         timers,
     )?;
+    for id in cluster.running() {
+        if let Some(p) = cluster.peer(id) {
+            p.executor().set_build_affinity(affinity);
+        }
+    }
     let client = plexus_node::cluster::ClusterClient::connect(
         &cluster.addrs(),
         &cluster.tls_dir(),
@@ -430,6 +483,15 @@ fn cluster_work(
         if a != n || r > 0 {
             let _ = writeln!(out, "    {name}: {n} batches, {a} claims, {r} returned");
         }
+        // Which peers ran a lookup node's batches, so built its right side.
+        let is_lookup = l
+            .plan(&run.plan_hash)
+            .and_then(|p| p.node(name))
+            .is_some_and(|pn| pn.lookup.is_some());
+        if is_lookup {
+            let peers: Vec<String> = nr.holders().iter().map(|p| format!("n{p}")).collect();
+            let _ = writeln!(out, "    {name}: built by {}", peers.join(" "));
+        }
         batches += n;
         attempts += a;
         returned += r;
@@ -451,7 +513,7 @@ fn cluster_work(
         let _ = writeln!(
             out,
             "  n{id}: claims {} (tasks {}), executed {}, completions {}, steals asked {} \
-             granted {} (tasks {}), given {}",
+             granted {} (tasks {}), given {}, stale copies not started {}",
             c.claims.load(Relaxed),
             c.tasks_claimed.load(Relaxed),
             c.executed.load(Relaxed),
@@ -460,6 +522,7 @@ fn cluster_work(
             c.steals_granted.load(Relaxed),
             c.tasks_stolen.load(Relaxed),
             c.tasks_given.load(Relaxed),
+            c.stale_skipped.load(Relaxed),
         );
     }
     out.trim_end().to_owned()

@@ -92,6 +92,17 @@ impl ClaimPolicy {
         }
     }
 
+    /// Build affinity: whether a peer not yet in a lookup node joins it (claims a first batch
+    /// there, building the right side) while `members` peers are in it with `remaining` work
+    /// left, a build costing `build` (same unit). It joins when the work left per member
+    /// exceeds a build: then its build ends before they run out of work, and the node
+    /// finishes sooner with it (`build + (remaining - members·build) / (members + 1) <
+    /// remaining / members` exactly when `remaining / members > build`); otherwise it only
+    /// spends a build. With nobody in the node, it joins (nothing starves).
+    pub fn should_join(&self, remaining: f64, members: usize, build: f64) -> bool {
+        members == 0 || remaining / members as f64 > build
+    }
+
     /// Whether a batch started `running_ms` ago with a prediction of `predicted_ms` is a
     /// straggler worth a backup.
     pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64) -> bool {
@@ -145,6 +156,20 @@ mod tests {
         assert!(!p.is_straggler(500.0, 100.0), "too young");
         assert!(p.is_straggler(2000.0, 1000.0));
         assert!(!p.is_straggler(1999.0, 1000.0));
+    }
+
+    #[test]
+    fn a_peer_joins_a_lookup_node_only_when_the_work_left_per_member_exceeds_a_build() {
+        let p = ClaimPolicy::DEFAULT;
+        // Nobody in it: always join, however costly the build.
+        assert!(p.should_join(0.0, 0, 1e12));
+        // 1,000 batches of 1 s left to 10 peers (100 s each) against a 5 s build: join;
+        // left to 250 peers (4 s each): a build would end after the work, stay out.
+        assert!(p.should_join(1000.0, 10, 5.0));
+        assert!(!p.should_join(1000.0, 250, 5.0));
+        // The boundary: equal is not worth it (the node would end no sooner).
+        assert!(!p.should_join(10.0, 2, 5.0));
+        assert!(p.should_join(10.1, 2, 5.0));
     }
 
     #[test]

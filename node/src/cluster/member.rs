@@ -80,7 +80,7 @@ pub async fn give_tasks<M: Member>(
     thief: PeerId,
     max: u32,
 ) -> Result<Vec<QueuedTask>, ApiError> {
-    let tasks = ex.give(max as usize);
+    let tasks = ex.give_to(thief, max as usize);
     if tasks.is_empty() {
         return Ok(tasks);
     }
@@ -145,9 +145,11 @@ pub async fn heartbeat<M: Member>(me: &M, ex: &Executor, renew: Duration, report
     }
 }
 
-/// Marks started in the ledger ([`Command::StartTasks`]) the claims `me` has been executing
-/// for half their node's `max_batch_processing_time` or more, once each (`marked` remembers
-/// which). The leader takes overdue claims away only when nobody said it runs them
+/// Marks started in the ledger ([`Command::StartTasks`]) the claims `me` is executing that
+/// were claimed, or started, half their node's `max_batch_processing_time` ago or more, once
+/// each (`marked` remembers which). The claim's age counts because the leader's deadline
+/// does: a task that waited in the deque before it started must be marked before its claim,
+/// not its execution, is that old. The leader takes overdue claims away only when nobody said it runs them
 /// (Capillaries re-runs an overdue batch only when its handler is gone): a batch that simply
 /// takes longer than that time, say one large input file on a loaded machine, would
 /// otherwise be released every `max_batch_processing_time` and started again elsewhere while
@@ -157,6 +159,7 @@ pub async fn mark_long_running<M: Member>(me: &M, ex: &Executor, marked: &mut BT
     marked.retain(|t| executing.iter().any(|(e, _)| e == t));
     let due: Vec<TaskRef> = {
         let l = me.shared_ledger().read();
+        let now = now_ms();
         executing
             .into_iter()
             .filter(|(t, _)| !marked.contains(t))
@@ -167,7 +170,11 @@ pub async fn mark_long_running<M: Member>(me: &M, ex: &Executor, marked: &mut BT
                     .and_then(|r| l.plan(&r.plan_hash))
                     .and_then(|p| p.node(&t.batch.node))
                     .map_or(i64::MAX, |n| n.max_batch_processing_time_ms);
-                since.elapsed().as_millis() as i64 >= max_ms / 2
+                let claimed_ms = l
+                    .claim_of(&t.batch)
+                    .filter(|(c, _)| c.attempt == t.attempt)
+                    .map_or(0, |(c, _)| now.saturating_sub(c.ts_ms));
+                since.elapsed().as_millis() as i64 >= max_ms / 2 || claimed_ms >= max_ms / 2
             })
             .map(|(t, _)| t)
             .collect()

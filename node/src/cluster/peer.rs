@@ -730,6 +730,7 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
     let mut key_checked = false;
     let mut leading_since: Option<Instant> = None;
     let mut hearing = member::Hearing::default();
+    let mut marked = std::collections::BTreeSet::new();
     loop {
         tick.tick().await;
         let me = core.id;
@@ -754,6 +755,8 @@ async fn duties(core: Arc<PeerCore>, executor: Arc<Executor>, timers: RaftTimers
         }
         reported_queued =
             member::heartbeat(&*core, &executor, timers.lease_renew, reported_queued).await;
+        // As executor peers do: a voter's long batches must not be released as overdue.
+        member::mark_long_running(&*core, &executor, &mut marked).await;
         let leader = core.raft.metrics().borrow().current_leader;
         if leader != Some(me) {
             leading_since = None;

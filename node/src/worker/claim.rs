@@ -116,7 +116,8 @@ impl Executor {
                 Scope::Run { keyspace, run_id } => Some((keyspace.as_str(), *run_id)),
                 Scope::Any => None,
             };
-            let picked = l.pick_chunk(only, self.settings.max_chunk, salt);
+            // Build affinity among peers; `planner run` is one process, it takes any node.
+            let picked = l.pick_chunk_for(only, self.settings.max_chunk, salt, self.affinity());
             let claimable = picked
                 .first()
                 .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));

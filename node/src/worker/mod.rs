@@ -166,6 +166,9 @@ pub struct ExecutorCounters {
     /// Batch copies cancelled mid-batch because another copy finished first (not counted in
     /// `executed`: they record no outcome).
     pub cancelled: AtomicU64,
+    /// Queued tasks not started because their claim was gone by then (released as overdue
+    /// or lost with the lease while they waited): stale copies another peer runs.
+    pub stale_skipped: AtomicU64,
 }
 
 fn inc(c: &AtomicU64, n: u64) {
@@ -222,6 +225,9 @@ pub struct Executor {
     stopping: AtomicBool,
     /// Set while the peer is drained: no claims and no steals (running tasks go on).
     paused: AtomicBool,
+    /// Build affinity in claims and gives ([`plexus_raft::Ledger::may_join`]); on unless a
+    /// benchmark turns it off for its baseline.
+    build_affinity: AtomicBool,
     /// Why this process must execute nothing (a cluster key that differs from the cluster's).
     refusing: Mutex<Option<String>>,
     /// Claimed, unstarted tasks: threads pop the front, thieves take the back.
@@ -282,6 +288,7 @@ impl Executor {
             tables: Mutex::new(HashSet::new()),
             stopping: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            build_affinity: AtomicBool::new(true),
             refusing: Mutex::new(None),
             deque: Mutex::new(VecDeque::new()),
             claiming: Mutex::new(()),
@@ -350,6 +357,24 @@ impl Executor {
         self.ledger.view().bump();
     }
 
+    /// Turns build affinity on or off (on by default): with it, this peer claims a first
+    /// batch of a lookup node, and hands a thief one, only when the work left to the peers
+    /// already in the node is worth another build of its right side
+    /// ([`plexus_raft::Ledger::may_join`]). Off is the cluster_overhead benchmark's baseline.
+    pub fn set_build_affinity(&self, on: bool) {
+        self.build_affinity.store(on, Ordering::SeqCst);
+    }
+
+    /// The peer whose build affinity claims and gives follow, with the time since which
+    /// peers count as live; `None` for `planner run` (one process) or with affinity off.
+    fn affinity(&self) -> Option<(PeerId, i64)> {
+        let on = self.settings.peer != 0 && self.build_affinity.load(Ordering::SeqCst);
+        on.then(|| {
+            let since = now_ms() - self.settings.live_window.as_millis() as i64;
+            (self.settings.peer, since)
+        })
+    }
+
     /// Makes this process execute nothing, for the reason given (logged once).
     pub fn refuse(&self, reason: String) {
         tracing::error!(worker = self.ledger.name(), reason, "executing nothing");
@@ -394,6 +419,51 @@ impl Executor {
         let n = schedule::give_count(max, d.len());
         let at = d.len() - n;
         d.split_off(at).into()
+    }
+
+    /// [`Executor::give`] to peer `thief`, leaving out tasks of lookup nodes it should not
+    /// join (build affinity, [`plexus_raft::Ledger::may_join`]): stealing one would make the
+    /// thief build the node's right side for it, which claiming would not have done.
+    pub fn give_to(&self, thief: PeerId, max: usize) -> Vec<QueuedTask> {
+        let Some((_, since)) = self.affinity() else {
+            return self.give(max);
+        };
+        // The ledger is read without the deque locked (threads lock the ledger first).
+        let queued: Vec<TaskRef> = lock(&self.deque).iter().map(|q| q.task.clone()).collect();
+        let allowed: std::collections::BTreeSet<TaskRef> = {
+            let l = self.ledger.view().read();
+            queued
+                .into_iter()
+                .filter(|t| {
+                    let b = &t.batch;
+                    let runs = l.claim_of(b).map(|(c, _)| (c.reader_run, c.lookup_run));
+                    let (reader_run, lookup_run) = runs.unwrap_or((None, None));
+                    l.may_join(
+                        &b.keyspace,
+                        b.run_id,
+                        &b.node,
+                        reader_run,
+                        lookup_run,
+                        thief,
+                        since,
+                    )
+                })
+                .collect()
+        };
+        let mut d = lock(&self.deque);
+        let n = schedule::give_count(max, d.len());
+        let mut given = Vec::new();
+        let mut i = d.len();
+        while i > 0 && given.len() < n {
+            i -= 1;
+            if allowed.contains(&d[i].task)
+                && let Some(q) = d.remove(i)
+            {
+                given.push(q);
+            }
+        }
+        given.reverse();
+        given
     }
 
     /// Takes every unstarted task out of the deque (a stopping peer hands them back).
@@ -623,18 +693,66 @@ impl Executor {
         None
     }
 
-    /// For a node whose lost batches must fail (`rerun_policy: fail` and a re-run that is not
-    /// idempotent), commits the start of the task before executing it, so the ledger tells a
-    /// started batch from one that only waited in this deque; `false` when the claim is gone
-    /// (the task must not run). Every built-in processor's re-run is idempotent, so this is
-    /// free for them.
-    fn commit_start(&self, q: &QueuedTask, task: &BatchTask, id: &BatchId) -> bool {
-        let must_commit = self.plan(task.plan_hash, id).is_ok_and(|p| {
+    /// Whether this process's copy of the ledger shows that the claim (or backup) `q` came
+    /// with is gone, and whether it is old: claimed at least half its node's
+    /// `max_batch_processing_time` ago. Gone means final, claimed again under a later
+    /// attempt, or back in the pool under its own attempt; a copy that trails the leader
+    /// never shows those too early (it may not show the claim yet: that is not gone).
+    fn claim_state(&self, q: &QueuedTask, backup: bool) -> (bool, bool) {
+        let l = self.ledger.view().read();
+        let b = &q.task.batch;
+        let Ok(run) = l.run(&b.keyspace, b.run_id) else {
+            return (false, false);
+        };
+        let Some(st) = run
+            .nodes
+            .get(&b.node)
+            .and_then(|n| n.batches.get(b.batch_idx as usize))
+        else {
+            return (false, false);
+        };
+        let gone = st.status.is_final()
+            || st.attempts > q.task.attempt
+            || (st.attempts == q.task.attempt && st.status == plexus_raft::NodeBatchStatus::None);
+        let claim = if backup { &st.backup } else { &st.claim };
+        let max_ms = l
+            .plan(&run.plan_hash)
+            .and_then(|p| p.node(&b.node))
+            .map_or(i64::MAX, |n| n.max_batch_processing_time_ms);
+        let old = claim
+            .as_ref()
+            .filter(|c| c.attempt == q.task.attempt)
+            .is_some_and(|c| now_ms().saturating_sub(c.ts_ms) >= max_ms / 2);
+        (gone, old)
+    }
+
+    /// Checks a task's claim before it starts; `false` when the task must not run. A claim
+    /// gone from this process's ledger copy ([`Executor::claim_state`]) is a stale copy: the
+    /// task waited in the deque until the leader released it as overdue or the lease
+    /// expired, and it is another peer's to run now. An old claim, and any claim of a node
+    /// whose lost batches must fail (`rerun_policy: fail` and a re-run that is not
+    /// idempotent), has its start committed first (`StartTasks`): the leader then no longer
+    /// takes it away as overdue, and a refusal says it is gone. Every built-in processor's
+    /// re-run is idempotent and most claims start young, so this is rarely a round trip.
+    fn commit_start(&self, q: &QueuedTask, task: &BatchTask, id: &BatchId, backup: bool) -> bool {
+        // `planner run` is one process: nobody else takes its claims.
+        let (gone, old) = if self.settings.peer == 0 {
+            (false, false)
+        } else {
+            self.claim_state(q, backup)
+        };
+        if gone {
+            tracing::info!(batch = %id, attempt = q.task.attempt, worker = self.ledger.name(), "stale copy not started: the claim was released or taken over while the task waited");
+            inc(&self.counters.stale_skipped, 1);
+            return false;
+        }
+        let must_fail = self.plan(task.plan_hash, id).is_ok_and(|p| {
             p.node(&task.node).is_some_and(|n| {
                 n.rerun_policy == plexus_core::plan::RerunPolicy::Fail && !n.rerun_is_idempotent()
             })
         });
-        if !must_commit {
+        // A backup's claim is the holder's: only the holder can mark it started.
+        if backup || !(must_fail || old) {
             return true;
         }
         let cmd = Command::StartTasks {
@@ -663,7 +781,7 @@ impl Executor {
             return Ok(());
         };
         let id = task.id();
-        if !self.commit_start(&q, &task, &id) {
+        if !self.commit_start(&q, &task, &id, backup) {
             return Ok(());
         }
         let started = Instant::now();

@@ -20,6 +20,20 @@ impl Ledger {
     /// tells their rows, else its batches from `salt % batches` on. `salt` spreads concurrent
     /// peers over a node's batches instead of racing for the same ones.
     pub fn pick_chunk(&self, only: Option<(&str, u32)>, max: usize, salt: u64) -> Vec<BatchTask> {
+        self.pick_chunk_for(only, max, salt, None)
+    }
+
+    /// [`Ledger::pick_chunk`] for peer `me` of a cluster (with the time since which peers
+    /// count as live): only among the nodes it [`Ledger::may_join`], so a peer without a
+    /// lookup node's right side leaves the node to the peers that built it unless its work
+    /// is worth another build. `None`: every node (`planner run`, one process).
+    pub fn pick_chunk_for(
+        &self,
+        only: Option<(&str, u32)>,
+        max: usize,
+        salt: u64,
+        me: Option<(PeerId, i64)>,
+    ) -> Vec<BatchTask> {
         let policy = ClaimPolicy::DEFAULT;
         let runs: Vec<(&str, &Run)> = match only {
             Some((ks, run_id)) => self
@@ -54,6 +68,13 @@ impl Ledger {
                 else {
                     continue;
                 };
+                if let Some((peer, live_since)) = me
+                    && !self.may_join(
+                        ks, run.run_id, name, reader_run, lookup_run, peer, live_since,
+                    )
+                {
+                    continue;
+                }
                 let rows = match nr.largest_unclaimed() {
                     Some((_, rows)) => Some(rows),
                     None => self
@@ -133,7 +154,8 @@ impl Ledger {
     }
 
     /// Claims one batch for `peer`, checking that the dependency runs the proposer sealed
-    /// into the task are the ones the policy gives now.
+    /// into the task are the ones the policy gives now, and that build affinity lets the peer
+    /// into the node ([`Ledger::may_join_on_apply`]: peers that picked at the same moment).
     pub(super) fn claim(
         &mut self,
         id: &BatchId,
@@ -193,6 +215,16 @@ impl Ledger {
                 reason: format!(
                     "the task reads runs {:?}/{:?}, the dependencies now give {reader_run:?}/{lookup_run:?}",
                     t.reader_run, t.lookup_run
+                ),
+            });
+        }
+        if !self.may_join_on_apply(keyspace, run_id, node, reader_run, lookup_run, peer) {
+            return Err(LedgerError::NotReady {
+                run_id,
+                node: node.to_owned(),
+                reason: format!(
+                    "build affinity: n{peer} holds no batch of it, and the work left to the \
+                     peers running it is not worth another build of its right side"
                 ),
             });
         }

@@ -273,7 +273,13 @@ impl Keyspace {
         if status == NodeBatchStatus::Success
             && let (Some(rows), Some(ms)) = (outcome.rows_in, outcome.elapsed_ms)
         {
-            nr.measure(rows, ms);
+            // The claim is the winning copy's (a backup that won became the claim).
+            let peer = nr
+                .batches
+                .get(batch_idx as usize)
+                .and_then(|b| b.claim.as_ref())
+                .map(|c| c.peer);
+            nr.measure(peer, rows, ms);
         }
         let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
             return;

@@ -14,12 +14,15 @@
 //! - `completions`: outcomes, returns to the pool, node and run statuses;
 //! - `backups`: speculative backups of stragglers;
 //! - `predict`: the rows and time the ledger predicts for a batch;
+//! - `affinity`: which peers hold a lookup node's right side, and whether another joins;
 //! - `histories`: the history rows front ends show.
 //!
 //! Dependencies run one way: everything on `state`; `pool` and `backups` on `state` only;
-//! completions on backups; readiness on completions; claims and predictions on readiness;
+//! completions on backups; readiness on completions; claims, predictions and affinity on
+//! readiness;
 //! leases on completions, readiness and backups; `apply` on all.
 
+mod affinity;
 mod apply;
 mod backups;
 mod claims;

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use plexus_core::plan::{FilePart, PlanNode, Reader};
 
+use crate::command::PeerId;
 use crate::status::NodeBatchStatus;
 
 use super::state::{BatchState, Measured, NodeRun};
@@ -94,6 +95,8 @@ impl NodeRun {
             by_size,
             running: BTreeSet::new(),
             measured: Measured::default(),
+            holders: BTreeSet::new(),
+            cold: Measured::default(),
         }
     }
 
@@ -129,12 +132,16 @@ impl NodeRun {
         }
     }
 
-    /// Counts a successful batch into the node's measured time per row.
-    pub(super) fn measure(&mut self, rows_in: u64, elapsed_ms: u64) {
-        let m = &mut self.measured;
-        m.batches = m.batches.saturating_add(1);
-        m.rows = m.rows.saturating_add(rows_in);
-        m.ms = m.ms.saturating_add(elapsed_ms);
+    /// Counts a successful batch of `peer` (its holder; `None` when unknown) into the node's
+    /// measured time per row, and into the cold part when it is the peer's first success of
+    /// the node, which makes the peer one of its holders.
+    pub(super) fn measure(&mut self, peer: Option<PeerId>, rows_in: u64, elapsed_ms: u64) {
+        self.measured.add(rows_in, elapsed_ms);
+        if let Some(p) = peer
+            && self.holders.insert(p)
+        {
+            self.cold.add(rows_in, elapsed_ms);
+        }
     }
 
     /// The node's measured time per row, ms; `None` before a successful batch read a row.

@@ -178,6 +178,15 @@ pub struct NodeRun {
     pub(super) running: BTreeSet<u32>,
     /// What the node's successful batches read and took: its measured time per row.
     pub(super) measured: Measured,
+    /// Peers with a successful batch of the node in this run. For a lookup node they hold its
+    /// right side, built for their first batch, so the claim policy lets them keep claiming
+    /// while others join only when that is worth a build of their own
+    /// ([`Ledger::may_join`](crate::Ledger::may_join)).
+    pub(super) holders: BTreeSet<PeerId>,
+    /// The part of `measured` from batches that were their peer's first success of the node
+    /// (for a lookup node: the ones that built the right side), so the cost of a build is
+    /// told apart from the time per row of a batch that found it built.
+    pub(super) cold: Measured,
 }
 
 /// Rows read and time taken by a node's successful batches, summed in integers so every peer
@@ -190,6 +199,15 @@ pub struct Measured {
     pub rows: u64,
     /// Milliseconds they took, as their executors measured.
     pub ms: u64,
+}
+
+impl Measured {
+    /// Counts one more successful batch.
+    pub(super) fn add(&mut self, rows: u64, ms: u64) {
+        self.batches = self.batches.saturating_add(1);
+        self.rows = self.rows.saturating_add(rows);
+        self.ms = self.ms.saturating_add(ms);
+    }
 }
 
 /// Speculative backups so far (ledger-wide): how many started, how many finished first, and
