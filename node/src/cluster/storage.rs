@@ -57,21 +57,44 @@ pub struct RaftDb {
     meta: Keyspace,
 }
 
+/// The encoding of what a peer keeps in its Raft database (log entries, vote, snapshots: the
+/// bincode of [`plexus_raft::Command`], [`Ledger`] and [`SnapshotState`]). Bump it whenever one of
+/// those types changes shape, so a peer never misreads data an older build wrote. 2: `NodeRun`
+/// gained the build-affinity fields (`holders`, `cold`).
+pub const RAFT_FORMAT: u32 = 2;
+
+const FORMAT: &[u8] = b"format";
+
 /// Why the Raft database could not be opened.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot open the raft log in {dir}: {source}")]
-pub struct OpenError {
-    /// Directory.
-    pub dir: String,
-    /// fjall's error.
-    #[source]
-    pub source: fjall::Error,
+pub enum OpenError {
+    /// fjall could not open or write the database.
+    #[error("cannot open the raft log in {dir}: {source}")]
+    Db {
+        /// Directory.
+        dir: String,
+        /// fjall's error.
+        #[source]
+        source: fjall::Error,
+    },
+    /// The directory holds a Raft database of another format (written by another Plexus build).
+    #[error(
+        "the raft log in {dir} is in format {found}, this build reads format {RAFT_FORMAT}: \
+         it was written by another Plexus version; remove the directory and add the peer to \
+         the cluster again (it catches up from the others), or run the version that wrote it"
+    )]
+    Format {
+        /// Directory.
+        dir: String,
+        /// The format found (1: written before formats were recorded).
+        found: u32,
+    },
 }
 
 impl RaftDb {
-    /// Opens (or creates) the database in `dir`.
+    /// Opens (or creates) the database in `dir`, refusing one of another [`RAFT_FORMAT`].
     pub fn open(dir: &Path) -> Result<Arc<Self>, OpenError> {
-        let err = |source| OpenError {
+        let err = |source| OpenError::Db {
             dir: dir.display().to_string(),
             source,
         };
@@ -82,6 +105,23 @@ impl RaftDb {
         let meta = db
             .keyspace("raft_meta", KeyspaceCreateOptions::default)
             .map_err(err)?;
+        let found = match meta.get(FORMAT).map_err(err)? {
+            Some(v) => <[u8; 4]>::try_from(&v[..]).map_or(0, u32::from_be_bytes),
+            // No format but data: written before formats were recorded.
+            None if !meta.is_empty().map_err(err)? || !logs.is_empty().map_err(err)? => 1,
+            None => {
+                meta.insert(FORMAT, RAFT_FORMAT.to_be_bytes())
+                    .map_err(err)?;
+                db.persist(PersistMode::SyncAll).map_err(err)?;
+                RAFT_FORMAT
+            }
+        };
+        if found != RAFT_FORMAT {
+            return Err(OpenError::Format {
+                dir: dir.display().to_string(),
+                found,
+            });
+        }
         Ok(Arc::new(Self { db, logs, meta }))
     }
 
@@ -498,6 +538,37 @@ mod tests {
             )?;
             Ok((dir, LogStore::new(db), sm))
         }
+    }
+
+    /// A database another build wrote is refused with a message naming the directory and both
+    /// formats, whether it recorded its format or predates formats; nothing in it is read.
+    #[test]
+    fn a_raft_log_of_another_format_is_refused_with_the_formats() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        drop(RaftDb::open(dir.path())?);
+        // Reopening what this build wrote works.
+        let db = RaftDb::open(dir.path())?;
+        db.meta.insert(FORMAT, 1u32.to_be_bytes())?;
+        db.db.persist(PersistMode::SyncAll)?;
+        drop(db);
+        let e = RaftDb::open(dir.path()).err().map(|e| e.to_string());
+        let msg = e.ok_or_else(|| anyhow::anyhow!("a format-1 log was opened"))?;
+        assert!(
+            msg.contains("format 1") && msg.contains(&format!("format {RAFT_FORMAT}")),
+            "{msg}"
+        );
+        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+
+        // A database from before formats were recorded: data, no format key.
+        let old = tempfile::tempdir()?;
+        let db = RaftDb::open(old.path())?;
+        db.meta.remove(FORMAT)?;
+        db.put(VOTE, &Vote::<PeerId>::new(1, 1), true)?;
+        drop(db);
+        let e = RaftDb::open(old.path()).err().map(|e| e.to_string());
+        let msg = e.ok_or_else(|| anyhow::anyhow!("an unversioned log was opened"))?;
+        assert!(msg.contains("format 1"), "{msg}");
+        Ok(())
     }
 
     /// openraft's own storage test suite against the fjall log store and the ledger machine.
