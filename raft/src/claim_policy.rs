@@ -92,6 +92,15 @@ impl ClaimPolicy {
         }
     }
 
+    /// The time per row to predict a node's batches with: the node's own measure (`node`) when
+    /// it has one, else the run's (`run`, over every measured node of the run). A node none of
+    /// whose batches finished yet would otherwise be predicted at [`Self::first_guess_ms`] a
+    /// batch whatever its rows, below every measured node's large batches, so its largest
+    /// batches would wait until the measured nodes ran dry and start near the end of the run.
+    pub fn row_time(node: Option<f64>, run: Option<f64>) -> Option<f64> {
+        node.or(run)
+    }
+
     /// Whether a batch started `running_ms` ago with a prediction of `predicted_ms` is a
     /// straggler worth a backup.
     pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64) -> bool {
@@ -143,6 +152,16 @@ mod tests {
         assert_eq!(p.next_mean(None, 10.0), 10.0);
         assert!((p.next_mean(Some(10.0), 20.0) - 13.0).abs() < 1e-9);
         assert!(!p.is_straggler(500.0, 100.0), "too young");
+        // An unmeasured node borrows the run's time per row: its 5,000-row batch ranks above
+        // a measured node's 1,000-row one instead of at the first guess.
+        let borrowed = ClaimPolicy::row_time(None, Some(1.0));
+        assert_eq!(p.predict_ms(Some(5000), borrowed, None), 5000.0);
+        assert!(
+            p.predict_ms(Some(5000), borrowed, None)
+                > p.predict_ms(Some(1000), Some(1.0), Some(1000.0))
+        );
+        assert_eq!(ClaimPolicy::row_time(Some(0.5), Some(1.0)), Some(0.5));
+        assert_eq!(ClaimPolicy::row_time(None, None), None);
         assert!(p.is_straggler(2000.0, 1000.0));
         assert!(!p.is_straggler(1999.0, 1000.0));
     }

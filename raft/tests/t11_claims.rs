@@ -166,6 +166,28 @@ fn the_node_with_the_longest_predicted_batches_goes_first() {
     assert_eq!(next[0].node, "big", "{next:?}");
 }
 
+#[test]
+fn a_node_not_measured_yet_is_predicted_at_the_runs_time_per_row() {
+    let plan = PlanBuilder::new()
+        .split_file("small", "ts", &[100, 100, 100, 100])
+        .split_file("big", "tb", &[3000, 1000, 2000])
+        .build();
+    let mut l = started(plan, &["small", "big"]);
+    // Two of `small`'s batches claimed and measured at 1 ms per row; `big` has run nothing.
+    let picked = l.pick_chunk(None, 2, 0);
+    let s = claim(&mut l, 1, &picked, 1);
+    assert!(s.iter().all(|t| t.batch.node == "small"), "{s:?}");
+    l.apply(done(1, &s[0], 100, 100, 2)).expect("done");
+    l.apply(done(1, &s[1], 100, 100, 2)).expect("done");
+    // Its 3,000-row batch is predicted at the run's 1 ms per row, above `small`'s 100 ms,
+    // rather than at the first guess (50 ms) below them, which would hold `big`'s largest
+    // batches back until `small` ran dry.
+    let next = l.pick_chunk(None, 2, 0);
+    assert_eq!(next[0].node, "big", "{next:?}");
+    assert_eq!(idx(&next), [0, 2]);
+    assert_eq!(l.run(KS, 1).unwrap().ms_per_row(), Some(1.0));
+}
+
 /// A ledger whose batch 0 of node `a` is claimed by peer 1 at time 0 and backed up by peer 2
 /// at 5,000.
 fn backed_up() -> (Ledger, TaskRef) {

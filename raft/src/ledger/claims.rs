@@ -15,7 +15,8 @@ impl Ledger {
     /// Up to `max` claimable batches of one node, without building every pending task, longest
     /// predicted first: in the first active run with claimable batches (keyspace, then run
     /// order; only `only` when given), the node whose next batch has the longest predicted
-    /// time ([`ClaimPolicy::predict_ms`]; ties go to plan order) among those with unclaimed
+    /// time ([`ClaimPolicy::predict_ms`], an unmeasured node at the run's time per row:
+    /// [`ClaimPolicy::row_time`]; ties go to plan order) among those with unclaimed
     /// batches whose dependencies say go; of that node, its largest batches when the plan
     /// tells their rows, else its batches from `salt % batches` on. `salt` spreads concurrent
     /// peers over a node's batches instead of racing for the same ones.
@@ -40,6 +41,7 @@ impl Ledger {
             }
             // (node, reader run, lookup run, predicted time of its next batch)
             let mut best: Option<(&String, Option<u32>, Option<u32>, f64)> = None;
+            let run_ms_per_row = run.ms_per_row();
             for name in &run.processed {
                 let Some(nr) = run.nodes.get(name) else {
                     continue;
@@ -61,7 +63,8 @@ impl Ledger {
                         .0
                         .map(|r| r / u64::from(nr.batches_total().max(1))),
                 };
-                let ms = policy.predict_ms(rows, nr.ms_per_row(), nr.mean_batch_ms());
+                let per_row = ClaimPolicy::row_time(nr.ms_per_row(), run_ms_per_row);
+                let ms = policy.predict_ms(rows, per_row, nr.mean_batch_ms());
                 if best.as_ref().is_none_or(|b| ms > b.3) {
                     best = Some((name, reader_run, lookup_run, ms));
                 }

@@ -9,7 +9,7 @@ use plexus_core::plan::{FilePart, PlanNode, Reader};
 
 use crate::status::NodeBatchStatus;
 
-use super::state::{BatchState, Measured, NodeRun};
+use super::state::{BatchState, Measured, NodeRun, Run};
 
 /// The rows of each batch of a split file reader, from the parts' row counters: a part reads
 /// up to the next part of the same file; the last part of a file is estimated from the bytes
@@ -192,5 +192,18 @@ impl NodeRun {
             .take(max)
             .copied()
             .collect()
+    }
+}
+
+impl Run {
+    /// The run's measured time per row over every node that measured one, ms; `None` before a
+    /// successful batch read a row. What an unmeasured node's batches are predicted with
+    /// ([`crate::ClaimPolicy::row_time`]).
+    pub fn ms_per_row(&self) -> Option<f64> {
+        let (rows, ms) = self.nodes.values().fold((0u64, 0u64), |(r, m), nr| {
+            let x = &nr.measured;
+            (r.saturating_add(x.rows), m.saturating_add(x.ms))
+        });
+        (rows > 0).then(|| ms as f64 / rows as f64)
     }
 }
