@@ -513,7 +513,7 @@ impl<'a> Sim<'a> {
                 claimable,
                 live,
             );
-            self.ledger.pick_chunk(None, n, self.peers[p].salt)
+            self.ledger.pick_chunk_for(me, None, n, self.peers[p].salt)
         } else {
             Vec::new()
         };

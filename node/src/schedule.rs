@@ -124,13 +124,17 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
 /// The straggler of `found` ([`stragglers`], possibly computed a little earlier) an idle
 /// thread of `me` should back up: the first whose claim is still current without a backup in
 /// `ledger`, not `me`'s, and for which [`ClaimPolicy::may_back_up`] lets `me` contend. With
-/// the claim to name and the task to seal.
+/// the claim to name and the task to seal. None for a peer the ledger measured slow
+/// ([`Ledger::is_slow`]): its copy would likely lose to the one it backs up.
 pub fn pick_backup(
     ledger: &Ledger,
     found: &[Straggler],
     me: PeerId,
     policy: &ClaimPolicy,
 ) -> Option<(TaskRef, BatchTask)> {
+    if ledger.is_slow(me) {
+        return None;
+    }
     let peers = ledger.peer_leases().len().max(1);
     found
         .iter()
@@ -290,11 +294,18 @@ mod tests {
 
     /// A ledger whose run has two batches claimed by peer 2 at time 0.
     fn claimed_by_peer_2() -> Ledger {
+        files_claimed_by_peer_2(2, 10)
+    }
+
+    /// A ledger whose run reads `files` whole files, the first `claimed` of them claimed by
+    /// peer 2 at time 0.
+    fn files_claimed_by_peer_2(files: usize, claimed: usize) -> Ledger {
         let dir = tempfile::tempdir().unwrap();
+        let urls: Vec<String> = (0..files).map(|i| format!("/{i}.csv")).collect();
         let script = serde_json::json!({
             "dependency_policies": crate::files::default_policies(),
             "nodes": {"read": {"type": "file_table",
-                "r": {"urls": ["/a.csv", "/b.csv"], "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
+                "r": {"urls": urls, "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
                       "columns": {"col_a": {"col_type": "int", "csv": {"col_hdr": "a", "col_format": "%d"}}}},
                 "w": {"name": "t", "fields": {"a": {"expression": "r.col_a", "type": "int"}}}}}
         });
@@ -314,7 +325,7 @@ mod tests {
         })
         .unwrap();
         let tasks = l
-            .pick_chunk(None, 10, 0)
+            .pick_chunk(None, claimed, 0)
             .into_iter()
             .map(|t| plexus_raft::command::SealedClaim {
                 node: t.node,
@@ -453,6 +464,68 @@ mod tests {
         })
         .unwrap();
         assert!(backup_candidate(&l, 3, 2_000, &p).is_none());
+    }
+
+    /// Completes `batch` of the run for `peer`, which claims it first: `rows` rows in `ms`.
+    fn claim_and_complete(l: &mut Ledger, peer: PeerId, batch: u32, rows: u64, ms: u64, ts: i64) {
+        let t = l
+            .pick_chunk(None, 1, u64::from(batch))
+            .into_iter()
+            .find(|t| t.batch_idx == batch)
+            .expect("claimable");
+        let ev = l
+            .apply(Command::ClaimTasks {
+                keyspace: "ks".into(),
+                run_id: 1,
+                peer,
+                worker: format!("n{peer}"),
+                tasks: vec![plexus_raft::command::SealedClaim {
+                    node: t.node.clone(),
+                    batch_idx: batch,
+                    reader_run: None,
+                    lookup_run: None,
+                    sealed: vec![1],
+                }],
+                ts_ms: ts,
+            })
+            .unwrap();
+        let task = ev
+            .into_iter()
+            .find_map(|e| match e {
+                plexus_raft::Event::BatchClaimed { task, .. } => Some(task),
+                _ => None,
+            })
+            .expect("claimed");
+        l.apply(Command::CompleteTasks {
+            peer,
+            results: vec![plexus_raft::command::TaskResult {
+                task,
+                outcome: plexus_raft::command::TaskOutcome::Done {
+                    rows_in: rows,
+                    rows_out: rows,
+                    elapsed_ms: ms,
+                },
+            }],
+            ts_ms: ts + ms as i64,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_peer_measured_slow_runs_no_backups() {
+        // Peer 2 holds batch 0 since 0; peer 3 runs batches 1-2 at 1 ms per row, peer 1
+        // batches 3-5 at 5 ms per row.
+        let mut l = files_claimed_by_peer_2(6, 1);
+        claim_and_complete(&mut l, 3, 1, 1000, 1000, 0);
+        claim_and_complete(&mut l, 3, 2, 1000, 1000, 1000);
+        for b in 3..6 {
+            claim_and_complete(&mut l, 1, b, 1000, 5000, 0);
+        }
+        assert!(l.is_slow(1) && !l.is_slow(3));
+        let p = ClaimPolicy::DEFAULT;
+        // At 60 s batch 0 is a straggler: the fast peer may back it up, the slow one not.
+        assert!(backup_candidate(&l, 3, 60_000, &p).is_some());
+        assert!(backup_candidate(&l, 1, 60_000, &p).is_none());
     }
 
     #[test]

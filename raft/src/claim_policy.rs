@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::ledger::Pace;
+
 /// How many times a batch that failed with a retryable error is claimed before it fails for
 /// good. Decided here, not by executors, so every peer applies the same budget.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -37,6 +39,15 @@ pub struct ClaimPolicy {
     /// About this many peers contend for one straggler's backup (a hashed choice per batch),
     /// so a thousand idle peers do not all propose the same `ClaimBackup` at once.
     pub backup_contenders: usize,
+    /// A peer whose completed batches took this many times their predicted time is slow
+    /// ([`Self::is_slow`]): it takes the smallest batches and runs no backups.
+    pub slow_pace: f64,
+    /// Nor before this much predicted work of it completed, ms (one batch's noise is not a
+    /// peer's pace).
+    pub pace_min_ms: u64,
+    /// A peer's pace counts about this much of its latest predicted work, ms: the sums halve
+    /// past it, so a peer that was loaded for a while is not slow for ever.
+    pub pace_window_ms: u64,
 }
 
 impl ClaimPolicy {
@@ -50,6 +61,9 @@ impl ClaimPolicy {
         backup_factor: 2.0,
         backup_min_ms: 1000.0,
         backup_contenders: 8,
+        slow_pace: 2.0,
+        pace_min_ms: 2_000,
+        pace_window_ms: 60_000,
     };
 
     /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
@@ -99,6 +113,29 @@ impl ClaimPolicy {
     /// batches would wait until the measured nodes ran dry and start near the end of the run.
     pub fn row_time(node: Option<f64>, run: Option<f64>) -> Option<f64> {
         node.or(run)
+    }
+
+    /// A peer's pace after one more completed batch predicted at `predicted_ms` that took
+    /// `elapsed_ms`: both added, both halved once the predicted sum passes
+    /// [`Self::pace_window_ms`].
+    pub fn next_pace(&self, pace: Pace, predicted_ms: u64, elapsed_ms: u64) -> Pace {
+        let mut p = Pace {
+            predicted_ms: pace.predicted_ms.saturating_add(predicted_ms),
+            elapsed_ms: pace.elapsed_ms.saturating_add(elapsed_ms),
+        };
+        if p.predicted_ms > self.pace_window_ms {
+            p.predicted_ms /= 2;
+            p.elapsed_ms /= 2;
+        }
+        p
+    }
+
+    /// Whether a peer of this pace is slow: at least [`Self::pace_min_ms`] of its work
+    /// measured, taking [`Self::slow_pace`] times its prediction or more. A slow peer holding
+    /// the longest batches or running backups is what holds a run's end.
+    pub fn is_slow(&self, pace: &Pace) -> bool {
+        pace.predicted_ms >= self.pace_min_ms
+            && pace.elapsed_ms as f64 >= self.slow_pace * pace.predicted_ms as f64
     }
 
     /// Whether a batch started `running_ms` ago with a prediction of `predicted_ms` is a
@@ -164,6 +201,24 @@ mod tests {
         assert_eq!(ClaimPolicy::row_time(None, None), None);
         assert!(p.is_straggler(2000.0, 1000.0));
         assert!(!p.is_straggler(1999.0, 1000.0));
+    }
+
+    #[test]
+    fn a_peer_is_slow_once_enough_of_its_work_took_twice_its_prediction() {
+        let p = ClaimPolicy::DEFAULT;
+        let one = p.next_pace(Pace::default(), 1000, 5000);
+        assert!(!p.is_slow(&one), "one batch is not a pace");
+        let two = p.next_pace(one, 1000, 5000);
+        assert!(p.is_slow(&two));
+        let noisy = p.next_pace(p.next_pace(Pace::default(), 1000, 1300), 1000, 1200);
+        assert!(!p.is_slow(&noisy), "noise is not slowness");
+        // Past the window the sums halve: a peer that recovers stops being slow.
+        let mut pace = two;
+        for _ in 0..200 {
+            pace = p.next_pace(pace, 1000, 1000);
+        }
+        assert!(pace.predicted_ms <= p.pace_window_ms);
+        assert!(!p.is_slow(&pace), "{pace:?}");
     }
 
     #[test]

@@ -188,6 +188,36 @@ fn a_node_not_measured_yet_is_predicted_at_the_runs_time_per_row() {
     assert_eq!(l.run(KS, 1).unwrap().ms_per_row(), Some(1.0));
 }
 
+#[test]
+fn a_peer_measured_slow_takes_the_smallest_batches() {
+    let rows = [4000, 3000, 1500, 1200, 100, 90, 80, 50, 30, 20];
+    let mut l = started(
+        PlanBuilder::new().split_file("a", "ta", &rows).build(),
+        &["a"],
+    );
+    // Peer 1 runs the two largest at 1 ms per row; peer 2 the next two at 5 ms per row.
+    let picked = l.pick_chunk_for(1, None, 2, 0);
+    let fast = claim(&mut l, 1, &picked, 0);
+    let picked = l.pick_chunk_for(2, None, 2, 0);
+    let slow = claim(&mut l, 2, &picked, 0);
+    assert_eq!(
+        idx(&picked),
+        [2, 3],
+        "nothing measured: both take the largest"
+    );
+    l.apply(done(1, &fast[0], 4000, 4000, 4_000)).unwrap();
+    l.apply(done(1, &fast[1], 3000, 3000, 7_000)).unwrap();
+    l.apply(done(2, &slow[0], 1500, 7_500, 7_500)).unwrap();
+    assert!(!l.is_slow(2), "one short batch is not a pace");
+    l.apply(done(2, &slow[1], 1200, 6_000, 13_500)).unwrap();
+    assert!(l.is_slow(2));
+    assert!(!l.is_slow(1));
+    // The slow peer starts at the small end, the others keep taking the largest.
+    assert_eq!(idx(&l.pick_chunk_for(2, None, 2, 0)), [9, 8]);
+    assert_eq!(idx(&l.pick_chunk_for(1, None, 2, 0)), [4, 5]);
+    assert_eq!(idx(&l.pick_chunk(None, 2, 0)), [4, 5]);
+}
+
 /// A ledger whose batch 0 of node `a` is claimed by peer 1 at time 0 and backed up by peer 2
 /// at 5,000.
 fn backed_up() -> (Ledger, TaskRef) {

@@ -116,7 +116,7 @@ impl Executor {
                 Scope::Run { keyspace, run_id } => Some((keyspace.as_str(), *run_id)),
                 Scope::Any => None,
             };
-            let picked = l.pick_chunk(only, self.settings.max_chunk, salt);
+            let picked = l.pick_chunk_for(self.settings.peer, only, self.settings.max_chunk, salt);
             let claimable = picked
                 .first()
                 .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));

@@ -21,6 +21,29 @@ impl Ledger {
     /// tells their rows, else its batches from `salt % batches` on. `salt` spreads concurrent
     /// peers over a node's batches instead of racing for the same ones.
     pub fn pick_chunk(&self, only: Option<(&str, u32)>, max: usize, salt: u64) -> Vec<BatchTask> {
+        self.pick(only, max, salt, false)
+    }
+
+    /// [`Self::pick_chunk`] for `peer`: a peer the ledger measured slow ([`Self::is_slow`])
+    /// takes the chosen node's smallest batches instead of its largest, so the longest
+    /// batches run where they finish soonest and a slow peer's last claims are short.
+    pub fn pick_chunk_for(
+        &self,
+        peer: PeerId,
+        only: Option<(&str, u32)>,
+        max: usize,
+        salt: u64,
+    ) -> Vec<BatchTask> {
+        self.pick(only, max, salt, self.is_slow(peer))
+    }
+
+    fn pick(
+        &self,
+        only: Option<(&str, u32)>,
+        max: usize,
+        salt: u64,
+        smallest_first: bool,
+    ) -> Vec<BatchTask> {
         let policy = ClaimPolicy::DEFAULT;
         let runs: Vec<(&str, &Run)> = match only {
             Some((ks, run_id)) => self
@@ -76,7 +99,7 @@ impl Ledger {
             };
             let (reader_rows, lookup_rows) = self.input_rows(ks, run, name, reader_run, lookup_run);
             return nr
-                .pick_order(max, salt, policy.pick_spread)
+                .pick_order(max, salt, policy.pick_spread, smallest_first)
                 .into_iter()
                 .map(|i| BatchTask {
                     plan_hash: run.plan_hash,

@@ -160,20 +160,31 @@ impl NodeRun {
     }
 
     /// Unclaimed batches to pick, up to `max`: largest first when the plan tells their rows
-    /// (from `salt % spread` among the largest, so concurrent claimers spread), else from
-    /// `salt % batches` in index order, wrapping.
-    pub(super) fn pick_order(&self, max: usize, salt: u64, spread: usize) -> Vec<u32> {
+    /// (smallest first with `smallest_first`; from `salt % spread` among them, so concurrent
+    /// claimers spread), else from `salt % batches` in index order, wrapping.
+    pub(super) fn pick_order(
+        &self,
+        max: usize,
+        salt: u64,
+        spread: usize,
+        smallest_first: bool,
+    ) -> Vec<u32> {
         let max = max.max(1);
         if !self.by_size.is_empty() {
             let skip = (salt % self.by_size.len().min(spread.max(1)) as u64) as usize;
-            let mut out: Vec<u32> = self
-                .by_size
-                .iter()
-                .skip(skip)
-                .chain(self.by_size.iter().take(skip))
-                .map(|(_, i)| *i)
-                .take(max)
-                .collect();
+            let order: Box<dyn Iterator<Item = &(Reverse<u64>, u32)> + '_> = if smallest_first {
+                Box::new(self.by_size.iter().rev())
+            } else {
+                Box::new(self.by_size.iter())
+            };
+            let head: Vec<u32> = order.map(|(_, i)| *i).take(skip + max).collect();
+            let mut out: Vec<u32> = head.iter().skip(skip).copied().collect();
+            // Fewer than `skip + max` left: wrap to the first ones skipped.
+            out.extend(
+                head.iter()
+                    .take(skip.min(max.saturating_sub(out.len())))
+                    .copied(),
+            );
             // Batches without a known size (none in a fully split reader) come last.
             if out.len() < max {
                 out.extend(

@@ -5,6 +5,7 @@
 use plexus_core::task::BatchId;
 
 use crate::claim_policy::ClaimPolicy;
+use crate::command::PeerId;
 
 use super::state::{BackupCounters, Ledger, NodeRun};
 
@@ -32,6 +33,28 @@ impl Ledger {
             nr.and_then(NodeRun::ms_per_row),
             nr.and_then(NodeRun::mean_batch_ms),
         )
+    }
+
+    /// Counts a completed batch of `rows` rows that took `elapsed_ms` on `peer` into its pace
+    /// ([`ClaimPolicy::next_pace`]), predicted at the node's time per row before this batch
+    /// (the run's while the node has none); nothing while the run has none.
+    pub(super) fn count_pace(&mut self, peer: PeerId, id: &BatchId, rows: u64, elapsed_ms: u64) {
+        let per_row = self.run(&id.keyspace, id.run_id).ok().and_then(|r| {
+            ClaimPolicy::row_time(r.nodes.get(&id.node)?.ms_per_row(), r.ms_per_row())
+        });
+        let Some(per_row) = per_row else {
+            return;
+        };
+        let predicted = (rows as f64 * per_row).round() as u64;
+        let lease = self.peers.entry(peer).or_default();
+        lease.pace = ClaimPolicy::DEFAULT.next_pace(lease.pace, predicted, elapsed_ms);
+    }
+
+    /// Whether the ledger measured `peer` slow ([`ClaimPolicy::is_slow`]).
+    pub fn is_slow(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|p| ClaimPolicy::DEFAULT.is_slow(&p.pace))
     }
 
     /// Speculative backups so far.
