@@ -16,8 +16,8 @@ pub const FIRST_GUESS_MS: f64 = ClaimPolicy::DEFAULT.first_guess_ms;
 
 /// How many tasks of a node to claim in one entry ([`ClaimPolicy::chunk_size`] with this
 /// chunk window and bound): about `window` of work per thread by the node's mean batch time
-/// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown), at most `max`, and at most a fair share of
-/// the `claimable` tasks among `live` peers.
+/// (`batch_ms`; one per thread when unknown), at most `max`, and at most a fair share of the
+/// `claimable` tasks among `live` peers.
 pub fn chunk_size(
     window: Duration,
     batch_ms: Option<f64>,
@@ -47,11 +47,13 @@ pub struct Straggler {
     draw: u64,
 }
 
-/// The stragglers of every run near its end (nothing left to claim in it), for any peer:
-/// started claims in nodes that allow backups ([`backups_allowed`]), have measured a batch and
-/// have no backup yet, that [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms`;
-/// furthest past their prediction first. [`pick_backup`] chooses one peer's among them, so a
-/// caller deciding for many peers (the simulator) looks at the running claims once.
+/// The stragglers of every active run, for any peer: claims in nodes that allow backups
+/// ([`backups_allowed`]), have measured a batch and have no backup yet, that
+/// [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms` — all of them once nothing is
+/// left to claim in the run, before that only those [`ClaimPolicy::is_critical`] calls
+/// critical (a copy would need the rest of the run, [`Ledger::remaining_ms`]); furthest past
+/// their prediction first. [`pick_backup`] chooses one peer's among them, so a caller deciding
+/// for many peers (the simulator) looks at the running claims once.
 pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Straggler> {
     let mut out = Vec::new();
     for ks_name in ledger.keyspace_names() {
@@ -59,9 +61,18 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
             continue;
         };
         for run in ks.runs.values() {
-            if run.status() != RunStatus::Start || ledger.claimable(&ks_name, run.run_id) > 0 {
+            if run.status() != RunStatus::Start {
                 continue;
             }
+            // While there is work to claim, only what would otherwise hold the end.
+            let remaining = if ledger.claimable(&ks_name, run.run_id) > 0 {
+                match ledger.remaining_ms(&ks_name, run.run_id) {
+                    Some(r) => Some(r),
+                    None => continue,
+                }
+            } else {
+                None
+            };
             let Some(plan) = ledger.plan(&run.plan_hash) else {
                 continue;
             };
@@ -84,8 +95,10 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                         continue;
                     };
                     let running = (now_ms - c.ts_ms) as f64;
-                    // Nothing is a straggler before the policy's minimum time (cheap first).
-                    if running < policy.backup_min_ms {
+                    // Nothing is a straggler before the policy's minimum time unless its
+                    // holder is slow (cheap first).
+                    let holder_slow = ledger.is_slow(c.peer);
+                    if running < policy.backup_min_ms && !holder_slow {
                         continue;
                     }
                     let id = BatchId {
@@ -100,7 +113,9 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                         None => ledger.predicted_rows(&id, c.reader_run),
                     };
                     let predicted = policy.predict_ms(rows, ms_per_row, Some(mean));
-                    if !policy.is_straggler(running, predicted) {
+                    if !policy.is_straggler(running, predicted, holder_slow)
+                        || remaining.is_some_and(|r| !policy.is_critical(predicted, r))
+                    {
                         continue;
                     }
                     out.push(Straggler {
@@ -280,8 +295,8 @@ mod tests {
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {
         let w = Duration::from_millis(100);
-        // Unknown: the first guess, 2 per thread.
-        assert_eq!(chunk_size(w, None, 2, 256, 1000, 1), 4);
+        // Unknown: one per thread.
+        assert_eq!(chunk_size(w, None, 2, 256, 1000, 1), 2);
         // Short batches fill the window, up to the bound.
         assert_eq!(chunk_size(w, Some(1.0), 2, 256, 1000, 1), 200);
         assert_eq!(chunk_size(w, Some(0.1), 4, 256, 10_000, 1), 256);
@@ -466,8 +481,8 @@ mod tests {
         assert!(backup_candidate(&l, 3, 2_000, &p).is_none());
     }
 
-    /// Completes `batch` of the run for `peer`, which claims it first: `rows` rows in `ms`.
-    fn claim_and_complete(l: &mut Ledger, peer: PeerId, batch: u32, rows: u64, ms: u64, ts: i64) {
+    /// Claims `batch` of the run for `peer` at `ts`.
+    fn claim_one(l: &mut Ledger, peer: PeerId, batch: u32, ts: i64) -> TaskRef {
         let t = l
             .pick_chunk(None, 1, u64::from(batch))
             .into_iter()
@@ -489,13 +504,17 @@ mod tests {
                 ts_ms: ts,
             })
             .unwrap();
-        let task = ev
-            .into_iter()
+        ev.into_iter()
             .find_map(|e| match e {
                 plexus_raft::Event::BatchClaimed { task, .. } => Some(task),
                 _ => None,
             })
-            .expect("claimed");
+            .expect("claimed")
+    }
+
+    /// Completes `batch` of the run for `peer`, which claims it first: `rows` rows in `ms`.
+    fn claim_and_complete(l: &mut Ledger, peer: PeerId, batch: u32, rows: u64, ms: u64, ts: i64) {
+        let task = claim_one(l, peer, batch, ts);
         l.apply(Command::CompleteTasks {
             peer,
             results: vec![plexus_raft::command::TaskResult {
@@ -526,6 +545,25 @@ mod tests {
         // At 60 s batch 0 is a straggler: the fast peer may back it up, the slow one not.
         assert!(backup_candidate(&l, 3, 60_000, &p).is_some());
         assert!(backup_candidate(&l, 1, 60_000, &p).is_none());
+    }
+
+    #[test]
+    fn a_straggler_that_would_hold_the_end_is_backed_up_before_it() {
+        // Peer 2 holds batch 0 since 0; batch 1 measured the node at 1 s a batch.
+        let mut l = files_claimed_by_peer_2(10, 1);
+        claim_and_complete(&mut l, 3, 1, 1000, 1000, 0);
+        let p = ClaimPolicy::DEFAULT;
+        // At 5 s batch 0 runs 5x its prediction, but 8 batches are left for the 1 running
+        // claim's thread (8 s): time enough to back it up at the end.
+        assert_eq!(l.remaining_ms("ks", 1), Some(8000.0));
+        assert!(backup_candidate(&l, 3, 5_000, &p).is_none());
+        // With 7 of them claimed, 1 left over 8 running claims needs an eighth of a second:
+        // a copy of batch 0 (1 s) now needs more than the rest of the run.
+        for b in 2..9 {
+            claim_one(&mut l, 4, b, 4_000);
+        }
+        let (claim, _) = backup_candidate(&l, 3, 5_000, &p).expect("a critical straggler");
+        assert_eq!(claim.batch.batch_idx, 0);
     }
 
     #[test]

@@ -27,10 +27,18 @@ pub struct ClaimPolicy {
     /// rest is the old mean): recent enough to follow a change, smooth enough to ignore one
     /// outlier.
     pub mean_weight: f64,
-    /// Concurrent claimers start their pick at `salt % pick_spread` among the largest
+    /// Concurrent claimers start their pick at `salt % spread` among the largest
     /// unclaimed batches, so they rarely race for the same ones while still taking the
-    /// longest first.
+    /// longest first; `spread` is at least this ([`Self::spread`]).
     pub pick_spread: usize,
+    /// And it grows by one for this many peers the ledger knows: the claims racing within one
+    /// commit grow with the peers, and a spread narrower than they ask for caps what one
+    /// commit can hand out (at 10,000 peers, 64 start points meant 84 claim proposals per
+    /// batch).
+    pub peers_per_start: usize,
+    /// But it is at most the claimable batches over this, so near the end of a run the last
+    /// claims still take the longest of what is left.
+    pub claimable_per_start: usize,
     /// A started batch running this many times its predicted time is a straggler: an idle
     /// thread may run a backup of it once nothing is left to claim.
     pub backup_factor: f64,
@@ -58,6 +66,8 @@ impl ClaimPolicy {
         first_guess_ms: 50.0,
         mean_weight: 0.3,
         pick_spread: 64,
+        peers_per_start: 8,
+        claimable_per_start: 8,
         backup_factor: 2.0,
         backup_min_ms: 1000.0,
         backup_contenders: 8,
@@ -67,9 +77,11 @@ impl ClaimPolicy {
     };
 
     /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
-    /// per thread by the node's mean batch time (`batch_ms`, [`Self::first_guess_ms`] when
-    /// unknown), at most [`Self::max_chunk`] and at most `max`, and at most a fair share of
-    /// the `claimable` tasks among `live` peers.
+    /// per thread by the node's mean batch time (`batch_ms`), at most [`Self::max_chunk`] and
+    /// at most `max`, and at most a fair share of the `claimable` tasks among `live` peers.
+    /// One per thread while the batch time is unknown: the first claims of a run are its
+    /// largest batches, and a second one queued behind a long first one (on a peer not
+    /// known to be slow yet) waits as long as the first runs.
     pub fn chunk_size(
         &self,
         batch_ms: Option<f64>,
@@ -79,12 +91,24 @@ impl ClaimPolicy {
         live: usize,
     ) -> usize {
         let max = max.min(self.max_chunk).max(1);
-        let ms = batch_ms.unwrap_or(self.first_guess_ms).max(0.01);
-        let per_thread =
-            (self.chunk_window.as_secs_f64() * 1000.0 / ms).clamp(1.0, max as f64) as usize;
+        let per_thread = batch_ms.map_or(1, |ms| {
+            (self.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01)).clamp(1.0, max as f64)
+                as usize
+        });
         (per_thread * threads.max(1))
             .min(Self::fair_share(claimable, live))
             .clamp(1, max)
+    }
+
+    /// How many of the largest unclaimed batches concurrent claimers start their picks
+    /// among, with `peers` peers known and `claimable` batches to pick from: at least
+    /// [`Self::pick_spread`], one more per [`Self::peers_per_start`] peers, and no more than
+    /// the claimable batches over [`Self::claimable_per_start`] (unless that is below
+    /// [`Self::pick_spread`]).
+    pub fn spread(&self, peers: usize, claimable: usize) -> usize {
+        let by_peers = peers / self.peers_per_start.max(1);
+        let by_claimable = claimable / self.claimable_per_start.max(1);
+        by_peers.min(by_claimable).max(self.pick_spread)
     }
 
     /// A peer's fair share of `claimable` tasks among `live` peers (at least 1).
@@ -138,10 +162,41 @@ impl ClaimPolicy {
             && pace.elapsed_ms as f64 >= self.slow_pace * pace.predicted_ms as f64
     }
 
+    /// A peer's pace as a ratio, its batches' time over their prediction (1 before it
+    /// completed any).
+    pub fn pace_ratio(pace: &Pace) -> f64 {
+        if pace.predicted_ms == 0 {
+            1.0
+        } else {
+            pace.elapsed_ms as f64 / pace.predicted_ms as f64
+        }
+    }
+
+    /// Whether a peer measured slow, at `pace` (its time over predictions), may claim a batch
+    /// predicted at `predicted_ms` while its run is estimated to need `remaining_ms` more
+    /// ([`crate::Ledger::remaining_ms`]): only if it would finish it within that time.
+    /// Otherwise the other peers finish the rest sooner, and its claim would be the last batch
+    /// to finish (or wait for a backup).
+    pub fn slow_may_claim(&self, pace: f64, predicted_ms: f64, remaining_ms: f64) -> bool {
+        pace * predicted_ms <= remaining_ms
+    }
+
     /// Whether a batch started `running_ms` ago with a prediction of `predicted_ms` is a
-    /// straggler worth a backup.
-    pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64) -> bool {
-        running_ms >= self.backup_min_ms && running_ms >= self.backup_factor * predicted_ms
+    /// straggler worth a backup: [`Self::backup_factor`] times past its prediction, and
+    /// [`Self::backup_min_ms`] old unless its holder is measured slow (`holder_slow`: then
+    /// it is late for sure, not by noise).
+    pub fn is_straggler(&self, running_ms: f64, predicted_ms: f64, holder_slow: bool) -> bool {
+        (holder_slow || running_ms >= self.backup_min_ms)
+            && running_ms >= self.backup_factor * predicted_ms
+    }
+
+    /// Whether a straggler predicted at `predicted_ms` is backed up while its run still has
+    /// batches to claim, which the run is estimated to need `remaining_ms` for
+    /// ([`crate::Ledger::remaining_ms`]): when a copy started now would take as long as the
+    /// rest of the run. Started later, at the end, it would finish after everything else (at
+    /// 10,000 peers, an 11 s batch a slow peer claimed first finished 10 s after the rest).
+    pub fn is_critical(&self, predicted_ms: f64, remaining_ms: f64) -> bool {
+        predicted_ms >= remaining_ms
     }
 
     /// Whether a peer whose hash for a straggler is `draw` may contend for its backup among
@@ -167,8 +222,8 @@ mod tests {
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {
         let p = ClaimPolicy::DEFAULT;
-        // Unknown: the first guess, 2 per thread.
-        assert_eq!(p.chunk_size(None, 2, 256, 1000, 1), 4);
+        // Unknown: one per thread.
+        assert_eq!(p.chunk_size(None, 2, 256, 1000, 1), 2);
         // Short batches fill the window, up to the bound.
         assert_eq!(p.chunk_size(Some(1.0), 2, 256, 1000, 1), 200);
         assert_eq!(p.chunk_size(Some(0.1), 4, 256, 10_000, 1), 256);
@@ -188,7 +243,12 @@ mod tests {
         assert_eq!(p.predict_ms(Some(1000), None, None), p.first_guess_ms);
         assert_eq!(p.next_mean(None, 10.0), 10.0);
         assert!((p.next_mean(Some(10.0), 20.0) - 13.0).abs() < 1e-9);
-        assert!(!p.is_straggler(500.0, 100.0), "too young");
+        assert!(!p.is_straggler(500.0, 100.0, false), "too young");
+        assert!(
+            p.is_straggler(500.0, 100.0, true),
+            "young, but on a slow peer"
+        );
+        assert!(!p.is_straggler(150.0, 100.0, true));
         // An unmeasured node borrows the run's time per row: its 5,000-row batch ranks above
         // a measured node's 1,000-row one instead of at the first guess.
         let borrowed = ClaimPolicy::row_time(None, Some(1.0));
@@ -199,8 +259,25 @@ mod tests {
         );
         assert_eq!(ClaimPolicy::row_time(Some(0.5), Some(1.0)), Some(0.5));
         assert_eq!(ClaimPolicy::row_time(None, None), None);
-        assert!(p.is_straggler(2000.0, 1000.0));
-        assert!(!p.is_straggler(1999.0, 1000.0));
+        assert!(p.is_straggler(2000.0, 1000.0, false));
+        assert!(!p.is_straggler(1999.0, 1000.0, false));
+    }
+
+    #[test]
+    fn the_pick_spread_grows_with_the_peers_and_shrinks_near_the_end() {
+        let p = ClaimPolicy::DEFAULT;
+        assert_eq!(p.spread(100, 10_000), 64, "small clusters: the floor");
+        assert_eq!(
+            p.spread(10_000, 1_000_000),
+            1_250,
+            "one start point per 8 peers"
+        );
+        assert_eq!(
+            p.spread(10_000, 4_000),
+            500,
+            "at most an eighth of what is left"
+        );
+        assert_eq!(p.spread(10_000, 100), 64);
     }
 
     #[test]
@@ -219,6 +296,21 @@ mod tests {
         }
         assert!(pace.predicted_ms <= p.pace_window_ms);
         assert!(!p.is_slow(&pace), "{pace:?}");
+        // Near the end a slow peer leaves what it would finish after the rest.
+        assert_eq!(ClaimPolicy::pace_ratio(&two), 5.0);
+        assert!(p.slow_may_claim(5.0, 250.0, 2000.0));
+        assert!(!p.slow_may_claim(5.0, 250.0, 1000.0));
+    }
+
+    #[test]
+    fn a_straggler_is_backed_up_before_the_end_when_it_needs_the_rest_of_the_run() {
+        let p = ClaimPolicy::DEFAULT;
+        assert!(
+            !p.is_critical(11_000.0, 30_000.0),
+            "time enough to back it up at the end"
+        );
+        assert!(p.is_critical(11_000.0, 11_000.0));
+        assert!(p.is_critical(11_000.0, 2_000.0));
     }
 
     #[test]

@@ -22,15 +22,17 @@ impl Ledger {
         Some(rows? / u64::from(nr.batches_total().max(1)))
     }
 
-    /// A batch's predicted time, ms ([`ClaimPolicy::predict_ms`]).
+    /// A batch's predicted time, ms ([`ClaimPolicy::predict_ms`], at the run's time per row
+    /// while its node has none: [`ClaimPolicy::row_time`]).
     pub fn predicted_ms(&self, policy: &ClaimPolicy, id: &BatchId, reader_run: Option<u32>) -> f64 {
-        let nr = self
-            .run(&id.keyspace, id.run_id)
-            .ok()
-            .and_then(|r| r.nodes.get(&id.node));
+        let run = self.run(&id.keyspace, id.run_id).ok();
+        let nr = run.and_then(|r| r.nodes.get(&id.node));
         policy.predict_ms(
             self.predicted_rows(id, reader_run),
-            nr.and_then(NodeRun::ms_per_row),
+            ClaimPolicy::row_time(
+                nr.and_then(NodeRun::ms_per_row),
+                run.and_then(|r| r.ms_per_row()),
+            ),
             nr.and_then(NodeRun::mean_batch_ms),
         )
     }
@@ -55,6 +57,40 @@ impl Ledger {
         self.peers
             .get(&peer)
             .is_some_and(|p| ClaimPolicy::DEFAULT.is_slow(&p.pace))
+    }
+
+    /// About how long a run's unclaimed batches still need, ms: their predicted work (their
+    /// rows at their node's time per row where the plan tells them — the run's where the node
+    /// has none —, else the node's mean batch time, else the run's) over the run's claimed
+    /// batches, about one a busy thread. `None` while the run has measured nothing or claims
+    /// nothing.
+    pub fn remaining_ms(&self, keyspace: &str, run_id: u32) -> Option<f64> {
+        let run = self.run(keyspace, run_id).ok()?;
+        let (batches, ms) = run.nodes.values().fold((0u64, 0u64), |(b, m), nr| {
+            (
+                b.saturating_add(nr.measured.batches),
+                m.saturating_add(nr.measured.ms),
+            )
+        });
+        let run_mean = (batches > 0).then(|| ms as f64 / batches as f64)?;
+        let running: usize = run.nodes.values().map(|nr| nr.running.len()).sum();
+        if running == 0 {
+            return None;
+        }
+        let run_per_row = run.ms_per_row();
+        let work: f64 = run
+            .nodes
+            .values()
+            .map(|nr| {
+                let no_size = nr.unclaimed.len().saturating_sub(nr.by_size.len());
+                let sized = match ClaimPolicy::row_time(nr.ms_per_row(), run_per_row) {
+                    Some(per_row) => nr.unclaimed_rows as f64 * per_row,
+                    None => nr.by_size.len() as f64 * run_mean,
+                };
+                sized + no_size as f64 * nr.mean_batch_ms().unwrap_or(run_mean)
+            })
+            .sum();
+        Some(work / running as f64)
     }
 
     /// Speculative backups so far.

@@ -188,6 +188,8 @@ pub struct NodeRun {
     /// The pool's batches whose rows the plan tells ([`BatchState::rows`]), largest first:
     /// the order claims take them in.
     pub(super) by_size: BTreeSet<(Reverse<u64>, u32)>,
+    /// The rows of the batches in `by_size`, so the work left needs no scan.
+    pub(super) unclaimed_rows: u64,
     /// Claimed batches (status start), so a look for stragglers needs no scan.
     pub(super) running: BTreeSet<u32>,
     /// What the node's successful batches read and took: its measured time per row.
