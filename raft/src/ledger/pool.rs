@@ -165,6 +165,15 @@ impl NodeRun {
         self.running.iter().copied()
     }
 
+    /// The pool's sized batches, largest first (smallest first with `smallest_first`).
+    fn size_order(&self, smallest_first: bool) -> SizeOrder<'_> {
+        if smallest_first {
+            Box::new(self.by_size.iter().rev())
+        } else {
+            Box::new(self.by_size.iter())
+        }
+    }
+
     /// Whether the pool holds batches whose rows the plan tells.
     pub(super) fn has_sizes(&self) -> bool {
         !self.by_size.is_empty()
@@ -188,11 +197,7 @@ impl NodeRun {
         let max = max.max(1);
         if !self.by_size.is_empty() {
             let skip = (salt % self.by_size.len().min(spread.max(1)) as u64) as usize;
-            let order: Box<dyn Iterator<Item = &(Reverse<u64>, u32)> + '_> = if smallest_first {
-                Box::new(self.by_size.iter().rev())
-            } else {
-                Box::new(self.by_size.iter())
-            };
+            let order = self.size_order(smallest_first);
             let head: Vec<u32> = order.map(|(_, i)| *i).take(skip + max).collect();
             let mut out: Vec<u32> = head.iter().skip(skip).copied().collect();
             // Fewer than `skip + max` left: wrap to the first ones skipped.
@@ -235,6 +240,9 @@ impl Run {
     }
 }
 
+/// One pool's sized batches in the order of a pick.
+type SizeOrder<'a> = Box<dyn Iterator<Item = &'a (Reverse<u64>, u32)> + 'a>;
+
 /// Up to `max` batches of several nodes' pools (`pools`: each node with the time per row its
 /// batches are predicted at) in one order by predicted time, longest first (shortest first
 /// with `smallest_first`; equal times in the order of `pools`, then of batch index), from
@@ -256,17 +264,9 @@ pub(super) fn merged_order(
         let us = (rows as f64 * pools[k].1 * 1000.0) as u64;
         if smallest_first { u64::MAX - us } else { us }
     };
-    let mut iters: Vec<Box<dyn Iterator<Item = &(Reverse<u64>, u32)> + '_>> = pools
+    let mut iters: Vec<SizeOrder<'_>> = pools
         .iter()
-        .map(
-            |(nr, _)| -> Box<dyn Iterator<Item = &(Reverse<u64>, u32)> + '_> {
-                if smallest_first {
-                    Box::new(nr.by_size.iter().rev())
-                } else {
-                    Box::new(nr.by_size.iter())
-                }
-            },
-        )
+        .map(|(nr, _)| nr.size_order(smallest_first))
         .collect();
     // (key, first pool, first batch): the heap's greatest is the next in the order.
     let mut heap = BinaryHeap::new();
