@@ -538,9 +538,12 @@ impl<'a> Sim<'a> {
         let claimable = self.ledger.claimable(&self.ks, 1);
         let picked: Vec<BatchTask> = if claimable > 0 {
             let live = self.live_peers(since);
+            // Every batch of the simulated plan is a part of a split file: the ledger knows
+            // its rows.
             let n = schedule::chunk_size(
                 Duration::from_millis(self.a.window_ms),
                 self.peers[p].batch_ms,
+                true,
                 self.a.threads,
                 policy.max_chunk,
                 claimable,

@@ -16,11 +16,13 @@ pub const FIRST_GUESS_MS: f64 = ClaimPolicy::DEFAULT.first_guess_ms;
 
 /// How many tasks of a node to claim in one entry ([`ClaimPolicy::chunk_size`] with this
 /// chunk window and bound): about `window` of work per thread by the node's mean batch time
-/// (`batch_ms`; one per thread when unknown), at most `max`, and at most a fair share of the
+/// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown; one per thread when unknown and the ledger
+/// knows the batches' sizes, `sized`), at most `max`, and at most a fair share of the
 /// `claimable` tasks among `live` peers.
 pub fn chunk_size(
     window: Duration,
     batch_ms: Option<f64>,
+    sized: bool,
     threads: usize,
     max: usize,
     claimable: usize,
@@ -31,7 +33,7 @@ pub fn chunk_size(
         max_chunk: max,
         ..ClaimPolicy::DEFAULT
     };
-    policy.chunk_size(batch_ms, threads, max, claimable, live)
+    policy.chunk_size(batch_ms, sized, threads, max, claimable, live)
 }
 
 /// A started claim running far past its prediction ([`stragglers`]).
@@ -295,16 +297,17 @@ mod tests {
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {
         let w = Duration::from_millis(100);
-        // Unknown: one per thread.
-        assert_eq!(chunk_size(w, None, 2, 256, 1000, 1), 2);
+        // Unknown: the first guess, 2 per thread; one per thread for batches of known sizes.
+        assert_eq!(chunk_size(w, None, false, 2, 256, 1000, 1), 4);
+        assert_eq!(chunk_size(w, None, true, 2, 256, 1000, 1), 2);
         // Short batches fill the window, up to the bound.
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 1000, 1), 200);
-        assert_eq!(chunk_size(w, Some(0.1), 4, 256, 10_000, 1), 256);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 1000, 1), 200);
+        assert_eq!(chunk_size(w, Some(0.1), false, 4, 256, 10_000, 1), 256);
         // Long batches: one per thread.
-        assert_eq!(chunk_size(w, Some(5000.0), 3, 256, 1000, 1), 3);
+        assert_eq!(chunk_size(w, Some(5000.0), false, 3, 256, 1000, 1), 3);
         // Never more than a fair share among live peers, never zero.
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 30, 3), 10);
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 0, 3), 1);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 30, 3), 10);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 0, 3), 1);
     }
 
     /// A ledger whose run has two batches claimed by peer 2 at time 0.

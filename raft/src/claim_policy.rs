@@ -77,24 +77,28 @@ impl ClaimPolicy {
     };
 
     /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
-    /// per thread by the node's mean batch time (`batch_ms`), at most [`Self::max_chunk`] and
-    /// at most `max`, and at most a fair share of the `claimable` tasks among `live` peers.
-    /// One per thread while the batch time is unknown: the first claims of a run are its
-    /// largest batches, and a second one queued behind a long first one (on a peer not
-    /// known to be slow yet) waits as long as the first runs.
+    /// per thread by the node's mean batch time (`batch_ms`, [`Self::first_guess_ms`] when
+    /// unknown), at most [`Self::max_chunk`] and at most `max`, and at most a fair share of
+    /// the `claimable` tasks among `live` peers. One per thread while the batch time is
+    /// unknown and the ledger knows the batches' sizes (`sized`): then the first claims of a
+    /// run are its largest batches, and a second one queued behind a long first one (on a
+    /// peer not known to be slow yet) waits as long as the first runs.
     pub fn chunk_size(
         &self,
         batch_ms: Option<f64>,
+        sized: bool,
         threads: usize,
         max: usize,
         claimable: usize,
         live: usize,
     ) -> usize {
         let max = max.min(self.max_chunk).max(1);
-        let per_thread = batch_ms.map_or(1, |ms| {
-            (self.chunk_window.as_secs_f64() * 1000.0 / ms.max(0.01)).clamp(1.0, max as f64)
-                as usize
-        });
+        let per_thread = match (batch_ms, sized) {
+            (None, true) => 1,
+            (ms, _) => (self.chunk_window.as_secs_f64() * 1000.0
+                / ms.unwrap_or(self.first_guess_ms).max(0.01))
+            .clamp(1.0, max as f64) as usize,
+        };
         (per_thread * threads.max(1))
             .min(Self::fair_share(claimable, live))
             .clamp(1, max)
@@ -222,17 +226,20 @@ mod tests {
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {
         let p = ClaimPolicy::DEFAULT;
-        // Unknown: one per thread.
-        assert_eq!(p.chunk_size(None, 2, 256, 1000, 1), 2);
+        // Unknown: the first guess, 2 per thread; one per thread where the ledger knows the
+        // batches' sizes (the first claims are the largest).
+        assert_eq!(p.chunk_size(None, false, 2, 256, 1000, 1), 4);
+        assert_eq!(p.chunk_size(None, true, 2, 256, 1000, 1), 2);
+        assert_eq!(p.chunk_size(Some(1.0), true, 2, 256, 1000, 1), 200);
         // Short batches fill the window, up to the bound.
-        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 1000, 1), 200);
-        assert_eq!(p.chunk_size(Some(0.1), 4, 256, 10_000, 1), 256);
-        assert_eq!(p.chunk_size(Some(0.1), 4, 1000, 10_000, 1), 256);
+        assert_eq!(p.chunk_size(Some(1.0), false, 2, 256, 1000, 1), 200);
+        assert_eq!(p.chunk_size(Some(0.1), false, 4, 256, 10_000, 1), 256);
+        assert_eq!(p.chunk_size(Some(0.1), false, 4, 1000, 10_000, 1), 256);
         // Long batches: one per thread.
-        assert_eq!(p.chunk_size(Some(5000.0), 3, 256, 1000, 1), 3);
+        assert_eq!(p.chunk_size(Some(5000.0), false, 3, 256, 1000, 1), 3);
         // Never more than a fair share among live peers, never zero.
-        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 30, 3), 10);
-        assert_eq!(p.chunk_size(Some(1.0), 2, 256, 0, 3), 1);
+        assert_eq!(p.chunk_size(Some(1.0), false, 2, 256, 30, 3), 10);
+        assert_eq!(p.chunk_size(Some(1.0), false, 2, 256, 0, 3), 1);
     }
 
     #[test]

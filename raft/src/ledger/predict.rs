@@ -22,6 +22,12 @@ impl Ledger {
         Some(rows? / u64::from(nr.batches_total().max(1)))
     }
 
+    /// Whether the plan tells the rows of a batch (a part of a split file): picks then take
+    /// the largest first ([`crate::ClaimPolicy::chunk_size`]'s `sized`).
+    pub fn size_known(&self, id: &BatchId) -> bool {
+        self.batch(id).is_ok_and(|(_, _, b)| b.rows.is_some())
+    }
+
     /// A batch's predicted time, ms ([`ClaimPolicy::predict_ms`], at the run's time per row
     /// while its node has none: [`ClaimPolicy::row_time`]).
     pub fn predicted_ms(&self, policy: &ClaimPolicy, id: &BatchId, reader_run: Option<u32>) -> f64 {
