@@ -481,7 +481,8 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A thread of `p` looks for work: its deque, else a claim, else a steal, else a backup.
+    /// A thread of `p` looks for work: its deque, else a backup of a straggler (before the
+    /// end only one that would hold it), else a claim, else a steal.
     fn free(&mut self, p: usize, thread: usize) {
         if !self.peers[p].alive || self.run_done() {
             return;
@@ -500,20 +501,56 @@ impl<'a> Sim<'a> {
         let since = self.ms() - 2 * self.a.lease_ms as i64;
         let policy = ClaimPolicy::DEFAULT;
         self.peers[p].salt = self.peers[p].salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        // A straggler first (as the executor does): before the end only one that would
+        // hold it (`schedule::stragglers`). `schedule::backup_candidate` is
+        // `stragglers` then `pick_backup`; the stragglers (a look over every running claim)
+        // are found for everybody at most every 50 simulated ms, and each peer picks its own
+        // among them against the ledger of now.
+        if self.a.backups {
+            let fresh = self
+                .stragglers
+                .as_ref()
+                .is_some_and(|(t, _)| self.now < t + us(50.0));
+            if !fresh {
+                let found = schedule::stragglers(&self.ledger, self.ms(), &policy);
+                self.stragglers = Some((self.now, found));
+            }
+            let found = self
+                .stragglers
+                .as_ref()
+                .map_or(&[][..], |(_, f)| f.as_slice());
+            if let Some((claim, _task)) = schedule::pick_backup(&self.ledger, found, me, &policy) {
+                let cmd = Command::ClaimBackup {
+                    task: claim,
+                    peer: me,
+                    worker: format!("n{me}"),
+                    sealed: vec![0; 64],
+                    ts_ms: self.ms(),
+                };
+                self.peers[p].backing = true;
+                self.propose(p, cmd, self.a.rtt_ms);
+                self.peers[p].waiting.push(thread);
+                return;
+            }
+        }
         // The chunk size first, so the pick builds only the tasks claimed (the executor picks
         // up to the bound and truncates; the tasks are the same).
         let claimable = self.ledger.claimable(&self.ks, 1);
         let picked: Vec<BatchTask> = if claimable > 0 {
             let live = self.live_peers(since);
+            // Every batch of the simulated plan is a part of a split file: the ledger knows
+            // its rows.
             let n = schedule::chunk_size(
                 Duration::from_millis(self.a.window_ms),
                 self.peers[p].batch_ms,
+                true,
                 self.a.threads,
                 policy.max_chunk,
                 claimable,
                 live,
             );
-            self.ledger.pick_chunk(None, n, self.peers[p].salt)
+            self.ledger
+                .pick_chunk_for(me, None, n, self.peers[p].salt, None)
         } else {
             Vec::new()
         };
@@ -563,37 +600,6 @@ impl<'a> Sim<'a> {
                 self.peers[p].stealing = true;
                 // The victim proposes after the request's half round trip.
                 self.propose(v, cmd, self.a.rtt_ms);
-                self.peers[p].waiting.push(thread);
-                return;
-            }
-        }
-        // Nothing to steal: back up a straggler. `schedule::backup_candidate` is
-        // `stragglers` then `pick_backup`; the stragglers (a look over every running claim)
-        // are found for everybody at most every 50 simulated ms, and each peer picks its own
-        // among them against the ledger of now.
-        if self.a.backups {
-            let fresh = self
-                .stragglers
-                .as_ref()
-                .is_some_and(|(t, _)| self.now < t + us(50.0));
-            if !fresh {
-                let found = schedule::stragglers(&self.ledger, self.ms(), &policy);
-                self.stragglers = Some((self.now, found));
-            }
-            let found = self
-                .stragglers
-                .as_ref()
-                .map_or(&[][..], |(_, f)| f.as_slice());
-            if let Some((claim, _task)) = schedule::pick_backup(&self.ledger, found, me, &policy) {
-                let cmd = Command::ClaimBackup {
-                    task: claim,
-                    peer: me,
-                    worker: format!("n{me}"),
-                    sealed: vec![0; 64],
-                    ts_ms: self.ms(),
-                };
-                self.peers[p].backing = true;
-                self.propose(p, cmd, self.a.rtt_ms);
                 self.peers[p].waiting.push(thread);
                 return;
             }

@@ -16,11 +16,13 @@ pub const FIRST_GUESS_MS: f64 = ClaimPolicy::DEFAULT.first_guess_ms;
 
 /// How many tasks of a node to claim in one entry ([`ClaimPolicy::chunk_size`] with this
 /// chunk window and bound): about `window` of work per thread by the node's mean batch time
-/// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown), at most `max`, and at most a fair share of
-/// the `claimable` tasks among `live` peers.
+/// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown; one per thread when unknown and the ledger
+/// knows the batches' sizes, `sized`), at most `max`, and at most a fair share of the
+/// `claimable` tasks among `live` peers.
 pub fn chunk_size(
     window: Duration,
     batch_ms: Option<f64>,
+    sized: bool,
     threads: usize,
     max: usize,
     claimable: usize,
@@ -31,7 +33,7 @@ pub fn chunk_size(
         max_chunk: max,
         ..ClaimPolicy::DEFAULT
     };
-    policy.chunk_size(batch_ms, threads, max, claimable, live)
+    policy.chunk_size(batch_ms, sized, threads, max, claimable, live)
 }
 
 /// A started claim running far past its prediction ([`stragglers`]).
@@ -47,11 +49,13 @@ pub struct Straggler {
     draw: u64,
 }
 
-/// The stragglers of every run near its end (nothing left to claim in it), for any peer:
-/// started claims in nodes that allow backups ([`backups_allowed`]), have measured a batch and
-/// have no backup yet, that [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms`;
-/// furthest past their prediction first. [`pick_backup`] chooses one peer's among them, so a
-/// caller deciding for many peers (the simulator) looks at the running claims once.
+/// The stragglers of every active run, for any peer: claims in nodes that allow backups
+/// ([`backups_allowed`]), have measured a batch and have no backup yet, that
+/// [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms` — all of them once nothing is
+/// left to claim in the run, before that only those [`ClaimPolicy::is_critical`] calls
+/// critical (a copy would need the rest of the run, [`Ledger::remaining_ms`]); furthest past
+/// their prediction first. [`pick_backup`] chooses one peer's among them, so a caller deciding
+/// for many peers (the simulator) looks at the running claims once.
 pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Straggler> {
     let mut out = Vec::new();
     for ks_name in ledger.keyspace_names() {
@@ -59,9 +63,18 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
             continue;
         };
         for run in ks.runs.values() {
-            if run.status() != RunStatus::Start || ledger.claimable(&ks_name, run.run_id) > 0 {
+            if run.status() != RunStatus::Start {
                 continue;
             }
+            // While there is work to claim, only what would otherwise hold the end.
+            let remaining = if ledger.claimable(&ks_name, run.run_id) > 0 {
+                match ledger.remaining_ms(&ks_name, run.run_id) {
+                    Some(r) => Some(r),
+                    None => continue,
+                }
+            } else {
+                None
+            };
             let Some(plan) = ledger.plan(&run.plan_hash) else {
                 continue;
             };
@@ -84,8 +97,10 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                         continue;
                     };
                     let running = (now_ms - c.ts_ms) as f64;
-                    // Nothing is a straggler before the policy's minimum time (cheap first).
-                    if running < policy.backup_min_ms {
+                    // Nothing is a straggler before the policy's minimum time unless its
+                    // holder is slow (cheap first).
+                    let holder_slow = ledger.is_slow(c.peer);
+                    if running < policy.backup_min_ms && !holder_slow {
                         continue;
                     }
                     let id = BatchId {
@@ -99,14 +114,13 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                         Some(r) => Some(r),
                         None => ledger.predicted_rows(&id, c.reader_run),
                     };
-                    let predicted = policy.predict_ms(rows, ms_per_row, Some(mean));
-                    if !policy.is_straggler(running, predicted) {
-                        continue;
-                    }
                     // A holder's first batch of a lookup node builds the right side first:
                     // that is not slowness (build affinity, `Ledger::build_ms`).
-                    let predicted = predicted + ledger.build_ms(&id, c.peer);
-                    if !policy.is_straggler(running, predicted) {
+                    let predicted = policy.predict_ms(rows, ms_per_row, Some(mean))
+                        + ledger.build_ms(&id, c.peer);
+                    if !policy.is_straggler(running, predicted, holder_slow)
+                        || remaining.is_some_and(|r| !policy.is_critical(predicted, r))
+                    {
                         continue;
                     }
                     out.push(Straggler {
@@ -130,13 +144,17 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
 /// The straggler of `found` ([`stragglers`], possibly computed a little earlier) an idle
 /// thread of `me` should back up: the first whose claim is still current without a backup in
 /// `ledger`, not `me`'s, and for which [`ClaimPolicy::may_back_up`] lets `me` contend. With
-/// the claim to name and the task to seal.
+/// the claim to name and the task to seal. None for a peer the ledger measured slow
+/// ([`Ledger::is_slow`]): its copy would likely lose to the one it backs up.
 pub fn pick_backup(
     ledger: &Ledger,
     found: &[Straggler],
     me: PeerId,
     policy: &ClaimPolicy,
 ) -> Option<(TaskRef, BatchTask)> {
+    if ledger.is_slow(me) {
+        return None;
+    }
     let peers = ledger.peer_leases().len().max(1);
     found
         .iter()
@@ -290,25 +308,33 @@ mod tests {
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {
         let w = Duration::from_millis(100);
-        // Unknown: the first guess, 2 per thread.
-        assert_eq!(chunk_size(w, None, 2, 256, 1000, 1), 4);
+        // Unknown: the first guess, 2 per thread; one per thread for batches of known sizes.
+        assert_eq!(chunk_size(w, None, false, 2, 256, 1000, 1), 4);
+        assert_eq!(chunk_size(w, None, true, 2, 256, 1000, 1), 2);
         // Short batches fill the window, up to the bound.
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 1000, 1), 200);
-        assert_eq!(chunk_size(w, Some(0.1), 4, 256, 10_000, 1), 256);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 1000, 1), 200);
+        assert_eq!(chunk_size(w, Some(0.1), false, 4, 256, 10_000, 1), 256);
         // Long batches: one per thread.
-        assert_eq!(chunk_size(w, Some(5000.0), 3, 256, 1000, 1), 3);
+        assert_eq!(chunk_size(w, Some(5000.0), false, 3, 256, 1000, 1), 3);
         // Never more than a fair share among live peers, never zero.
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 30, 3), 10);
-        assert_eq!(chunk_size(w, Some(1.0), 2, 256, 0, 3), 1);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 30, 3), 10);
+        assert_eq!(chunk_size(w, Some(1.0), false, 2, 256, 0, 3), 1);
     }
 
     /// A ledger whose run has two batches claimed by peer 2 at time 0.
     fn claimed_by_peer_2() -> Ledger {
+        files_claimed_by_peer_2(2, 10)
+    }
+
+    /// A ledger whose run reads `files` whole files, the first `claimed` of them claimed by
+    /// peer 2 at time 0.
+    fn files_claimed_by_peer_2(files: usize, claimed: usize) -> Ledger {
         let dir = tempfile::tempdir().unwrap();
+        let urls: Vec<String> = (0..files).map(|i| format!("/{i}.csv")).collect();
         let script = serde_json::json!({
             "dependency_policies": crate::files::default_policies(),
             "nodes": {"read": {"type": "file_table",
-                "r": {"urls": ["/a.csv", "/b.csv"], "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
+                "r": {"urls": urls, "csv": {"hdr_line_idx": 0, "first_data_line_idx": 1},
                       "columns": {"col_a": {"col_type": "int", "csv": {"col_hdr": "a", "col_format": "%d"}}}},
                 "w": {"name": "t", "fields": {"a": {"expression": "r.col_a", "type": "int"}}}}}
         });
@@ -328,7 +354,7 @@ mod tests {
         })
         .unwrap();
         let tasks = l
-            .pick_chunk(None, 10, 0)
+            .pick_chunk(None, claimed, 0)
             .into_iter()
             .map(|t| plexus_raft::command::SealedClaim {
                 node: t.node,
@@ -509,6 +535,91 @@ mod tests {
         })
         .unwrap();
         assert!(backup_candidate(&l, 3, 2_000, &p).is_none());
+    }
+
+    /// Claims `batch` of the run for `peer` at `ts`.
+    fn claim_one(l: &mut Ledger, peer: PeerId, batch: u32, ts: i64) -> TaskRef {
+        let t = l
+            .pick_chunk(None, 1, u64::from(batch))
+            .into_iter()
+            .find(|t| t.batch_idx == batch)
+            .expect("claimable");
+        let ev = l
+            .apply(Command::ClaimTasks {
+                keyspace: "ks".into(),
+                run_id: 1,
+                peer,
+                worker: format!("n{peer}"),
+                tasks: vec![plexus_raft::command::SealedClaim {
+                    node: t.node.clone(),
+                    batch_idx: batch,
+                    reader_run: None,
+                    lookup_run: None,
+                    sealed: vec![1],
+                }],
+                ts_ms: ts,
+            })
+            .unwrap();
+        ev.into_iter()
+            .find_map(|e| match e {
+                plexus_raft::Event::BatchClaimed { task, .. } => Some(task),
+                _ => None,
+            })
+            .expect("claimed")
+    }
+
+    /// Completes `batch` of the run for `peer`, which claims it first: `rows` rows in `ms`.
+    fn claim_and_complete(l: &mut Ledger, peer: PeerId, batch: u32, rows: u64, ms: u64, ts: i64) {
+        let task = claim_one(l, peer, batch, ts);
+        l.apply(Command::CompleteTasks {
+            peer,
+            results: vec![plexus_raft::command::TaskResult {
+                task,
+                outcome: plexus_raft::command::TaskOutcome::Done {
+                    rows_in: rows,
+                    rows_out: rows,
+                    elapsed_ms: ms,
+                },
+            }],
+            ts_ms: ts + ms as i64,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_peer_measured_slow_runs_no_backups() {
+        // Peer 2 holds batch 0 since 0; peer 3 runs batches 1-2 at 1 ms per row, peer 1
+        // batches 3-5 at 5 ms per row.
+        let mut l = files_claimed_by_peer_2(6, 1);
+        claim_and_complete(&mut l, 3, 1, 1000, 1000, 0);
+        claim_and_complete(&mut l, 3, 2, 1000, 1000, 1000);
+        for b in 3..6 {
+            claim_and_complete(&mut l, 1, b, 1000, 5000, 0);
+        }
+        assert!(l.is_slow(1) && !l.is_slow(3));
+        let p = ClaimPolicy::DEFAULT;
+        // At 60 s batch 0 is a straggler: the fast peer may back it up, the slow one not.
+        assert!(backup_candidate(&l, 3, 60_000, &p).is_some());
+        assert!(backup_candidate(&l, 1, 60_000, &p).is_none());
+    }
+
+    #[test]
+    fn a_straggler_that_would_hold_the_end_is_backed_up_before_it() {
+        // Peer 2 holds batch 0 since 0; batch 1 measured the node at 1 s a batch.
+        let mut l = files_claimed_by_peer_2(10, 1);
+        claim_and_complete(&mut l, 3, 1, 1000, 1000, 0);
+        let p = ClaimPolicy::DEFAULT;
+        // At 5 s batch 0 runs 5x its prediction, but 8 batches are left for the 1 running
+        // claim's thread (8 s): time enough to back it up at the end.
+        assert_eq!(l.remaining_ms("ks", 1), Some(8000.0));
+        assert!(backup_candidate(&l, 3, 5_000, &p).is_none());
+        // With 7 of them claimed, 1 left over 8 running claims needs an eighth of a second:
+        // a copy of batch 0 (1 s) now needs more than the rest of the run.
+        for b in 2..9 {
+            claim_one(&mut l, 4, b, 4_000);
+        }
+        let (claim, _) = backup_candidate(&l, 3, 5_000, &p).expect("a critical straggler");
+        assert_eq!(claim.batch.batch_idx, 0);
     }
 
     #[test]

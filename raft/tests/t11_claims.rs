@@ -131,39 +131,135 @@ fn the_largest_batches_are_picked_first() {
     assert_eq!(l.predicted_rows(&batch("a", 0), None), None);
 }
 
-#[test]
-fn the_node_with_the_longest_predicted_batches_goes_first() {
-    let plan = PlanBuilder::new()
-        .split_file("small", "ts", &[100, 100, 100])
-        .split_file("big", "tb", &[1000, 1000, 1000])
-        .build();
-    let mut l = started(plan, &["small", "big"]);
-    // Nothing measured: the same first guess for both, so plan order.
-    let first = l.pick_chunk(None, 1, 0);
-    assert_eq!(first[0].node, "small");
-    // One batch of each measured at 1 ms per row: `big`'s batches are predicted 10x longer.
-    let s = claim(&mut l, 1, &first, 1);
-    let b = claim_next(&mut l, 1, 1);
-    assert_eq!(
-        b[0].batch.node, "small",
-        "plan order while nothing is measured"
-    );
-    l.apply(done(1, &s[0], 100, 100, 2)).expect("done");
-    l.apply(done(1, &b[0], 100, 100, 2)).expect("done");
-    let big: Vec<BatchTask> = l
+/// Claims the first ready batch of `node` for `peer` at time 1, whatever a pick would choose.
+fn claim_first_of(l: &mut Ledger, peer: PeerId, node: &str) -> Vec<TaskRef> {
+    let task: Vec<BatchTask> = l
         .ready_tasks_for(KS, 1)
         .expect("ready")
         .into_iter()
-        .filter(|t| t.node == "big")
+        .filter(|t| t.node == node)
         .take(1)
         .collect();
-    let g = claim(&mut l, 1, &big, 3);
-    l.apply(done(1, &g[0], 1000, 1000, 4)).expect("done");
+    claim(l, peer, &task, 1)
+}
+
+#[test]
+fn the_batches_of_every_node_are_one_order_by_predicted_time() {
+    let plan = PlanBuilder::new()
+        .split_file("small", "ts", &[150, 100, 120, 90])
+        .split_file("big", "tb", &[1000, 1200, 1100])
+        .build();
+    let mut l = started(plan, &["small", "big"]);
+    // Nothing measured: rows compare as they are, over both nodes.
+    let first = l.pick_chunk(None, 4, 0);
+    let order: Vec<(&str, u32)> = first
+        .iter()
+        .map(|t| (t.node.as_str(), t.batch_idx))
+        .collect();
+    assert_eq!(
+        order,
+        [("big", 1), ("big", 2), ("big", 0), ("small", 0)],
+        "one order over both nodes"
+    );
+    // Measured: a row of `small` costs 20 ms, one of `big` 1 ms, so `small`'s 120 rows
+    // (2.4 s) come before `big`'s 1,100 (1.1 s).
+    let s = claim_first_of(&mut l, 1, "small");
+    let g = claim_first_of(&mut l, 1, "big");
+    assert_eq!((s[0].batch.batch_idx, g[0].batch.batch_idx), (0, 0));
+    l.apply(done(1, &s[0], 150, 3000, 2)).expect("done");
+    l.apply(done(1, &g[0], 1000, 1000, 2)).expect("done");
     let p = ClaimPolicy::DEFAULT;
-    assert_eq!(l.predicted_ms(&p, &batch("big", 1), None), 1000.0);
-    assert_eq!(l.predicted_ms(&p, &batch("small", 2), None), 100.0);
-    let next = l.pick_chunk(None, 1, 0);
-    assert_eq!(next[0].node, "big", "{next:?}");
+    assert_eq!(l.predicted_ms(&p, &batch("big", 2), None), 1100.0);
+    assert_eq!(l.predicted_ms(&p, &batch("small", 2), None), 2400.0);
+    let next = l.pick_chunk(None, 4, 0);
+    let order: Vec<(&str, u32)> = next
+        .iter()
+        .map(|t| (t.node.as_str(), t.batch_idx))
+        .collect();
+    assert_eq!(
+        order,
+        [("small", 2), ("small", 1), ("small", 3), ("big", 1)],
+        "{next:?}"
+    );
+    // A salt starts further down the same order, wrapping to what it skipped.
+    let salted = l.pick_chunk(None, 3, 4);
+    let order: Vec<(&str, u32)> = salted
+        .iter()
+        .map(|t| (t.node.as_str(), t.batch_idx))
+        .collect();
+    assert_eq!(order, [("big", 2), ("small", 2), ("small", 1)]);
+}
+
+#[test]
+fn a_node_not_measured_yet_is_predicted_at_the_runs_time_per_row() {
+    let plan = PlanBuilder::new()
+        .split_file("costly", "tc", &[500, 400, 400, 300])
+        .split_file("big", "tb", &[3000, 1000, 2000])
+        .build();
+    let mut l = started(plan, &["costly", "big"]);
+    // Two of `costly`'s batches measured at 10 ms per row; `big` has run nothing.
+    for _ in 0..2 {
+        let c = claim_first_of(&mut l, 1, "costly");
+        l.apply(done(1, &c[0], 500, 5000, 2)).expect("done");
+    }
+    assert_eq!(l.run(KS, 1).unwrap().ms_per_row(), Some(10.0));
+    // `big`'s 3,000 rows are predicted at the run's 10 ms per row (30 s), above `costly`'s
+    // 400 rows (4 s); at the first guess (50 ms), or at rows alone (3 s), they would wait
+    // until `costly` ran dry.
+    let p = ClaimPolicy::DEFAULT;
+    assert_eq!(l.predicted_ms(&p, &batch("big", 0), None), 30_000.0);
+    let next = l.pick_chunk(None, 2, 0);
+    let order: Vec<(&str, u32)> = next
+        .iter()
+        .map(|t| (t.node.as_str(), t.batch_idx))
+        .collect();
+    assert_eq!(order, [("big", 0), ("big", 2)], "{next:?}");
+}
+
+#[test]
+fn a_peer_measured_slow_takes_the_smallest_batches() {
+    let rows = [4000, 3000, 1500, 1200, 900, 800, 700, 600, 500, 400];
+    let mut l = started(
+        PlanBuilder::new().split_file("a", "ta", &rows).build(),
+        &["a"],
+    );
+    // Peer 1 runs the two largest at 1 ms per row; peer 2 the next two at 5 ms per row.
+    let picked = l.pick_chunk_for(1, None, 2, 0, None);
+    let fast = claim(&mut l, 1, &picked, 0);
+    let picked = l.pick_chunk_for(2, None, 2, 0, None);
+    let slow = claim(&mut l, 2, &picked, 0);
+    assert_eq!(
+        idx(&picked),
+        [2, 3],
+        "nothing measured: both take the largest"
+    );
+    l.apply(done(1, &fast[0], 4000, 4000, 4_000)).unwrap();
+    l.apply(done(1, &fast[1], 3000, 3000, 7_000)).unwrap();
+    l.apply(done(2, &slow[0], 1500, 7_500, 7_500)).unwrap();
+    assert!(!l.is_slow(2), "one short batch is not a pace");
+    l.apply(done(2, &slow[1], 1200, 6_000, 13_500)).unwrap();
+    assert!(l.is_slow(2));
+    assert!(!l.is_slow(1));
+    // The slow peer starts at the small end, the others keep taking the largest.
+    assert_eq!(idx(&l.pick_chunk_for(2, None, 2, 0, None)), [9, 8]);
+    assert_eq!(idx(&l.pick_chunk_for(1, None, 2, 0, None)), [4, 5]);
+    assert_eq!(idx(&l.pick_chunk(None, 2, 0)), [4, 5]);
+    // It claims while it would finish within the run's remaining time: 3,000 rows left at
+    // 2.1 ms a row for 1 running claim, 6.3 s, against its 400 rows at 2.1 ms a row, 3.8x
+    // slow (3.2 s).
+    let picked = l.pick_chunk_for(1, None, 1, 0, None);
+    claim(&mut l, 1, &picked, 14_000);
+    let remaining = l.remaining_ms(KS, 1).expect("measured and running");
+    assert!(
+        (remaining - 3000.0 * 20_500.0 / 9700.0).abs() < 1.0,
+        "{remaining}"
+    );
+    assert_eq!(idx(&l.pick_chunk_for(2, None, 2, 0, None)), [9, 8]);
+    // Not once it would finish after the rest (900 rows over 4 running claims: 0.5 s).
+    let picked = l.pick_chunk_for(1, None, 3, 0, None);
+    claim(&mut l, 1, &picked, 14_000);
+    assert!(l.pick_chunk_for(2, None, 1, 0, None).is_empty());
+    assert_eq!(idx(&l.pick_chunk_for(1, None, 1, 0, None)), [8]);
 }
 
 /// A ledger whose batch 0 of node `a` is claimed by peer 1 at time 0 and backed up by peer 2

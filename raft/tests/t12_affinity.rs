@@ -105,7 +105,7 @@ fn picks(l: &Ledger, peer: PeerId) -> Vec<BatchTask> {
 /// live. A pick takes one node: `join` whenever the peer may join it, since its batches
 /// predict at least as long as `copy`'s (ties go to plan order), else `copy`.
 fn picks_since(l: &Ledger, peer: PeerId, since: i64) -> Vec<BatchTask> {
-    l.pick_chunk_for(None, 10, 0, Some((peer, since)))
+    l.pick_chunk_for(peer, None, 10, 0, Some(since))
         .into_iter()
         .filter(|t| t.node == "join")
         .collect()

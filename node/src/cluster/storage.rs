@@ -60,7 +60,8 @@ pub struct RaftDb {
 /// The encoding of what a peer keeps in its Raft database (log entries, vote, snapshots: the
 /// bincode of [`plexus_raft::Command`], [`Ledger`] and [`SnapshotState`]). Bump it whenever one of
 /// those types changes shape, so a peer never misreads data an older build wrote. 2: `NodeRun`
-/// gained the build-affinity fields (`holders`, `cold`).
+/// gained the build-affinity fields (`holders`, `cold`) and its unclaimed rows, a peer's lease
+/// its measured pace.
 pub const RAFT_FORMAT: u32 = 2;
 
 const FORMAT: &[u8] = b"format";

@@ -108,7 +108,7 @@ impl Executor {
             // Another thread claimed while this one waited.
             return Ok(1);
         }
-        let (mut picked, claimable, live, trace) = {
+        let (mut picked, claimable, live, trace, sized) = {
             let l = self.ledger.view().read();
             let since = now_ms() - self.settings.live_window.as_millis() as i64;
             let live = schedule::live_peers(&l, self.settings.peer, since);
@@ -117,14 +117,22 @@ impl Executor {
                 Scope::Any => None,
             };
             // Build affinity among peers; `planner run` is one process, it takes any node.
-            let picked = l.pick_chunk_for(only, self.settings.max_chunk, salt, self.affinity());
+            let since = self.affinity().map(|(_, since)| since);
+            let picked = l.pick_chunk_for(
+                self.settings.peer,
+                only,
+                self.settings.max_chunk,
+                salt,
+                since,
+            );
             let claimable = picked
                 .first()
                 .map_or(0, |t| l.claimable(&t.keyspace, t.run_id));
             let trace = picked
                 .first()
                 .and_then(|t| telemetry::run_trace(&l, &t.keyspace, t.run_id));
-            (picked, claimable, live, trace)
+            let sized = picked.first().is_some_and(|t| l.size_known(&t.id()));
+            (picked, claimable, live, trace, sized)
         };
         let Some(first) = picked.first() else {
             return Ok(0);
@@ -136,6 +144,7 @@ impl Executor {
         picked.truncate(schedule::chunk_size(
             s.chunk_window,
             batch_ms,
+            sized,
             s.threads,
             s.max_chunk,
             claimable,

@@ -629,6 +629,13 @@ impl Executor {
                     return Ok(());
                 }
             }
+            // A straggler first: before the end of a run only one whose copy would need the
+            // rest of the run (`schedule::stragglers`), which waiting for the end would make
+            // the last batch to finish.
+            if self.run_backup(sink)? {
+                self.flush(scope, sink)?;
+                continue;
+            }
             salt = salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
             if self.claim_chunk(scope, salt, sink)? > 0 {
                 continue;
@@ -640,10 +647,6 @@ impl Executor {
                 && let Some(st) = self.stealer.get()
                 && st.steal(self) > 0
             {
-                continue;
-            }
-            if self.run_backup(sink)? {
-                self.flush(scope, sink)?;
                 continue;
             }
             view.wait_change(seen, IDLE_POLL);

@@ -8,30 +8,68 @@ use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow};
 use crate::status::{NodeBatchStatus, RunStatus};
 
-use super::state::{Claim, Claimer, Ledger, Readiness, Run};
+use super::pool::merged_order;
+use super::state::{Claim, Claimer, Ledger, NodeRun, Readiness, Run};
 use crate::claim_policy::ClaimPolicy;
 
 impl Ledger {
-    /// Up to `max` claimable batches of one node, without building every pending task, longest
-    /// predicted first: in the first active run with claimable batches (keyspace, then run
-    /// order; only `only` when given), the node whose next batch has the longest predicted
-    /// time ([`ClaimPolicy::predict_ms`]; ties go to plan order) among those with unclaimed
-    /// batches whose dependencies say go; of that node, its largest batches when the plan
-    /// tells their rows, else its batches from `salt % batches` on. `salt` spreads concurrent
-    /// peers over a node's batches instead of racing for the same ones.
+    /// Up to `max` claimable batches, without building every pending task, longest predicted
+    /// first: in the first active run with claimable batches (keyspace, then run order; only
+    /// `only` when given), among its nodes with unclaimed batches whose dependencies say go,
+    /// the node whose next batch has the longest predicted time ([`ClaimPolicy::predict_ms`],
+    /// an unmeasured node at the run's time per row: [`ClaimPolicy::row_time`]; ties go to
+    /// plan order). When the plan tells that node's batch sizes, the pick is one
+    /// longest-predicted-first order over every such node whose sizes it tells, from
+    /// `salt % spread` on ([`ClaimPolicy::spread`]), so concurrent peers spread over the
+    /// largest batches instead of racing for the same ones; else that node's batches from
+    /// `salt % batches` on, in index order.
     pub fn pick_chunk(&self, only: Option<(&str, u32)>, max: usize, salt: u64) -> Vec<BatchTask> {
-        self.pick_chunk_for(only, max, salt, None)
+        self.pick(only, max, salt, false, None)
     }
 
-    /// [`Ledger::pick_chunk`] for peer `me` of a cluster (with the time since which peers
-    /// count as live): only among the nodes it [`Ledger::may_join`], so a peer without a
-    /// lookup node's right side leaves the node to the peers that built it unless its work
-    /// is worth another build. `None`: every node (`planner run`, one process).
+    /// [`Self::pick_chunk`] for `peer` of a cluster. With `live_since` (the time since which
+    /// peers count as live; `None` for `planner run`, one process, or with affinity off),
+    /// only among the nodes the peer [`Ledger::may_join`], so a peer without a lookup node's
+    /// right side leaves the node to the peers that built it unless its work is worth another
+    /// build. A peer the ledger measured slow ([`Self::is_slow`]) takes the smallest batches
+    /// instead of the largest, so the longest batches run where they finish soonest and a
+    /// slow peer's last claims are short; and none that it would finish after the rest of the
+    /// run ([`ClaimPolicy::slow_may_claim`]).
     pub fn pick_chunk_for(
+        &self,
+        peer: PeerId,
+        only: Option<(&str, u32)>,
+        max: usize,
+        salt: u64,
+        live_since: Option<i64>,
+    ) -> Vec<BatchTask> {
+        let policy = ClaimPolicy::DEFAULT;
+        let me = live_since.map(|since| (peer, since));
+        let Some(pace) = self
+            .peers
+            .get(&peer)
+            .filter(|p| policy.is_slow(&p.pace))
+            .map(|p| ClaimPolicy::pace_ratio(&p.pace))
+        else {
+            return self.pick(only, max, salt, false, me);
+        };
+        let picked = self.pick(only, max, salt, true, me);
+        let Some(first) = picked.first() else {
+            return picked;
+        };
+        let predicted = self.predicted_ms(&policy, &first.id(), first.reader_run);
+        match self.remaining_ms(&first.keyspace, first.run_id) {
+            Some(r) if !policy.slow_may_claim(pace, predicted, r) => Vec::new(),
+            _ => picked,
+        }
+    }
+
+    fn pick(
         &self,
         only: Option<(&str, u32)>,
         max: usize,
         salt: u64,
+        smallest_first: bool,
         me: Option<(PeerId, i64)>,
     ) -> Vec<BatchTask> {
         let policy = ClaimPolicy::DEFAULT;
@@ -52,8 +90,8 @@ impl Ledger {
             if run.status() != RunStatus::Start {
                 continue;
             }
-            // (node, reader run, lookup run, predicted time of its next batch)
-            let mut best: Option<(&String, Option<u32>, Option<u32>, f64)> = None;
+            let run_ms_per_row = run.ms_per_row();
+            let mut ready: Vec<Ready> = Vec::new();
             for name in &run.processed {
                 let Some(nr) = run.nodes.get(name) else {
                     continue;
@@ -82,33 +120,72 @@ impl Ledger {
                         .0
                         .map(|r| r / u64::from(nr.batches_total().max(1))),
                 };
-                let ms = policy.predict_ms(rows, nr.ms_per_row(), nr.mean_batch_ms());
-                if best.as_ref().is_none_or(|b| ms > b.3) {
-                    best = Some((name, reader_run, lookup_run, ms));
-                }
-            }
-            let Some((name, nr, reader_run, lookup_run)) =
-                best.and_then(|(n, r, l, _)| Some((n, run.nodes.get(n)?, r, l)))
-            else {
-                continue;
-            };
-            let (reader_rows, lookup_rows) = self.input_rows(ks, run, name, reader_run, lookup_run);
-            return nr
-                .pick_order(max, salt, policy.pick_spread)
-                .into_iter()
-                .map(|i| BatchTask {
-                    plan_hash: run.plan_hash,
-                    keyspace: ks.to_owned(),
-                    keyspace_incarnation: self.incarnation(ks),
-                    run_id: run.run_id,
-                    node: name.clone(),
-                    batch_idx: i,
-                    batches_total: nr.batches_total(),
+                let per_row = ClaimPolicy::row_time(nr.ms_per_row(), run_ms_per_row);
+                ready.push(Ready {
+                    name,
+                    nr,
                     reader_run,
                     lookup_run,
-                    reader_rows,
-                    lookup_rows,
-                    trace: None,
+                    per_row,
+                    next_ms: policy.predict_ms(rows, per_row, nr.mean_batch_ms()),
+                });
+            }
+            // The first of the longest: plan order on ties.
+            let Some(best) = (0..ready.len()).reduce(|b, i| {
+                if ready[i].next_ms > ready[b].next_ms {
+                    i
+                } else {
+                    b
+                }
+            }) else {
+                continue;
+            };
+            let picks: Vec<(usize, u32)> = if ready[best].nr.has_sizes() {
+                let sized: Vec<usize> = (0..ready.len())
+                    .filter(|i| ready[*i].nr.has_sizes())
+                    .collect();
+                // Nothing measured in the run: rows compare as they are.
+                let pools: Vec<(&NodeRun, f64)> = sized
+                    .iter()
+                    .map(|i| (ready[*i].nr, ready[*i].per_row.unwrap_or(1.0)))
+                    .collect();
+                let in_pools: usize = pools.iter().map(|(nr, _)| nr.unclaimed.len()).sum();
+                let spread = policy.spread(self.peers.len(), in_pools);
+                merged_order(&pools, max, salt, spread, smallest_first)
+                    .into_iter()
+                    .map(|(k, i)| (sized[k], i))
+                    .collect()
+            } else {
+                ready[best]
+                    .nr
+                    .pick_order(max, salt, policy.pick_spread, smallest_first)
+                    .into_iter()
+                    .map(|i| (best, i))
+                    .collect()
+            };
+            // Input rows once per node, not per task.
+            let mut rows: Vec<Option<(Option<u64>, Option<u64>)>> = vec![None; ready.len()];
+            return picks
+                .into_iter()
+                .map(|(k, i)| {
+                    let r = &ready[k];
+                    let (reader_rows, lookup_rows) = *rows[k].get_or_insert_with(|| {
+                        self.input_rows(ks, run, r.name, r.reader_run, r.lookup_run)
+                    });
+                    BatchTask {
+                        plan_hash: run.plan_hash,
+                        keyspace: ks.to_owned(),
+                        keyspace_incarnation: self.incarnation(ks),
+                        run_id: run.run_id,
+                        node: r.name.clone(),
+                        batch_idx: i,
+                        batches_total: r.nr.batches_total(),
+                        reader_run: r.reader_run,
+                        lookup_run: r.lookup_run,
+                        reader_rows,
+                        lookup_rows,
+                        trace: None,
+                    }
                 })
                 .collect();
         }
@@ -350,4 +427,16 @@ impl Ledger {
             trace: None,
         })
     }
+}
+
+/// A node a pick may take from: ready, with unclaimed batches.
+struct Ready<'a> {
+    name: &'a String,
+    nr: &'a NodeRun,
+    reader_run: Option<u32>,
+    lookup_run: Option<u32>,
+    /// The time per row its batches are predicted with ([`ClaimPolicy::row_time`]).
+    per_row: Option<f64>,
+    /// The predicted time of its longest unclaimed batch, ms.
+    next_ms: f64,
 }

@@ -52,6 +52,7 @@ impl Ledger {
                     elapsed_ms: Some(elapsed_ms),
                     error: None,
                 };
+                self.count_pace(peer, &id, rows_in, elapsed_ms);
                 // A backup still running lost: its time so far was spent for nothing.
                 let loser = self
                     .batch(&id)

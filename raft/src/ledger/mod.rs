@@ -38,8 +38,8 @@ pub mod state;
 pub use crate::claim_policy::MAX_ATTEMPTS;
 pub use backups::backups_allowed;
 pub use state::{
-    BackupCounters, BatchState, Claim, Keyspace, Ledger, Measured, NodeRun, PeerLease, Readiness,
-    Run,
+    BackupCounters, BatchState, Claim, Keyspace, Ledger, Measured, NodeRun, Pace, PeerLease,
+    Readiness, Run,
 };
 
 /// The comment prefix of a node history row carrying a data notice

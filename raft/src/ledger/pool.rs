@@ -3,14 +3,14 @@
 //! incrementally, so picks, claimability checks and the look for stragglers need no scan.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use plexus_core::plan::{FilePart, PlanNode, Reader};
 
 use crate::command::PeerId;
 use crate::status::NodeBatchStatus;
 
-use super::state::{BatchState, Measured, NodeRun};
+use super::state::{BatchState, Measured, NodeRun, Run};
 
 /// The rows of each batch of a split file reader, from the parts' row counters: a part reads
 /// up to the next part of the same file; the last part of a file is estimated from the bytes
@@ -81,10 +81,13 @@ impl NodeRun {
                 backup: None,
             })
             .collect();
-        let by_size = (0u32..)
+        let by_size: BTreeSet<(Reverse<u64>, u32)> = (0u32..)
             .zip(&batches)
             .filter_map(|(i, b)| b.rows.map(|r| (Reverse(r), i)))
             .collect();
+        let unclaimed_rows = by_size
+            .iter()
+            .fold(0u64, |s, (Reverse(r), _)| s.saturating_add(*r));
         Self {
             status: NodeBatchStatus::None,
             file_reader: matches!(n.reader, Reader::File(_)),
@@ -93,6 +96,7 @@ impl NodeRun {
             unclaimed: (0..n.batches).collect(),
             unfinished: n.batches,
             by_size,
+            unclaimed_rows,
             running: BTreeSet::new(),
             measured: Measured::default(),
             holders: BTreeSet::new(),
@@ -105,12 +109,19 @@ impl NodeRun {
         Some((Reverse(rows), batch_idx))
     }
 
+    /// Takes a batch out of `by_size` (and its rows out of the sum), if it is there.
+    fn unsize(&mut self, batch_idx: u32) {
+        if let Some(k) = self.size_key(batch_idx)
+            && self.by_size.remove(&k)
+        {
+            self.unclaimed_rows = self.unclaimed_rows.saturating_sub(k.0.0);
+        }
+    }
+
     /// A batch leaves the pool for a claim.
     pub(super) fn pool_to_claimed(&mut self, batch_idx: u32) {
         self.unclaimed.remove(&batch_idx);
-        if let Some(k) = self.size_key(batch_idx) {
-            self.by_size.remove(&k);
-        }
+        self.unsize(batch_idx);
         self.running.insert(batch_idx);
     }
 
@@ -118,8 +129,10 @@ impl NodeRun {
     pub(super) fn claimed_to_pool(&mut self, batch_idx: u32) {
         self.running.remove(&batch_idx);
         self.unclaimed.insert(batch_idx);
-        if let Some(k) = self.size_key(batch_idx) {
-            self.by_size.insert(k);
+        if let Some(k) = self.size_key(batch_idx)
+            && self.by_size.insert(k)
+        {
+            self.unclaimed_rows = self.unclaimed_rows.saturating_add(k.0.0);
         }
     }
 
@@ -127,9 +140,7 @@ impl NodeRun {
     pub(super) fn finalize(&mut self, batch_idx: u32) {
         self.running.remove(&batch_idx);
         self.unclaimed.remove(&batch_idx);
-        if let Some(k) = self.size_key(batch_idx) {
-            self.by_size.remove(&k);
-        }
+        self.unsize(batch_idx);
     }
 
     /// Counts a successful batch of `peer` (its holder; `None` when unknown) into the node's
@@ -161,26 +172,47 @@ impl NodeRun {
         self.running.iter().copied()
     }
 
+    /// The pool's sized batches, largest first (smallest first with `smallest_first`).
+    fn size_order(&self, smallest_first: bool) -> SizeOrder<'_> {
+        if smallest_first {
+            Box::new(self.by_size.iter().rev())
+        } else {
+            Box::new(self.by_size.iter())
+        }
+    }
+
+    /// Whether the pool holds batches whose rows the plan tells.
+    pub(super) fn has_sizes(&self) -> bool {
+        !self.by_size.is_empty()
+    }
+
     /// The largest batch in the pool whose rows are known, with its rows.
     pub(super) fn largest_unclaimed(&self) -> Option<(u32, u64)> {
         self.by_size.first().map(|(Reverse(r), i)| (*i, *r))
     }
 
     /// Unclaimed batches to pick, up to `max`: largest first when the plan tells their rows
-    /// (from `salt % spread` among the largest, so concurrent claimers spread), else from
-    /// `salt % batches` in index order, wrapping.
-    pub(super) fn pick_order(&self, max: usize, salt: u64, spread: usize) -> Vec<u32> {
+    /// (smallest first with `smallest_first`; from `salt % spread` among them, so concurrent
+    /// claimers spread), else from `salt % batches` in index order, wrapping.
+    pub(super) fn pick_order(
+        &self,
+        max: usize,
+        salt: u64,
+        spread: usize,
+        smallest_first: bool,
+    ) -> Vec<u32> {
         let max = max.max(1);
         if !self.by_size.is_empty() {
             let skip = (salt % self.by_size.len().min(spread.max(1)) as u64) as usize;
-            let mut out: Vec<u32> = self
-                .by_size
-                .iter()
-                .skip(skip)
-                .chain(self.by_size.iter().take(skip))
-                .map(|(_, i)| *i)
-                .take(max)
-                .collect();
+            let order = self.size_order(smallest_first);
+            let head: Vec<u32> = order.map(|(_, i)| *i).take(skip + max).collect();
+            let mut out: Vec<u32> = head.iter().skip(skip).copied().collect();
+            // Fewer than `skip + max` left: wrap to the first ones skipped.
+            out.extend(
+                head.iter()
+                    .take(skip.min(max.saturating_sub(out.len())))
+                    .copied(),
+            );
             // Batches without a known size (none in a fully split reader) come last.
             if out.len() < max {
                 out.extend(
@@ -200,4 +232,83 @@ impl NodeRun {
             .copied()
             .collect()
     }
+}
+
+impl Run {
+    /// The run's measured time per row over every node that measured one, ms; `None` before a
+    /// successful batch read a row. What an unmeasured node's batches are predicted with
+    /// ([`crate::ClaimPolicy::row_time`]).
+    pub fn ms_per_row(&self) -> Option<f64> {
+        let (rows, ms) = self.nodes.values().fold((0u64, 0u64), |(r, m), nr| {
+            let x = &nr.measured;
+            (r.saturating_add(x.rows), m.saturating_add(x.ms))
+        });
+        (rows > 0).then(|| ms as f64 / rows as f64)
+    }
+}
+
+/// One pool's sized batches in the order of a pick.
+type SizeOrder<'a> = Box<dyn Iterator<Item = &'a (Reverse<u64>, u32)> + 'a>;
+
+/// Up to `max` batches of several nodes' pools (`pools`: each node with the time per row its
+/// batches are predicted at) in one order by predicted time, longest first (shortest first
+/// with `smallest_first`; equal times in the order of `pools`, then of batch index), from
+/// `salt % spread` on, wrapping to the first ones skipped: the positions of a pick, as
+/// (index into `pools`, batch). Batches without a known size (none in a fully split reader)
+/// come last, in index order.
+pub(super) fn merged_order(
+    pools: &[(&NodeRun, f64)],
+    max: usize,
+    salt: u64,
+    spread: usize,
+    smallest_first: bool,
+) -> Vec<(usize, u32)> {
+    let max = max.max(1);
+    let sized: usize = pools.iter().map(|(nr, _)| nr.by_size.len()).sum();
+    let skip = (salt % sized.min(spread).max(1) as u64) as usize;
+    // Predicted microseconds, flipped for the shortest first, as the max-heap's key.
+    let key = |k: usize, rows: u64| {
+        let us = (rows as f64 * pools[k].1 * 1000.0) as u64;
+        if smallest_first { u64::MAX - us } else { us }
+    };
+    let mut iters: Vec<SizeOrder<'_>> = pools
+        .iter()
+        .map(|(nr, _)| nr.size_order(smallest_first))
+        .collect();
+    // (key, first pool, first batch): the heap's greatest is the next in the order.
+    let mut heap = BinaryHeap::new();
+    for (k, it) in iters.iter_mut().enumerate() {
+        if let Some((Reverse(rows), i)) = it.next() {
+            heap.push((key(k, *rows), Reverse(k), Reverse(*i)));
+        }
+    }
+    let mut head = Vec::with_capacity(skip + max);
+    while head.len() < skip + max {
+        let Some((_, Reverse(k), Reverse(i))) = heap.pop() else {
+            break;
+        };
+        head.push((k, i));
+        if let Some((Reverse(rows), next)) = iters[k].next() {
+            heap.push((key(k, *rows), Reverse(k), Reverse(*next)));
+        }
+    }
+    let mut out: Vec<(usize, u32)> = head.iter().skip(skip).copied().collect();
+    out.extend(
+        head.iter()
+            .take(skip.min(max.saturating_sub(out.len())))
+            .copied(),
+    );
+    for (k, (nr, _)) in pools.iter().enumerate() {
+        if out.len() >= max {
+            break;
+        }
+        out.extend(
+            nr.unclaimed
+                .iter()
+                .filter(|i| nr.size_key(**i).is_none())
+                .take(max - out.len())
+                .map(|i| (k, *i)),
+        );
+    }
+    out
 }

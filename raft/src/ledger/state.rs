@@ -62,6 +62,20 @@ pub struct PeerLease {
     pub last_seen_ms: i64,
     /// Unstarted tasks in its deque, as of its last heartbeat.
     pub queued: u32,
+    /// How long its completed batches took against their predictions.
+    pub pace: Pace,
+}
+
+/// A peer's completed batches: their predicted time (their rows at their node's time per row
+/// when they completed) and the time they took, in integers so every peer computes the same;
+/// halved as they grow ([`ClaimPolicy::next_pace`](crate::ClaimPolicy::next_pace)), so it
+/// follows the peer's recent batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pace {
+    /// Predicted milliseconds of its completed batches.
+    pub predicted_ms: u64,
+    /// Milliseconds they took, as the peer measured.
+    pub elapsed_ms: u64,
 }
 
 /// The runs of one keyspace (`wf_run_counter`, `wf_run_properties` and the histories).
@@ -174,6 +188,8 @@ pub struct NodeRun {
     /// The pool's batches whose rows the plan tells ([`BatchState::rows`]), largest first:
     /// the order claims take them in.
     pub(super) by_size: BTreeSet<(Reverse<u64>, u32)>,
+    /// The rows of the batches in `by_size`, so the work left needs no scan.
+    pub(super) unclaimed_rows: u64,
     /// Claimed batches (status start), so a look for stragglers needs no scan.
     pub(super) running: BTreeSet<u32>,
     /// What the node's successful batches read and took: its measured time per row.
