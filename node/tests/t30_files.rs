@@ -1395,7 +1395,11 @@ fn top_of_rendered_lines_writes_the_same_bytes_as_top_of_values() -> Result<()> 
         let mut want_buf = values()?;
         let mut one = lines()?;
         let mut spilled = lines()?.with_spill(4096, dir.path());
-        let mut shares = vec![lines()?, lines()?];
+        // Shares spilling too, as a parallel top under a small budget does.
+        let mut shares = vec![
+            lines()?.with_spill(4096, dir.path()),
+            lines()?.with_spill(4096, dir.path()),
+        ];
         for (seq, r) in rows.iter().enumerate() {
             want_buf.push(r)?;
             one.push(r)?;
