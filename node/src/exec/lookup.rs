@@ -21,7 +21,7 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::right_side;
 use super::processor::Processor;
 use super::right::{RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
-use super::scan::{Page, Scan, decode};
+use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table};
 use crate::store::{Rowid, TableRef};
 use xxhash_rust::xxh3::Xxh3;
@@ -67,6 +67,32 @@ struct Bufs {
     row: Vec<Value>,
     /// Accumulators of a grouped row, one slot per output field (see [`grouped_row`]).
     accs: Vec<Option<Accumulator>>,
+    /// The right columns the lookup reads (see [`right_columns_read`]): right rows decoded
+    /// per window build only these.
+    needed: Vec<bool>,
+}
+
+/// Which columns of the right rows lookup `l` writing `out` reads: those its output fields
+/// and its filter name as `l.*`. Empty (every column) if a name is not a right field.
+fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
+    let mut needed = vec![false; l.types.len()];
+    let refs = out
+        .fields
+        .iter()
+        .flat_map(|f| f.expr.field_refs())
+        .chain(l.filter.iter().flat_map(|f| f.field_refs()));
+    for r in refs.filter(|r| r.alias == "l") {
+        match needed.get_mut(
+            l.names
+                .iter()
+                .position(|n| *n == r.field)
+                .unwrap_or(usize::MAX),
+        ) {
+            Some(slot) => *slot = true,
+            None => return Vec::new(),
+        }
+    }
+    needed
 }
 
 /// Grows `v` to at least `n` elements, keeping existing allocations for reuse.
@@ -91,7 +117,10 @@ fn run_lookup(
     let right_table = b.lookup_table(&l.table);
     let right_name = right_table.storage_name();
     let index_table = b.lookup_table(&l.index_name);
-    let mut bufs = Bufs::default();
+    let mut bufs = Bufs {
+        needed: right_columns_read(l, out),
+        ..Bufs::default()
+    };
     // Build (or wait for) the right side: this counts as the batch's lookup time.
     let build_start = Instant::now();
     let side = right_side(b, l, &right_table, &index_table)?;
@@ -222,7 +251,14 @@ fn compact_matches(
                 return Err(Inconsistency::Broken("hash join index points past its rows").into());
             };
             ensure_len(&mut bf.right, nr + 1);
-            decode(bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
+            decode_projected(
+                bytes,
+                &l.types,
+                &bf.needed,
+                &mut bf.right[nr],
+                right_name,
+                rowid,
+            )?;
             if passes(l, &bf.right[nr], rowid, right_name)? {
                 bf.match_items.push(nr);
                 nr += 1;
@@ -278,7 +314,7 @@ fn grace_matches(
         map.insert(key.as_slice(), k);
     }
     let mut found: Vec<Vec<(Rowid, usize)>> = vec![Vec::new(); nk];
-    let right = &mut bf.right;
+    let (right, cols) = (&mut bf.right, &bf.needed);
     let mut nr = 0usize;
     for (part, _) in needed.iter().enumerate().filter(|(_, n)| **n) {
         sp.for_each(part, |rec| {
@@ -286,7 +322,14 @@ fn grace_matches(
                 return Ok(());
             };
             ensure_len(right, nr + 1);
-            decode(rec.row, &l.types, &mut right[nr], right_name, rec.rowid)?;
+            decode_projected(
+                rec.row,
+                &l.types,
+                cols,
+                &mut right[nr],
+                right_name,
+                rec.rowid,
+            )?;
             if passes(l, &right[nr], rec.rowid, right_name)? {
                 if let Some(f) = found.get_mut(k) {
                     f.push((rec.rowid, nr));
@@ -369,7 +412,14 @@ fn point_matches(
                 continue;
             };
             ensure_len(&mut bf.right, nr + 1);
-            decode(&bytes, &l.types, &mut bf.right[nr], right_name, rowid)?;
+            decode_projected(
+                &bytes,
+                &l.types,
+                &bf.needed,
+                &mut bf.right[nr],
+                right_name,
+                rowid,
+            )?;
             if passes(l, &bf.right[nr], rowid, right_name)? {
                 bf.fetched.push(Some(nr));
                 nr += 1;
