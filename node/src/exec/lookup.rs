@@ -207,7 +207,7 @@ fn hash_matches(
     bf.match_items.clear();
     for key in &bf.keys[..n] {
         bf.match_start.push(bf.match_items.len());
-        for &ri in ix.get(key) {
+        for ri in ix.get(key) {
             let ri = ri as usize;
             let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
                 return Err(Inconsistency::Broken("hash join index points past its rows").into());
@@ -245,7 +245,7 @@ fn compact_matches(
             bf.match_items.extend_from_within(first..end);
             continue;
         }
-        for &ri in ix.get(key) {
+        for ri in ix.get(key) {
             let ri = ri as usize;
             let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
                 return Err(Inconsistency::Broken("hash join index points past its rows").into());
