@@ -50,6 +50,8 @@ impl KeyIndex {
     /// The index of rows `0..keys.len()`, row `i` having key `keys[i]`.
     pub(crate) fn build<K: AsRef<[u8]>>(keys: &[K]) -> Result<Self, Inconsistency> {
         let overflow = || Inconsistency::Broken("hash join index overflow");
+        // Rows are numbered in `u32`s (positions, and the build's temporaries, which are
+        // held next to the keys and the growing arena at the build's peak).
         u32::try_from(keys.len()).map_err(|_| overflow())?;
         let cap = keys
             .len()
@@ -60,8 +62,8 @@ impl KeyIndex {
         let mask = cap - 1;
         let mut slots = vec![Slot::default(); cap];
         // A row holding each slot's key, to compare keys before the arena exists.
-        let mut holder = vec![0usize; cap];
-        let mut slot_of: Vec<usize> = Vec::with_capacity(keys.len());
+        let mut holder = vec![0u32; cap];
+        let mut slot_of: Vec<u32> = Vec::with_capacity(keys.len());
         for (row, key) in keys.iter().enumerate() {
             let key = key.as_ref();
             let hash = xxh3_64(key);
@@ -77,43 +79,44 @@ impl KeyIndex {
                         key_len: u32::try_from(key.len()).map_err(|_| overflow())?,
                         count: 1,
                     };
-                    *h = row;
+                    *h = row as u32;
                     break;
                 }
-                if slot.hash == hash && keys.get(*h).map(AsRef::as_ref) == Some(key) {
+                if slot.hash == hash && keys.get(*h as usize).map(AsRef::as_ref) == Some(key) {
                     slot.count += 1;
                     break;
                 }
                 s = (s + 1) & mask;
             }
-            slot_of.push(s);
+            slot_of.push(s as u32);
         }
         let bytes: usize = slots
             .iter()
             .map(|s| s.key_len as usize + 4 * s.count as usize)
             .sum();
         let mut arena = Vec::with_capacity(bytes);
-        // Where the next position of each slot's key goes.
-        let mut fill = vec![0usize; cap];
-        for ((slot, &h), f) in slots.iter_mut().zip(&holder).zip(&mut fill) {
+        for (slot, &h) in slots.iter_mut().zip(&holder) {
             if slot.count == 0 {
                 continue;
             }
             slot.off = arena.len();
-            arena.extend_from_slice(keys.get(h).map(AsRef::as_ref).unwrap_or_default());
-            *f = arena.len();
+            arena.extend_from_slice(keys.get(h as usize).map(AsRef::as_ref).unwrap_or_default());
             arena.resize(arena.len() + 4 * slot.count as usize, 0);
         }
-        // Rows in ascending order, so each key's positions are ascending.
+        // Positions written so far per slot (`holder` is no longer needed). Rows go in
+        // ascending order, so each key's positions are ascending.
+        let mut written = holder;
+        written.fill(0);
         for (row, &s) in slot_of.iter().enumerate() {
-            let Some(f) = fill.get_mut(s) else {
+            let (Some(slot), Some(w)) = (slots.get(s as usize), written.get_mut(s as usize)) else {
                 return Err(overflow());
             };
-            let Some(at) = arena.get_mut(*f..*f + 4) else {
+            let at = slot.off + slot.key_len as usize + 4 * *w as usize;
+            let Some(dest) = arena.get_mut(at..at + 4) else {
                 return Err(overflow());
             };
-            at.copy_from_slice(&(row as u32).to_le_bytes());
-            *f += 4;
+            dest.copy_from_slice(&(row as u32).to_le_bytes());
+            *w += 1;
         }
         Ok(Self { slots, arena })
     }
