@@ -178,6 +178,19 @@ pub fn decode_row_into(
     schema: &[Type],
     out: &mut Vec<Value>,
 ) -> Result<(), RowError> {
+    decode_row_projected_into(bytes, schema, &[], out)
+}
+
+/// Decodes one row into `out` like [`decode_row_into`], building only the columns `needed`
+/// marks (a missing entry counts as needed); the others are checked the same way (an invalid
+/// row fails exactly as there) but hold `Value::Bool(false)`, never to be read. For a reader
+/// of a few columns of wide rows: a string column skipped is an allocation saved.
+pub fn decode_row_projected_into(
+    bytes: &[u8],
+    schema: &[Type],
+    needed: &[bool],
+    out: &mut Vec<Value>,
+) -> Result<(), RowError> {
     out.clear();
     out.reserve(schema.len());
     let mut r = Reader { bytes, pos: 0 };
@@ -189,45 +202,69 @@ pub fn decode_row_into(
         });
     }
     for (column, &ty) in schema.iter().enumerate() {
-        let value = match ty {
+        if needed.get(column).copied().unwrap_or(true) {
+            out.push(decode_cell(&mut r, column, ty)?);
+            continue;
+        }
+        match ty {
             Type::String => {
                 let len = r.varint(column)?;
                 let raw = usize::try_from(len)
                     .ok()
                     .and_then(|len| r.take(len))
                     .ok_or(RowError::Truncated { column })?;
-                let s = std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
+                std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
                     column,
                     reason: "string is not valid UTF-8",
                 })?;
-                Value::Str(Arc::from(s))
             }
-            Type::Int => Value::Int(unzigzag(r.varint(column)?)),
-            Type::Float => {
-                let raw = r.take(8).ok_or(RowError::Truncated { column })?;
-                let mut le = [0u8; 8];
-                le.copy_from_slice(raw);
-                Value::Float(f64::from_bits(u64::from_le_bytes(le)))
+            _ => {
+                decode_cell(&mut r, column, ty)?;
             }
-            Type::Bool => match r.take(1).ok_or(RowError::Truncated { column })? {
-                [0] => Value::Bool(false),
-                [1] => Value::Bool(true),
-                _ => {
-                    return Err(RowError::Corrupt {
-                        column,
-                        reason: "bool byte is neither 0 nor 1",
-                    });
-                }
-            },
-            Type::DateTime => Value::Time(Time::from_unix_millis(unzigzag(r.varint(column)?))),
-            Type::Decimal2 => Value::Decimal(Decimal::new(unzigzag(r.varint(column)?), 2)),
-        };
-        out.push(value);
+        }
+        out.push(Value::Bool(false));
     }
     match bytes.len() - r.pos {
         0 => Ok(()),
         extra => Err(RowError::TrailingBytes { extra }),
     }
+}
+
+/// Decodes the cell of `column` (of type `ty`) at the reader's position.
+fn decode_cell(r: &mut Reader<'_>, column: usize, ty: Type) -> Result<Value, RowError> {
+    Ok(match ty {
+        Type::String => {
+            let len = r.varint(column)?;
+            let raw = usize::try_from(len)
+                .ok()
+                .and_then(|len| r.take(len))
+                .ok_or(RowError::Truncated { column })?;
+            let s = std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
+                column,
+                reason: "string is not valid UTF-8",
+            })?;
+            Value::Str(Arc::from(s))
+        }
+        Type::Int => Value::Int(unzigzag(r.varint(column)?)),
+        Type::Float => {
+            let raw = r.take(8).ok_or(RowError::Truncated { column })?;
+            let mut le = [0u8; 8];
+            le.copy_from_slice(raw);
+            Value::Float(f64::from_bits(u64::from_le_bytes(le)))
+        }
+        Type::Bool => match r.take(1).ok_or(RowError::Truncated { column })? {
+            [0] => Value::Bool(false),
+            [1] => Value::Bool(true),
+            _ => {
+                return Err(RowError::Corrupt {
+                    column,
+                    reason: "bool byte is neither 0 nor 1",
+                });
+            }
+        },
+        Type::DateTime => Value::Time(Time::from_unix_millis(unzigzag(r.varint(column)?))),
+        Type::Decimal2 => Value::Decimal(Decimal::new(unzigzag(r.varint(column)?), 2)),
+    })
 }
 
 /// A cursor over untrusted bytes; every read is bounds-checked.
@@ -576,6 +613,43 @@ mod tests {
                         prop_assert!((*b - *v).abs() <= v.abs() * Decimal::new(1, 14));
                     }
                     _ => prop_assert_eq!(b, v, "column {}", column),
+                }
+            }
+        }
+
+        #[test]
+        fn projected_rows_hold_the_needed_columns_and_fail_alike(
+            cells in prop::collection::vec(arb_cell(), 0..12),
+            mask in any::<u16>(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<u8>(),
+        ) {
+            let (schema, values): (Vec<Type>, Vec<Value>) = cells.into_iter().unzip();
+            let needed: Vec<bool> = (0..schema.len()).map(|c| mask & (1 << c) != 0).collect();
+            let mut buf = Vec::new();
+            encode_row(&mut buf, &schema, &values).unwrap();
+            // Whole, truncated and with one byte changed: the same outcome as a full decode.
+            let mut damaged = buf.clone();
+            if !damaged.is_empty() {
+                let at = cut.index(damaged.len());
+                damaged[at] ^= flip;
+            }
+            let truncated = &buf[..cut.index(buf.len() + 1)];
+            for bytes in [&buf[..], truncated, &damaged[..]] {
+                let mut full = Vec::new();
+                let mut part = Vec::new();
+                let a = decode_row_into(bytes, &schema, &mut full);
+                let b = decode_row_projected_into(bytes, &schema, &needed, &mut part);
+                prop_assert_eq!(&a, &b);
+                if a.is_ok() {
+                    prop_assert_eq!(part.len(), full.len());
+                    for (c, (p, f)) in part.iter().zip(&full).enumerate() {
+                        if needed[c] {
+                            prop_assert_eq!(p, f, "column {}", c);
+                        } else {
+                            prop_assert_eq!(p, &Value::Bool(false), "column {}", c);
+                        }
+                    }
                 }
             }
         }

@@ -16,8 +16,8 @@ use plexus_core::plan::{
 };
 use plexus_core::value::{Time, Type, Value};
 use plexus_node::files::{
-    FileError, ProtoDirs, RowSource, TopBuffer, create_sink, open_source, proto_script_csv,
-    proto_script_parquet,
+    FileError, ProtoDirs, RowSource, SortedRow, TopBuffer, create_sink, open_source,
+    proto_script_csv, proto_script_parquet,
 };
 use rust_decimal::Decimal;
 use serde_json::Value as Json;
@@ -1299,5 +1299,146 @@ fn throughput_csv_lookup_items_shape() -> Result<()> {
         "csv parse (7 string cells): {:.2} M rows/s",
         ROWS as f64 / t / 1e6
     );
+    Ok(())
+}
+
+/// Writes `buf`'s rows to a new CSV file at `path` of `writer` the way a file node does:
+/// rendered lines as they are, values through the sink. Returns the file and the first error.
+fn write_top(buf: TopBuffer, writer: &FileWriter, path: &Path) -> Result<(Vec<u8>, String)> {
+    let mut sink = create_sink(writer, &path.to_string_lossy())?;
+    let r = buf.for_each_sorted_row(|row| -> Result<(), FileError> {
+        match row {
+            SortedRow::Line(line) => sink.write_rendered(line),
+            SortedRow::Values(values) => sink.write_row(values),
+        }
+    });
+    let err = match r {
+        Ok(()) => String::new(),
+        Err(e) => e.to_string(),
+    };
+    sink.finish()?;
+    Ok((std::fs::read(path)?, err))
+}
+
+/// A `top` keeping its rows as rendered CSV lines writes the same bytes as one keeping values
+/// and rendering them at the end: in memory, spilled, and as shares of a parallel top merged.
+/// A row the renderer refuses (a value of the wrong type) stays values and fails the file at
+/// the same row with the same error. Randomised (seed printed).
+#[test]
+fn top_of_rendered_lines_writes_the_same_bytes_as_top_of_values() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_TOP_SEED", "top_rendered_lines");
+    let types = |f: &str| match f {
+        "k" => Some(Type::Int),
+        "s" => Some(Type::String),
+        _ => None,
+    };
+    let order = parse_order_expr("k(desc),s(asc)", &types).map_err(|e| anyhow!("{e}"))?;
+    let writer = FileWriter {
+        url_template: String::new(),
+        format: FileWriterFormat::Csv {
+            separator: ";".to_owned(),
+        },
+        columns: vec![
+            out_col("k", Type::Int, "k", "%05d")?,
+            out_col("s", Type::String, "s,q", "%s")?,
+            out_col("d", Type::Decimal2, "d", "%10s")?,
+            out_col("t", Type::DateTime, "t", "2006-01-02 15:04:05.000")?,
+            out_col("f", Type::Float, "f", "%.3f")?,
+            out_col("b", Type::Bool, "b", "%t")?,
+        ],
+        having: None,
+        top: None,
+    };
+    let dir = tempfile::tempdir()?;
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let words = ["", "a", "a;b", "q\"uote", "line\nbreak", "zz"];
+    for (limit, bad_at) in [
+        (0u64, None),
+        (40, None),
+        (3000, Some(1200usize)),
+        (0, Some(7)),
+    ] {
+        let top = Top {
+            order: order.clone(),
+            limit,
+        };
+        let rows: Vec<Vec<Value>> = (0..2000usize)
+            .map(|i| {
+                let k = (next() % 300) as i64 - 100;
+                let d = if Some(i) == bad_at {
+                    // Not a decimal: the sink refuses it.
+                    Value::str("oops")
+                } else {
+                    Value::Decimal(Decimal::new((next() % 200_001) as i64 - 100_000, 2))
+                };
+                vec![
+                    Value::Int(k),
+                    Value::str(words[(next() % words.len() as u64) as usize]),
+                    d,
+                    Value::Time(Time::from_unix_millis((next() % (1 << 40)) as i64)),
+                    Value::Float(k as f64 / 3.0),
+                    Value::Bool(next() % 2 == 0),
+                ]
+            })
+            .collect();
+        let values = || -> Result<TopBuffer> { Ok(TopBuffer::new(&top, &writer.columns)?) };
+        let lines = || -> Result<TopBuffer> {
+            Ok(TopBuffer::new(&top, &writer.columns)?
+                .with_renderer(plexus_node::files::line_renderer(&writer)))
+        };
+        let mut want_buf = values()?;
+        let mut one = lines()?;
+        let mut spilled = lines()?.with_spill(4096, dir.path());
+        // Shares spilling too, as a parallel top under a small budget does.
+        let mut shares = vec![
+            lines()?.with_spill(4096, dir.path()),
+            lines()?.with_spill(4096, dir.path()),
+        ];
+        for (seq, r) in rows.iter().enumerate() {
+            want_buf.push(r)?;
+            one.push(r)?;
+            spilled.push(r)?;
+            if let Some(s) = shares.get_mut((seq / 64) % 2) {
+                s.push_at(r, seq as u64)?;
+            }
+        }
+        assert!(spilled.spilled_runs() > 0, "seed {seed}: no spill");
+        let mut merged: Option<TopBuffer> = None;
+        for mut s in shares {
+            s.seal();
+            match &mut merged {
+                Some(m) => m.absorb(s),
+                None => merged = Some(s),
+            }
+        }
+        let merged = merged.context("shares")?;
+        let ctx = format!("seed {seed}, limit {limit}, bad row {bad_at:?}");
+        let want = write_top(want_buf, &writer, &dir.path().join("want.csv"))?;
+        if bad_at.is_some() {
+            assert!(
+                want.1.contains("column d expects decimal2"),
+                "{ctx}: {}",
+                want.1
+            );
+        } else {
+            assert!(want.1.is_empty(), "{ctx}: {}", want.1);
+            assert!(want.0.len() > 1000, "{ctx}");
+        }
+        for (name, buf) in [("one", one), ("spilled", spilled), ("shares", merged)] {
+            let got = write_top(buf, &writer, &dir.path().join(format!("{name}.csv")))?;
+            assert_eq!(
+                got.1,
+                want.1.replace("want.csv", &format!("{name}.csv")),
+                "{ctx}: {name}"
+            );
+            assert!(got.0 == want.0, "{ctx}: {name}: the files differ");
+        }
+    }
     Ok(())
 }

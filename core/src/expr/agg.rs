@@ -1,6 +1,7 @@
 //! Aggregate functions (spec §5.10): one [`Accumulator`] per left row and aggregate field.
 
 use std::fmt;
+use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
@@ -98,6 +99,19 @@ impl Accumulator {
             return Err(EvalError::AggNotEnabled { func: self.func });
         };
         self.rounding = rounding;
+        // The common shapes (`count()`, `sum(l.value)`, `min(l.product_id)`) fold the row's
+        // value directly: evaluating a bare field yields exactly that reference, and this is
+        // the inner loop of every grouped lookup (once per match and aggregate field).
+        match &**args {
+            [] => return self.fold(*func, &[], sep.as_deref()),
+            [Node::Field { alias, idx, name }] => {
+                let v = vars
+                    .slot(*alias, *idx)
+                    .ok_or_else(|| compiled.missing(*name))?;
+                return self.fold(*func, &[Val::Ref(v)], sep.as_deref());
+            }
+            _ => {}
+        }
         let ctx = Ctx {
             rounding,
             agg: Some(*func),
@@ -328,7 +342,7 @@ impl Accumulator {
         use AggFunc as A;
         Ok(match (self.func, &self.state) {
             (A::Count | A::CountIf, _) => Value::Int(self.count),
-            (A::StringAgg | A::StringAggIf, State::Str(s)) => Value::from(s.clone()),
+            (A::StringAgg | A::StringAggIf, State::Str(s)) => Value::Str(Arc::from(s.as_str())),
             (A::StringAgg | A::StringAggIf, _) => Value::str(""),
             (_, State::Unknown) => Value::Int(0),
             (A::Avg | A::AvgIf, State::IntAvg(sum)) => {
@@ -361,7 +375,7 @@ impl Accumulator {
             (_, State::Float(f)) => Value::Float(*f),
             (_, State::Dec(Some(d))) => Value::Decimal(*d),
             (_, State::Dec(None)) => return Err(EvalError::DecimalSentinel { func: self.func }),
-            (_, State::Str(s)) => Value::from(s.clone()),
+            (_, State::Str(s)) => Value::Str(Arc::from(s.as_str())),
         })
     }
 }

@@ -98,7 +98,7 @@ impl Compiled {
 
     #[cold]
     #[inline(never)]
-    fn missing(&self, name: u32) -> EvalError {
+    pub(crate) fn missing(&self, name: u32) -> EvalError {
         EvalError::VariableNotSupplied {
             name: self
                 .refs

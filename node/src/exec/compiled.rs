@@ -25,6 +25,8 @@ pub(crate) struct LookupStage {
     pub(crate) table: String,
     /// Its row layout.
     pub(crate) types: Vec<Type>,
+    /// Its field names, in row order.
+    pub(crate) names: Vec<String>,
     /// The index looked up.
     pub(crate) index_name: String,
     pub(crate) index: IndexDef,

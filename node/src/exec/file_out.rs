@@ -23,7 +23,9 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::processor::Processor;
 use super::scan::{Page, Scan, decode};
 use super::write::{check_type, field_err};
-use crate::files::{FileError, TopBuffer, create_sink, resolve_url_template};
+use crate::files::{
+    FileError, SortedRow, TopBuffer, create_sink, line_renderer, resolve_url_template,
+};
 
 /// table_file: a table reader and a file writer.
 #[derive(Debug)]
@@ -73,9 +75,12 @@ impl Processor for TableFile {
         let start = Instant::now();
         if let Some(buf) = top {
             let mut rows_out = 0;
-            buf.for_each_sorted(|row: &[Value]| -> Result<(), FileError> {
+            buf.for_each_sorted_row(|row| -> Result<(), FileError> {
                 rows_out += 1;
-                sink.write_row(row)
+                match row {
+                    SortedRow::Line(line) => sink.write_rendered(line),
+                    SortedRow::Values(values) => sink.write_row(values),
+                }
             })
             .map_err(output_err)?;
             stats.rows_out += rows_out;
@@ -110,7 +115,9 @@ fn compute_row(
     }
 }
 
-/// A `top` buffer spilling above `max_bytes`.
+/// A `top` buffer spilling above `max_bytes`, keeping rows as their output lines when the
+/// format is written line by line (rendered by the threads computing the rows; the end of
+/// the batch then only copies bytes).
 fn new_top(
     b: &BatchRun<'_>,
     out: &FileOut,
@@ -119,7 +126,8 @@ fn new_top(
 ) -> Result<TopBuffer, BatchErrorKind> {
     Ok(TopBuffer::new(t, &out.writer.columns)
         .map_err(output_err)?
-        .with_spill(max_bytes, b.ctx.spill_dir()))
+        .with_spill(max_bytes, b.ctx.spill_dir())
+        .with_renderer(line_renderer(&out.writer)))
 }
 
 /// Offers `row` to `buf`, numbered `seq` when given (a share of a parallel top).

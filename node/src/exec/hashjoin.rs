@@ -48,7 +48,7 @@ use super::cache::{keyspace_epoch, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
-    Built, KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
+    Built, KeyIndex, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
 };
 use super::scan::decode;
 use super::write::{field_err, key_into};
@@ -339,7 +339,7 @@ fn build(
         ends: Vec::new(),
         compact,
         rowids: Vec::with_capacity(total),
-        map: KeyMap::default(),
+        map: KeyIndex::default(),
         bytes: if compact {
             compact_bytes
         } else {
@@ -351,6 +351,7 @@ fn build(
             .reserve_exact(done.iter().map(|p| p.arena.len()).sum());
         ix.ends.reserve_exact(total);
     }
+    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(total);
     for p in done {
         if compact {
             let base = ix.arena.len();
@@ -359,18 +360,11 @@ fn build(
         } else {
             ix.rows.extend(p.rows);
         }
-        for (rowid, key) in p.rowids.into_iter().zip(p.keys) {
-            let pos = u32::try_from(ix.rowids.len())
-                .map_err(|_| Inconsistency::Broken("hash join row count overflow"))?;
-            ix.rowids.push(rowid);
-            match ix.map.get_mut(key.as_slice()) {
-                Some(v) => v.push(pos),
-                None => {
-                    ix.map.insert(key.into_boxed_slice(), vec![pos]);
-                }
-            }
-        }
+        ix.rowids.extend(p.rowids);
+        keys.extend(p.keys);
     }
+    // Row positions are `u32`s: the build checks that they fit.
+    ix.map = KeyIndex::build(&keys)?;
     Ok(Built::Index(Arc::new(ix)))
 }
 

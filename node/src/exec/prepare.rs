@@ -171,6 +171,7 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
                 table: l.table.clone(),
                 index_pos,
                 types: right.fields.iter().map(|f| f.ty).collect(),
+                names: right.fields.iter().map(|f| f.name.clone()).collect(),
                 index_name: l.index_name.clone(),
                 index: l.index.clone(),
                 join_pos,

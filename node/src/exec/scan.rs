@@ -127,7 +127,20 @@ pub(crate) fn decode(
     table: &str,
     rowid: Rowid,
 ) -> Result<(), BatchErrorKind> {
-    plexus_core::row::decode_row_into(bytes, types, out).map_err(|source| {
+    decode_projected(bytes, types, &[], out, table, rowid)
+}
+
+/// Decodes a stored row of `table` into `out`, building only the columns `needed` marks (all
+/// when it is empty); see [`plexus_core::row::decode_row_projected_into`].
+pub(crate) fn decode_projected(
+    bytes: &[u8],
+    types: &[Type],
+    needed: &[bool],
+    out: &mut Vec<Value>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::decode_row_projected_into(bytes, types, needed, out).map_err(|source| {
         BatchErrorKind::Internal(Inconsistency::Undecodable {
             table: table.to_owned(),
             rowid,

@@ -2,9 +2,9 @@
 
 use std::io::{BufWriter, Write};
 
-use plexus_core::cell::{csv_quote_into, write_cell};
+use plexus_core::cell::{CellError, csv_quote_into, write_cell};
 use plexus_core::plan::FileColumn;
-use plexus_core::value::Value;
+use plexus_core::value::{Type, Value};
 
 use super::location::{OutputFile, create_output, display};
 use super::{FileError, RowSink};
@@ -66,41 +66,147 @@ impl CsvSink {
     }
 }
 
-impl RowSink for CsvSink {
-    fn write_row(&mut self, values: &[Value]) -> Result<(), FileError> {
-        if values.len() != self.columns.len() {
-            return Err(FileError::RowWidth {
-                path: self.path.clone(),
-                row: self.rows,
-                expected: self.columns.len(),
-                actual: values.len(),
+/// Why a row could not be rendered: the sink turns it into a [`FileError`] naming its file and
+/// row; `top`'s pre-rendering ([`LineRenderer`]) keeps such a row as values instead, so the
+/// sink reports it when (and only if) the row is written.
+enum RenderFailure {
+    Width,
+    Type {
+        column: String,
+        expected: Type,
+        actual: &'static str,
+    },
+    Cell {
+        column: String,
+        source: CellError,
+    },
+}
+
+/// Appends `values` as one CSV data line (cells, separators, quoting, the final `\n`) to
+/// `line`; on failure `line` holds part of the row. What the sink writes, byte for byte.
+fn render_line(
+    columns: &[FileColumn],
+    separator: &str,
+    cell: &mut String,
+    line: &mut String,
+    values: &[Value],
+) -> Result<(), RenderFailure> {
+    if values.len() != columns.len() {
+        return Err(RenderFailure::Width);
+    }
+    for (i, (col, v)) in columns.iter().zip(values).enumerate() {
+        if v.column_type() != Some(col.ty) {
+            return Err(RenderFailure::Type {
+                column: col.name.clone(),
+                expected: col.ty,
+                actual: v.go_type_name(),
             });
         }
-        for (i, (col, v)) in self.columns.iter().zip(values).enumerate() {
-            if v.column_type() != Some(col.ty) {
-                return Err(FileError::ValueType {
+        if i > 0 {
+            line.push_str(separator);
+        }
+        cell.clear();
+        write_cell(cell, v, &col.format).map_err(|source| RenderFailure::Cell {
+            column: col.name.clone(),
+            source,
+        })?;
+        csv_quote_into(line, cell);
+    }
+    line.push('\n');
+    Ok(())
+}
+
+/// Renders rows into the lines a CSV sink of the same writer writes for them, so that a
+/// `top` buffer can keep its rows as their final bytes (rendered on the threads that compute
+/// them, written back to back at the end) instead of serialised values.
+#[derive(Clone)]
+pub struct LineRenderer {
+    separator: String,
+    columns: Vec<FileColumn>,
+    line: String,
+    cell: String,
+}
+
+impl LineRenderer {
+    /// A renderer of the lines a CSV sink with `separator` and `columns` writes.
+    pub(crate) fn new(separator: &str, columns: &[FileColumn]) -> Self {
+        Self {
+            separator: separator.to_owned(),
+            columns: columns.to_vec(),
+            line: String::with_capacity(256),
+            cell: String::with_capacity(64),
+        }
+    }
+
+    /// Appends the line of `values` to `out`; false (and `out` unchanged) when the sink would
+    /// fail the row, which is then kept as values so the sink reports the failure in place.
+    pub fn render(&mut self, values: &[Value], out: &mut Vec<u8>) -> bool {
+        self.line.clear();
+        let ok = render_line(
+            &self.columns,
+            &self.separator,
+            &mut self.cell,
+            &mut self.line,
+            values,
+        )
+        .is_ok();
+        if ok {
+            out.extend_from_slice(self.line.as_bytes());
+        }
+        ok
+    }
+}
+
+impl RowSink for CsvSink {
+    fn write_row(&mut self, values: &[Value]) -> Result<(), FileError> {
+        let rendered = render_line(
+            &self.columns,
+            &self.separator,
+            &mut self.cell,
+            &mut self.line,
+            values,
+        );
+        if let Err(e) = rendered {
+            self.line.clear();
+            return Err(match e {
+                RenderFailure::Width => FileError::RowWidth {
                     path: self.path.clone(),
                     row: self.rows,
-                    column: col.name.clone(),
-                    expected: col.ty,
-                    actual: v.go_type_name(),
-                });
-            }
-            if i > 0 {
-                self.line.push_str(&self.separator);
-            }
-            self.cell.clear();
-            write_cell(&mut self.cell, v, &col.format).map_err(|e| FileError::WriteCell {
-                path: self.path.clone(),
-                row: self.rows,
-                column: col.name.clone(),
-                source: Box::new(e),
-            })?;
-            csv_quote_into(&mut self.line, &self.cell);
+                    expected: self.columns.len(),
+                    actual: values.len(),
+                },
+                RenderFailure::Type {
+                    column,
+                    expected,
+                    actual,
+                } => FileError::ValueType {
+                    path: self.path.clone(),
+                    row: self.rows,
+                    column,
+                    expected,
+                    actual,
+                },
+                RenderFailure::Cell { column, source } => FileError::WriteCell {
+                    path: self.path.clone(),
+                    row: self.rows,
+                    column,
+                    source: Box::new(source),
+                },
+            });
         }
-        self.line.push('\n');
         self.rows += 1;
         self.flush_line()
+    }
+
+    fn write_rendered(&mut self, line: &[u8]) -> Result<(), FileError> {
+        self.out
+            .write_all(line)
+            .map_err(|source| FileError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.rows += 1;
+        Ok(())
     }
 
     fn finish(self: Box<Self>) -> Result<u64, FileError> {

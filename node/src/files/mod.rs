@@ -32,11 +32,12 @@ use std::path::PathBuf;
 use plexus_core::plan::{BatchInput, FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
 use plexus_core::value::Value;
 
+pub use csv_sink::LineRenderer;
 pub use error::FileError;
 pub use glob::{GlobError, expand_globs};
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
 pub use split::{SplitSettings, split_inputs};
-pub use top::{DEFAULT_TOP_LIMIT, TopBuffer};
+pub use top::{DEFAULT_TOP_LIMIT, SortedRow, TopBuffer};
 
 /// A stream of rows read from one input file; each row is aligned with `FileReader::columns`.
 pub trait RowSource: Send {
@@ -60,6 +61,17 @@ pub trait RowSource: Send {
 pub trait RowSink: Send {
     /// Appends one row; the values must have the column types.
     fn write_row(&mut self, values: &[Value]) -> Result<(), FileError>;
+
+    /// Appends one row rendered by this writer's [`line_renderer`] (a `top` kept it as its
+    /// line); sinks without one refuse it.
+    fn write_rendered(&mut self, line: &[u8]) -> Result<(), FileError> {
+        Err(FileError::TopRow {
+            reason: format!(
+                "a rendered row ({} bytes) for a sink without a line format",
+                line.len()
+            ),
+        })
+    }
 
     /// Flushes and closes the file and returns its size in bytes; a sink dropped without
     /// `finish` may leave a partial file.
@@ -117,6 +129,15 @@ pub fn open_batch_source(
             &reader.columns,
             input.part,
         )?)),
+    }
+}
+
+/// The renderer of the lines `writer`'s sink writes, for formats written line by line (CSV);
+/// `None` for the others (Parquet).
+pub fn line_renderer(writer: &FileWriter) -> Option<LineRenderer> {
+    match &writer.format {
+        FileWriterFormat::Csv { separator } => Some(LineRenderer::new(separator, &writer.columns)),
+        FileWriterFormat::Parquet { .. } => None,
     }
 }
 

@@ -1,8 +1,10 @@
 //! `top` of a file writer (spec §3.9, §7.6): keep the `limit` rows with the smallest keys.
 //!
-//! Rows are held compactly: each kept row is its order key and its values serialised with
-//! bincode (lossless, unlike the storage encoding, which truncates datetimes to milliseconds),
-//! not a vector of decoded values. With a memory limit ([`TopBuffer::with_spill`]), a buffer
+//! Rows are held compactly: each kept row is its order key and either the line its sink will
+//! write (given a [`LineRenderer`]: CSV, rendered on the thread that computes the row, so the
+//! end of the batch only copies bytes) or its values serialised with bincode (lossless, unlike
+//! the storage encoding, which truncates datetimes to milliseconds), not a vector of decoded
+//! values. A row its renderer refuses is kept as values, so the sink reports it in place. With a memory limit ([`TopBuffer::with_spill`]), a buffer
 //! that grows past it is sorted and written to a temporary file as a run; the end merges the
 //! runs with what is left in memory, so at most the limit plus one record per run is in memory.
 
@@ -16,7 +18,7 @@ use plexus_core::key::{IndexDef, build_key_into};
 use plexus_core::plan::{FileColumn, Top};
 use plexus_core::value::Value;
 
-use super::FileError;
+use super::{FileError, LineRenderer};
 
 /// The limit used when a script gives none (spec §3.9, §14 #37).
 pub const DEFAULT_TOP_LIMIT: u64 = 5_000_000;
@@ -39,7 +41,8 @@ struct Entry {
     seq: u64,
     /// Length of the key at the start of `data`.
     key_len: usize,
-    /// The order key followed by the row's values, bincode-serialised.
+    /// The order key followed by the row: a tag byte ([`ROW_LINE`] or [`ROW_VALUES`]), then
+    /// the rendered line or the bincode-serialised values.
     data: Box<[u8]>,
 }
 
@@ -54,7 +57,7 @@ impl Entry {
         self.data.get(..self.key_len).unwrap_or_default()
     }
 
-    /// The bincode-serialised row.
+    /// The row: tag byte and payload.
     fn row(&self) -> &[u8] {
         self.data.get(self.key_len..).unwrap_or_default()
     }
@@ -176,6 +179,22 @@ pub struct TopBuffer {
     /// `rows` is a concatenation of a few runs each sorted by `(key, seq)` (sealed buffers
     /// absorbed, see [`TopBuffer::absorb`]): a stable sort merges them in linear time.
     presorted: bool,
+    /// Renders kept rows into their output lines (see the module doc); `None`: values.
+    render: Option<LineRenderer>,
+}
+
+/// Tag of a row kept as its rendered output line.
+const ROW_LINE: u8 = 0;
+
+/// Tag of a row kept as bincode-serialised values.
+const ROW_VALUES: u8 = 1;
+
+/// A kept row as [`TopBuffer::for_each_sorted_row`] yields it.
+pub enum SortedRow<'a> {
+    /// The line the buffer's [`LineRenderer`] rendered, for [`super::RowSink::write_rendered`].
+    Line(&'a [u8]),
+    /// The row's values (no renderer, or the renderer refused the row).
+    Values(&'a [Value]),
 }
 
 /// Order components whose values are gathered on the stack (see [`TopBuffer::push_at`]).
@@ -227,7 +246,15 @@ impl TopBuffer {
             scratch: Vec::new(),
             spill: None,
             presorted: false,
+            render: None,
         })
+    }
+
+    /// The same buffer, keeping rows as the lines `render` makes of them (`None`: as values).
+    /// Rows are then yielded as [`SortedRow::Line`] by [`TopBuffer::for_each_sorted_row`].
+    pub fn with_renderer(mut self, render: Option<LineRenderer>) -> Self {
+        self.render = render;
+        self
     }
 
     /// The same buffer, spilling sorted runs into a temporary directory under `dir` whenever
@@ -288,11 +315,25 @@ impl TopBuffer {
         let key_len = self.scratch.len();
         let skip = self.shared_prefix(key_len);
         // The row goes right after the key, so one exact allocation holds both.
-        bincode::serde::encode_into_std_write(row, &mut self.scratch, ROW_CONFIG).map_err(|e| {
-            FileError::TopRow {
-                reason: e.to_string(),
+        let rendered = match &mut self.render {
+            Some(r) => {
+                self.scratch.push(ROW_LINE);
+                let ok = r.render(row, &mut self.scratch);
+                if !ok {
+                    self.scratch.truncate(key_len);
+                }
+                ok
             }
-        })?;
+            None => false,
+        };
+        if !rendered {
+            self.scratch.push(ROW_VALUES);
+            bincode::serde::encode_into_std_write(row, &mut self.scratch, ROW_CONFIG).map_err(
+                |e| FileError::TopRow {
+                    reason: e.to_string(),
+                },
+            )?;
+        }
         let e = Entry {
             head: key_head(self.scratch.get(skip..key_len).unwrap_or_default()),
             seq,
@@ -445,11 +486,29 @@ impl TopBuffer {
         }
     }
 
+    /// Calls `f` with the kept rows' values, ascending by key, ties in arrival order; for a
+    /// buffer without a renderer (a rendered row is an error here).
+    pub fn for_each_sorted<E: From<FileError>>(
+        self,
+        mut f: impl FnMut(&[Value]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_sorted_row(|r| match r {
+            SortedRow::Values(v) => f(v),
+            SortedRow::Line(l) => Err(FileError::TopRow {
+                reason: format!(
+                    "a rendered row ({} bytes) where values were expected",
+                    l.len()
+                ),
+            }
+            .into()),
+        })
+    }
+
     /// Calls `f` with the kept rows, ascending by key, ties in arrival order; merges spilled
     /// runs with the rows in memory.
-    pub fn for_each_sorted<E: From<FileError>>(
+    pub fn for_each_sorted_row<E: From<FileError>>(
         mut self,
-        mut f: impl FnMut(&[Value]) -> Result<(), E>,
+        mut f: impl FnMut(SortedRow<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         if self.presorted {
             // Sealed shares: a stable sort merges the sorted runs in linear time; the
@@ -462,10 +521,16 @@ impl TopBuffer {
             self.rows.sort_unstable();
         }
         let runs = self.spill.take().map(|s| (s.runs, s.dir, s.absorbed_dirs));
-        let mut row: Vec<Value> = Vec::new();
-        let mut emit = |e: &Entry, f: &mut dyn FnMut(&[Value]) -> Result<(), E>| {
-            row = decode_values(e.row())?;
-            f(&row)
+        let emit = |e: &Entry, f: &mut dyn FnMut(SortedRow<'_>) -> Result<(), E>| match e
+            .row()
+            .split_first()
+        {
+            Some((&ROW_LINE, line)) => f(SortedRow::Line(line)),
+            Some((&ROW_VALUES, bytes)) => f(SortedRow::Values(&decode_values(bytes)?)),
+            _ => Err(FileError::TopRow {
+                reason: "a kept row without its tag".to_owned(),
+            }
+            .into()),
         };
         let Some((runs, _dir, _absorbed)) = runs.filter(|(r, _, _)| !r.is_empty()) else {
             for e in &self.rows {
