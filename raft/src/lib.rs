@@ -35,7 +35,7 @@ pub use dependency_policy::{NodeRunEvent, PolicyError, PolicyMatch, ResolvedPoli
 pub use error::LedgerError;
 pub use history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow, RunLifespan};
 pub use ledger::{
-    BackupCounters, BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeRun,
-    Readiness, Run, backups_allowed,
+    BackupCounters, BatchState, Claim, Keyspace, Ledger, MAX_ATTEMPTS, NOTICE_PREFIX, NodeReads,
+    NodeRun, Readiness, Run, backups_allowed,
 };
 pub use status::{NodeBatchStatus, RunOutcome, RunStatus};

@@ -22,7 +22,7 @@ fn ready(left_rows: u64, right_rows: u64) -> Ledger {
         .file("read_left", "left", 1)
         .file("read_right", "right", 1)
         .lookup("join", "left", "right", "joined", 6, StartPolicy::Auto)
-        .table("copy", "left", Some("copied"), 2, StartPolicy::Auto)
+        .table("copy", "left", Some("copied"), 12, StartPolicy::Auto)
         .build();
     let hash = PlanHash(plan.content_hash().expect("plan hash"));
     let mut l = Ledger::new();
@@ -103,7 +103,7 @@ fn picks(l: &Ledger, peer: PeerId) -> Vec<BatchTask> {
 
 /// The `join` batches peer `peer` would pick, peers heard from since `since` counting as
 /// live. A pick takes one node: `join` whenever the peer may join it, since its batches
-/// predict at least as long as `copy`'s (ties go to plan order), else `copy`.
+/// predict longer than `copy`'s (the same left rows over half as many batches), else `copy`.
 fn picks_since(l: &Ledger, peer: PeerId, since: i64) -> Vec<BatchTask> {
     l.pick_chunk_for(peer, None, 10, 0, Some(since))
         .into_iter()

@@ -438,15 +438,14 @@ impl Executor {
                     let b = &t.batch;
                     let runs = l.claim_of(b).map(|(c, _)| (c.reader_run, c.lookup_run));
                     let (reader_run, lookup_run) = runs.unwrap_or((None, None));
-                    l.may_join(
-                        &b.keyspace,
-                        b.run_id,
-                        &b.node,
+                    let at = plexus_raft::NodeReads {
+                        keyspace: &b.keyspace,
+                        run_id: b.run_id,
+                        node: &b.node,
                         reader_run,
                         lookup_run,
-                        thief,
-                        since,
-                    )
+                    };
+                    l.may_join(at, thief, since)
                 })
                 .collect()
         };

@@ -19,6 +19,22 @@ use crate::status::NodeBatchStatus;
 
 use super::state::{Ledger, NodeRun, Run};
 
+/// A node's batches as a claim reads them: the node of a run, and the runs of its reader and
+/// lookup tables the dependency policy gives (what build affinity weighs).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeReads<'a> {
+    /// The keyspace.
+    pub keyspace: &'a str,
+    /// The run.
+    pub run_id: u32,
+    /// The node's name.
+    pub node: &'a str,
+    /// The run whose reader table the batches read.
+    pub reader_run: Option<u32>,
+    /// The run whose lookup table the batches read.
+    pub lookup_run: Option<u32>,
+}
+
 impl NodeRun {
     /// The peers with a successful batch of the node in this run (for a lookup node: the
     /// peers that built its right side).
@@ -77,17 +93,10 @@ impl Ledger {
     /// (their mean batch time when they read no rows), the build as the cold batches' mean
     /// time beyond that. Before: rows, a row of the right side assumed to cost what a row
     /// of the left side does (the creators' row counts are all the ledger has).
-    fn join_terms(
-        &self,
-        keyspace: &str,
-        run: &Run,
-        node: &str,
-        reader_run: Option<u32>,
-        lookup_run: Option<u32>,
-    ) -> Option<(f64, f64)> {
-        let nr = run.nodes.get(node)?;
+    fn join_terms(&self, at: NodeReads<'_>, run: &Run) -> Option<(f64, f64)> {
+        let nr = run.nodes.get(at.node)?;
         let (reader_rows, lookup_rows) =
-            self.input_rows(keyspace, run, node, reader_run, lookup_run);
+            self.input_rows(at.keyspace, run, at.node, at.reader_run, at.lookup_run);
         let lookup_rows = lookup_rows? as f64;
         let left_share = f64::from(nr.unfinished) / f64::from(nr.batches_total().max(1));
         let (all, cold) = (&nr.measured, &nr.cold);
@@ -125,37 +134,14 @@ impl Ledger {
     /// other nodes does not hold it up; a dead or drained holder stops counting once silent
     /// for the window (an idle peer renews nothing), and a dead one's claims return to the
     /// pool by lease expiry.
-    #[allow(clippy::too_many_arguments)]
-    pub fn may_join(
-        &self,
-        keyspace: &str,
-        run_id: u32,
-        node: &str,
-        reader_run: Option<u32>,
-        lookup_run: Option<u32>,
-        peer: PeerId,
-        live_since_ms: i64,
-    ) -> bool {
-        let Ok(run) = self.run(keyspace, run_id) else {
-            return true;
-        };
-        let Some(nr) = run.nodes.get(node).filter(|_| self.has_lookup(run, node)) else {
-            return true;
-        };
-        let (members, mine) = nr.members(peer, |p| {
+    pub fn may_join(&self, at: NodeReads<'_>, peer: PeerId, live_since_ms: i64) -> bool {
+        self.joins(at, peer, |p| {
             self.claimed_by(p) == 0
                 && self
                     .peers
                     .get(&p)
                     .is_some_and(|l| l.last_seen_ms >= live_since_ms)
-        });
-        if mine || members == 0 {
-            return true;
-        }
-        match self.join_terms(keyspace, run, node, reader_run, lookup_run) {
-            Some((remaining, build)) => ClaimPolicy::DEFAULT.should_join(remaining, members, build),
-            None => true,
-        }
+        })
     }
 
     /// The same decision when a claim applies, against claimers that picked at the same
@@ -165,27 +151,29 @@ impl Ledger {
     /// node. Holders without a running claim do not count here: whether they are alive is
     /// the proposer's judgement ([`Ledger::may_join`]), not the state machine's, so this
     /// check is never stricter than the proposer's.
-    pub(super) fn may_join_on_apply(
-        &self,
-        keyspace: &str,
-        run_id: u32,
-        node: &str,
-        reader_run: Option<u32>,
-        lookup_run: Option<u32>,
-        peer: PeerId,
-    ) -> bool {
-        let Ok(run) = self.run(keyspace, run_id) else {
+    pub(super) fn may_join_on_apply(&self, at: NodeReads<'_>, peer: PeerId) -> bool {
+        self.joins(at, peer, |_| false)
+    }
+
+    /// Build affinity's decision for `peer` and `at`'s node, counting as members the holders
+    /// of its running claims and the holders `idle_member` says are idle between two chunks.
+    fn joins(&self, at: NodeReads<'_>, peer: PeerId, idle_member: impl Fn(PeerId) -> bool) -> bool {
+        let Ok(run) = self.run(at.keyspace, at.run_id) else {
             return true;
         };
         // Most claims are of nodes without a lookup: nothing to look at.
-        let Some(nr) = run.nodes.get(node).filter(|_| self.has_lookup(run, node)) else {
+        let Some(nr) = run
+            .nodes
+            .get(at.node)
+            .filter(|_| self.has_lookup(run, at.node))
+        else {
             return true;
         };
-        let (members, mine) = nr.members(peer, |_| false);
+        let (members, mine) = nr.members(peer, idle_member);
         if mine || members == 0 {
             return true;
         }
-        match self.join_terms(keyspace, run, node, reader_run, lookup_run) {
+        match self.join_terms(at, run) {
             Some((remaining, build)) => ClaimPolicy::DEFAULT.should_join(remaining, members, build),
             None => true,
         }
@@ -206,7 +194,13 @@ impl Ledger {
             .claim
             .as_ref()
             .map_or((None, None), |c| (c.reader_run, c.lookup_run));
-        self.join_terms(&id.keyspace, run, &id.node, reader_run, lookup_run)
-            .map_or(0.0, |(_, build)| build)
+        let at = NodeReads {
+            keyspace: &id.keyspace,
+            run_id: id.run_id,
+            node: &id.node,
+            reader_run,
+            lookup_run,
+        };
+        self.join_terms(at, run).map_or(0.0, |(_, build)| build)
     }
 }

@@ -8,6 +8,7 @@ use crate::error::LedgerError;
 use crate::history::{BatchHistoryRow, NodeHistoryRow};
 use crate::status::{NodeBatchStatus, RunStatus};
 
+use super::affinity::NodeReads;
 use super::pool::merged_order;
 use super::state::{Claim, Claimer, Ledger, NodeRun, Readiness, Run};
 use crate::claim_policy::ClaimPolicy;
@@ -106,10 +107,15 @@ impl Ledger {
                 else {
                     continue;
                 };
+                let at = NodeReads {
+                    keyspace: ks,
+                    run_id: run.run_id,
+                    node: name,
+                    reader_run,
+                    lookup_run,
+                };
                 if let Some((peer, live_since)) = me
-                    && !self.may_join(
-                        ks, run.run_id, name, reader_run, lookup_run, peer, live_since,
-                    )
+                    && !self.may_join(at, peer, live_since)
                 {
                     continue;
                 }
@@ -295,7 +301,14 @@ impl Ledger {
                 ),
             });
         }
-        if !self.may_join_on_apply(keyspace, run_id, node, reader_run, lookup_run, peer) {
+        let at = NodeReads {
+            keyspace,
+            run_id,
+            node,
+            reader_run,
+            lookup_run,
+        };
+        if !self.may_join_on_apply(at, peer) {
             return Err(LedgerError::NotReady {
                 run_id,
                 node: node.to_owned(),

@@ -36,6 +36,7 @@ mod runs;
 pub mod state;
 
 pub use crate::claim_policy::MAX_ATTEMPTS;
+pub use affinity::NodeReads;
 pub use backups::backups_allowed;
 pub use state::{
     BackupCounters, BatchState, Claim, Keyspace, Ledger, Measured, NodeRun, Pace, PeerLease,
