@@ -4,16 +4,16 @@
 //! those first batches' extra time, never leaves a node without anybody, and stops counting
 //! a holder that went silent.
 
+mod common;
 #[path = "../src/test_plans.rs"]
 mod test_plans;
 
+use common::{KS, claim, done, started};
 use plexus_core::plan::StartPolicy;
 use plexus_core::task::{BatchId, BatchTask};
-use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
-use plexus_raft::{Command, Event, Ledger, PlanHash};
+use plexus_raft::command::{PeerId, SealedClaim};
+use plexus_raft::{Command, Ledger};
 use test_plans::PlanBuilder;
-
-const KS: &str = "ks";
 
 /// A run whose `left` and `right` tables were written (`left_rows`, `right_rows`) and whose
 /// lookup node `join` (6 batches, reading `left`, looking up in `right`) is ready.
@@ -24,18 +24,7 @@ fn ready(left_rows: u64, right_rows: u64) -> Ledger {
         .lookup("join", "left", "right", "joined", 6, StartPolicy::Auto)
         .table("copy", "left", Some("copied"), 12, StartPolicy::Auto)
         .build();
-    let hash = PlanHash(plan.content_hash().expect("plan hash"));
-    let mut l = Ledger::new();
-    l.apply(Command::SubmitPlan { plan }).expect("submit");
-    l.apply(Command::StartRun {
-        keyspace: KS.into(),
-        plan_hash: hash,
-        start_nodes: vec!["read_left".into(), "read_right".into()],
-        description: String::new(),
-        only_start_nodes: false,
-        ts_ms: 0,
-    })
-    .expect("start");
+    let mut l = started(plan, &["read_left", "read_right"]);
     for _ in 0..2 {
         let t = l
             .ready_tasks()
@@ -51,49 +40,6 @@ fn ready(left_rows: u64, right_rows: u64) -> Ledger {
         l.apply(done(9, &c, rows, 10, 10)).expect("reader done");
     }
     l
-}
-
-fn claim(l: &mut Ledger, peer: PeerId, tasks: &[BatchTask], ts_ms: i64) -> Vec<TaskRef> {
-    let cmd = Command::ClaimTasks {
-        keyspace: KS.into(),
-        run_id: 1,
-        peer,
-        worker: format!("n{peer}"),
-        tasks: tasks
-            .iter()
-            .map(|t| SealedClaim {
-                node: t.node.clone(),
-                batch_idx: t.batch_idx,
-                reader_run: t.reader_run,
-                lookup_run: t.lookup_run,
-                sealed: vec![1],
-            })
-            .collect(),
-        ts_ms,
-    };
-    l.apply(cmd)
-        .expect("claim")
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::BatchClaimed { task, .. } => Some(task),
-            _ => None,
-        })
-        .collect()
-}
-
-fn done(peer: PeerId, task: &TaskRef, rows: u64, ms: u64, ts_ms: i64) -> Command {
-    Command::CompleteTasks {
-        peer,
-        results: vec![TaskResult {
-            task: task.clone(),
-            outcome: TaskOutcome::Done {
-                rows_in: rows,
-                rows_out: rows,
-                elapsed_ms: ms,
-            },
-        }],
-        ts_ms,
-    }
 }
 
 /// The `join` batches peer `peer` would pick (peers live since time 0).
