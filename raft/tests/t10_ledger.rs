@@ -1472,7 +1472,8 @@ fn leases_expire_and_late_results_change_nothing() {
     assert_eq!((b.status, b.attempts), (NodeBatchStatus::Success, 2));
 }
 
-/// A transfer moves a claim from victim to thief; only the thief's result counts afterwards.
+/// A transfer moves a claim from victim to thief, with the victim's deque depth and the
+/// claim's time; only the thief's result counts afterwards.
 #[test]
 fn a_transfer_moves_the_lease() {
     let mut h = Harness::new();
@@ -1480,7 +1481,14 @@ fn a_transfer_moves_the_lease() {
     let run = h.start("ks", plan, &["a"]);
     h.claim("ks", run, "a", 0);
     let t = h.current("ks", run, "a", 0);
-    let ts_ms = h.tick();
+    // The victim said the task waits in its deque.
+    let said = h.tick();
+    h.ok(Command::Heartbeat {
+        peer: 1,
+        queued: 1,
+        ts_ms: said,
+    });
+    let ts_ms = h.tick() + 5_000;
     let ev = h.ok(Command::TransferTasks {
         from: 1,
         to: 3,
@@ -1497,6 +1505,12 @@ fn a_transfer_moves_the_lease() {
         }]
     );
     assert_eq!((h.ledger.claimed_by(1), h.ledger.claimed_by(3)), (0, 1));
+    // It waits in the thief's deque now, held from the transfer: thieves look at the
+    // thief, and it is not mistaken for a batch running since its first claim.
+    let queued = |peer| h.ledger.peer_leases()[&peer].queued;
+    assert_eq!((queued(1), queued(3)), (0, 1));
+    let (claim, _) = h.ledger.claim_of(&t.batch).unwrap();
+    assert_eq!((claim.peer, claim.ts_ms), (3, ts_ms));
     // Transferring again from the old holder is refused.
     let again = Command::TransferTasks {
         from: 1,

@@ -100,24 +100,34 @@ impl Ledger {
                 ts_ms,
             } => {
                 let mut first_err = None;
-                let mut moved = false;
+                let mut moved = 0u32;
                 for t in tasks {
-                    if let Err(e) = self.transfer(from, to, &to_worker, &t) {
+                    if let Err(e) = self.transfer(from, to, &to_worker, &t, ts_ms) {
                         ev.push(Event::Ignored {
                             batch: t.batch,
                             reason: e.to_string(),
                         });
                         first_err.get_or_insert(e);
                     } else {
-                        moved = true;
+                        moved += 1;
                         ev.push(Event::BatchTransferred { task: t, from, to });
                     }
                 }
-                if !moved && let Some(e) = first_err {
+                if moved == 0
+                    && let Some(e) = first_err
+                {
                     return Err(e);
                 }
+                // The moved tasks wait in the thief's deque now, not the victim's: the depths
+                // are right from this entry on, before either peer's next heartbeat says.
                 self.seen(from, ts_ms, None);
                 self.seen(to, ts_ms, None);
+                if let Some(p) = self.peers.get_mut(&from) {
+                    p.queued = p.queued.saturating_sub(moved);
+                }
+                if let Some(p) = self.peers.get_mut(&to) {
+                    p.queued = p.queued.saturating_add(moved);
+                }
             }
             Command::RegisterKey { key_id, check } => {
                 let already_known = self.key_checks.contains_key(&key_id);

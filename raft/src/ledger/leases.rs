@@ -19,6 +19,7 @@ impl Ledger {
         to: PeerId,
         to_worker: &str,
         t: &TaskRef,
+        ts_ms: i64,
     ) -> Result<(), LedgerError> {
         self.held_by(from, t)?;
         let id = &t.batch;
@@ -34,6 +35,9 @@ impl Ledger {
         {
             c.peer = to;
             c.worker = to_worker.to_owned();
+            // The thief holds it from now: it waits at the back of the thief's deque, and
+            // its time past `max_batch_processing_time` counts from here.
+            c.ts_ms = ts_ms;
         }
         Ok(())
     }
