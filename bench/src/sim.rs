@@ -146,6 +146,8 @@ struct SimPeer {
     claiming: bool,
     stealing: bool,
     backing: bool,
+    /// Threads executing a task (the executor's `in_flight`).
+    running: usize,
     batch_ms: Option<f64>,
     reported_queued: u32,
     salt: u64,
@@ -437,6 +439,7 @@ impl<'a> Sim<'a> {
     }
 
     fn start(&mut self, p: usize, thread: usize, task: TaskRef) {
+        self.peers[p].running += 1;
         let ms = self.exec_ms(p, &task);
         let at = self.now + us(ms);
         self.push(
@@ -481,13 +484,24 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A thread of `p` looks for work: its deque, else a backup of a straggler (before the
-    /// end only one that would hold it), else a claim, else a steal.
+    /// A thread of `p` looks for work: its deque, else a steal, else a backup of a straggler
+    /// (before the end only one that would hold it), else a claim.
     fn free(&mut self, p: usize, thread: usize) {
         if !self.peers[p].alive || self.run_done() {
             return;
         }
-        if let Some(task) = self.peers[p].deque.pop_front() {
+        // The first task nobody runs a backup of (as the executor's `next_queued`).
+        let ledger = &self.ledger;
+        let deque = &mut self.peers[p].deque;
+        let first = deque
+            .iter()
+            .position(|t| {
+                !ledger
+                    .claim_of(&t.batch)
+                    .is_some_and(|(c, backup)| backup && c.attempt == t.attempt)
+            })
+            .unwrap_or(0);
+        if let Some(task) = deque.remove(first) {
             self.start(p, thread, task);
             return;
         }
@@ -501,7 +515,33 @@ impl<'a> Sim<'a> {
         let since = self.ms() - 2 * self.a.lease_ms as i64;
         let policy = ClaimPolicy::DEFAULT;
         self.peers[p].salt = self.peers[p].salt.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        // A straggler first (as the executor does): before the end only one that would
+        // Unstarted tasks in another peer's deque first (as the executor does).
+        if let Some((victim, max)) = self.steal_target(me, since) {
+            self.counts.steals_asked += 1;
+            let v = (victim - 1) as usize;
+            let given: Vec<TaskRef> = if self.peers[v].alive {
+                let k = schedule::give_count(max as usize, self.peers[v].deque.len());
+                let at = self.peers[v].deque.len() - k;
+                self.peers[v].deque.split_off(at).into()
+            } else {
+                Vec::new()
+            };
+            if !given.is_empty() {
+                let cmd = Command::TransferTasks {
+                    from: victim,
+                    to: me,
+                    to_worker: format!("n{me}"),
+                    tasks: given,
+                    ts_ms: self.ms(),
+                };
+                self.peers[p].stealing = true;
+                // The victim proposes after the request's half round trip.
+                self.propose(v, cmd, self.a.rtt_ms);
+                self.peers[p].waiting.push(thread);
+                return;
+            }
+        }
+        // Then a straggler (as the executor does): before the end only one that would
         // hold it (`schedule::stragglers`). `schedule::backup_candidate` is
         // `stragglers` then `pick_backup`; the stragglers (a look over every running claim)
         // are found for everybody at most every 50 simulated ms, and each peer picks its own
@@ -544,7 +584,7 @@ impl<'a> Sim<'a> {
                 Duration::from_millis(self.a.window_ms),
                 self.peers[p].batch_ms,
                 true,
-                self.a.threads,
+                self.a.threads.saturating_sub(self.peers[p].running),
                 policy.max_chunk,
                 claimable,
                 live,
@@ -578,32 +618,6 @@ impl<'a> Sim<'a> {
             self.peers[p].waiting.push(thread);
             return;
         }
-        // Nothing claimable: steal.
-        if let Some((victim, max)) = self.steal_target(me, since) {
-            self.counts.steals_asked += 1;
-            let v = (victim - 1) as usize;
-            let given: Vec<TaskRef> = if self.peers[v].alive {
-                let k = schedule::give_count(max as usize, self.peers[v].deque.len());
-                let at = self.peers[v].deque.len() - k;
-                self.peers[v].deque.split_off(at).into()
-            } else {
-                Vec::new()
-            };
-            if !given.is_empty() {
-                let cmd = Command::TransferTasks {
-                    from: victim,
-                    to: me,
-                    to_worker: format!("n{me}"),
-                    tasks: given,
-                    ts_ms: self.ms(),
-                };
-                self.peers[p].stealing = true;
-                // The victim proposes after the request's half round trip.
-                self.propose(v, cmd, self.a.rtt_ms);
-                self.peers[p].waiting.push(thread);
-                return;
-            }
-        }
         self.push(poll, Ev::Free { peer: p, thread });
     }
 
@@ -613,6 +627,7 @@ impl<'a> Sim<'a> {
         }
         let rows = self.rows.get(rows_index(&task)).copied().unwrap_or(0);
         let peer = &mut self.peers[p];
+        peer.running = peer.running.saturating_sub(1);
         peer.batch_ms = Some(ClaimPolicy::DEFAULT.next_mean(peer.batch_ms, ms));
         peer.outcomes.push(TaskResult {
             task,
@@ -827,6 +842,7 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
             claiming: false,
             stealing: false,
             backing: false,
+            running: 0,
             batch_ms: None,
             reported_queued: 0,
             salt: rng.next_u64(),

@@ -15,7 +15,8 @@ use plexus_raft::{ClaimPolicy, Command, Ledger, RunStatus, backups_allowed};
 pub const FIRST_GUESS_MS: f64 = ClaimPolicy::DEFAULT.first_guess_ms;
 
 /// How many tasks of a node to claim in one entry ([`ClaimPolicy::chunk_size`] with this
-/// chunk window and bound): about `window` of work per thread by the node's mean batch time
+/// chunk window and bound): about `window` of work per idle thread (`threads`: a busy one
+/// claims for itself when it is done) by the node's mean batch time
 /// (`batch_ms`, [`FIRST_GUESS_MS`] when unknown; one per thread when unknown and the ledger
 /// knows the batches' sizes, `sized`), at most `max`, and at most a fair share of the
 /// `claimable` tasks among `live` peers.

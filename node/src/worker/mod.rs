@@ -246,6 +246,9 @@ pub struct Executor {
     /// Mean batch time per (plan, node), for chunk sizes.
     batch_ms: Mutex<HashMap<(PlanHash, String), f64>>,
     stealer: OnceLock<Arc<dyn Stealer>>,
+    /// Held by the one thread stealing: the victim's depth a thief asks half of is one
+    /// heartbeat old, so two threads asking at once would take three quarters of it.
+    stealing: Mutex<()>,
     counters: ExecutorCounters,
     metrics: Metrics,
 }
@@ -298,6 +301,7 @@ impl Executor {
             executing: Mutex::new(std::collections::BTreeMap::new()),
             batch_ms: Mutex::new(HashMap::new()),
             stealer: OnceLock::new(),
+            stealing: Mutex::new(()),
             counters: ExecutorCounters::default(),
             metrics,
         }
@@ -590,7 +594,7 @@ impl Executor {
             if self.is_stopping() {
                 return self.flush(scope, sink);
             }
-            let popped = lock(&self.deque).pop_front();
+            let popped = self.next_queued();
             if let Some(q) = popped {
                 let b = &q.task.batch;
                 let stopped = matches!(
@@ -628,7 +632,16 @@ impl Executor {
                     return Ok(());
                 }
             }
-            // A straggler first: before the end of a run only one whose copy would need the
+            // Unstarted tasks in another peer's deque first: taking one runs it once, where a
+            // backup of a claim could run it twice.
+            if !self.idle_by_choice()
+                && let Some(st) = self.stealer.get()
+                && let Ok(_one) = self.stealing.try_lock()
+                && st.steal(self) > 0
+            {
+                continue;
+            }
+            // Then a straggler: before the end of a run only one whose copy would need the
             // rest of the run (`schedule::stragglers`), which waiting for the end would make
             // the last batch to finish.
             if self.run_backup(sink)? {
@@ -642,14 +655,24 @@ impl Executor {
             if let Scope::Run { keyspace, run_id } = scope {
                 self.check_stuck(keyspace, *run_id)?;
             }
-            if !self.idle_by_choice()
-                && let Some(st) = self.stealer.get()
-                && st.steal(self) > 0
-            {
-                continue;
-            }
             view.wait_change(seen, IDLE_POLL);
         }
+    }
+
+    /// The deque's next task: the first whose claim another peer is not running a backup of.
+    /// A backup of a task still waiting here does the work a steal would have; this peer
+    /// runs it only once nothing else is left, by when the backup has mostly won (and the
+    /// copy is skipped as stale) instead of running beside it.
+    fn next_queued(&self) -> Option<QueuedTask> {
+        // The ledger first: threads lock it before the deque.
+        let l = self.ledger.view().read();
+        let mut d = lock(&self.deque);
+        let backed_up = |q: &QueuedTask| {
+            l.claim_of(&q.task.batch)
+                .is_some_and(|(c, backup)| backup && c.attempt == q.task.attempt)
+        };
+        let i = d.iter().position(|q| !backed_up(q)).unwrap_or(0);
+        d.remove(i)
     }
 
     /// Opens a queued task: from the bytes it came with, else again from this process's copy

@@ -499,6 +499,9 @@ fn idle_peers_steal_a_fair_share() -> Result<()> {
     }
     let steals = counted(&cluster, |c| &c.tasks_stolen);
     ensure!(steals > 0, "nothing was stolen");
+    let executed = counted(&cluster, |c| &c.executed);
+    let backups = counted(&cluster, |c| &c.backups_run);
+    eprintln!("executed {executed} for 144 batches, {backups} of them backups");
     // The bar is 15 %; on two shared cores, where every peer and the CQL double compete
     // for the same CPUs, a loaded run strays further than that without any scheduling fault,
     // so the bar asserted is 50 % and the ratio is printed for the record.
