@@ -19,10 +19,10 @@ use plexus_raft::{Command, Event};
 
 use crate::clock::now_ms;
 use crate::cluster::api::{ApiError, ClusterStatus, PeerRequest, PeerResponse};
-use crate::cluster::member::{self, Member, MemberStealer};
+use crate::cluster::member::{self, Member};
 use crate::cluster::network::resolve;
 use crate::cluster::peer::{
-    OffRuntime, PeerError, PeerSettings, drop_outside_runtime, load_sealer,
+    OffRuntime, PeerError, PeerSettings, drop_outside_runtime, load_sealer, start_executor,
 };
 use crate::cluster::watch::apply_answer;
 use crate::exec::ExecContext;
@@ -30,7 +30,7 @@ use crate::ledger_client::{LedgerClient, ProposeError, SharedLedger};
 use crate::metrics::{HttpServer, Metrics, Probe, Snapshot};
 use crate::telemetry::Tracing;
 use crate::transport::{Identity, ServeHandle, Service, Transport};
-use crate::worker::{Executor, ExecutorSettings, NoSink, Scope};
+use crate::worker::Executor;
 
 /// How long a commit goes round the voters before it reports the cluster unavailable.
 const COMMIT_WAIT: Duration = Duration::from_secs(15);
@@ -355,41 +355,8 @@ impl ExecutorPeer {
             rt: tokio::runtime::Handle::current(),
             name: format!("n{id}"),
         });
-        let Some(ctx) = ctx.0.take() else {
-            return Err(PeerError::ContextGone { id });
-        };
-        let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| PeerError::Tracing {
-            id,
-            reason: e.to_string(),
-        })?;
-        let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
-        exec_settings.tracing = spans.clone();
-        exec_settings.chunk_window = s.claim_window;
-        exec_settings.live_window = s.raft.lease * 2;
-        let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
-        let _ = core.executor.set(Arc::downgrade(&executor));
-        executor.hold("the cluster key is not verified yet");
-        executor.set_stealer(Arc::new(MemberStealer {
-            core: core.clone(),
-            rt: tokio::runtime::Handle::current(),
-        }));
-        let threads = (0..s.threads.max(1))
-            .map(|t| {
-                let executor = executor.clone();
-                std::thread::Builder::new()
-                    .name(format!("n{id}-exec-{t}"))
-                    .spawn(move || {
-                        if let Err(e) = executor.work(t, &Scope::Any, &NoSink) {
-                            tracing::error!(peer = id, thread = t, cause = %e, "executor stopped");
-                        }
-                    })
-                    .map_err(|source| PeerError::Thread {
-                        id,
-                        thread: t,
-                        source,
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (executor, threads, spans) =
+            start_executor(&core, &core.executor, &s, sealer, &mut ctx, client)?;
         let follow = tokio::spawn(core.clone().follow());
         let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.lease_renew));
         let http = match s.telemetry.metrics_listen {
@@ -451,23 +418,8 @@ impl ExecutorPeer {
         let id = self.core.id;
         self.executor.stop();
         self.duties.abort();
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
-            }
-        })
-        .await;
-        for q in self.executor.drain() {
-            let cmd = Command::ReleaseBatch {
-                task: q.task,
-                reason: format!("n{id} is shutting down"),
-                ts_ms: now_ms(),
-            };
-            if let Err(e) = self.core.commit(cmd).await {
-                tracing::info!(peer = id, cause = %e, "an unstarted task is left to lease expiry");
-            }
-        }
+        member::join_threads(self.threads).await;
+        member::release_unstarted(self.core.as_ref(), &self.executor).await;
         self.follow.abort();
         self.serve.shutdown().await;
         self.core.transport.close().await;
@@ -492,13 +444,7 @@ impl ExecutorPeer {
         if let Some(t) = self.tracing {
             let _ = tokio::task::spawn_blocking(move || drop(t)).await;
         }
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
-            }
-        })
-        .await;
+        member::join_threads(self.threads).await;
         drop_outside_runtime(self.executor).await;
     }
 }

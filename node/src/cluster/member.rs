@@ -38,6 +38,32 @@ pub trait Member: Send + Sync + 'static {
     fn caught_up(&self) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
+/// Joins a stopping peer's executor threads off the async runtime (they block).
+pub async fn join_threads(threads: Vec<std::thread::JoinHandle<()>>) {
+    let _ = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await;
+}
+
+/// Hands a stopping peer's unstarted tasks back to the pool now rather than after its lease;
+/// a task whose release does not commit is left to lease expiry.
+pub async fn release_unstarted<M: Member>(me: &M, executor: &Executor) {
+    let id = me.id();
+    for q in executor.drain() {
+        let cmd = Command::ReleaseBatch {
+            task: q.task,
+            reason: format!("n{id} is shutting down"),
+            ts_ms: now_ms(),
+        };
+        if let Err(e) = me.commit(cmd).await {
+            tracing::info!(peer = id, cause = %e, "an unstarted task is left to lease expiry");
+        }
+    }
+}
+
 /// Returns to the pool the claims the ledger still puts under this peer's id when its process
 /// starts: they are from before a crash (a restart within the lease), and this process's
 /// heartbeats would otherwise renew them while nothing runs them. Called before the peer

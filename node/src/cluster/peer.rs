@@ -23,7 +23,7 @@ use plexus_raft::{Command, Event};
 use crate::clock::now_ms;
 use crate::cluster::api::ApiError;
 use crate::cluster::console_backend::PeerConsole;
-use crate::cluster::member::{self, MemberStealer};
+use crate::cluster::member::{self, Member, MemberStealer};
 use crate::cluster::network::Network;
 use crate::cluster::peer_state::{GROUP_COMMIT_WINDOW, PeerCore};
 use crate::cluster::storage::{LedgerStateMachine, LogStore, OpenError, RaftDb};
@@ -314,41 +314,8 @@ impl Peer {
             rt: tokio::runtime::Handle::current(),
             name: format!("n{id}"),
         });
-        let Some(ctx) = ctx.0.take() else {
-            return Err(PeerError::ContextGone { id });
-        };
-        let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| PeerError::Tracing {
-            id,
-            reason: e.to_string(),
-        })?;
-        let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
-        exec_settings.tracing = spans.clone();
-        exec_settings.chunk_window = s.claim_window;
-        exec_settings.live_window = s.raft.lease * 2;
-        let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
-        let _ = core.executor.set(Arc::downgrade(&executor));
-        executor.hold("the cluster key is not verified yet");
-        executor.set_stealer(Arc::new(MemberStealer {
-            core: core.clone(),
-            rt: tokio::runtime::Handle::current(),
-        }));
-        let threads = (0..s.threads.max(1))
-            .map(|t| {
-                let executor = executor.clone();
-                std::thread::Builder::new()
-                    .name(format!("n{id}-exec-{t}"))
-                    .spawn(move || {
-                        if let Err(e) = executor.work(t, &Scope::Any, &NoSink) {
-                            tracing::error!(peer = id, thread = t, cause = %e, "executor stopped");
-                        }
-                    })
-                    .map_err(|source| PeerError::Thread {
-                        id,
-                        thread: t,
-                        source,
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (executor, threads, spans) =
+            start_executor(&core, &core.executor, &s, sealer, &mut ctx, client)?;
         let duties = tokio::spawn(duties(core.clone(), executor.clone(), s.raft.clone()));
         let probe: Arc<dyn Probe> = Arc::new(PeerProbe {
             core: core.clone(),
@@ -513,24 +480,9 @@ impl Peer {
         let id = self.core.id;
         self.executor.stop();
         self.duties.abort();
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
-            }
-        })
-        .await;
+        member::join_threads(self.threads).await;
         // Unstarted tasks go back to the pool now rather than after the lease.
-        for q in self.executor.drain() {
-            let cmd = Command::ReleaseBatch {
-                task: q.task,
-                reason: format!("n{id} is shutting down"),
-                ts_ms: now_ms(),
-            };
-            if let Err(e) = self.core.propose(cmd, false).await {
-                tracing::info!(peer = id, cause = %e, "an unstarted task is left to lease expiry");
-            }
-        }
+        member::release_unstarted(self.core.as_ref(), &self.executor).await;
         if let Err(e) = self.core.raft.shutdown().await {
             tracing::warn!(peer = id, cause = %e, "raft shutdown");
         }
@@ -563,13 +515,7 @@ impl Peer {
         if let Some(t) = self.tracing {
             let _ = tokio::task::spawn_blocking(move || drop(t)).await;
         }
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
-            }
-        })
-        .await;
+        member::join_threads(self.threads).await;
         drop_outside_runtime(self.executor).await;
     }
 }
@@ -698,6 +644,63 @@ impl<T: Send + 'static> Drop for OffRuntime<T> {
             let _ = std::thread::spawn(move || drop(v)).join();
         }
     }
+}
+
+/// A peer's started executor: the executor, its threads and the peer's span exporter.
+pub(super) type ExecutorStarted = (
+    Arc<Executor>,
+    Vec<std::thread::JoinHandle<()>>,
+    Option<Arc<Tracing>>,
+);
+
+/// Starts a peer's executor over `client`, voter or executor peer alike: `s.threads` threads
+/// taking any run's tasks, held until the cluster key is verified, stealing through `core`,
+/// and a weak handle in `slot` (the peer's service hands thieves tasks through it).
+pub(super) fn start_executor<M: Member>(
+    core: &Arc<M>,
+    slot: &OnceLock<Weak<Executor>>,
+    s: &PeerSettings,
+    sealer: TaskSealer,
+    ctx: &mut OffRuntime<ExecContext>,
+    client: Arc<dyn LedgerClient>,
+) -> Result<ExecutorStarted, PeerError> {
+    let id = s.id;
+    let Some(ctx) = ctx.0.take() else {
+        return Err(PeerError::ContextGone { id });
+    };
+    let spans = Tracing::start(&s.telemetry, Some(id)).map_err(|e| PeerError::Tracing {
+        id,
+        reason: e.to_string(),
+    })?;
+    let mut exec_settings = ExecutorSettings::new(id, s.threads, sealer);
+    exec_settings.tracing = spans.clone();
+    exec_settings.chunk_window = s.claim_window;
+    exec_settings.live_window = s.raft.lease * 2;
+    let executor = Arc::new(Executor::with_settings(ctx, client, exec_settings));
+    let _ = slot.set(Arc::downgrade(&executor));
+    executor.hold("the cluster key is not verified yet");
+    executor.set_stealer(Arc::new(MemberStealer {
+        core: core.clone(),
+        rt: tokio::runtime::Handle::current(),
+    }));
+    let threads = (0..s.threads.max(1))
+        .map(|t| {
+            let executor = executor.clone();
+            std::thread::Builder::new()
+                .name(format!("n{id}-exec-{t}"))
+                .spawn(move || {
+                    if let Err(e) = executor.work(t, &Scope::Any, &NoSink) {
+                        tracing::error!(peer = id, thread = t, cause = %e, "executor stopped");
+                    }
+                })
+                .map_err(|source| PeerError::Thread {
+                    id,
+                    thread: t,
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((executor, threads, spans))
 }
 
 /// The peer's sealer: its keyring, and the cluster id every envelope binds (a digest of the
