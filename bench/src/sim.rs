@@ -584,7 +584,11 @@ impl<'a> Sim<'a> {
                 Duration::from_millis(self.a.window_ms),
                 self.peers[p].batch_ms,
                 true,
-                self.a.threads.saturating_sub(self.peers[p].running),
+                policy.claiming_threads(
+                    self.a.threads,
+                    self.peers[p].running,
+                    self.peers[p].batch_ms,
+                ),
                 policy.max_chunk,
                 claimable,
                 live,

@@ -115,6 +115,20 @@ impl ClaimPolicy {
         by_peers.min(by_claimable).max(self.pick_spread)
     }
 
+    /// How many of a peer's `threads` a claim is for, `busy` of them executing, by the node's
+    /// mean batch time `batch_ms`: the idle ones, and the busy ones too (a task queued for
+    /// each, so no thread waits for a claim's round trip) only when batches are shorter than
+    /// [`Self::backup_min_ms`]. A longer task queued behind a running one would wait as long
+    /// as that one runs, out of reach of idle peers' claims and counted late from its claim.
+    pub fn claiming_threads(&self, threads: usize, busy: usize, batch_ms: Option<f64>) -> usize {
+        if batch_ms.is_some_and(|ms| ms < self.backup_min_ms) {
+            threads
+        } else {
+            threads.saturating_sub(busy)
+        }
+        .max(1)
+    }
+
     /// A peer's fair share of `claimable` tasks among `live` peers (at least 1).
     pub fn fair_share(claimable: usize, live: usize) -> usize {
         claimable.div_ceil(live.max(1)).max(1)
@@ -233,6 +247,17 @@ impl Default for ClaimPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_queues_tasks_for_busy_threads_only_when_batches_are_short() {
+        let p = ClaimPolicy::DEFAULT;
+        // 200 ms batches: one for each thread, busy or not (the claim's round trip hides).
+        assert_eq!(p.claiming_threads(4, 3, Some(200.0)), 4);
+        // 2 s batches, or not measured yet: the idle threads only, at least the asking one.
+        assert_eq!(p.claiming_threads(4, 3, Some(2000.0)), 1);
+        assert_eq!(p.claiming_threads(4, 1, None), 3);
+        assert_eq!(p.claiming_threads(4, 4, None), 1);
+    }
 
     #[test]
     fn chunks_follow_batch_times_and_fair_shares() {

@@ -141,16 +141,12 @@ impl Executor {
         let key = (first.plan_hash, first.node.clone());
         let s = &self.settings;
         let batch_ms = lock(&self.batch_ms).get(&key).copied();
-        // For the threads idle now: a busy one claims for itself when it is done, so a
-        // claim does not queue a task behind a running one.
-        let idle = s
-            .threads
-            .saturating_sub(self.in_flight.load(Ordering::SeqCst));
+        let busy = self.in_flight.load(Ordering::SeqCst);
         picked.truncate(schedule::chunk_size(
             s.chunk_window,
             batch_ms,
             sized,
-            idle,
+            ClaimPolicy::DEFAULT.claiming_threads(s.threads, busy, batch_ms),
             s.max_chunk,
             claimable,
             live,
