@@ -59,8 +59,8 @@ pub struct ExecContext {
     /// Where spill files go; `None`: the system's temporary directory.
     pub spill_dir: Option<std::path::PathBuf>,
     /// Grouped lookups whose aggregates depend on the lookup key alone are folded per key in
-    /// one scan of the right table (issue #25); false: the other strategies. Off when the
-    /// environment sets `PLEXUS_FOLD_GROUPED_LOOKUPS=0` (to measure against them).
+    /// one scan of the right table (issue #25); false: the other strategies (tests compare
+    /// them).
     pub fold_grouped_lookups: bool,
 }
 
@@ -104,8 +104,7 @@ impl ExecContext {
             top_threads: std::thread::available_parallelism().map_or(1, usize::from),
             build_threads: std::thread::available_parallelism().map_or(1, usize::from),
             spill_dir: None,
-            fold_grouped_lookups: std::env::var_os("PLEXUS_FOLD_GROUPED_LOOKUPS")
-                .is_none_or(|v| v != "0"),
+            fold_grouped_lookups: true,
         }
         .with_memory_budget(default_memory_budget())
     }
