@@ -455,33 +455,43 @@ fn concurrent_batches_build_once() -> Result<()> {
         ),
     );
     seed_sources(store.as_ref(), &plan)?;
-    let run = 2;
-    if let Some(spec) = table_spec(&plan, name, run) {
-        store.create_table(KS, &spec)?;
-    }
     let compiled = prepare_node(&plan, name)?;
-    let ctx = ExecContext::new(store.clone());
-    std::thread::scope(|sc| -> Result<()> {
-        let handles: Vec<_> = (0..4)
-            .map(|b| {
-                let ctx = ctx.clone();
-                let (plan, compiled) = (&plan, &compiled);
-                sc.spawn(move || execute(&ctx, plan, compiled, &task(name, run, b, 4)))
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("batch thread panicked"))??;
-        }
-        Ok(())
-    })?;
-    assert_eq!(ctx.lookup_cache.builds(), 1);
     let point = ExecContext::new(store.clone()).with_hash_join_limits(0, 0);
     run_node(store.as_ref(), &point, &plan, name, 3)?;
-    assert_eq!(
-        rows(store.as_ref(), &plan, name, run)?,
-        rows(store.as_ref(), &plan, name, 3)?
-    );
+    // The lookup's aggregates depend on the key alone: folded per key once, or (the fold
+    // off) its right side built once.
+    for (run, fold) in [(2, true), (4, false)] {
+        if let Some(spec) = table_spec(&plan, name, run) {
+            store.create_table(KS, &spec)?;
+        }
+        let mut ctx = ExecContext::new(store.clone());
+        ctx.fold_grouped_lookups = fold;
+        std::thread::scope(|sc| -> Result<()> {
+            let handles: Vec<_> = (0..4)
+                .map(|b| {
+                    let ctx = ctx.clone();
+                    let (plan, compiled) = (&plan, &compiled);
+                    sc.spawn(move || execute(&ctx, plan, compiled, &task(name, run, b, 4)))
+                })
+                .collect();
+            for h in handles {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("batch thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        let once = (u64::from(!fold), u64::from(fold));
+        assert_eq!(
+            (ctx.lookup_cache.builds(), ctx.lookup_cache.folds()),
+            once,
+            "fold {fold}"
+        );
+        assert_eq!(
+            rows(store.as_ref(), &plan, name, run)?,
+            rows(store.as_ref(), &plan, name, 3)?,
+            "fold {fold}"
+        );
+    }
     Ok(())
 }
 

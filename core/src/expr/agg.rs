@@ -87,6 +87,15 @@ impl Accumulator {
         self.func
     }
 
+    /// Heap bytes the running state holds (a string state's capacity): what a memory budget
+    /// must count besides the accumulator itself.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.state {
+            State::Str(s) => s.capacity(),
+            _ => 0,
+        }
+    }
+
     /// Evaluates the aggregate's arguments for one matching row (aggregate mode) and folds
     /// them in. `compiled` must be the expression that created this accumulator.
     pub fn update(

@@ -1,6 +1,6 @@
 //! The process-wide cache of built lookup right sides (see [`super::hashjoin`] for what is
-//! built and when): one slot per (keyspace epoch, right table, index), evicted oldest first
-//! beyond the memory budget.
+//! built and when): one slot per (keyspace epoch, right table, index, and for a fold per key
+//! the lookup's aggregates and filter), evicted oldest first beyond the memory budget.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,9 +24,10 @@ const MAX_SPILLED: usize = 4;
 /// Meta record holding the keyspace's epoch (see [`super::hashjoin`]).
 const EPOCH_META_KEY: &[u8] = b"exec/hash-join-epoch";
 
-/// (keyspace, keyspace epoch, right table storage name, index storage name): storage names
-/// carry the run id.
-pub(crate) type CacheKey = (String, u64, String, String);
+/// (keyspace, keyspace epoch, right table storage name, index storage name, what is built):
+/// storage names carry the run id; the last part is empty for the right side itself and a
+/// lookup's aggregates and filter for a fold per key ([`super::folded`]).
+pub(crate) type CacheKey = (String, u64, String, String, String);
 
 /// One cache entry. The per-slot mutex is what concurrent batches of the same lookup wait on
 /// while one of them builds; a failed build leaves it empty so that the next batch retries.
@@ -69,6 +70,7 @@ pub struct LookupCache {
     pub(crate) compacts: AtomicU64,
     pub(crate) grace_windows: AtomicU64,
     pub(crate) point_choices: AtomicU64,
+    pub(crate) folds: AtomicU64,
     /// Serialises the creation of keyspace epochs.
     pub(crate) epoch_lock: Mutex<()>,
 }
@@ -105,6 +107,12 @@ impl LookupCache {
     /// table against a large right one) without reading the right table.
     pub fn point_choices(&self) -> u64 {
         self.point_choices.load(Ordering::Relaxed)
+    }
+
+    /// Number of grouped lookups folded per key so far (folds started, including those that
+    /// went over the limits).
+    pub fn folds(&self) -> u64 {
+        self.folds.load(Ordering::Relaxed)
     }
 
     /// Counts one grace-join window.

@@ -58,6 +58,10 @@ pub struct ExecContext {
     pub build_threads: usize,
     /// Where spill files go; `None`: the system's temporary directory.
     pub spill_dir: Option<std::path::PathBuf>,
+    /// Grouped lookups whose aggregates depend on the lookup key alone are folded per key in
+    /// one scan of the right table (issue #25); false: the other strategies (tests compare
+    /// them).
+    pub fold_grouped_lookups: bool,
 }
 
 impl std::fmt::Debug for ExecContext {
@@ -76,6 +80,7 @@ impl std::fmt::Debug for ExecContext {
             .field("top_threads", &self.top_threads)
             .field("build_threads", &self.build_threads)
             .field("spill_dir", &self.spill_dir)
+            .field("fold_grouped_lookups", &self.fold_grouped_lookups)
             .finish()
     }
 }
@@ -99,6 +104,7 @@ impl ExecContext {
             top_threads: std::thread::available_parallelism().map_or(1, usize::from),
             build_threads: std::thread::available_parallelism().map_or(1, usize::from),
             spill_dir: None,
+            fold_grouped_lookups: true,
         }
         .with_memory_budget(default_memory_budget())
     }

@@ -18,7 +18,8 @@
 //!   instead of two per left row per batch.
 //!
 //! Match order: ascending rowid per key, the order the point-lookup path yields after sorting
-//! the index pairs, so grouped "last value" and string_agg results are identical.
+//! the index pairs, so grouped "last value" and string_agg results are identical. A store that
+//! scans in token order (CQL) has its rows put in rowid order after the scan.
 //!
 //! A right table whose decoded rows exceed the byte limit but whose encoded rows fit is kept
 //! compact: the encoded rows back to back in one buffer, decoded per match (about a quarter of
@@ -87,18 +88,22 @@ pub(crate) fn right_side(
         epoch,
         right.storage_name(),
         index.storage_name(),
+        String::new(),
     );
     let side = |built: &Built| match built {
-        Built::Index(ix) => RightSide::Index(ix.clone()),
-        Built::Spilled(sp) => RightSide::Spilled(sp.clone()),
-        Built::TooBig => RightSide::Point,
+        Built::Index(ix) => Ok(RightSide::Index(ix.clone())),
+        Built::Spilled(sp) => Ok(RightSide::Spilled(sp.clone())),
+        Built::TooBig => Ok(RightSide::Point),
+        Built::Folded(_) => Err(BatchErrorKind::from(Inconsistency::Broken(
+            "a right side's cache slot holds a fold per key",
+        ))),
     };
     let cell = ctx.lookup_cache.slot(&key);
     // Held for the whole build: other batches of this lookup wait here instead of building
     // the same index again. The cache map lock is not held.
     let mut slot = lock(&cell);
     if let Some(built) = slot.as_ref() {
-        return Ok(side(built));
+        return side(built);
     }
     // The ledger's row counts decide before anything is read: through a unique index, a left
     // table small next to the right one fetches at most one right row per left row, cheaper
@@ -145,19 +150,19 @@ pub(crate) fn right_side(
     let (bytes, spilled) = match &built {
         Built::Index(ix) => (ix.bytes, false),
         Built::Spilled(_) => (0, true),
-        Built::TooBig => (0, false),
+        Built::TooBig | Built::Folded(_) => (0, false),
     };
     *slot = Some(built.clone());
     drop(slot);
     ctx.lookup_cache
         .account(&key, bytes, spilled, ctx.hash_join_max_bytes);
-    Ok(side(&built))
+    side(&built)
 }
 
 /// Scans rowid range `part` (index, count: the store's batch ranges) of the right table,
 /// paged, and calls `f` with every valid row (rowid, encoded row, key, decoded values) in
 /// scan order, until `f` returns false; returns whether the scan ran to the end.
-fn scan_valid(
+pub(crate) fn scan_valid(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
@@ -363,9 +368,48 @@ fn build(
         ix.rowids.extend(p.rowids);
         keys.extend(p.keys);
     }
+    // A store that scans in token order (CQL) gives each key's rows out of rowid order: put
+    // the rows in rowid order, so matches come in rowid order as with the other strategies.
+    if !ix.rowids.is_sorted() {
+        in_rowid_order(&mut ix, &mut keys)?;
+    }
     // Row positions are `u32`s: the build checks that they fit.
     ix.map = KeyIndex::build(&keys)?;
     Ok(Built::Index(Arc::new(ix)))
+}
+
+/// Reorders the rows of `ix` (and their `keys`) by ascending rowid.
+fn in_rowid_order(ix: &mut RightIndex, keys: &mut Vec<Vec<u8>>) -> Result<(), BatchErrorKind> {
+    let broken = || Inconsistency::Broken("hash join rows out of their buffers");
+    let mut order: Vec<(Rowid, usize)> = ix.rowids.iter().copied().zip(0..).collect();
+    order.sort_unstable();
+    ix.rowids = order.iter().map(|&(r, _)| r).collect();
+    let mut old_keys = std::mem::take(keys);
+    for &(_, i) in &order {
+        keys.push(std::mem::take(old_keys.get_mut(i).ok_or_else(broken)?));
+    }
+    if ix.compact {
+        let (arena, ends) = (std::mem::take(&mut ix.arena), std::mem::take(&mut ix.ends));
+        ix.arena.reserve_exact(arena.len());
+        ix.ends.reserve_exact(ends.len());
+        for &(_, i) in &order {
+            let start = match i {
+                0 => 0,
+                _ => *ends.get(i - 1).ok_or_else(broken)?,
+            };
+            let end = *ends.get(i).ok_or_else(broken)?;
+            ix.arena
+                .extend_from_slice(arena.get(start..end).ok_or_else(broken)?);
+            ix.ends.push(ix.arena.len());
+        }
+    } else {
+        let mut old_rows = std::mem::take(&mut ix.rows);
+        for &(_, i) in &order {
+            ix.rows
+                .push(std::mem::take(old_rows.get_mut(i).ok_or_else(broken)?));
+        }
+    }
+    Ok(())
 }
 
 /// The limits of a build and the memory its threads have counted so far, shared by them so

@@ -4,7 +4,8 @@
 //! the index and fetch steps are replaced by probes of a hash index built once per process
 //! ([`super::hashjoin`]); when it does not, the right side is spilled once per process to hash
 //! partitions and each window of left rows is joined against them (a grace join), or through
-//! point reads when the window is small next to the right table.
+//! point reads when the window is small next to the right table. A grouped lookup whose
+//! values depend on the lookup key alone is folded per key instead ([`super::folded`]).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -18,6 +19,7 @@ use plexus_core::value::Value;
 use super::batch::{BatchRun, BatchStats};
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::folded::{emit_folded, foldable, folded_side};
 use super::hashjoin::right_side;
 use super::processor::Processor;
 use super::right::{RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
@@ -121,9 +123,19 @@ fn run_lookup(
         needed: right_columns_read(l, out),
         ..Bufs::default()
     };
-    // Build (or wait for) the right side: this counts as the batch's lookup time.
+    // Build (or wait for) the right side: this counts as the batch's lookup time. A grouped
+    // lookup whose aggregates depend on the key alone is folded per key instead, when that
+    // fits the limits.
     let build_start = Instant::now();
-    let side = right_side(b, l, &right_table, &index_table)?;
+    let fold = foldable(l, out);
+    let folded = match &fold {
+        Some(f) => folded_side(b, l, out, f, &right_table, &index_table)?,
+        None => None,
+    };
+    let side = match folded {
+        Some(f) => RightSide::Folded(f),
+        None => right_side(b, l, &right_table, &index_table)?,
+    };
     stats.lookup += build_start.elapsed();
     // The grace join streams the spilled right side once per window, so its windows are as
     // large as the budget allows; the other strategies work page by page. A decoded row takes
@@ -167,6 +179,25 @@ fn run_lookup(
                 .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))?;
         }
         match &side {
+            RightSide::Folded(folded) => {
+                let Some(fold) = &fold else {
+                    return Err(Inconsistency::Broken("folded lookup without its fold").into());
+                };
+                stats.lookup += lookup_start.elapsed();
+                emit_folded(
+                    &window,
+                    &scan,
+                    l,
+                    out,
+                    fold,
+                    w,
+                    folded,
+                    (&bf.left, &bf.keys),
+                    &mut bf.row,
+                    &right_name,
+                )?;
+                continue;
+            }
             RightSide::Index(ix) if ix.compact => {
                 compact_matches(ix, l, &right_name, bf, n)?;
             }
@@ -520,7 +551,7 @@ fn default_of(f: &OutField, loc: &dyn Fn() -> RowLoc) -> Result<Value, BatchErro
 /// A left row without matches in a left join (spec §7.4 table). Quirk (spec §7.4, §14 #34):
 /// non-grouped, every field that references `l.*` gets its default; grouped, every aggregate
 /// field does. The other fields are computed from `r` alone in round-to-2 mode.
-fn unmatched_row(
+pub(crate) fn unmatched_row(
     out: &TableOut,
     group: bool,
     left: &[Value],

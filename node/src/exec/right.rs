@@ -297,8 +297,11 @@ pub(crate) enum Built {
     /// The right table exceeds the limits and was spilled for the grace join.
     Spilled(Arc<SpilledRight>),
     /// The right table exceeds the limits and spilling is off: use point lookups
-    /// (remembered so that later batches do not rescan).
+    /// (remembered so that later batches do not rescan). In a fold's slot: the fold went over
+    /// the limits, use the other strategies.
     TooBig,
+    /// A grouped lookup folded per key ([`super::folded`]).
+    Folded(Arc<super::folded::FoldedRight>),
 }
 
 /// How a lookup reaches its right side.
@@ -310,6 +313,8 @@ pub(crate) enum RightSide {
     Spilled(Arc<SpilledRight>),
     /// Point reads through the store's index.
     Point,
+    /// A grouped lookup's values per key, folded once ([`super::folded`]).
+    Folded(Arc<super::folded::FoldedRight>),
 }
 
 #[cfg(test)]
