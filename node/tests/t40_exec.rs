@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{add, base_plan, d, e, fields, index, items_fields, s};
+use common::{add, base_plan, d, e, fields, index, items_fields, row_write, s, source_spec};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
@@ -15,7 +15,7 @@ use plexus_core::plan::{
     Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableWriter, TagAndDenormalize,
     Top, Writer, WriterField,
 };
-use plexus_core::row::{decode_row, encode_row};
+use plexus_core::row::decode_row;
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
@@ -23,9 +23,7 @@ use plexus_node::exec::{
     table_spec,
 };
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
-use plexus_node::store::{
-    EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
-};
+use plexus_node::store::{EmbeddedStore, Store, TableRef, WriteMode};
 
 const KS: &str = "ks";
 
@@ -136,43 +134,11 @@ fn ts(ms: i64) -> Value {
 /// Writes `rows` (in schema field order) into `table` of `run` with rowids 1, 2, 3, …
 fn seed(store: &dyn Store, plan: &Plan, table: &str, run: u32, rows: &[Vec<Value>]) -> Result<()> {
     let schema = &plan.tables[table];
-    let spec = TableSpec {
-        data: TableRef::new(table, run),
-        indexes: schema
-            .indexes
-            .iter()
-            .map(|(n, d)| IndexSpec {
-                table: TableRef::new(n.clone(), run),
-                kind: d.kind,
-            })
-            .collect(),
-        fields: Some(schema.fields.clone()),
-        table_options: String::new(),
-    };
+    let spec = source_spec(plan, table, run);
     store.create_table(KS, &spec)?;
-    let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
     let mut writes = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        let mut bytes = Vec::new();
-        encode_row(&mut bytes, &types, r)?;
-        let keys = schema
-            .indexes
-            .values()
-            .map(|def| {
-                let vals: Vec<&Value> = def
-                    .components
-                    .iter()
-                    .map(|c| &r[schema.field(&c.field).map_or(0, |(p, _)| p)])
-                    .collect();
-                plexus_core::key::build_key(def, &vals)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        writes.push(RowWrite {
-            batch_idx: 0,
-            rowid: i as i64 + 1,
-            row: bytes,
-            keys,
-        });
+        writes.push(row_write(schema, i as i64 + 1, r)?);
     }
     store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
     Ok(())

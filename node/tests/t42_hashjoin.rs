@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{add, base_plan, d, e, fields, index, items_fields, s};
+use common::{add, base_plan, d, e, fields, index, items_fields, row_write, s};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -14,15 +14,13 @@ use plexus_core::plan::{
     Field, JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy,
     TableReader, TableWriter, Writer, WriterField,
 };
-use plexus_core::row::{decode_row, encode_row};
+use plexus_core::row::decode_row;
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
     DEFAULT_POINT_READ_DIVISOR, ExecContext, execute, prepare_node, table_spec,
 };
-use plexus_node::store::{
-    EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
-};
+use plexus_node::store::{EmbeddedStore, IndexSpec, Store, TableRef, TableSpec, WriteMode};
 
 const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
@@ -120,29 +118,9 @@ fn seed(
         table_options: String::new(),
     };
     store.create_table(KS, &spec)?;
-    let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
     let mut writes = Vec::new();
     for (rowid, r) in rows {
-        let mut bytes = Vec::new();
-        encode_row(&mut bytes, &types, r)?;
-        let keys = schema
-            .indexes
-            .values()
-            .map(|def| {
-                let vals: Vec<&Value> = def
-                    .components
-                    .iter()
-                    .map(|c| &r[schema.field(&c.field).map_or(0, |(p, _)| p)])
-                    .collect();
-                plexus_core::key::build_key(def, &vals)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        writes.push(RowWrite {
-            batch_idx: 0,
-            rowid: *rowid,
-            row: bytes,
-            keys,
-        });
+        writes.push(row_write(schema, *rowid, r)?);
     }
     Ok(store
         .write_rows(KS, &spec, &writes, WriteMode::Insert)?

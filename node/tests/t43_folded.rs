@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{add, e, fields, index};
+use common::{add, e, fields, index, row_write, source_spec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,13 +13,10 @@ use plexus_core::plan::{
     JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy, TableReader,
     TableSchema, TableWriter, Writer, WriterField,
 };
-use plexus_core::row::encode_row;
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
-use plexus_node::store::{
-    CqlConfig, CqlStore, EmbeddedStore, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
-};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store, TableRef, WriteMode};
 use plexus_testkit::cql::CqlDouble;
 use rust_decimal::Decimal;
 
@@ -221,44 +218,12 @@ impl Rng {
 /// entries of its schema, in chunks so that unique-key losers are reported, not refused.
 fn write(store: &dyn Store, plan: &Plan, table: &str, rows: &[(i64, Vec<Value>)]) -> Result<()> {
     let schema = &plan.tables[table];
-    let spec = TableSpec {
-        data: TableRef::new(table, SRC),
-        indexes: schema
-            .indexes
-            .iter()
-            .map(|(n, d)| IndexSpec {
-                table: TableRef::new(n.clone(), SRC),
-                kind: d.kind,
-            })
-            .collect(),
-        fields: Some(schema.fields.clone()),
-        table_options: String::new(),
-    };
+    let spec = source_spec(plan, table, SRC);
     store.create_table(KS, &spec)?;
-    let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
     for chunk in rows.chunks(7) {
         let mut writes = Vec::new();
         for (rowid, r) in chunk {
-            let mut bytes = Vec::new();
-            encode_row(&mut bytes, &types, r)?;
-            let keys = schema
-                .indexes
-                .values()
-                .map(|def| {
-                    let vals: Vec<&Value> = def
-                        .components
-                        .iter()
-                        .map(|c| &r[schema.field(&c.field).map_or(0, |(p, _)| p)])
-                        .collect();
-                    plexus_core::key::build_key(def, &vals)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            writes.push(RowWrite {
-                batch_idx: 0,
-                rowid: *rowid,
-                row: bytes,
-                keys,
-            });
+            writes.push(row_write(schema, *rowid, r)?);
         }
         store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
     }

@@ -7,6 +7,7 @@ use plexus_core::expr::parse;
 use plexus_core::key::{IndexDef, parse_index_def};
 use plexus_core::plan::{Field, Plan, PlanExpr, PlanNode, TableSchema, Writer};
 use plexus_core::value::{Type, Value};
+use plexus_node::store::{IndexSpec, RowWrite, TableRef, TableSpec};
 
 pub(crate) fn e(src: &str) -> PlanExpr {
     PlanExpr {
@@ -109,4 +110,47 @@ pub(crate) fn base_plan(orders: Vec<Field>) -> Plan {
         policies: BTreeMap::new(),
         default_policy: String::new(),
     }
+}
+
+/// The data and index tables of `plan`'s `table` in `run`, for tests that write a source table.
+pub(crate) fn source_spec(plan: &Plan, table: &str, run: u32) -> TableSpec {
+    let schema = &plan.tables[table];
+    TableSpec {
+        data: TableRef::new(table, run),
+        indexes: schema
+            .indexes
+            .iter()
+            .map(|(n, d)| IndexSpec {
+                table: TableRef::new(n.clone(), run),
+                kind: d.kind,
+            })
+            .collect(),
+        fields: Some(schema.fields.clone()),
+        table_options: String::new(),
+    }
+}
+
+/// The store write of row `r` (in `schema`'s field order) at `rowid`, with its index keys.
+pub(crate) fn row_write(schema: &TableSchema, rowid: i64, r: &[Value]) -> anyhow::Result<RowWrite> {
+    let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
+    let mut row = Vec::new();
+    plexus_core::row::encode_row(&mut row, &types, r)?;
+    let keys = schema
+        .indexes
+        .values()
+        .map(|def| {
+            let vals: Vec<&Value> = def
+                .components
+                .iter()
+                .map(|c| &r[schema.field(&c.field).map_or(0, |(p, _)| p)])
+                .collect();
+            plexus_core::key::build_key(def, &vals)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RowWrite {
+        batch_idx: 0,
+        rowid,
+        row,
+        keys,
+    })
 }
