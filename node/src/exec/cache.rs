@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::batch::BatchRun;
 use super::error::BatchErrorKind;
 use super::right::Built;
-use crate::store::Store;
+use crate::store::{Store, TableRef};
 
 /// Default [`super::ExecContext::hash_join_max_rows`]: what row positions (`u32`) can address;
 /// the memory budget (`hash_join_max_bytes`) is what decides. It was 5 M rows before the
@@ -167,6 +168,30 @@ impl LookupCache {
             && inner.evict_oldest(key, |s| s.bytes > 0)
         {}
     }
+}
+
+/// The cache key of a right side built for batch `b` from `right` through `index`:
+/// `fingerprint` tells apart builds of the same tables that differ (a fold's aggregates and
+/// filter; empty for the shared hash-join index and spill).
+pub(crate) fn cache_key(
+    b: &BatchRun<'_>,
+    right: &TableRef,
+    index: &TableRef,
+    fingerprint: String,
+) -> Result<CacheKey, BatchErrorKind> {
+    let ctx = b.ctx;
+    let epoch = keyspace_epoch(
+        ctx.store.as_ref(),
+        &b.task.keyspace,
+        &ctx.lookup_cache.epoch_lock,
+    )?;
+    Ok((
+        b.task.keyspace.clone(),
+        epoch,
+        right.storage_name(),
+        index.storage_name(),
+        fingerprint,
+    ))
 }
 
 /// The epoch of `keyspace` (see the module doc): read from its meta records, created on

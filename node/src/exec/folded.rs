@@ -36,7 +36,7 @@ use plexus_core::value::Value;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::batch::BatchRun;
-use super::cache::{keyspace_epoch, lock};
+use super::cache::{cache_key, lock};
 use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::scan_valid;
@@ -108,6 +108,10 @@ pub(crate) enum KeyFold {
 #[derive(Debug)]
 pub(crate) struct FoldedRight {
     keys: HashMap<Vec<u8>, KeyFold, BuildHasherDefault<Xxh3>>,
+    /// The output positions of the values of a [`KeyFold::Matched`] (the fold's aggregates).
+    aggs: Vec<usize>,
+    /// The right table's storage name, for error locations.
+    right_name: String,
     /// Approximate memory held: what counts against the limits.
     pub(crate) bytes: usize,
 }
@@ -142,18 +146,7 @@ pub(crate) fn folded_side(
     {
         return Ok(None);
     }
-    let epoch = keyspace_epoch(
-        ctx.store.as_ref(),
-        &b.task.keyspace,
-        &ctx.lookup_cache.epoch_lock,
-    )?;
-    let key = (
-        b.task.keyspace.clone(),
-        epoch,
-        right.storage_name(),
-        index.storage_name(),
-        fold.fingerprint.clone(),
-    );
+    let key = cache_key(b, right, index, fold.fingerprint.clone())?;
     let cell = ctx.lookup_cache.slot(&key);
     // Held for the whole fold: the other batches of the lookup wait instead of folding again.
     let mut slot = lock(&cell);
@@ -163,10 +156,18 @@ pub(crate) fn folded_side(
         None => {}
     }
     ctx.lookup_cache.folds.fetch_add(1, Ordering::Relaxed);
-    let limits = (ctx.hash_join_max_rows, ctx.hash_join_max_bytes);
-    let built = match fold_scan(b, l, out, fold, right, index, limits, false)? {
+    let folder = || Folder {
+        l,
+        out,
+        fold,
+        states: HashMap::default(),
+        bytes: 0,
+        max_keys: ctx.hash_join_max_rows,
+        max_bytes: ctx.hash_join_max_bytes,
+    };
+    let built = match fold_scan(b, folder(), right, index, false)? {
         Scanned::Done(f) => Some(f),
-        Scanned::OutOfOrder => match fold_scan(b, l, out, fold, right, index, limits, true)? {
+        Scanned::OutOfOrder => match fold_scan(b, folder(), right, index, true)? {
             Scanned::Done(f) => Some(f),
             _ => None,
         },
@@ -284,8 +285,8 @@ impl Folder<'_> {
         self.bytes <= self.max_bytes
     }
 
-    /// The finished folds.
-    fn finish(self) -> FoldedRight {
+    /// The finished folds of right table `right_name`.
+    fn finish(self, right_name: String) -> FoldedRight {
         let mut keys: HashMap<Vec<u8>, KeyFold, BuildHasherDefault<Xxh3>> =
             HashMap::with_capacity_and_hasher(self.states.len(), BuildHasherDefault::default());
         for (key, s) in self.states {
@@ -312,6 +313,8 @@ impl Folder<'_> {
         }
         FoldedRight {
             keys,
+            aggs: self.fold.aggs.clone(),
+            right_name,
             bytes: self.bytes,
         }
     }
@@ -320,26 +323,14 @@ impl Folder<'_> {
 /// One scan of the right table folding its valid rows: as they come (`buffered` false; gives
 /// up on the first rowid going backwards), or kept encoded and folded per key in rowid order
 /// at the end (`buffered`).
-#[allow(clippy::too_many_arguments)]
 fn fold_scan(
     b: &BatchRun<'_>,
-    l: &LookupStage,
-    out: &TableOut,
-    fold: &Fold,
+    mut folder: Folder<'_>,
     right: &TableRef,
     index: &TableRef,
-    (max_keys, max_bytes): (usize, usize),
     buffered: bool,
 ) -> Result<Scanned, BatchErrorKind> {
-    let mut folder = Folder {
-        l,
-        out,
-        fold,
-        states: HashMap::default(),
-        bytes: 0,
-        max_keys,
-        max_bytes,
-    };
+    let (l, max_keys, max_bytes) = (folder.l, folder.max_keys, folder.max_bytes);
     let mut prev: Option<Rowid> = None;
     let mut outcome = None;
     // Buffered form: key ids, (key id, rowid, row number), rows back to back.
@@ -420,23 +411,19 @@ fn fold_scan(
             .bytes
             .saturating_sub(arena.len() + PER_BUFFERED_ROW * ends.len());
     }
-    Ok(Scanned::Done(folder.finish()))
+    Ok(Scanned::Done(folder.finish(right.storage_name())))
 }
 
 /// The output rows of a window of left rows (their keys in `keys`, decoded rows in `left`)
 /// from their keys' folds, in window order.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_folded(
-    window: &Page,
-    scan: &Scan<'_>,
+    (window, scan): (&Page, &Scan<'_>),
     l: &LookupStage,
     out: &TableOut,
-    fold: &Fold,
     w: &mut RowWriter<'_>,
     folded: &FoldedRight,
     (left_rows, keys): (&[Vec<Value>], &[Vec<u8>]),
     row: &mut Vec<Value>,
-    right_name: &str,
 ) -> Result<(), BatchErrorKind> {
     // The hash join evaluates the filter while matching the whole page, before emitting any
     // of its rows: the first left row (in page order) whose key has a failing right row
@@ -446,7 +433,7 @@ pub(crate) fn emit_folded(
             let text = l.filter.as_ref().map_or("", |f| f.text());
             return Err(field_err(
                 &|| RowLoc::Table {
-                    table: right_name.to_owned(),
+                    table: folded.right_name.clone(),
                     rowid: *rowid,
                 },
                 "filter",
@@ -468,7 +455,7 @@ pub(crate) fn emit_folded(
                 }
             }
             Some(KeyFold::Matched(values)) => {
-                folded_row(out, fold, left, values, row, &loc)?;
+                folded_row(out, &folded.aggs, left, values, row, &loc)?;
                 w.push(row, &loc)?;
             }
             Some(KeyFold::FilterFailed { .. }) => {
@@ -487,7 +474,7 @@ pub(crate) fn emit_folded(
 /// is the row's error.
 fn folded_row(
     out: &TableOut,
-    fold: &Fold,
+    aggs: &[usize],
     left: &[Value],
     values: &[Result<Value, String>],
     row: &mut Vec<Value>,
@@ -495,7 +482,7 @@ fn folded_row(
 ) -> Result<(), BatchErrorKind> {
     row.clear();
     let vars = Vars::new().with(Alias::R, left);
-    let mut next = fold.aggs.iter().zip(values).peekable();
+    let mut next = aggs.iter().zip(values).peekable();
     for (i, f) in out.fields.iter().enumerate() {
         if let Some((_, v)) = next.next_if(|(a, _)| **a == i) {
             match v {

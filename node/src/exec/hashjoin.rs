@@ -45,7 +45,7 @@ use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
 
 use super::batch::BatchRun;
-use super::cache::{keyspace_epoch, lock};
+use super::cache::{cache_key, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
@@ -78,18 +78,7 @@ pub(crate) fn right_side(
     if ctx.hash_join_max_rows == 0 || ctx.hash_join_max_bytes == 0 {
         return Ok(RightSide::Point);
     }
-    let epoch = keyspace_epoch(
-        ctx.store.as_ref(),
-        &b.task.keyspace,
-        &ctx.lookup_cache.epoch_lock,
-    )?;
-    let key = (
-        b.task.keyspace.clone(),
-        epoch,
-        right.storage_name(),
-        index.storage_name(),
-        String::new(),
-    );
+    let key = cache_key(b, right, index, String::new())?;
     let side = |built: &Built| match built {
         Built::Index(ix) => Ok(RightSide::Index(ix.clone())),
         Built::Spilled(sp) => Ok(RightSide::Spilled(sp.clone())),

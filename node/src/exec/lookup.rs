@@ -180,21 +180,15 @@ fn run_lookup(
         }
         match &side {
             RightSide::Folded(folded) => {
-                let Some(fold) = &fold else {
-                    return Err(Inconsistency::Broken("folded lookup without its fold").into());
-                };
                 stats.lookup += lookup_start.elapsed();
                 emit_folded(
-                    &window,
-                    &scan,
+                    (&window, &scan),
                     l,
                     out,
-                    fold,
                     w,
                     folded,
                     (&bf.left, &bf.keys),
                     &mut bf.row,
-                    &right_name,
                 )?;
                 continue;
             }
