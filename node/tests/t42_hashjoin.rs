@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{add, base_plan, d, e, fields, index, items_fields, row_write, s};
+use common::{add, base_plan, d, e, fields, index, items_fields, raw, row_write, s};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -508,22 +508,6 @@ fn cache_evicts_oldest_index_over_the_byte_budget() -> Result<()> {
 // Grace hash join: right sides over the limits spilled to hash partitions (issue #12 item 3)
 // ---------------------------------------------------------------------------------------------
 
-/// Every (rowid, encoded row) of `table` in `run`, in rowid order: what "byte for byte" means
-/// for a table output (rowids are derived from the output sequence, so order matters too).
-fn raw(store: &dyn Store, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let mut resume = None;
-    loop {
-        let page = store.scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        out.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        match page.resume_after {
-            Some(r) => resume = Some(r),
-            None => break,
-        }
-    }
-    Ok(out)
-}
-
 /// A fresh store seeded with the sources of `plan_all`.
 fn seeded(plan: &Plan) -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
     let (dir, store) = open()?;
@@ -575,7 +559,7 @@ fn grace_join_output_is_byte_identical_to_hash_join_and_point_lookups() -> Resul
         for (ctx, store) in runs {
             run_node(store.as_ref(), ctx, &plan, name, 2)?;
         }
-        let want = raw(point_store.as_ref(), name, 2)?;
+        let want = raw(point_store.as_ref(), KS, name, 2)?;
         assert!(!want.is_empty(), "{name}: no output");
         for (label, store) in [
             ("hash", &hash_store),
@@ -584,7 +568,7 @@ fn grace_join_output_is_byte_identical_to_hash_join_and_point_lookups() -> Resul
             ("spilled, point reads", &small_store),
         ] {
             assert_eq!(
-                raw(store.as_ref(), name, 2)?,
+                raw(store.as_ref(), KS, name, 2)?,
                 want,
                 "{name}: {label} differs from point lookups"
             );
@@ -643,15 +627,15 @@ fn the_ledgers_row_counts_choose_the_strategy() -> Result<()> {
             2,
             over_limit,
         )?;
-        let want = raw(point_store.as_ref(), name, 2)?;
+        let want = raw(point_store.as_ref(), KS, name, 2)?;
         assert!(!want.is_empty(), "{name}: no output");
         assert_eq!(
-            raw(small_left_store.as_ref(), name, 2)?,
+            raw(small_left_store.as_ref(), KS, name, 2)?,
             want,
             "{name}: small left side"
         );
         assert_eq!(
-            raw(big_right_store.as_ref(), name, 2)?,
+            raw(big_right_store.as_ref(), KS, name, 2)?,
             want,
             "{name}: right side over the limit"
         );
@@ -788,8 +772,8 @@ fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
             run_node(point_store.as_ref(), &point, &plan, name, 2)?;
             run_node(compact_store.as_ref(), &compact, &plan, name, 2)?;
             assert_eq!(
-                raw(compact_store.as_ref(), name, 2)?,
-                raw(point_store.as_ref(), name, 2)?,
+                raw(compact_store.as_ref(), KS, name, 2)?,
+                raw(point_store.as_ref(), KS, name, 2)?,
                 "{name}, pages of {page}: compact hash join differs from point lookups"
             );
         }
@@ -849,10 +833,10 @@ fn right_side_built_on_several_threads_matches_one_thread() -> Result<()> {
                     run_node(one_store.as_ref(), &one, &plan, name, 2)?;
                 }
                 run_node(many_store.as_ref(), &many, &plan, name, 2)?;
-                let want = raw(one_store.as_ref(), name, 2)?;
+                let want = raw(one_store.as_ref(), KS, name, 2)?;
                 assert!(!want.is_empty(), "{name}: no output");
                 assert_eq!(
-                    raw(many_store.as_ref(), name, 2)?,
+                    raw(many_store.as_ref(), KS, name, 2)?,
                     want,
                     "{name}, {label}, {threads} threads (seed {seed_value})"
                 );

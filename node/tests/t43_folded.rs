@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{add, e, fields, index, row_write, source_spec};
+use common::{add, e, fields, index, raw, row_write, source_spec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use plexus_core::plan::{
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
-use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store, TableRef, WriteMode};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store, WriteMode};
 use plexus_testkit::cql::CqlDouble;
 use rust_decimal::Decimal;
 
@@ -311,23 +311,6 @@ fn run_node(store: &dyn Store, ctx: &ExecContext, plan: &Plan, name: &str, run: 
     Ok(())
 }
 
-/// Every (rowid, encoded row) of `table` in `run`, sorted by rowid: what "byte for byte"
-/// means for a table output (rowids follow the output sequence, so order matters too).
-fn raw(store: &dyn Store, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let mut resume = None;
-    loop {
-        let page = store.scan_batch(KS, &TableRef::new(table, run), 0, 1, 100, resume)?;
-        out.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        match page.resume_after {
-            Some(r) => resume = Some(r),
-            None => break,
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The strategies compared, each a context over `store` with the fold off but the first.
 fn strategies(store: &Arc<dyn Store>, spill: &std::path::Path) -> Vec<(&'static str, ExecContext)> {
     let off = |mut c: ExecContext| {
@@ -366,12 +349,12 @@ fn compare_all(store: Arc<dyn Store>, seed: u64) -> Result<()> {
             run_node(store.as_ref(), ctx, &plan, name, 2 + run as u32)
                 .with_context(|| format!("{name}, {label} (seed {seed})"))?;
         }
-        let want = raw(store.as_ref(), name, 2)?;
+        let want = raw(store.as_ref(), KS, name, 2)?;
         if name.starts_with("g_left") {
             assert!(!want.is_empty(), "{name}: no output (seed {seed})");
         }
         for (run, (label, _)) in strategies.iter().enumerate().skip(1) {
-            let got = raw(store.as_ref(), name, 2 + run as u32)?;
+            let got = raw(store.as_ref(), KS, name, 2 + run as u32)?;
             let first_diff = got.iter().zip(&want).position(|(g, w)| g != w);
             assert!(
                 got == want,
@@ -577,8 +560,8 @@ fn lookups_that_depend_on_more_than_the_key_are_not_folded() -> Result<()> {
         };
         run_node(store.as_ref(), &point, &plan, name, 3)?;
         assert_eq!(
-            raw(store.as_ref(), name, 2)?,
-            raw(store.as_ref(), name, 3)?,
+            raw(store.as_ref(), KS, name, 2)?,
+            raw(store.as_ref(), KS, name, 3)?,
             "{name} (seed {seed})"
         );
     }
@@ -606,8 +589,8 @@ fn a_fold_over_the_limits_falls_back() -> Result<()> {
         run_node(store.as_ref(), &small, &plan, name, 2)?;
         run_node(store.as_ref(), &point, &plan, name, 3)?;
         assert_eq!(
-            raw(store.as_ref(), name, 2)?,
-            raw(store.as_ref(), name, 3)?,
+            raw(store.as_ref(), KS, name, 2)?,
+            raw(store.as_ref(), KS, name, 3)?,
             "{name} (seed {seed})"
         );
     }

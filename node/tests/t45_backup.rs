@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use common::{add, e};
+use common::{add, e, raw};
 use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
     CsvReaderSettings, DependencyCmd, DependencyPolicy, DependencyRule, FileReader,
@@ -307,20 +307,6 @@ fn start(store: &Arc<EmbeddedStore>, ks: &str, plan: &Plan) -> Result<(Arc<Local
         },
     )?;
     Ok((ledger, started.run_id))
-}
-
-/// Every (rowid, encoded row) of `table` in run `run` of `ks`.
-fn raw(store: &dyn Store, ks: &str, table: &str, run: u32) -> Result<Vec<(i64, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let mut resume = None;
-    loop {
-        let page = store.scan_batch(ks, &TableRef::new(table, run), 0, 1, 1000, resume)?;
-        out.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        match page.resume_after {
-            Some(r) => resume = Some(r),
-            None => return Ok(out),
-        }
-    }
 }
 
 /// A counter of `m`'s family for node type `ty`.

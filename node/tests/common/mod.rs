@@ -7,7 +7,7 @@ use plexus_core::expr::parse;
 use plexus_core::key::{IndexDef, parse_index_def};
 use plexus_core::plan::{Field, Plan, PlanExpr, PlanNode, TableSchema, Writer};
 use plexus_core::value::{Type, Value};
-use plexus_node::store::{IndexSpec, RowWrite, TableRef, TableSpec};
+use plexus_node::store::{IndexSpec, RowWrite, Store, TableRef, TableSpec};
 
 pub(crate) fn e(src: &str) -> PlanExpr {
     PlanExpr {
@@ -153,4 +153,26 @@ pub(crate) fn row_write(schema: &TableSchema, rowid: i64, r: &[Value]) -> anyhow
         row,
         keys,
     })
+}
+
+/// Every (rowid, encoded row) of `table` in run `run` of `ks`, in rowid order: what "byte for
+/// byte" means for a table output (rowids follow the output sequence, so order matters too).
+pub(crate) fn raw(
+    store: &dyn Store,
+    ks: &str,
+    table: &str,
+    run: u32,
+) -> anyhow::Result<Vec<(i64, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = store.scan_batch(ks, &TableRef::new(table, run), 0, 1, 1000, resume)?;
+        out.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => break,
+        }
+    }
+    out.sort();
+    Ok(out)
 }
