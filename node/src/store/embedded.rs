@@ -8,7 +8,8 @@
 //!
 //! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
 //! `tables` holds each table's segments (or each index's runs) and finds them at open;
-//! `segment` is one row file, `run` one index run; `format` the version check.
+//! `segment` is one row file, `run` one index run; `format` the version check; `syncer` the
+//! thread that fsyncs published files while the run goes on.
 //!
 //! Rows: each write call becomes, per batch it carries (normally one), one immutable segment:
 //! a file of its rows sorted by rowid in 16 KiB checksummed pages with an offset index (see
@@ -75,6 +76,7 @@ mod format;
 mod layout;
 mod run;
 mod segment;
+mod syncer;
 mod tables;
 
 use claims::Claims;
@@ -84,6 +86,7 @@ use layout::{
 };
 use run::{Run, RunDirectory, key_hash};
 use segment::{BlockCache, Directory, LastBlock, Segment};
+use syncer::Syncer;
 use tables::{TableData, TableState, load_segments};
 
 /// The fjall database, under the store directory.
@@ -113,8 +116,9 @@ pub struct EmbeddedStore {
     cache: BlockCache,
     /// The generation of the next segment written (above every one on disk at open).
     next_generation: AtomicU64,
-    /// Segment files written since the last [`Store::sync`].
-    unsynced: Mutex<Vec<PathBuf>>,
+    /// Makes published segment and run files durable in the background; [`Store::sync`]
+    /// waits for it.
+    syncer: Syncer,
     /// Open handles by fjall keyspace name; fjall's own lookup takes a write lock, this does not.
     handles: RwLock<HashMap<String, Keyspace>>,
     /// Serialises creating and dropping keyspaces and tables.
@@ -188,7 +192,7 @@ impl EmbeddedStore {
             tables: RwLock::new(tables),
             cache: BlockCache::new(BLOCK_CACHE_BYTES),
             next_generation: AtomicU64::new(max_generation + 1),
-            unsynced: Mutex::new(Vec::new()),
+            syncer: Syncer::start().map_err(|source| StoreError::Io { op: "open", source })?,
             handles: RwLock::new(handles),
             ddl: Mutex::new(()),
             key_locks: Mutex::new(HashMap::new()),
@@ -744,10 +748,9 @@ impl Store for EmbeddedStore {
         let segments = std::mem::take(&mut written.segments);
         let runs = std::mem::take(&mut written.runs);
         let unique_runs = std::mem::take(&mut written.unique_runs);
-        let mut unsynced = self.unsynced.lock().unwrap_or_else(PoisonError::into_inner);
         if !segments.is_empty() {
             for (key, segment) in segments {
-                unsynced.push(segment.path().to_path_buf());
+                self.syncer.queue(segment.path().to_path_buf());
                 if let Some(old) = state.segments.insert(key, Arc::new(segment)) {
                     old.retire();
                 }
@@ -755,7 +758,7 @@ impl Store for EmbeddedStore {
             state.directory = None;
         }
         for (n, key, run) in runs {
-            unsynced.push(run.file.path().to_path_buf());
+            self.syncer.queue(run.file.path().to_path_buf());
             let mut index = index_files[n]
                 .state
                 .lock()
@@ -766,7 +769,7 @@ impl Store for EmbeddedStore {
             index.run_directory = None;
         }
         for (n, key, run, mine) in unique_runs {
-            unsynced.push(run.file.path().to_path_buf());
+            self.syncer.queue(run.file.path().to_path_buf());
             let u = unique[n];
             let index = &mut guards[guard_of[n]];
             if let Some(old) = index.runs.insert(key, Arc::new(run)) {
@@ -782,7 +785,6 @@ impl Store for EmbeddedStore {
                     .map_err(segment_err(keyspace, &spec.indexes[u].table, "write_rows"))?;
             }
         }
-        drop(unsynced);
         drop(state);
         drop(guards);
         Ok(WriteReport {
@@ -939,32 +941,11 @@ impl Store for EmbeddedStore {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
-        // Segment files first, then the manifests that name them.
-        let paths =
-            std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut dirs: Vec<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
-        dirs.sort_unstable();
-        dirs.dedup();
-        let synced = paths
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(dirs)
-            .try_for_each(
-                |p| match std::fs::File::open(p).and_then(|f| f.sync_all()) {
-                    Ok(()) => Ok(()),
-                    // Replaced or dropped since: nothing to make durable.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    Err(source) => Err(StoreError::Io { op: "sync", source }),
-                },
-            );
-        if let Err(e) = synced {
-            // Keep them for the next attempt.
-            self.unsynced
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend(paths);
-            return Err(e);
-        }
+        // Segment and run files first (the fsync thread has done most by now), then the
+        // manifests that name them.
+        self.syncer
+            .wait()
+            .map_err(|source| StoreError::Io { op: "sync", source })?;
         self.db
             .persist(PersistMode::SyncAll)
             .map_err(|e| fjall_err("sync", e))
