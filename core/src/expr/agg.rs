@@ -419,7 +419,7 @@ impl Accumulator {
     /// (float addition is not associative), states of different types (the sequential pass
     /// fails on the first later row), a decimal sum whose bound does not rule out a rounding
     /// or an overflow, a count that would overflow, different functions or roundings.
-    pub fn merge(&mut self, later: Accumulator, compiled: &Compiled) -> bool {
+    pub fn merge(&mut self, later: Self, compiled: &Compiled) -> bool {
         if self.func != later.func || self.rounding != later.rounding {
             return false;
         }
@@ -452,7 +452,7 @@ impl Accumulator {
     }
 
     /// [`Accumulator::merge`] of sums and averages; `count` is the rows of both.
-    fn merge_number(&mut self, later: Accumulator, count: i64) -> bool {
+    fn merge_number(&mut self, later: Self, count: i64) -> bool {
         // A state still unknown saw no value of a type the sum takes, so no row counted: the
         // other side alone is the result.
         match (&mut self.state, later.state) {
@@ -488,7 +488,7 @@ impl Accumulator {
 
     /// [`Accumulator::merge`] of min and max: the later extreme replaces this one exactly
     /// when it would have replaced it row by row (strictly better; ties keep the first).
-    fn merge_min_max(&mut self, later: Accumulator, count: i64) -> bool {
+    fn merge_min_max(&mut self, later: Self, count: i64) -> bool {
         let is_min = matches!(self.func, AggFunc::Min | AggFunc::MinIf);
         match (&mut self.state, later.state) {
             (State::Unknown, state) => self.state = state,
@@ -536,7 +536,7 @@ impl Accumulator {
     /// [`Accumulator::merge`] of string_agg: after a non-empty text every later row appended
     /// while the later text was still empty (`later.count`) brings its separator too.
     /// `count` is the rows of both appended while their text was empty, when this text is.
-    fn merge_strings(&mut self, later: Accumulator, sep: &str, count: i64) -> bool {
+    fn merge_strings(&mut self, later: Self, sep: &str, count: i64) -> bool {
         match (&mut self.state, later.state) {
             (State::Unknown, state) => {
                 self.state = state;

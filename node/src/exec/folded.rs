@@ -331,7 +331,7 @@ fn key_bytes(key: &[u8], aggs: usize) -> usize {
 
 /// The approximate memory of a kept row.
 fn values_bytes(values: &[Value]) -> usize {
-    values.len() * size_of::<Value>()
+    size_of_val(values)
         + values
             .iter()
             .map(|v| match v {
