@@ -147,7 +147,8 @@ pub(crate) struct FoldedRight {
     aggs: Vec<usize>,
     /// The right table's storage name, for error locations.
     right_name: String,
-    /// Approximate memory held: what counts against the limits.
+    /// Approximate memory held (the keys and their finished values, the same however many
+    /// threads folded): what the cache counts.
     pub(crate) bytes: usize,
 }
 
@@ -459,8 +460,8 @@ impl<'a> Folder<'a> {
             .sum()
     }
 
-    /// The finished folds of right table `right_name`, holding about `bytes`.
-    fn finish(self, right_name: String, bytes: usize) -> FoldedRight {
+    /// The finished folds of right table `right_name`.
+    fn finish(self, right_name: String) -> FoldedRight {
         let mut keys: HashMap<Vec<u8>, KeyFold, BuildHasherDefault<Xxh3>> =
             HashMap::with_capacity_and_hasher(self.states.len(), BuildHasherDefault::default());
         for (key, s) in self.states {
@@ -489,6 +490,24 @@ impl<'a> Folder<'a> {
             };
             keys.insert(key, fold);
         }
+        let text = |r: &Result<Value, String>| match r {
+            Ok(Value::Str(s)) => s.len(),
+            Ok(_) => 0,
+            Err(e) => e.len(),
+        };
+        let bytes = keys
+            .iter()
+            .map(|(k, f)| {
+                k.len()
+                    + PER_KEY_OVERHEAD
+                    + match f {
+                        KeyFold::FilterFailed { detail, .. } => detail.len(),
+                        KeyFold::Matched(v) => {
+                            size_of_val(v.as_slice()) + v.iter().map(text).sum::<usize>()
+                        }
+                    }
+            })
+            .sum();
         FoldedRight {
             keys,
             aggs: self.fold.aggs.clone(),
@@ -583,8 +602,7 @@ fn fold_scan(
     }
     let right_name = right.storage_name();
     if !buffered {
-        let bytes = limits.bytes.load(Ordering::Relaxed);
-        return Ok(Scanned::Done(folder.finish(right_name, bytes)));
+        return Ok(Scanned::Done(folder.finish(right_name)));
     }
     drop(key_ids);
     entries.sort_unstable();
@@ -607,12 +625,7 @@ fn fold_scan(
             return Ok(Scanned::TooBig);
         }
     }
-    // The rows are no longer held once folded.
-    let bytes = limits
-        .bytes
-        .load(Ordering::Relaxed)
-        .saturating_sub(arena.len() + PER_BUFFERED_ROW * ends.len());
-    Ok(Scanned::Done(folder.finish(right_name, bytes)))
+    Ok(Scanned::Done(folder.finish(right_name)))
 }
 
 /// One part of a parallel fold: its states and the first and last rowid it folded.
@@ -691,7 +704,7 @@ fn fold_parallel(
     if merged.states.len() > limits.max_keys || bytes > limits.max_bytes {
         return Ok(None);
     }
-    Ok(Some(merged.finish(right.storage_name(), bytes)))
+    Ok(Some(merged.finish(right.storage_name())))
 }
 
 /// Folds rowid range `part` of the right table; `None` when the part gave up (over the
