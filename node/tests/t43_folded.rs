@@ -18,7 +18,7 @@ use plexus_core::plan::{
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
-use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store, WriteMode};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, RowidRange, Store, WriteMode};
 use plexus_testkit::cql::CqlDouble;
 use rust_decimal::Decimal;
 
@@ -669,6 +669,15 @@ fn parallel_fold_is_byte_identical_to_one_thread_and_to_no_fold() -> Result<()> 
         let floats = add_grouped(&mut plan, "g", AGGS);
         let (_dir, store) = embedded()?;
         seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
+        for n in [2u32, 3, 7] {
+            for i in 0..n {
+                let range = RowidRange::for_batch(i, n)?;
+                assert!(
+                    (0..SPREAD).any(|j| range.contains(spread_rowid(j, SPREAD))),
+                    "key k0 has no row in part {i} of {n}"
+                );
+            }
+        }
         let one = fold_ctx(&store, 1);
         let mut off = fold_ctx(&store, 2);
         off.fold_grouped_lookups = false;
