@@ -285,7 +285,9 @@ enum Scanned {
 
 /// The limits of one fold and what its parts have counted so far, shared by them.
 struct Limits {
+    /// `hash_join_max_rows`: distinct keys.
     max_keys: usize,
+    /// `hash_join_max_bytes`: approximate memory of the states.
     max_bytes: usize,
     /// Keys created, summed over the parts (a key in several parts counts once in each).
     keys: AtomicUsize,
@@ -296,6 +298,7 @@ struct Limits {
 }
 
 impl Limits {
+    /// The context's limits, nothing counted yet.
     fn new(b: &BatchRun<'_>) -> Self {
         Self {
             max_keys: b.ctx.hash_join_max_rows,
@@ -309,6 +312,7 @@ impl Limits {
 
 /// The running fold of one aggregate field of one key.
 enum AccState {
+    /// Every row so far folded without error.
     Running(Accumulator),
     /// The field's first failure, its error text. In a part after the first, `retry` keeps
     /// the state before the failing row and that row, for the merge to run it again.
@@ -354,6 +358,7 @@ struct Folder<'a> {
 }
 
 impl<'a> Folder<'a> {
+    /// An empty fold counting against `limits`.
     fn new((l, out, fold): Spec<'a>, limits: &'a Limits, keep_failures: bool) -> Self {
         Self {
             l,
