@@ -1,6 +1,8 @@
 //! Grouped lookups folded per key at build time (issue #25): byte-identical outputs to the
 //! other strategies (hash join, compact, grace join, point reads) on the embedded store and on
-//! the CQL double, the same errors, and the cases that must not fold.
+//! the CQL double, the same errors, and the cases that must not fold; the fold over several
+//! build threads (parts merged per key) identical to the fold on one thread, outputs and
+//! error texts.
 
 mod common;
 
@@ -16,7 +18,7 @@ use plexus_core::plan::{
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
-use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store, WriteMode};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, RowidRange, Store, WriteMode};
 use plexus_testkit::cql::CqlDouble;
 use rust_decimal::Decimal;
 
@@ -180,12 +182,28 @@ const AGGS: &[Wf<'static>] = &[
 /// index, without and with a filter.
 fn plan_all() -> (Plan, Vec<String>) {
     let mut plan = base();
+    let names = add_grouped(&mut plan, "g", AGGS);
+    (plan, names)
+}
+
+/// [`AGGS`] without the float sums and averages: every aggregate whose parts merge exactly.
+fn exact_aggs() -> Vec<Wf<'static>> {
+    AGGS.iter()
+        .filter(|(_, t, x, _)| {
+            !(*t == Type::Float && (x.starts_with("sum") || x.starts_with("avg")))
+        })
+        .copied()
+        .collect()
+}
+
+/// Adds the grouped nodes of [`plan_all`] with aggregates `aggs`, named `{prefix}_…`.
+fn add_grouped(plan: &mut Plan, prefix: &str, aggs: &[Wf<'_>]) -> Vec<String> {
     let mut names = Vec::new();
     for join in [JoinType::Inner, JoinType::Left] {
         for unique in [false, true] {
             for filter in [None, Some("l.i > -4 && l.s != \"b\"")] {
                 let name = format!(
-                    "g_{}_{}_{}",
+                    "{prefix}_{}_{}_{}",
                     if join == JoinType::Inner {
                         "in"
                     } else {
@@ -194,12 +212,12 @@ fn plan_all() -> (Plan, Vec<String>) {
                     if unique { "u" } else { "nu" },
                     if filter.is_some() { "f" } else { "all" }
                 );
-                add(&mut plan, node(&name, unique, join, filter, AGGS));
+                add(plan, node(&name, unique, join, filter, aggs));
                 names.push(name);
             }
         }
     }
-    (plan, names)
+    names
 }
 
 /// A xorshift generator (the seed printed by the test replays it).
@@ -236,15 +254,42 @@ fn write(store: &dyn Store, plan: &Plan, table: &str, rows: &[(i64, Vec<Value>)]
 /// with keys `k0`..`k14` (some never matched), repeated keys, and an unknown `u` now and then.
 /// `z_zero_every`: every such right row gets `z` 0 (0: never), for the error tests.
 fn seed_sources(store: &dyn Store, plan: &Plan, seed: u64, z_zero_every: u64) -> Result<()> {
+    seed_sources_spread(store, plan, seed, z_zero_every, 0)
+}
+
+/// The rowid of the `j`-th of `n` right rows spread evenly over the rowid space: with
+/// `n` = [`SPREAD`], key `k0` has a row in every part of 2, 3, 6, 7 or 14 build threads.
+fn spread_rowid(j: u64, n: u64) -> i64 {
+    let step = u64::MAX / n.max(1);
+    (i64::MIN as u64).wrapping_add(j * step + 12_345) as i64
+}
+
+/// Right rows of key `k0` spread over the rowid space (see [`spread_rowid`]).
+const SPREAD: u64 = 42;
+
+/// [`seed_sources`] with `spread` more right rows of key `k0`, spread over the rowid space.
+fn seed_sources_spread(
+    store: &dyn Store,
+    plan: &Plan,
+    seed: u64,
+    z_zero_every: u64,
+    spread: u64,
+) -> Result<()> {
     let mut rng = Rng(seed | 1);
     let words = ["", "a", "b", "ab", "zz", "Ab", "é"];
-    let mut used = std::collections::HashSet::new();
+    let mut used: std::collections::HashSet<i64> =
+        (0..spread).map(|j| spread_rowid(j, spread)).collect();
     let mut rights = Vec::new();
-    for n in 0..(100 + rng.below(40)) {
-        let rowid = loop {
-            let r = rng.below(u64::MAX) as i64;
-            if used.insert(r) {
-                break r;
+    let random_rows = 100 + rng.below(40);
+    for n in 0..random_rows + spread {
+        let rowid = if n >= random_rows {
+            spread_rowid(n - random_rows, spread)
+        } else {
+            loop {
+                let r = rng.below(u64::MAX) as i64;
+                if used.insert(r) {
+                    break r;
+                }
             }
         };
         let i = rng.below(21) as i64 - 10;
@@ -260,7 +305,10 @@ fn seed_sources(store: &dyn Store, plan: &Plan, seed: u64, z_zero_every: u64) ->
                 Value::Decimal(Decimal::new(rng.below(4001) as i64 - 2000, 2)),
                 Value::Float(i as f64 / 3.0 + rng.below(7) as f64 * 0.1),
                 Value::Int(i),
-                Value::str(&format!("k{}", rng.below(12))),
+                Value::str(&format!(
+                    "k{}",
+                    if n >= random_rows { 0 } else { rng.below(12) }
+                )),
                 Value::str(words[rng.below(words.len() as u64) as usize]),
                 Value::Int(rng.below(40) as i64),
                 Value::Int(z),
@@ -350,7 +398,7 @@ fn compare_all(store: Arc<dyn Store>, seed: u64) -> Result<()> {
                 .with_context(|| format!("{name}, {label} (seed {seed})"))?;
         }
         let want = raw(store.as_ref(), KS, name, 2)?;
-        if name.starts_with("g_left") {
+        if name.contains("_left_") {
             assert!(!want.is_empty(), "{name}: no output (seed {seed})");
         }
         for (run, (label, _)) in strategies.iter().enumerate().skip(1) {
@@ -598,4 +646,450 @@ fn a_fold_over_the_limits_falls_back() -> Result<()> {
     assert_eq!(small.lookup_cache.folds(), 4, "seed {seed}");
     assert_eq!(small.lookup_cache.spills(), 2, "seed {seed}");
     Ok(())
+}
+
+/// A context over `store` folding on `threads` build threads.
+fn fold_ctx(store: &Arc<dyn Store>, threads: usize) -> ExecContext {
+    let mut c = ExecContext::new(store.clone());
+    c.fold_grouped_lookups = true;
+    c.build_threads = threads;
+    c
+}
+
+/// The fold over 2, 3 and 7 build threads gives byte-identical outputs to the fold on one
+/// thread and to the fold turned off, with keys spanning every part; parts merge exactly
+/// for every aggregate but the float sums and averages, which fold on one thread.
+#[test]
+fn parallel_fold_is_byte_identical_to_one_thread_and_to_no_fold() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel");
+    for s in 0..2u64 {
+        let seed = seed.wrapping_add(s);
+        let mut plan = base();
+        let exact = add_grouped(&mut plan, "p", &exact_aggs());
+        let floats = add_grouped(&mut plan, "g", AGGS);
+        let (_dir, store) = embedded()?;
+        seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
+        for n in [2u32, 3, 7] {
+            for i in 0..n {
+                let range = RowidRange::for_batch(i, n)?;
+                assert!(
+                    (0..SPREAD).any(|j| range.contains(spread_rowid(j, SPREAD))),
+                    "key k0 has no row in part {i} of {n}"
+                );
+            }
+        }
+        let one = fold_ctx(&store, 1);
+        let mut off = fold_ctx(&store, 2);
+        off.fold_grouped_lookups = false;
+        let many: Vec<(usize, ExecContext)> = [2, 3, 7]
+            .into_iter()
+            .map(|t| (t, fold_ctx(&store, t)))
+            .collect();
+        for name in exact.iter().chain(&floats) {
+            run_node(store.as_ref(), &one, &plan, name, 2)?;
+            run_node(store.as_ref(), &off, &plan, name, 3)?;
+            let want = raw(store.as_ref(), KS, name, 2)?;
+            assert!(!want.is_empty(), "{name}: no output (seed {seed})");
+            assert!(
+                raw(store.as_ref(), KS, name, 3)? == want,
+                "{name}: the fold on one thread differs from no fold (seed {seed})"
+            );
+            for (run, (threads, ctx)) in many.iter().enumerate() {
+                let run = 4 + run as u32;
+                run_node(store.as_ref(), ctx, &plan, name, run)
+                    .with_context(|| format!("{name}, {threads} threads (seed {seed})"))?;
+                let got = raw(store.as_ref(), KS, name, run)?;
+                let first_diff = got.iter().zip(&want).position(|(g, w)| g != w);
+                assert!(
+                    got == want,
+                    "{name}: {threads} build threads differ from one (seed {seed}): {} rows \
+                     against {}, first differing row {first_diff:?}",
+                    got.len(),
+                    want.len()
+                );
+            }
+        }
+        // One fold per (aggregates, index, filter); the exact ones merged from the parts.
+        assert_eq!(one.lookup_cache.folds(), 8, "seed {seed}");
+        assert_eq!(one.lookup_cache.parallel_folds(), 0, "seed {seed}");
+        assert_eq!(off.lookup_cache.folds(), 0, "seed {seed}");
+        for (threads, ctx) in &many {
+            assert_eq!(
+                ctx.lookup_cache.folds(),
+                8,
+                "{threads} threads (seed {seed})"
+            );
+            assert_eq!(
+                ctx.lookup_cache.builds(),
+                0,
+                "{threads} threads (seed {seed})"
+            );
+            assert_eq!(
+                ctx.lookup_cache.parallel_folds(),
+                4,
+                "{threads} threads: the exact aggregates merge, the float sums do not \
+                 (seed {seed})"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Error cases: an aggregate failing on some rows (a division by zero, so in any part), a
+/// sum over strings, a count into a string field, a filter failing on some right rows, and a
+/// decimal sum that overflows for some keys (its parts cannot be merged: one thread redoes
+/// it). The fold over several build threads reports exactly what one thread reports, and
+/// what the hash join reports.
+#[test]
+fn parallel_fold_errors_read_as_one_thread() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_errors");
+    let mut plan = base();
+    let cases: [(&str, Option<&str>, &[Wf<'static>]); 5] = [
+        (
+            "div_zero",
+            None,
+            &[
+                ("key", Type::String, "r.k", None),
+                ("agg", Type::String, "string_agg(l.s, \",\")", None),
+                ("late", Type::Int, "sum(l.i / l.z)", None),
+                ("early", Type::Int, "min(l.i)", None),
+            ],
+        ),
+        (
+            "typed",
+            None,
+            &[
+                ("key", Type::String, "r.k", None),
+                ("bad", Type::Int, "sum(l.s)", None),
+            ],
+        ),
+        (
+            "mistyped",
+            None,
+            &[
+                ("key", Type::String, "r.k", None),
+                ("n", Type::String, "count()", None),
+            ],
+        ),
+        (
+            "filter",
+            Some("l.i / l.z > 0"),
+            &[
+                ("key", Type::String, "r.k", None),
+                ("cnt", Type::Int, "count()", None),
+            ],
+        ),
+        (
+            "overflow",
+            None,
+            &[
+                ("key", Type::String, "r.k", None),
+                ("cnt", Type::Int, "count()", None),
+                (
+                    "huge",
+                    Type::Decimal2,
+                    "sum(decimal2(l.u) * 1000000000000000000000000000)",
+                    None,
+                ),
+            ],
+        ),
+    ];
+    for (name, filter, wf) in cases {
+        add(&mut plan, node(name, false, JoinType::Left, filter, wf));
+    }
+    let (_dir, store) = embedded()?;
+    seed_sources_spread(store.as_ref(), &plan, seed, 5, SPREAD)?;
+    let one = fold_ctx(&store, 1);
+    let mut hash = fold_ctx(&store, 1);
+    hash.fold_grouped_lookups = false;
+    let many: Vec<(usize, ExecContext)> = [2, 3, 7]
+        .into_iter()
+        .map(|t| (t, fold_ctx(&store, t)))
+        .collect();
+    for (name, _, _) in cases {
+        let run = |ctx: &ExecContext, run: u32| -> Result<Result<(), String>> {
+            if let Some(spec) = table_spec(&plan, name, run) {
+                store.create_table(KS, &spec)?;
+            }
+            Ok(run_node(store.as_ref(), ctx, &plan, name, run).map_err(|e| format!("{e:#}")))
+        };
+        let want = run(&one, 2)?;
+        let Err(text) = &want else {
+            anyhow::bail!("{name} must fail (seed {seed})");
+        };
+        if name == "overflow" {
+            assert!(text.contains("decimal overflow"), "{text} (seed {seed})");
+        }
+        assert_eq!(run(&hash, 3)?, want, "{name}: the fold off (seed {seed})");
+        for (i, (threads, ctx)) in many.iter().enumerate() {
+            let r = 4 + i as u32;
+            assert_eq!(
+                run(ctx, r)?,
+                want,
+                "{name}: {threads} build threads (seed {seed})"
+            );
+        }
+    }
+    for (threads, ctx) in &many {
+        assert_eq!(
+            ctx.lookup_cache.folds(),
+            5,
+            "{threads} threads (seed {seed})"
+        );
+        // Every case merges but the sums past the exactness bound.
+        assert_eq!(
+            ctx.lookup_cache.parallel_folds(),
+            4,
+            "{threads} threads (seed {seed})"
+        );
+    }
+    Ok(())
+}
+
+/// Over the limits the parallel fold falls back as the fold on one thread does (here to the
+/// grace join). The parts count a key once in each part they see it in, so limits the parts
+/// cross together but one pass does not are decided by the fold on one thread: the same
+/// choice, the same outputs.
+#[test]
+fn a_parallel_fold_over_the_limits_falls_back_as_one_thread_does() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_limits");
+    let mut plan = base();
+    let names = add_grouped(&mut plan, "p", &exact_aggs());
+    let (_dir, store) = embedded()?;
+    seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
+    let spill = tempfile::tempdir()?;
+    let limited = |threads: usize, max_keys: usize, max_bytes: usize| {
+        let mut c = fold_ctx(&store, threads)
+            .with_hash_join_limits(max_keys, max_bytes)
+            .with_spill_dir(spill.path());
+        c.point_read_divisor = u64::MAX;
+        c
+    };
+    let one = fold_ctx(&store, 1);
+    for name in &names {
+        run_node(store.as_ref(), &one, &plan, name, 2)?;
+    }
+    // (max keys, max bytes, folds merged from the parts, right sides spilled). The
+    // non-unique index has 12 keys (each in most parts), the unique one about 40.
+    for (case, (max_keys, max_bytes, merged, spills)) in [
+        (100_000, 600, 0, 2),
+        (5, 1 << 30, 0, 2),
+        (13, 1 << 30, 0, 1),
+        (100_000, 1 << 30, 4, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let run = 3 + 2 * case as u32;
+        let seq = limited(1, max_keys, max_bytes);
+        let par = limited(3, max_keys, max_bytes);
+        for name in &names {
+            run_node(store.as_ref(), &seq, &plan, name, run)?;
+            run_node(store.as_ref(), &par, &plan, name, run + 1)?;
+            let want = raw(store.as_ref(), KS, name, 2)?;
+            for r in [run, run + 1] {
+                assert!(
+                    raw(store.as_ref(), KS, name, r)? == want,
+                    "{name}, limits {max_keys}/{max_bytes}, run {r} (seed {seed})"
+                );
+            }
+        }
+        let ctx = format!("limits {max_keys}/{max_bytes} (seed {seed})");
+        assert_eq!(par.lookup_cache.folds(), 4, "{ctx}");
+        assert_eq!(par.lookup_cache.parallel_folds(), merged, "{ctx}");
+        assert_eq!(par.lookup_cache.spills(), spills, "{ctx}");
+        assert_eq!(seq.lookup_cache.spills(), spills, "{ctx}");
+        assert_eq!(
+            par.lookup_cache.cached_bytes() > 0,
+            seq.lookup_cache.cached_bytes() > 0,
+            "{ctx}"
+        );
+    }
+    Ok(())
+}
+
+/// On a store that scans out of rowid order (CQL: token order) the parts are not in rowid
+/// order: the fold runs on one thread (buffered), with the same outputs.
+#[test]
+fn parallel_fold_on_cql_folds_on_one_thread() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_cql");
+    let mut plan = base();
+    let names = add_grouped(&mut plan, "p", &exact_aggs());
+    let (_double, store) = on_double()?;
+    seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
+    let one = fold_ctx(&store, 1);
+    let par = fold_ctx(&store, 3);
+    for name in &names {
+        run_node(store.as_ref(), &one, &plan, name, 2)?;
+        run_node(store.as_ref(), &par, &plan, name, 3)?;
+        assert!(
+            raw(store.as_ref(), KS, name, 2)? == raw(store.as_ref(), KS, name, 3)?,
+            "{name} (seed {seed})"
+        );
+    }
+    assert_eq!(par.lookup_cache.folds(), 4, "seed {seed}");
+    assert_eq!(par.lookup_cache.parallel_folds(), 0, "seed {seed}");
+    Ok(())
+}
+
+/// A right row damaged in a column the fold does not read (invalid UTF-8 in `s`; the fold
+/// decodes only the key and the aggregates' columns) fails the lookup exactly as the hash
+/// join's full decode does, on one build thread and on several.
+#[test]
+fn a_damaged_right_row_fails_the_fold_as_before() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_damaged_row");
+    let mut plan = base();
+    let wf: &[Wf<'static>] = &[
+        ("key", Type::String, "r.k", None),
+        ("cnt", Type::Int, "count()", None),
+        ("sum_i", Type::Int, "sum(l.i)", None),
+    ];
+    add(&mut plan, node("damaged", false, JoinType::Left, None, wf));
+    let (_dir, store) = embedded()?;
+    seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
+    let schema = &plan.tables["rights"];
+    let mut rw = row_write(
+        schema,
+        7,
+        &[
+            Value::Bool(true),
+            Value::Decimal(Decimal::new(1, 2)),
+            Value::Float(1.0),
+            Value::Int(1),
+            Value::str("k3"),
+            Value::str("QQQQ"),
+            Value::Int(1000),
+            Value::Int(1),
+        ],
+    )?;
+    let at = rw
+        .row
+        .windows(4)
+        .position(|w| w == b"QQQQ")
+        .context("the marker is in the encoded row")?;
+    rw.row[at..at + 4].copy_from_slice(&[0xff; 4]);
+    let spec = source_spec(&plan, "rights", SRC);
+    store.write_rows(KS, &spec, &[rw], WriteMode::Insert)?;
+    let mut hash = fold_ctx(&store, 1);
+    hash.fold_grouped_lookups = false;
+    let want = error_of(store.as_ref(), &hash, &plan, "damaged", 2)?;
+    assert!(
+        want.contains("rowid 7") && want.contains("UTF-8"),
+        "{want} (seed {seed})"
+    );
+    for (i, threads) in [1usize, 2, 3].into_iter().enumerate() {
+        let ctx = fold_ctx(&store, threads);
+        let got = error_of(store.as_ref(), &ctx, &plan, "damaged", 3 + i as u32)?;
+        assert_eq!(got, want, "{threads} build threads (seed {seed})");
+        assert_eq!(ctx.lookup_cache.folds(), 1, "seed {seed}");
+    }
+    Ok(())
+}
+
+/// Not a test: the time of folding a synthetic right table of `PLEXUS_FOLD_ROWS` rows (2 M by
+/// default; 2,000 keys, a 60-byte string each) into `string_agg` and `count` per key, on one
+/// and on two build threads, alternating, each run with a fresh cache (a dev-build sanity
+/// figure; `cargo test --test t43_folded -- --ignored --nocapture fold_timing`).
+#[test]
+#[ignore]
+fn fold_timing_one_vs_two_build_threads() -> Result<()> {
+    let rows: u64 = std::env::var("PLEXUS_FOLD_ROWS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    let mut plan = base();
+    if let Some(t) = plan.tables.get_mut("rights") {
+        t.indexes.remove("idx_rights_u");
+    }
+    let wf: &[Wf<'static>] = &[
+        ("key", Type::String, "r.k", None),
+        ("cnt", Type::Int, "count()", None),
+        ("agg", Type::String, "string_agg(l.s, \",\")", None),
+    ];
+    add(&mut plan, node("timed", false, JoinType::Left, None, wf));
+    let (_dir, store) = embedded()?;
+    let schema = &plan.tables["rights"];
+    let spec = source_spec(&plan, "rights", SRC);
+    store.create_table(KS, &spec)?;
+    let start = std::time::Instant::now();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut writes = Vec::new();
+    for n in 0..rows {
+        let row = vec![
+            Value::Bool(n % 3 == 0),
+            Value::Decimal(Decimal::new((n % 1000) as i64, 2)),
+            Value::Float(n as f64),
+            Value::Int(n as i64),
+            Value::str(&format!("acct{}", n % 2000)),
+            Value::str(&format!(
+                "{{\"txn\":{n:012},\"amount\":\"{:08}\",\"x\":\"ab\"}}",
+                n % 7919
+            )),
+            Value::Int(n as i64),
+            Value::Int(1),
+        ];
+        writes.push(row_write(schema, rng.below(u64::MAX) as i64, &row)?);
+        if writes.len() == 5000 {
+            store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+            writes.clear();
+        }
+    }
+    store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+    let lefts: Vec<(i64, Vec<Value>)> = (0..20)
+        .map(|n| {
+            (
+                n + 1,
+                vec![
+                    Value::str(&format!("acct{}", n * 97)),
+                    Value::Int(n),
+                    Value::str("t"),
+                    Value::Int(n),
+                ],
+            )
+        })
+        .collect();
+    write(store.as_ref(), &plan, "lefts", &lefts)?;
+    eprintln!("{rows} right rows written in {:.1?}", start.elapsed());
+    let mut run = 2;
+    for round in 0..2 {
+        for threads in [1usize, 2] {
+            let ctx = fold_ctx(&store, threads);
+            let (start, cpu) = (std::time::Instant::now(), process_cpu_seconds());
+            run_node(store.as_ref(), &ctx, &plan, "timed", run)?;
+            eprintln!(
+                "round {round}: {threads} build thread(s): wall {:.2?}, CPU {:.2} s (parallel \
+                 folds {})",
+                start.elapsed(),
+                process_cpu_seconds() - cpu,
+                ctx.lookup_cache.parallel_folds()
+            );
+            assert_eq!(ctx.lookup_cache.folds(), 1);
+            if run > 2 {
+                assert!(
+                    raw(store.as_ref(), KS, "timed", run)? == raw(store.as_ref(), KS, "timed", 2)?
+                );
+            }
+            run += 1;
+        }
+    }
+    Ok(())
+}
+
+/// User and system CPU seconds of this process so far (Linux `/proc/self/stat`; 0 elsewhere).
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th
+    // and 13th, in clock ticks (100 per second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -46,13 +46,28 @@ impl State {
 }
 
 /// The accumulator of one root aggregate over the matching rows of one group.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Accumulator {
     func: AggFunc,
     state: State,
-    /// Rows counted (count*, avg*).
+    /// Rows counted (count*, sum*, avg*); for string_agg the rows appended while the text was
+    /// still empty, which [`Accumulator::merge`] needs to place the separators.
     count: i64,
     rounding: Rounding,
+    /// The largest magnitude a decimal sum has had (zero otherwise): bounds every partial sum
+    /// of these rows continued from another state, so that [`Accumulator::merge`] can tell
+    /// that no step rounded or overflowed.
+    peak: Decimal,
+}
+
+/// Equal running states; `peak` is a bound kept for merging, not part of the value.
+impl PartialEq for Accumulator {
+    fn eq(&self, other: &Self) -> bool {
+        self.func == other.func
+            && self.state == other.state
+            && self.count == other.count
+            && self.rounding == other.rounding
+    }
 }
 
 /// The float min/max start values of Capillaries (`math.MaxFloat64`, `-math.MaxFloat32`).
@@ -67,6 +82,7 @@ impl Compiled {
             state: State::Unknown,
             count: 0,
             rounding: Rounding::To2,
+            peak: Decimal::ZERO,
         })
     }
 }
@@ -97,7 +113,8 @@ impl Accumulator {
     }
 
     /// Evaluates the aggregate's arguments for one matching row (aggregate mode) and folds
-    /// them in. `compiled` must be the expression that created this accumulator.
+    /// them in. `compiled` must be the expression that created this accumulator. On error
+    /// the running state is left as it was.
     pub fn update(
         &mut self,
         compiled: &Compiled,
@@ -185,7 +202,9 @@ impl Accumulator {
                 }
                 if let (State::Str(acc), true) = (&mut self.state, on) {
                     // Quirk (spec §5.10): separator only when the text so far is non-empty.
-                    if !acc.is_empty() {
+                    if acc.is_empty() {
+                        self.count += 1;
+                    } else {
                         acc.push_str(sep);
                     }
                     acc.push_str(s);
@@ -235,6 +254,10 @@ impl Accumulator {
                     *acc = acc
                         .checked_add(*d)
                         .ok_or(EvalError::DecimalOverflow { op: "+" })?;
+                    let magnitude = acc.abs();
+                    if magnitude > self.peak {
+                        self.peak = magnitude;
+                    }
                 }
                 true
             }
@@ -386,5 +409,452 @@ impl Accumulator {
             (_, State::Dec(None)) => return Err(EvalError::DecimalSentinel { func: self.func }),
             (_, State::Str(s)) => Value::Str(Arc::from(s.as_str())),
         })
+    }
+
+    /// Folds in `later`, an accumulator of the same expression `compiled` created fresh and
+    /// updated without error with the rows that come after this one's. True when the result
+    /// is exactly the state one accumulator updated with both row sequences in order has
+    /// (value, type, count, and so every later update and error text); false, with `self`
+    /// unchanged, when that is not certain: float sums and averages over rows on both sides
+    /// (float addition is not associative), states of different types (the sequential pass
+    /// fails on the first later row), a decimal sum whose bound does not rule out a rounding
+    /// or an overflow, a count that would overflow, different functions or roundings.
+    pub fn merge(&mut self, later: Self, compiled: &Compiled) -> bool {
+        if self.func != later.func || self.rounding != later.rounding {
+            return false;
+        }
+        let Some(count) = self.count.checked_add(later.count) else {
+            return false;
+        };
+        // A fresh state continued over the later rows is `later` itself.
+        if self.state == State::Unknown && self.count == 0 {
+            *self = later;
+            return true;
+        }
+        use AggFunc as A;
+        match self.func {
+            A::Count | A::CountIf => {
+                if self.state != State::Unknown || later.state != State::Unknown {
+                    return false;
+                }
+                self.count = count;
+                true
+            }
+            A::Sum | A::SumIf | A::Avg | A::AvgIf => self.merge_number(later, count),
+            A::Min | A::MinIf | A::Max | A::MaxIf => self.merge_min_max(later, count),
+            A::StringAgg | A::StringAggIf => {
+                let Node::Agg { sep: Some(sep), .. } = &compiled.root else {
+                    return false;
+                };
+                self.merge_strings(later, sep, count)
+            }
+        }
+    }
+
+    /// [`Accumulator::merge`] of sums and averages; `count` is the rows of both.
+    fn merge_number(&mut self, later: Self, count: i64) -> bool {
+        // A state still unknown saw no value of a type the sum takes, so no row counted: the
+        // other side alone is the result.
+        match (&mut self.state, later.state) {
+            (State::Unknown, state) => {
+                self.state = state;
+                self.peak = later.peak;
+            }
+            (_, State::Unknown) => {}
+            (State::Int(a), State::Int(b)) => *a = a.wrapping_add(b),
+            (State::IntAvg(a), State::IntAvg(b)) => *a = a.wrapping_add(b),
+            // No row added on one side: that side is still exactly the start value 0.0, which
+            // the other side started from too.
+            (State::Float(_), State::Float(_)) if later.count == 0 => {}
+            (State::Float(a), State::Float(b)) if self.count == 0 => *a = b,
+            (State::Float(_), State::Float(_)) => return false,
+            (State::Dec(Some(_)), State::Dec(Some(_))) if later.count == 0 => {}
+            (State::Dec(Some(a)), State::Dec(Some(b))) if self.count == 0 => {
+                *a = b;
+                self.peak = later.peak;
+            }
+            (State::Dec(Some(a)), State::Dec(Some(b))) => {
+                let Some((sum, bound)) = exact_decimal_sum(*a, b, later.peak) else {
+                    return false;
+                };
+                *a = sum;
+                self.peak = self.peak.max(bound);
+            }
+            _ => return false,
+        }
+        self.count = count;
+        true
+    }
+
+    /// [`Accumulator::merge`] of min and max: the later extreme replaces this one exactly
+    /// when it would have replaced it row by row (strictly better; ties keep the first).
+    fn merge_min_max(&mut self, later: Self, count: i64) -> bool {
+        let is_min = matches!(self.func, AggFunc::Min | AggFunc::MinIf);
+        match (&mut self.state, later.state) {
+            (State::Unknown, state) => self.state = state,
+            (_, State::Unknown) => {}
+            (State::Int(a), State::Int(b)) => {
+                if (is_min && b < *a) || (!is_min && b > *a) {
+                    *a = b;
+                }
+            }
+            // Both started from the same start value; NaN never wins on either side.
+            (State::Float(a), State::Float(b)) => {
+                if (is_min && b < *a) || (!is_min && b > *a) {
+                    *a = b;
+                }
+            }
+            (State::Dec(a), State::Dec(b)) => {
+                if let Some(b) = b {
+                    let better = match a {
+                        None => true,
+                        Some(a) => (is_min && b < *a) || (!is_min && b > *a),
+                    };
+                    if better {
+                        *a = Some(b);
+                    }
+                }
+            }
+            // The string quirk: an empty text is the start state (anything replaces it), and
+            // an empty value never replaces a non-empty min.
+            (State::Str(a), State::Str(b)) => {
+                let better = if is_min {
+                    a.is_empty() || (!b.is_empty() && b.as_bytes() < a.as_bytes())
+                } else {
+                    b.as_bytes() > a.as_bytes()
+                };
+                if better {
+                    *a = b;
+                }
+            }
+            _ => return false,
+        }
+        self.count = count;
+        true
+    }
+
+    /// [`Accumulator::merge`] of string_agg: after a non-empty text every later row appended
+    /// while the later text was still empty (`later.count`) brings its separator too.
+    /// `count` is the rows of both appended while their text was empty, when this text is.
+    fn merge_strings(&mut self, later: Self, sep: &str, count: i64) -> bool {
+        match (&mut self.state, later.state) {
+            (State::Unknown, state) => {
+                self.state = state;
+                self.count = count;
+            }
+            (_, State::Unknown) => {}
+            (State::Str(a), State::Str(b)) if a.is_empty() => {
+                *a = b;
+                self.count = count;
+            }
+            (State::Str(a), State::Str(b)) => {
+                let Ok(seps) = usize::try_from(later.count) else {
+                    return false;
+                };
+                a.reserve_exact(sep.len().saturating_mul(seps).saturating_add(b.len()));
+                for _ in 0..seps {
+                    a.push_str(sep);
+                }
+                a.push_str(&b);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The bound of partial sums below which decimal additions are exact: their mantissas, and
+/// those of the rows (each at most twice the bound), stay below 2^96 ≈ 7.9e28 at the largest
+/// scale involved, so `rust_decimal` neither rounds nor overflows.
+const EXACT_DECIMAL_BOUND: i128 = 10i128.pow(27);
+
+/// `a + b` where `b` is a sum started from zero whose partial sums never exceeded
+/// `later_peak` in magnitude, with the bound of the partial sums `a + …` continued over the
+/// same rows, when every step of that sequential continuation is certainly exact (see
+/// [`EXACT_DECIMAL_BOUND`]); `None` otherwise.
+fn exact_decimal_sum(a: Decimal, b: Decimal, later_peak: Decimal) -> Option<(Decimal, Decimal)> {
+    let scale = a.scale().max(b.scale()).max(later_peak.scale());
+    let at_scale = |d: Decimal| -> Option<i128> {
+        d.mantissa()
+            .checked_abs()?
+            .checked_mul(10i128.checked_pow(scale - d.scale())?)
+    };
+    let bound = at_scale(a)?.checked_add(at_scale(later_peak)?)?;
+    if bound >= EXACT_DECIMAL_BOUND {
+        return None;
+    }
+    let sum = a.checked_add(b)?;
+    let bound = Decimal::try_from_i128_with_scale(bound, scale).ok()?;
+    Some((sum, bound))
+}
+
+#[cfg(test)]
+mod merge_tests {
+    //! [`Accumulator::merge`] against one sequential pass, on random rows: the merge of two
+    //! (or three) parts either equals the sequential state or declines, never differs.
+
+    use rust_decimal::Decimal;
+
+    use super::Accumulator;
+    use crate::expr::{Alias, Compiled, Rounding, Scope, Vars, parse, prepare};
+    use crate::value::{Type, Value};
+
+    /// The seed: `PLEXUS_AGG_SEED` replays one, else the clock; printed either way.
+    fn seed(test: &str) -> u64 {
+        let seed = std::env::var("PLEXUS_AGG_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("{test}: seed {seed} (replay with PLEXUS_AGG_SEED={seed})");
+        seed
+    }
+
+    /// A xorshift generator.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n.max(1)
+        }
+
+        fn one_in(&mut self, n: u64) -> bool {
+            self.below(n) == 0
+        }
+    }
+
+    /// The aggregates merged: every function, over `l.v` with the condition `l.c`.
+    const EXPRS: &[&str] = &[
+        "count()",
+        "count_if(l.c)",
+        "sum(l.v)",
+        "sum_if(l.v, l.c)",
+        "avg(l.v)",
+        "avg_if(l.v, l.c)",
+        "min(l.v)",
+        "min_if(l.v, l.c)",
+        "max(l.v)",
+        "max_if(l.v, l.c)",
+        "string_agg(l.v, \",\")",
+        "string_agg(l.v, \"\")",
+        "string_agg_if(l.v, \"--\", l.c)",
+    ];
+
+    fn compile(src: &str) -> Compiled {
+        let scope = Scope::new().with_alias(Alias::L, [("c", Type::Bool), ("v", Type::Int)]);
+        let ast = parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+        prepare(&ast, &scope).unwrap_or_else(|e| panic!("{src}: {e}"))
+    }
+
+    /// A value of kind `kind` (0 int, 1 float, 2 decimal, 3 string), small most of the time
+    /// (ties, zeros, empty strings), now and then extreme (overflow, rounding, NaN, ±0).
+    fn value(rng: &mut Rng, kind: u64) -> Value {
+        match kind {
+            0 => Value::Int(match rng.below(8) {
+                0 => i64::MAX - rng.below(3) as i64,
+                1 => i64::MIN + rng.below(3) as i64,
+                _ => rng.below(21) as i64 - 10,
+            }),
+            1 => Value::Float(match rng.below(10) {
+                0 => f64::NAN,
+                1 => -0.0,
+                2 => 0.0,
+                3 => 1e300 * (rng.below(3) as f64 - 1.0),
+                4 => f64::MAX,
+                _ => (rng.below(41) as f64 - 20.0) / 8.0 + 0.1,
+            }),
+            2 => {
+                let (mantissa, scale) = match rng.below(10) {
+                    // Near the 96-bit mantissa: sums round or overflow.
+                    0 => ((1i128 << 95) - rng.below(1000) as i128, rng.below(3) as u32),
+                    1 => (
+                        -(1i128 << 95) + rng.below(1000) as i128,
+                        rng.below(3) as u32,
+                    ),
+                    // Just below the merge's bound, at larger scales.
+                    2 => (
+                        10i128.pow(26) + rng.below(1000) as i128,
+                        rng.below(2) as u32 + 1,
+                    ),
+                    3 => (rng.below(2001) as i128 - 1000, 20 + rng.below(9) as u32),
+                    _ => (rng.below(4001) as i128 - 2000, rng.below(4) as u32),
+                };
+                let sign = if rng.one_in(2) { 1 } else { -1 };
+                Value::Decimal(
+                    Decimal::try_from_i128_with_scale(mantissa * sign, scale)
+                        .unwrap_or(Decimal::ONE),
+                )
+            }
+            _ => Value::str(["", "", "a", "b", "ab", "zz", "Ab", "é"][rng.below(8) as usize]),
+        }
+    }
+
+    /// Random rows `[c, v]`: one value kind per sequence with the odd value of another kind
+    /// (type changes), and now and then a condition that is not a bool (an error).
+    fn rows(rng: &mut Rng, n: usize) -> Vec<Vec<Value>> {
+        let kind = rng.below(4);
+        (0..n)
+            .map(|_| {
+                let k = if rng.one_in(12) { rng.below(4) } else { kind };
+                let c = if rng.one_in(40) {
+                    Value::Int(1)
+                } else {
+                    Value::Bool(rng.below(3) != 0)
+                };
+                vec![c, value(rng, k)]
+            })
+            .collect()
+    }
+
+    /// The accumulator over `rows`, or the first error's text; a failed update must leave
+    /// the state as it was (a parallel fold re-runs the failing row from a merged state).
+    fn fold(c: &Compiled, rows: &[Vec<Value>]) -> Result<Accumulator, String> {
+        let mut acc = c.new_accumulator().ok_or("not an aggregate")?;
+        for r in rows {
+            let before = state(&acc);
+            if let Err(e) = acc.update(c, &Vars::new().with(Alias::L, r), Rounding::To2) {
+                assert_eq!(state(&acc), before, "{e} changed the state");
+                return Err(e.to_string());
+            }
+        }
+        Ok(acc)
+    }
+
+    /// The running state as text (NaN and -0.0 compare as themselves); `peak` is a bound.
+    fn state(a: &Accumulator) -> String {
+        format!("{:?} {} {:?}", a.state, a.count, a.rounding)
+    }
+
+    fn finished(a: &Accumulator) -> String {
+        format!("{:?}", a.finish())
+    }
+
+    #[test]
+    fn agg_merge_equals_the_sequential_pass_or_declines() {
+        let seed = seed("agg_merge_equals_the_sequential_pass_or_declines");
+        let mut rng = Rng(seed | 1);
+        let compiled: Vec<Compiled> = EXPRS.iter().map(|s| compile(s)).collect();
+        let mut exact = vec![0usize; EXPRS.len()];
+        let mut declined = vec![0usize; EXPRS.len()];
+        for trial in 0..40_000 {
+            let which = rng.below(EXPRS.len() as u64) as usize;
+            let c = &compiled[which];
+            let n = rng.below(14) as usize;
+            let all = rows(&mut rng, n);
+            // Two or three parts, any of them possibly empty.
+            let mut cuts = vec![rng.below(all.len() as u64 + 1) as usize];
+            if rng.one_in(3) {
+                cuts.push(rng.below(all.len() as u64 + 1) as usize);
+            }
+            cuts.sort_unstable();
+            let mut bounds = vec![0];
+            bounds.extend(&cuts);
+            bounds.push(all.len());
+            let parts: Vec<Result<Accumulator, String>> = bounds
+                .windows(2)
+                .map(|w| fold(c, &all[w[0]..w[1]]))
+                .collect();
+            // The merge's contract: every part updated without error.
+            let Ok(parts) = parts.into_iter().collect::<Result<Vec<_>, _>>() else {
+                continue;
+            };
+            let sequential = fold(c, &all);
+            let ctx = || {
+                format!(
+                    "{} over {all:?} cut at {cuts:?} (trial {trial}, seed {seed})",
+                    EXPRS[which]
+                )
+            };
+            let mut parts = parts.into_iter();
+            let Some(mut merged) = parts.next() else {
+                continue;
+            };
+            let mut ok = true;
+            for later in parts {
+                let before = state(&merged);
+                if !merged.merge(later, c) {
+                    assert_eq!(state(&merged), before, "declined but changed: {}", ctx());
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                declined[which] += 1;
+                continue;
+            }
+            exact[which] += 1;
+            let Ok(sequential) = &sequential else {
+                panic!(
+                    "merged to {} where the sequential pass fails with {sequential:?}: {}",
+                    state(&merged),
+                    ctx()
+                );
+            };
+            assert_eq!(state(&merged), state(sequential), "{}", ctx());
+            assert_eq!(finished(&merged), finished(sequential), "{}", ctx());
+        }
+        eprintln!("exact merges {exact:?}, declined {declined:?} (seed {seed})");
+        for (i, src) in EXPRS.iter().enumerate() {
+            // Every function merges exactly most of the time; only float sums decline often.
+            assert!(
+                exact[i] > declined[i] || src.contains("sum") || src.contains("avg"),
+                "{src}: {} exact, {} declined (seed {seed})",
+                exact[i],
+                declined[i]
+            );
+            assert!(
+                exact[i] > 100,
+                "{src}: {} exact merges (seed {seed})",
+                exact[i]
+            );
+        }
+    }
+
+    #[test]
+    fn agg_merge_declines_what_is_not_exact() {
+        let c = compile("sum(l.v)");
+        let row = |v: Value| vec![Value::Bool(true), v];
+        let acc = |vs: &[Value]| {
+            let rows: Vec<Vec<Value>> = vs.iter().cloned().map(row).collect();
+            fold(&c, &rows).unwrap_or_else(|e| panic!("{e}"))
+        };
+        // Float sums over rows on both sides.
+        let mut a = acc(&[Value::Float(0.1)]);
+        assert!(!a.merge(acc(&[Value::Float(0.2)]), &c));
+        // …but not when one side added nothing.
+        assert!(a.merge(acc(&[]), &c));
+        assert_eq!(finished(&a), finished(&acc(&[Value::Float(0.1)])));
+        // Types that differ: the sequential pass fails on the first later row.
+        let mut a = acc(&[Value::Int(1)]);
+        assert!(!a.merge(acc(&[Value::Float(0.2)]), &c));
+        // A decimal sum whose partial sums come near the 96-bit mantissa.
+        let big = Value::Decimal(Decimal::from_i128_with_scale(1i128 << 94, 0));
+        let mut a = acc(std::slice::from_ref(&big));
+        assert!(!a.merge(acc(&[big.clone(), big]), &c));
+        // Small decimals merge exactly, at the larger scale of the two.
+        let mut a = acc(&[Value::Decimal(Decimal::new(125, 2))]);
+        assert!(a.merge(acc(&[Value::Decimal(Decimal::new(5, 3))]), &c));
+        assert_eq!(
+            finished(&a),
+            format!("{:?}", Ok::<_, ()>(Value::Decimal(Decimal::new(1255, 3))))
+        );
+        // The separator quirk: rows appended to an empty text bring their separators along.
+        let c = compile("string_agg(l.v, \",\")");
+        let strs = |vs: &[&str]| {
+            let rows: Vec<Vec<Value>> = vs.iter().map(|s| row(Value::str(s))).collect();
+            fold(&c, &rows).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut a = strs(&["x"]);
+        assert!(a.merge(strs(&["", "", "y", ""]), &c));
+        assert_eq!(
+            finished(&a),
+            format!("{:?}", Ok::<_, ()>(Value::str("x,,,y,")))
+        );
     }
 }

@@ -72,6 +72,7 @@ pub struct LookupCache {
     pub(crate) grace_windows: AtomicU64,
     pub(crate) point_choices: AtomicU64,
     pub(crate) folds: AtomicU64,
+    pub(crate) parallel_folds: AtomicU64,
     /// Serialises the creation of keyspace epochs.
     pub(crate) epoch_lock: Mutex<()>,
 }
@@ -114,6 +115,13 @@ impl LookupCache {
     /// went over the limits).
     pub fn folds(&self) -> u64 {
         self.folds.load(Ordering::Relaxed)
+    }
+
+    /// Number of those folds whose result came from the parallel fold over the build threads
+    /// (the others ran on one thread: one build thread, or the parallel result could not be
+    /// shown identical to one pass, see `folded.rs`).
+    pub fn parallel_folds(&self) -> u64 {
+        self.parallel_folds.load(Ordering::Relaxed)
     }
 
     /// Counts one grace-join window.

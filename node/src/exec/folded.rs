@@ -22,26 +22,48 @@
 //! `hash_join_max_bytes`, and the keys against `hash_join_max_rows`; over them the lookup
 //! falls back to the other strategies. A fold is cached like the other right sides, under a
 //! key that adds the aggregate fields and the filter, since nodes with other fields share the
-//! right table and index.
+//! right table and index. The scan decodes only the key's columns and those the aggregates
+//! and the filter read.
+//!
+//! The other batches of the lookup wait for the fold, so it runs on
+//! `ExecContext::build_threads` threads, as the hash join's build does: each folds one rowid
+//! range (part i of n) into its own per-key states, and the parts are then merged per key in
+//! part order, which on the embedded store is rowid order (see [`Accumulator::merge`]). A
+//! key's filter failure in a part stands and later parts are ignored; an aggregate's first
+//! failure in a later part is run again on the merged state before it, so its text is the one
+//! a single pass gives. The parallel result is used only when it is certainly the single
+//! pass's: every part ran to the end in ascending rowid order after the one before it, and
+//! every merge was exact. Otherwise (types changing between parts, a decimal sum too large to
+//! tell, a scan error, a store that scans out of rowid order) the fold is redone on one
+//! thread as above, so outputs and error texts are always those of the single pass. Float
+//! sums and averages never merge exactly, so a fold with one starts on one thread.
+//!
+//! The parts count keys and bytes against the limits together, a key once in every part that
+//! has it. Parts that cross a limit, or merged states over it, leave the decision to the fold
+//! on one thread; the merged states count their string capacities, which differ a little from
+//! one pass's, so a fold within a few bytes of the limit may fit in parallel and not on one
+//! thread.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
+use plexus_core::expr::{Accumulator, AggFunc, Alias, Rounding, Vars};
 use plexus_core::key::IndexKind;
 use plexus_core::plan::JoinType;
-use plexus_core::value::Value;
+use plexus_core::value::{Type, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::batch::BatchRun;
 use super::cache::{cache_key, lock};
 use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::hashjoin::scan_valid;
+use super::hashjoin::scan_valid_projected;
+use super::lookup::right_columns_read;
 use super::right::Built;
-use super::scan::{Page, Scan, decode};
+use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, field_err};
 use crate::store::{Rowid, TableRef};
 
@@ -61,6 +83,9 @@ pub(crate) struct Fold {
     aggs: Vec<usize>,
     /// The aggregate fields (expression, type) and the filter: the cache key's last part.
     fingerprint: String,
+    /// A float sum or average among the aggregates: parts never merge exactly (float addition
+    /// is not associative), so the parallel fold is not tried.
+    float_sums: bool,
 }
 
 /// Whether lookup `l` writing `out` can be folded per key (see the module doc), and how.
@@ -72,12 +97,18 @@ pub(crate) fn foldable(l: &LookupStage, out: &TableOut) -> Option<Fold> {
         |refs: &[plexus_core::expr::FieldRef], alias: &str| refs.iter().any(|r| r.alias == alias);
     let mut aggs = Vec::new();
     let mut fingerprint = String::from("fold");
+    let mut float_sums = false;
     for (i, f) in out.fields.iter().enumerate() {
         let refs = f.expr.field_refs();
-        if f.agg.is_some() {
+        if let Some(acc) = &f.agg {
             if reads(refs, "r") {
                 return None;
             }
+            float_sums |= f.ty == Type::Float
+                && matches!(
+                    acc.func(),
+                    AggFunc::Sum | AggFunc::SumIf | AggFunc::Avg | AggFunc::AvgIf
+                );
             aggs.push(i);
             fingerprint.push_str(&format!("\0{:?}\0{}", f.ty, f.expr.text()));
         } else if f.refs_lookup || reads(refs, "l") {
@@ -91,7 +122,11 @@ pub(crate) fn foldable(l: &LookupStage, out: &TableOut) -> Option<Fold> {
         fingerprint.push_str("\0filter\0");
         fingerprint.push_str(filter.text());
     }
-    Some(Fold { aggs, fingerprint })
+    Some(Fold {
+        aggs,
+        fingerprint,
+        float_sums,
+    })
 }
 
 /// The fold of one key.
@@ -112,7 +147,8 @@ pub(crate) struct FoldedRight {
     aggs: Vec<usize>,
     /// The right table's storage name, for error locations.
     right_name: String,
-    /// Approximate memory held: what counts against the limits.
+    /// Approximate memory held (the keys and their finished values, the same however many
+    /// threads folded): what the cache counts.
     pub(crate) bytes: usize,
 }
 
@@ -156,22 +192,21 @@ pub(crate) fn folded_side(
         None => {}
     }
     ctx.lookup_cache.folds.fetch_add(1, Ordering::Relaxed);
-    let folder = || Folder {
-        l,
-        out,
-        fold,
-        states: HashMap::default(),
-        bytes: 0,
-        max_keys: ctx.hash_join_max_rows,
-        max_bytes: ctx.hash_join_max_bytes,
+    let needed = fold_columns(l, out);
+    let threads = u32::try_from(ctx.build_threads.clamp(1, 64)).unwrap_or(1);
+    let parallel = if threads > 1 && !fold.float_sums {
+        fold_parallel(b, (l, out, fold), right, index, &needed, threads)?
+    } else {
+        None
     };
-    let built = match fold_scan(b, folder(), right, index, false)? {
-        Scanned::Done(f) => Some(f),
-        Scanned::OutOfOrder => match fold_scan(b, folder(), right, index, true)? {
-            Scanned::Done(f) => Some(f),
-            _ => None,
-        },
-        Scanned::TooBig => None,
+    let built = match parallel {
+        Some(f) => {
+            ctx.lookup_cache
+                .parallel_folds
+                .fetch_add(1, Ordering::Relaxed);
+            Some(f)
+        }
+        None => fold_sequential(b, (l, out, fold), right, index, &needed)?,
     };
     let (built, bytes) = match built {
         Some(f) => {
@@ -196,6 +231,49 @@ pub(crate) fn folded_side(
     })
 }
 
+/// What a fold computes: the lookup, its output table, the aggregates.
+type Spec<'a> = (&'a LookupStage, &'a TableOut, &'a Fold);
+
+/// The right columns a fold decodes: the key's, and those the aggregates and the filter read
+/// (the other fields read no `l.*` field); empty (every column) when that is unknown.
+fn fold_columns(l: &LookupStage, out: &TableOut) -> Vec<bool> {
+    let mut needed = right_columns_read(l, out);
+    if !needed.is_empty() {
+        for &p in &l.index_pos {
+            match needed.get_mut(p) {
+                Some(n) => *n = true,
+                None => return Vec::new(),
+            }
+        }
+    }
+    needed
+}
+
+/// The fold on one thread: in scan order, or buffered when the store scans out of rowid
+/// order; `None` over the limits.
+fn fold_sequential(
+    b: &BatchRun<'_>,
+    spec: Spec<'_>,
+    right: &TableRef,
+    index: &TableRef,
+    needed: &[bool],
+) -> Result<Option<FoldedRight>, BatchErrorKind> {
+    let limits = Limits::new(b);
+    let folder = Folder::new(spec, &limits, false);
+    Ok(match fold_scan(b, folder, right, index, needed, false)? {
+        Scanned::Done(f) => Some(f),
+        Scanned::OutOfOrder => {
+            let limits = Limits::new(b);
+            let folder = Folder::new(spec, &limits, false);
+            match fold_scan(b, folder, right, index, needed, true)? {
+                Scanned::Done(f) => Some(f),
+                _ => None,
+            }
+        }
+        Scanned::TooBig => None,
+    })
+}
+
 /// The outcome of one scan of the right table.
 enum Scanned {
     Done(FoldedRight),
@@ -205,11 +283,67 @@ enum Scanned {
     TooBig,
 }
 
+/// The limits of one fold and what its parts have counted so far, shared by them.
+struct Limits {
+    /// `hash_join_max_rows`: distinct keys.
+    max_keys: usize,
+    /// `hash_join_max_bytes`: approximate memory of the states.
+    max_bytes: usize,
+    /// Keys created, summed over the parts (a key in several parts counts once in each).
+    keys: AtomicUsize,
+    /// Approximate memory of the states, summed over the parts.
+    bytes: AtomicUsize,
+    /// Set by the first part that gives up, so that the others stop too.
+    stop: AtomicBool,
+}
+
+impl Limits {
+    /// The context's limits, nothing counted yet.
+    fn new(b: &BatchRun<'_>) -> Self {
+        Self {
+            max_keys: b.ctx.hash_join_max_rows,
+            max_bytes: b.ctx.hash_join_max_bytes,
+            keys: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The running fold of one aggregate field of one key.
+enum AccState {
+    /// Every row so far folded without error.
+    Running(Accumulator),
+    /// The field's first failure, its error text. In a part after the first, `retry` keeps
+    /// the state before the failing row and that row, for the merge to run it again.
+    Failed {
+        retry: Option<(Accumulator, Vec<Value>)>,
+        error: String,
+    },
+}
+
 /// The running fold of one key.
 struct KeyState {
     filter_failed: Option<(Rowid, String)>,
     matched: bool,
-    accs: Vec<Result<Accumulator, String>>,
+    accs: Vec<AccState>,
+}
+
+/// The approximate memory of `key`'s state without the accumulators' heap.
+fn key_bytes(key: &[u8], aggs: usize) -> usize {
+    key.len() + PER_KEY_OVERHEAD + aggs * size_of::<AccState>()
+}
+
+/// The approximate memory of a kept row.
+fn values_bytes(values: &[Value]) -> usize {
+    size_of_val(values)
+        + values
+            .iter()
+            .map(|v| match v {
+                Value::Str(s) => s.len(),
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 /// Folds right rows into per-key states, counting their memory.
@@ -218,36 +352,50 @@ struct Folder<'a> {
     out: &'a TableOut,
     fold: &'a Fold,
     states: HashMap<Vec<u8>, KeyState, BuildHasherDefault<Xxh3>>,
-    bytes: usize,
-    max_keys: usize,
-    max_bytes: usize,
+    limits: &'a Limits,
+    /// Whether an aggregate's first failure keeps what the merge needs to run it again.
+    keep_failures: bool,
 }
 
-impl Folder<'_> {
+impl<'a> Folder<'a> {
+    /// An empty fold counting against `limits`.
+    fn new((l, out, fold): Spec<'a>, limits: &'a Limits, keep_failures: bool) -> Self {
+        Self {
+            l,
+            out,
+            fold,
+            states: HashMap::default(),
+            limits,
+            keep_failures,
+        }
+    }
+
     /// Folds right row `values` (rowid `rowid`, lookup key `key`), which comes after every
     /// row of its key folded so far in rowid order; false once over the limits.
     fn feed(&mut self, key: &[u8], rowid: Rowid, values: &[Value]) -> bool {
+        let limits = self.limits;
+        let mut grown = 0usize;
         let state = match self.states.get_mut(key) {
             Some(s) => s,
             None => {
-                if self.states.len() >= self.max_keys {
+                if limits.keys.fetch_add(1, Ordering::Relaxed) >= limits.max_keys {
                     return false;
                 }
-                let accs: Vec<Result<Accumulator, String>> = self
+                let accs: Vec<AccState> = self
                     .fold
                     .aggs
                     .iter()
-                    .map(|&i| {
-                        self.out
-                            .fields
-                            .get(i)
-                            .and_then(|f| f.agg.clone())
-                            .ok_or_else(|| "not an aggregate".to_owned())
-                    })
+                    .map(
+                        |&i| match self.out.fields.get(i).and_then(|f| f.agg.clone()) {
+                            Some(a) => AccState::Running(a),
+                            None => AccState::Failed {
+                                retry: None,
+                                error: "not an aggregate".to_owned(),
+                            },
+                        },
+                    )
                     .collect();
-                self.bytes += key.len()
-                    + PER_KEY_OVERHEAD
-                    + accs.len() * size_of::<Result<Accumulator, String>>();
+                grown += key_bytes(key, accs.len());
                 self.states.entry(key.to_vec()).or_insert(KeyState {
                     filter_failed: None,
                     matched: false,
@@ -255,34 +403,66 @@ impl Folder<'_> {
                 })
             }
         };
-        if state.filter_failed.is_some() {
-            // The hash join stops at a key's first failing row: later rows never count.
-            return true;
-        }
-        let vars = Vars::new().with(Alias::L, values);
-        if let Some(f) = &self.l.filter {
-            match f.eval_bool(&vars, Rounding::None) {
-                Ok(true) => {}
-                Ok(false) => return true,
-                Err(e) => {
-                    state.filter_failed = Some((rowid, e.to_string()));
-                    return true;
+        // The hash join stops at a key's first failing row: later rows never count.
+        if state.filter_failed.is_none() {
+            let vars = Vars::new().with(Alias::L, values);
+            let passes = match &self.l.filter {
+                None => true,
+                Some(f) => match f.eval_bool(&vars, Rounding::None) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        state.filter_failed = Some((rowid, e.to_string()));
+                        false
+                    }
+                },
+            };
+            if passes {
+                state.matched = true;
+                for (acc, &i) in state.accs.iter_mut().zip(&self.fold.aggs) {
+                    let (AccState::Running(a), Some(f)) = (&mut *acc, self.out.fields.get(i))
+                    else {
+                        continue;
+                    };
+                    let before = a.heap_bytes();
+                    match a.update(&f.expr, &vars, Rounding::To2) {
+                        Ok(()) => grown += a.heap_bytes().saturating_sub(before),
+                        // The field's first failure is its error; `grouped_row_by_field`
+                        // stops there. A failed update leaves the state as it was.
+                        Err(e) => {
+                            let retry = self.keep_failures.then(|| (a.clone(), values.to_vec()));
+                            if retry.is_some() {
+                                grown += values_bytes(values);
+                            }
+                            *acc = AccState::Failed {
+                                retry,
+                                error: e.to_string(),
+                            };
+                        }
+                    }
                 }
             }
         }
-        state.matched = true;
-        for (acc, &i) in state.accs.iter_mut().zip(&self.fold.aggs) {
-            let (Ok(a), Some(f)) = (acc.as_mut(), self.out.fields.get(i)) else {
-                continue;
-            };
-            let before = a.heap_bytes();
-            match a.update(&f.expr, &vars, Rounding::To2) {
-                Ok(()) => self.bytes += a.heap_bytes().saturating_sub(before),
-                // The field's first failure is its error; `grouped_row_by_field` stops there.
-                Err(e) => *acc = Err(e.to_string()),
-            }
-        }
-        self.bytes <= self.max_bytes
+        let total = match grown {
+            0 => limits.bytes.load(Ordering::Relaxed),
+            n => limits.bytes.fetch_add(n, Ordering::Relaxed) + n,
+        };
+        total <= limits.max_bytes
+    }
+
+    /// The approximate memory of the states, as [`Folder::feed`] counts it.
+    fn state_bytes(&self) -> usize {
+        let acc_heap = |acc: &AccState| match acc {
+            AccState::Running(a) => a.heap_bytes(),
+            AccState::Failed {
+                retry: Some((a, row)),
+                ..
+            } => a.heap_bytes() + values_bytes(row),
+            AccState::Failed { retry: None, .. } => 0,
+        };
+        self.states
+            .iter()
+            .map(|(k, s)| key_bytes(k, s.accs.len()) + s.accs.iter().map(acc_heap).sum::<usize>())
+            .sum()
     }
 
     /// The finished folds of right table `right_name`.
@@ -298,7 +478,11 @@ impl Folder<'_> {
                         .into_iter()
                         .zip(&self.fold.aggs)
                         .map(|(acc, &i)| {
-                            let v = acc?.finish().map_err(|e| e.to_string())?;
+                            let acc = match acc {
+                                AccState::Running(a) => a,
+                                AccState::Failed { error, .. } => return Err(error),
+                            };
+                            let v = acc.finish().map_err(|e| e.to_string())?;
                             match self.out.fields.get(i) {
                                 Some(f) => check_type(&v, f.ty).map(|()| v),
                                 None => Err("not an aggregate".to_owned()),
@@ -311,26 +495,46 @@ impl Folder<'_> {
             };
             keys.insert(key, fold);
         }
+        let text = |r: &Result<Value, String>| match r {
+            Ok(Value::Str(s)) => s.len(),
+            Ok(_) => 0,
+            Err(e) => e.len(),
+        };
+        let bytes = keys
+            .iter()
+            .map(|(k, f)| {
+                k.len()
+                    + PER_KEY_OVERHEAD
+                    + match f {
+                        KeyFold::FilterFailed { detail, .. } => detail.len(),
+                        KeyFold::Matched(v) => {
+                            size_of_val(v.as_slice()) + v.iter().map(text).sum::<usize>()
+                        }
+                    }
+            })
+            .sum();
         FoldedRight {
             keys,
             aggs: self.fold.aggs.clone(),
             right_name,
-            bytes: self.bytes,
+            bytes,
         }
     }
 }
 
 /// One scan of the right table folding its valid rows: as they come (`buffered` false; gives
 /// up on the first rowid going backwards), or kept encoded and folded per key in rowid order
-/// at the end (`buffered`).
+/// at the end (`buffered`, decoding only the keys while scanning).
 fn fold_scan(
     b: &BatchRun<'_>,
     mut folder: Folder<'_>,
     right: &TableRef,
     index: &TableRef,
+    needed: &[bool],
     buffered: bool,
 ) -> Result<Scanned, BatchErrorKind> {
-    let (l, max_keys, max_bytes) = (folder.l, folder.max_keys, folder.max_bytes);
+    let (l, limits) = (folder.l, folder.limits);
+    let (max_keys, max_bytes) = (limits.max_keys, limits.max_bytes);
     let mut prev: Option<Rowid> = None;
     let mut outcome = None;
     // Buffered form: key ids, (key id, rowid, row number), rows back to back.
@@ -340,78 +544,273 @@ fn fold_scan(
     let mut arena: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
     let mut held = 0usize;
-    let complete = scan_valid(b, l, right, index, (0, 1), |rowid, bytes, key, values| {
-        if !buffered {
-            if prev.is_some_and(|p| rowid <= p) {
-                outcome = Some(Scanned::OutOfOrder);
-                return Ok(false);
+    let scan_needed: Vec<bool> = if buffered {
+        let mut key_only = vec![false; l.types.len()];
+        for &p in &l.index_pos {
+            if let Some(n) = key_only.get_mut(p) {
+                *n = true;
             }
-            prev = Some(rowid);
-            if !folder.feed(&key, rowid, &values) {
+        }
+        key_only
+    } else {
+        needed.to_vec()
+    };
+    let complete = scan_valid_projected(
+        b,
+        l,
+        right,
+        index,
+        ((0, 1), &scan_needed),
+        |rowid, bytes, key, values| {
+            if !buffered {
+                if prev.is_some_and(|p| rowid <= p) {
+                    outcome = Some(Scanned::OutOfOrder);
+                    return Ok(false);
+                }
+                prev = Some(rowid);
+                if !folder.feed(&key, rowid, &values) {
+                    outcome = Some(Scanned::TooBig);
+                    return Ok(false);
+                }
+                return Ok(true);
+            }
+            let id = match key_ids.get(key.as_slice()) {
+                Some(&id) => id,
+                None => {
+                    let Ok(id) = u32::try_from(key_list.len()) else {
+                        outcome = Some(Scanned::TooBig);
+                        return Ok(false);
+                    };
+                    held += 2 * key.len() + PER_KEY_OVERHEAD;
+                    key_list.push(key.clone());
+                    key_ids.insert(key, id);
+                    id
+                }
+            };
+            let Ok(row) = u32::try_from(ends.len()) else {
+                outcome = Some(Scanned::TooBig);
+                return Ok(false);
+            };
+            arena.extend_from_slice(bytes);
+            ends.push(arena.len());
+            entries.push((id, rowid, row));
+            held += bytes.len() + PER_BUFFERED_ROW;
+            if held > max_bytes || key_list.len() > max_keys {
                 outcome = Some(Scanned::TooBig);
                 return Ok(false);
             }
-            return Ok(true);
-        }
-        let id = match key_ids.get(key.as_slice()) {
-            Some(&id) => id,
-            None => {
-                let Ok(id) = u32::try_from(key_list.len()) else {
-                    outcome = Some(Scanned::TooBig);
-                    return Ok(false);
-                };
-                held += 2 * key.len() + PER_KEY_OVERHEAD;
-                key_list.push(key.clone());
-                key_ids.insert(key, id);
-                id
-            }
-        };
-        let Ok(row) = u32::try_from(ends.len()) else {
-            outcome = Some(Scanned::TooBig);
-            return Ok(false);
-        };
-        arena.extend_from_slice(bytes);
-        ends.push(arena.len());
-        entries.push((id, rowid, row));
-        held += bytes.len() + PER_BUFFERED_ROW;
-        if held > max_bytes || key_list.len() > max_keys {
-            outcome = Some(Scanned::TooBig);
-            return Ok(false);
-        }
-        Ok(true)
-    })?;
+            Ok(true)
+        },
+    )?;
     if !complete {
         return Ok(outcome.unwrap_or(Scanned::TooBig));
     }
-    if buffered {
-        drop(key_ids);
-        entries.sort_unstable();
-        folder.bytes = held;
-        let right_name = right.storage_name();
-        let mut values = Vec::new();
-        for &(id, rowid, row) in &entries {
-            let r = row as usize;
-            let start = match r {
-                0 => 0,
-                _ => ends.get(r - 1).copied().unwrap_or(usize::MAX),
-            };
-            let (Some(bytes), Some(key)) = (
-                ends.get(r).and_then(|&end| arena.get(start..end)),
-                key_list.get(id as usize),
-            ) else {
-                return Err(Inconsistency::Broken("folded lookup row out of its buffer").into());
-            };
-            decode(bytes, &l.types, &mut values, &right_name, rowid)?;
-            if !folder.feed(key, rowid, &values) {
-                return Ok(Scanned::TooBig);
+    let right_name = right.storage_name();
+    if !buffered {
+        return Ok(Scanned::Done(folder.finish(right_name)));
+    }
+    drop(key_ids);
+    entries.sort_unstable();
+    limits.bytes.store(held, Ordering::Relaxed);
+    let mut values = Vec::new();
+    for &(id, rowid, row) in &entries {
+        let r = row as usize;
+        let start = match r {
+            0 => 0,
+            _ => ends.get(r - 1).copied().unwrap_or(usize::MAX),
+        };
+        let (Some(bytes), Some(key)) = (
+            ends.get(r).and_then(|&end| arena.get(start..end)),
+            key_list.get(id as usize),
+        ) else {
+            return Err(Inconsistency::Broken("folded lookup row out of its buffer").into());
+        };
+        decode_projected(bytes, &l.types, needed, &mut values, &right_name, rowid)?;
+        if !folder.feed(key, rowid, &values) {
+            return Ok(Scanned::TooBig);
+        }
+    }
+    Ok(Scanned::Done(folder.finish(right_name)))
+}
+
+/// One part of a parallel fold: its states and the first and last rowid it folded.
+struct Part<'a> {
+    folder: Folder<'a>,
+    first: Option<Rowid>,
+    last: Option<Rowid>,
+}
+
+/// The fold over `threads` rowid ranges merged per key (see the module doc); `None` when it
+/// is not certainly the single pass's result, which must then be computed on one thread.
+fn fold_parallel(
+    b: &BatchRun<'_>,
+    spec: Spec<'_>,
+    right: &TableRef,
+    index: &TableRef,
+    needed: &[bool],
+    threads: u32,
+) -> Result<Option<FoldedRight>, BatchErrorKind> {
+    let limits = Limits::new(b);
+    let parts: Vec<Option<Part<'_>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let limits = &limits;
+                s.spawn(move || fold_part(b, spec, right, index, needed, (i, threads), limits))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().map_err(|_| {
+                    BatchErrorKind::from(Inconsistency::Broken(
+                        "a thread folding a grouped lookup panicked",
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let Some(parts) = parts.into_iter().collect::<Option<Vec<Part<'_>>>>() else {
+        return Ok(None);
+    };
+    // Each part came in ascending rowid order (checked while folding); after the one before
+    // it too, part order is rowid order.
+    let mut prev_last: Option<Rowid> = None;
+    for p in &parts {
+        if let (Some(first), Some(last)) = (p.first, p.last) {
+            if prev_last.is_some_and(|prev| prev >= first) {
+                return Ok(None);
+            }
+            prev_last = Some(last);
+        }
+    }
+    let mut parts = parts.into_iter();
+    let Some(mut merged) = parts.next().map(|p| p.folder) else {
+        return Ok(None);
+    };
+    let (_, out, fold) = spec;
+    for p in parts {
+        for (key, later) in p.folder.states {
+            match merged.states.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(later);
+                }
+                Entry::Occupied(o) => {
+                    if !merge_key(o.into_mut(), later, out, fold) {
+                        return Ok(None);
+                    }
+                }
             }
         }
-        // The rows are no longer held once folded.
-        folder.bytes = folder
-            .bytes
-            .saturating_sub(arena.len() + PER_BUFFERED_ROW * ends.len());
     }
-    Ok(Scanned::Done(folder.finish(right.storage_name())))
+    // The parts counted a key in several parts once in each; the merged states are what is
+    // held (string capacities differ from one pass's, so a fold that only now crosses the
+    // byte limit is decided on one thread).
+    let bytes = merged.state_bytes();
+    if merged.states.len() > limits.max_keys || bytes > limits.max_bytes {
+        return Ok(None);
+    }
+    Ok(Some(merged.finish(right.storage_name())))
+}
+
+/// Folds rowid range `part` of the right table; `None` when the part gave up (over the
+/// limits, out of rowid order, a scan error, or another part gave up).
+fn fold_part<'a>(
+    b: &BatchRun<'_>,
+    spec: Spec<'a>,
+    right: &TableRef,
+    index: &TableRef,
+    needed: &[bool],
+    part: (u32, u32),
+    limits: &'a Limits,
+) -> Option<Part<'a>> {
+    let mut folder = Folder::new(spec, limits, part.0 > 0);
+    let (mut first, mut last) = (None, None);
+    let scanned = scan_valid_projected(
+        b,
+        spec.0,
+        right,
+        index,
+        (part, needed),
+        |rowid, _, key, values| {
+            if limits.stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            if last.is_some_and(|p| rowid <= p) || !folder.feed(&key, rowid, &values) {
+                limits.stop.store(true, Ordering::Relaxed);
+                return Ok(false);
+            }
+            first.get_or_insert(rowid);
+            last = Some(rowid);
+            Ok(true)
+        },
+    );
+    match scanned {
+        Ok(true) => Some(Part {
+            folder,
+            first,
+            last,
+        }),
+        Ok(false) => None,
+        Err(e) => {
+            // The fold on one thread reports the error (or what comes before it in rowid
+            // order) as it always has.
+            limits.stop.store(true, Ordering::Relaxed);
+            tracing::debug!(error = %e, part = part.0, "parallel fold gave up: redone on one thread");
+            None
+        }
+    }
+}
+
+/// Merges `later`, a key's state in a later part, into `into`, its state over the parts
+/// before; false when the result may differ from one pass's.
+fn merge_key(into: &mut KeyState, later: KeyState, out: &TableOut, fold: &Fold) -> bool {
+    if into.filter_failed.is_some() {
+        // One pass stops at the key's first failing row: the later rows never count.
+        return true;
+    }
+    if later.filter_failed.is_some() {
+        into.filter_failed = later.filter_failed;
+        return true;
+    }
+    into.matched |= later.matched;
+    for ((acc, later_acc), &i) in into.accs.iter_mut().zip(later.accs).zip(&fold.aggs) {
+        // A field's first failure stands.
+        let AccState::Running(a) = acc else {
+            continue;
+        };
+        let Some(f) = out.fields.get(i) else {
+            return false;
+        };
+        match later_acc {
+            AccState::Running(later) => {
+                if !a.merge(later, &f.expr) {
+                    return false;
+                }
+            }
+            AccState::Failed {
+                retry: Some((before, row)),
+                ..
+            } => {
+                if !a.merge(before, &f.expr) {
+                    return false;
+                }
+                // The failing row again, from the state one pass has before it: the error
+                // text can depend on that state (a type change, an overflow), and if it now
+                // passes, the part's rows after it were never folded into this state.
+                match a.update(&f.expr, &Vars::new().with(Alias::L, &row), Rounding::To2) {
+                    Ok(()) => return false,
+                    Err(e) => {
+                        *acc = AccState::Failed {
+                            retry: None,
+                            error: e.to_string(),
+                        }
+                    }
+                }
+            }
+            AccState::Failed { retry: None, .. } => return false,
+        }
+    }
+    true
 }
 
 /// The output rows of a window of left rows (their keys in `keys`, decoded rows in `left`)

@@ -51,7 +51,7 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
     Built, KeyIndex, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
 };
-use super::scan::decode;
+use super::scan::decode_projected;
 use super::write::{field_err, key_into};
 use crate::store::{Rowid, TableRef};
 
@@ -157,6 +157,20 @@ pub(crate) fn scan_valid(
     right: &TableRef,
     index: &TableRef,
     part: (u32, u32),
+    f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
+) -> Result<bool, BatchErrorKind> {
+    scan_valid_projected(b, l, right, index, (part, &[]), f)
+}
+
+/// [`scan_valid`] building only the columns `needed` marks (all when it is empty; it must
+/// mark the key's): a reader of a few columns saves the others' allocations. A damaged row
+/// fails the same way.
+pub(crate) fn scan_valid_projected(
+    b: &BatchRun<'_>,
+    l: &LookupStage,
+    right: &TableRef,
+    index: &TableRef,
+    (part, needed): ((u32, u32), &[bool]),
     mut f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
@@ -173,7 +187,7 @@ pub(crate) fn scan_valid(
         keys.clear();
         values.clear();
         for (rowid, bytes) in page.iter() {
-            decode(bytes, &l.types, &mut row, &right_name, rowid)?;
+            decode_projected(bytes, &l.types, needed, &mut row, &right_name, rowid)?;
             let mut key = Vec::new();
             key_into(&mut key, &l.index, &l.index_pos, &row).map_err(|e| {
                 field_err(

@@ -76,7 +76,7 @@ struct Bufs {
 
 /// Which columns of the right rows lookup `l` writing `out` reads: those its output fields
 /// and its filter name as `l.*`. Empty (every column) if a name is not a right field.
-fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
+pub(crate) fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
     let mut needed = vec![false; l.types.len()];
     let refs = out
         .fields
