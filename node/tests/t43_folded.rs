@@ -990,13 +990,10 @@ fn a_damaged_right_row_fails_the_fold_as_before() -> Result<()> {
 /// default; 2,000 keys, a 60-byte string each) into `string_agg` and `count` per key, on one
 /// and on two build threads, alternating, each run with a fresh cache (a dev-build sanity
 /// figure; `cargo test --test t43_folded -- --ignored --nocapture fold_timing`).
-#[test]
-#[ignore]
-fn fold_timing_one_vs_two_build_threads() -> Result<()> {
-    let rows: u64 = std::env::var("PLEXUS_FOLD_ROWS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000_000);
+/// A plan with one grouped lookup `timed` (`count()` and `string_agg` of a text per key) and
+/// a store holding `rows` right rows over `keys` keys (`acct{n % keys}`, random rowids) and
+/// 20 left rows.
+fn many_rights(rows: u64, keys: u64) -> Result<(Plan, tempfile::TempDir, Arc<dyn Store>)> {
     let mut plan = base();
     if let Some(t) = plan.tables.get_mut("rights") {
         t.indexes.remove("idx_rights_u");
@@ -1007,11 +1004,10 @@ fn fold_timing_one_vs_two_build_threads() -> Result<()> {
         ("agg", Type::String, "string_agg(l.s, \",\")", None),
     ];
     add(&mut plan, node("timed", false, JoinType::Left, None, wf));
-    let (_dir, store) = embedded()?;
+    let (dir, store) = embedded()?;
     let schema = &plan.tables["rights"];
     let spec = source_spec(&plan, "rights", SRC);
     store.create_table(KS, &spec)?;
-    let start = std::time::Instant::now();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut writes = Vec::new();
     for n in 0..rows {
@@ -1020,7 +1016,7 @@ fn fold_timing_one_vs_two_build_threads() -> Result<()> {
             Value::Decimal(Decimal::new((n % 1000) as i64, 2)),
             Value::Float(n as f64),
             Value::Int(n as i64),
-            Value::str(&format!("acct{}", n % 2000)),
+            Value::str(&format!("acct{}", n % keys)),
             Value::str(&format!(
                 "{{\"txn\":{n:012},\"amount\":\"{:08}\",\"x\":\"ab\"}}",
                 n % 7919
@@ -1049,6 +1045,43 @@ fn fold_timing_one_vs_two_build_threads() -> Result<()> {
         })
         .collect();
     write(store.as_ref(), &plan, "lefts", &lefts)?;
+    Ok((plan, dir, store))
+}
+
+/// Keys that barely repeat (about one right row per key) are folded on one thread: the
+/// parts would each hold nearly every key and the merge redo the work, so the parallel fold
+/// gives up after its probe. Keys that repeat are folded on both threads. Both give what one
+/// thread gives.
+#[test]
+fn a_fold_of_keys_that_barely_repeat_runs_on_one_thread() -> Result<()> {
+    for (keys, parallel) in [(150_000u64, 0u64), (500, 1)] {
+        let (plan, _dir, store) = many_rights(150_000, keys)?;
+        let one = fold_ctx(&store, 1);
+        run_node(store.as_ref(), &one, &plan, "timed", 2)?;
+        let two = fold_ctx(&store, 2);
+        run_node(store.as_ref(), &two, &plan, "timed", 3)?;
+        assert_eq!(two.lookup_cache.folds(), 1, "{keys} keys");
+        assert_eq!(
+            two.lookup_cache.parallel_folds(),
+            parallel,
+            "{keys} keys over 150,000 rows"
+        );
+        let want = raw(store.as_ref(), KS, "timed", 2)?;
+        assert_eq!(want.len(), 20, "{keys} keys");
+        assert!(raw(store.as_ref(), KS, "timed", 3)? == want, "{keys} keys");
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore]
+fn fold_timing_one_vs_two_build_threads() -> Result<()> {
+    let rows: u64 = std::env::var("PLEXUS_FOLD_ROWS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    let start = std::time::Instant::now();
+    let (plan, _dir, store) = many_rights(rows, 2000)?;
     eprintln!("{rows} right rows written in {:.1?}", start.elapsed());
     let mut run = 2;
     for round in 0..2 {

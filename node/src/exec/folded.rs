@@ -44,9 +44,7 @@
 //! one pass's, so a fold within a few bytes of the limit may fit in parallel and not on one
 //! thread.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -54,7 +52,6 @@ use plexus_core::expr::{Accumulator, AggFunc, Alias, Rounding, Vars};
 use plexus_core::key::IndexKind;
 use plexus_core::plan::JoinType;
 use plexus_core::value::{Type, Value};
-use xxhash_rust::xxh3::Xxh3;
 
 use super::batch::BatchRun;
 use super::cache::{cache_key, lock};
@@ -62,7 +59,7 @@ use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::scan_valid_projected;
 use super::lookup::right_columns_read;
-use super::right::Built;
+use super::right::{Built, KeyMap};
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, field_err};
 use crate::store::{Rowid, TableRef};
@@ -74,6 +71,16 @@ const PER_KEY_OVERHEAD: usize = 96;
 /// Approximate bytes per row kept encoded when the store does not scan in rowid order: its
 /// (key, rowid, offset) entry and its end offset.
 const PER_BUFFERED_ROW: usize = 32;
+
+/// Rows each part of a parallel fold folds before checking that keys repeat enough for the
+/// parallel fold to pay: a prefix this long costs a fraction of a second.
+const PROBE_ROWS: usize = 1 << 16;
+
+/// Fewest rows per key (over a part's first [`PROBE_ROWS`]) for the parallel fold to go on.
+/// With fewer, nearly every key is in every part: the parts hold the states several times
+/// over and the merge redoes the map work (measured: a 10 M-row lookup of two rows per key
+/// took 2.3× the memory and no less wall on two threads), so one thread folds instead.
+const MIN_ROWS_PER_KEY: usize = 4;
 
 /// How a lookup qualifies for folding: the positions of its aggregate fields, and what
 /// identifies the fold among the lookups of the same right table and index.
@@ -142,7 +149,7 @@ pub(crate) enum KeyFold {
 /// The folded right side of one grouped lookup: keys without matching rows are absent.
 #[derive(Debug)]
 pub(crate) struct FoldedRight {
-    keys: HashMap<Vec<u8>, KeyFold, BuildHasherDefault<Xxh3>>,
+    keys: KeyMap<Vec<u8>, KeyFold>,
     /// The output positions of the values of a [`KeyFold::Matched`] (the fold's aggregates).
     aggs: Vec<usize>,
     /// The right table's storage name, for error locations.
@@ -310,16 +317,29 @@ impl Limits {
     }
 }
 
-/// The running fold of one aggregate field of one key.
+/// The running fold of one aggregate field of one key: one per key and aggregate, so its
+/// size counts (5 M keys × 7 aggregates in the 10 M-row lookup): the rare failure is boxed.
 enum AccState {
     /// Every row so far folded without error.
     Running(Accumulator),
-    /// The field's first failure, its error text. In a part after the first, `retry` keeps
-    /// the state before the failing row and that row, for the merge to run it again.
-    Failed {
-        retry: Option<(Accumulator, Vec<Value>)>,
-        error: String,
-    },
+    /// The field's first failure.
+    Failed(Box<Failure>),
+}
+
+/// The first failure of an aggregate field of one key.
+struct Failure {
+    /// In a part after the first: the state before the failing row and that row, for the
+    /// merge to run it again.
+    retry: Option<(Accumulator, Vec<Value>)>,
+    /// The error text.
+    error: String,
+}
+
+impl AccState {
+    /// A failed field with `error`.
+    fn failed(retry: Option<(Accumulator, Vec<Value>)>, error: String) -> Self {
+        Self::Failed(Box::new(Failure { retry, error }))
+    }
 }
 
 /// The running fold of one key.
@@ -351,7 +371,7 @@ struct Folder<'a> {
     l: &'a LookupStage,
     out: &'a TableOut,
     fold: &'a Fold,
-    states: HashMap<Vec<u8>, KeyState, BuildHasherDefault<Xxh3>>,
+    states: KeyMap<Vec<u8>, KeyState>,
     limits: &'a Limits,
     /// Whether an aggregate's first failure keeps what the merge needs to run it again.
     keep_failures: bool,
@@ -364,7 +384,7 @@ impl<'a> Folder<'a> {
             l,
             out,
             fold,
-            states: HashMap::default(),
+            states: KeyMap::default(),
             limits,
             keep_failures,
         }
@@ -388,10 +408,7 @@ impl<'a> Folder<'a> {
                     .map(
                         |&i| match self.out.fields.get(i).and_then(|f| f.agg.clone()) {
                             Some(a) => AccState::Running(a),
-                            None => AccState::Failed {
-                                retry: None,
-                                error: "not an aggregate".to_owned(),
-                            },
+                            None => AccState::failed(None, "not an aggregate".to_owned()),
                         },
                     )
                     .collect();
@@ -433,10 +450,7 @@ impl<'a> Folder<'a> {
                             if retry.is_some() {
                                 grown += values_bytes(values);
                             }
-                            *acc = AccState::Failed {
-                                retry,
-                                error: e.to_string(),
-                            };
+                            *acc = AccState::failed(retry, e.to_string());
                         }
                     }
                 }
@@ -453,11 +467,10 @@ impl<'a> Folder<'a> {
     fn state_bytes(&self) -> usize {
         let acc_heap = |acc: &AccState| match acc {
             AccState::Running(a) => a.heap_bytes(),
-            AccState::Failed {
-                retry: Some((a, row)),
-                ..
-            } => a.heap_bytes() + values_bytes(row),
-            AccState::Failed { retry: None, .. } => 0,
+            AccState::Failed(f) => f
+                .retry
+                .as_ref()
+                .map_or(0, |(a, row)| a.heap_bytes() + values_bytes(row)),
         };
         self.states
             .iter()
@@ -467,8 +480,8 @@ impl<'a> Folder<'a> {
 
     /// The finished folds of right table `right_name`.
     fn finish(self, right_name: String) -> FoldedRight {
-        let mut keys: HashMap<Vec<u8>, KeyFold, BuildHasherDefault<Xxh3>> =
-            HashMap::with_capacity_and_hasher(self.states.len(), BuildHasherDefault::default());
+        let mut keys: KeyMap<Vec<u8>, KeyFold> =
+            KeyMap::with_capacity_and_hasher(self.states.len(), Default::default());
         for (key, s) in self.states {
             let fold = if let Some((rowid, detail)) = s.filter_failed {
                 KeyFold::FilterFailed { rowid, detail }
@@ -480,7 +493,7 @@ impl<'a> Folder<'a> {
                         .map(|(acc, &i)| {
                             let acc = match acc {
                                 AccState::Running(a) => a,
-                                AccState::Failed { error, .. } => return Err(error),
+                                AccState::Failed(f) => return Err(f.error),
                             };
                             let v = acc.finish().map_err(|e| e.to_string())?;
                             match self.out.fields.get(i) {
@@ -538,7 +551,7 @@ fn fold_scan(
     let mut prev: Option<Rowid> = None;
     let mut outcome = None;
     // Buffered form: key ids, (key id, rowid, row number), rows back to back.
-    let mut key_ids: HashMap<Vec<u8>, u32, BuildHasherDefault<Xxh3>> = HashMap::default();
+    let mut key_ids: KeyMap<Vec<u8>, u32> = KeyMap::default();
     let mut key_list: Vec<Vec<u8>> = Vec::new();
     let mut entries: Vec<(u32, Rowid, u32)> = Vec::new();
     let mut arena: Vec<u8> = Vec::new();
@@ -725,6 +738,7 @@ fn fold_part<'a>(
 ) -> Option<Part<'a>> {
     let mut folder = Folder::new(spec, limits, part.0 > 0);
     let (mut first, mut last) = (None, None);
+    let mut rows = 0usize;
     let scanned = scan_valid_projected(
         b,
         spec.0,
@@ -741,6 +755,16 @@ fn fold_part<'a>(
             }
             first.get_or_insert(rowid);
             last = Some(rowid);
+            rows += 1;
+            if rows == PROBE_ROWS && folder.states.len() * MIN_ROWS_PER_KEY > rows {
+                tracing::debug!(
+                    keys = folder.states.len(),
+                    rows,
+                    "too few rows per key for a parallel fold: one thread folds"
+                );
+                limits.stop.store(true, Ordering::Relaxed);
+                return Ok(false);
+            }
             Ok(true)
         },
     );
@@ -787,10 +811,10 @@ fn merge_key(into: &mut KeyState, later: KeyState, out: &TableOut, fold: &Fold) 
                     return false;
                 }
             }
-            AccState::Failed {
-                retry: Some((before, row)),
-                ..
-            } => {
+            AccState::Failed(failure) => {
+                let Some((before, row)) = failure.retry else {
+                    return false;
+                };
                 if !a.merge(before, &f.expr) {
                     return false;
                 }
@@ -799,15 +823,9 @@ fn merge_key(into: &mut KeyState, later: KeyState, out: &TableOut, fold: &Fold) 
                 // passes, the part's rows after it were never folded into this state.
                 match a.update(&f.expr, &Vars::new().with(Alias::L, &row), Rounding::To2) {
                     Ok(()) => return false,
-                    Err(e) => {
-                        *acc = AccState::Failed {
-                            retry: None,
-                            error: e.to_string(),
-                        }
-                    }
+                    Err(e) => *acc = AccState::failed(None, e.to_string()),
                 }
             }
-            AccState::Failed { retry: None, .. } => return false,
         }
     }
     true

@@ -7,8 +7,6 @@
 //! point reads when the window is small next to the right table. A grouped lookup whose
 //! values depend on the lookup key alone is folded per key instead ([`super::folded`]).
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
@@ -22,11 +20,10 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
 use super::hashjoin::right_side;
 use super::processor::Processor;
-use super::right::{RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
+use super::right::{KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table};
 use crate::store::{Rowid, TableRef};
-use xxhash_rust::xxh3::Xxh3;
 
 /// table_lookup_table: a table reader, a lookup and a table writer.
 #[derive(Debug)]
@@ -260,8 +257,8 @@ fn compact_matches(
     bf.key_of_left.extend(0..n);
     bf.match_start.clear();
     bf.match_items.clear();
-    let mut seen: HashMap<&[u8], (usize, usize), BuildHasherDefault<Xxh3>> =
-        HashMap::with_capacity_and_hasher(n, BuildHasherDefault::default());
+    let mut seen: KeyMap<&[u8], (usize, usize)> =
+        KeyMap::with_capacity_and_hasher(n, Default::default());
     let mut nr = 0usize;
     for key in &bf.keys[..n] {
         let start = bf.match_items.len();
@@ -330,8 +327,7 @@ fn grace_matches(
 ) -> Result<(), BatchErrorKind> {
     let nk = distinct_keys(bf, n);
     let mut needed = [false; SPILL_PARTITIONS];
-    let mut map: HashMap<&[u8], usize, BuildHasherDefault<Xxh3>> =
-        HashMap::with_capacity_and_hasher(nk, BuildHasherDefault::default());
+    let mut map: KeyMap<&[u8], usize> = KeyMap::with_capacity_and_hasher(nk, Default::default());
     for (k, key) in bf.dkeys[..nk].iter().enumerate() {
         if let Some(p) = needed.get_mut(partition_of(key)) {
             *p = true;

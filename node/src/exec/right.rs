@@ -14,6 +14,11 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::error::{BatchErrorKind, Inconsistency};
 use crate::store::Rowid;
 
+/// A hash map keyed by lookup keys (short byte strings, one per left row or right key): the
+/// hasher reads a key in one pass (a streaming xxh3 hasher copied every key into its buffer
+/// first, the largest cost of a fold's per-row map access after the cache miss).
+pub(crate) type KeyMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Number of hash partitions of a spilled right side: enough that a window of left keys
 /// skips most files when it is small, few enough that every file keeps a sizeable buffer.
 pub const SPILL_PARTITIONS: usize = 16;
