@@ -20,7 +20,8 @@
 //!
 //! The accumulators (and, in the second form, the encoded rows) count against
 //! `hash_join_max_bytes`, and the keys against `hash_join_max_rows`; over them the lookup
-//! falls back to the other strategies. A fold is cached like the other right sides, under a
+//! falls back to the other strategies. So it does when the first [`PROBE_ROWS`] rows hold
+//! fewer than [`MIN_ROWS_PER_KEY`] rows per key: a fold pays when keys repeat. A fold is cached like the other right sides, under a
 //! key that adds the aggregate fields and the filter, since nodes with other fields share the
 //! right table and index. The scan decodes only the key's columns and those the aggregates
 //! and the filter read.
@@ -72,14 +73,15 @@ const PER_KEY_OVERHEAD: usize = 96;
 /// (key, rowid, offset) entry and its end offset.
 const PER_BUFFERED_ROW: usize = 32;
 
-/// Rows each part of a parallel fold folds before checking that keys repeat enough for the
-/// parallel fold to pay: a prefix this long costs a fraction of a second.
+/// Rows a fold (and each part of a parallel fold) scans before checking that keys repeat
+/// enough for folding to pay: a prefix this long costs a fraction of a second.
 const PROBE_ROWS: usize = 1 << 16;
 
-/// Fewest rows per key (over a part's first [`PROBE_ROWS`]) for the parallel fold to go on.
-/// With fewer, nearly every key is in every part: the parts hold the states several times
-/// over and the merge redoes the map work (measured: a 10 M-row lookup of two rows per key
-/// took 2.3× the memory and no less wall on two threads), so one thread folds instead.
+/// Fewest rows per key (over the first [`PROBE_ROWS`]) for a fold. With fewer, the fold keeps
+/// a state of every aggregate for nearly every right row, where matching each left row's few
+/// rows keeps one: measured on the lookup benchmark (two rows per key), folding made the
+/// grouped lookups slower and the 10 M-row case 2.5× the memory. In a parallel fold, every
+/// part would also hold nearly every key.
 const MIN_ROWS_PER_KEY: usize = 4;
 
 /// How a lookup qualifies for folding: the positions of its aggregate fields, and what
@@ -223,7 +225,7 @@ pub(crate) fn folded_side(
         None => {
             tracing::debug!(
                 table = %right.storage_name(),
-                "grouped lookup over the limits when folded per key: other strategies"
+                "grouped lookup not folded (over the limits, or too few rows per key): other strategies"
             );
             (Built::TooBig, 0)
         }
@@ -274,10 +276,10 @@ fn fold_sequential(
             let folder = Folder::new(spec, &limits, false);
             match fold_scan(b, folder, right, index, needed, true)? {
                 Scanned::Done(f) => Some(f),
-                _ => None,
+                Scanned::OutOfOrder | Scanned::TooBig | Scanned::Sparse => None,
             }
         }
-        Scanned::TooBig => None,
+        Scanned::TooBig | Scanned::Sparse => None,
     })
 }
 
@@ -288,6 +290,14 @@ enum Scanned {
     OutOfOrder,
     /// Over the limits.
     TooBig,
+    /// Keys repeat too little for folding to pay (see [`MIN_ROWS_PER_KEY`]).
+    Sparse,
+}
+
+/// Whether the first [`PROBE_ROWS`] rows of a scan, holding `keys` distinct keys, have too few
+/// rows per key for a fold (checked once, when `rows` reaches the probe).
+fn too_sparse(rows: usize, keys: usize) -> bool {
+    rows == PROBE_ROWS && keys * MIN_ROWS_PER_KEY > rows
 }
 
 /// The limits of one fold and what its parts have counted so far, shared by them.
@@ -557,6 +567,7 @@ fn fold_scan(
     let mut arena: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
     let mut held = 0usize;
+    let mut rows = 0usize;
     let scan_needed: Vec<bool> = if buffered {
         let mut key_only = vec![false; l.types.len()];
         for &p in &l.index_pos {
@@ -585,6 +596,11 @@ fn fold_scan(
                     outcome = Some(Scanned::TooBig);
                     return Ok(false);
                 }
+                rows += 1;
+                if too_sparse(rows, folder.states.len()) {
+                    outcome = Some(Scanned::Sparse);
+                    return Ok(false);
+                }
                 return Ok(true);
             }
             let id = match key_ids.get(key.as_slice()) {
@@ -608,6 +624,10 @@ fn fold_scan(
             ends.push(arena.len());
             entries.push((id, rowid, row));
             held += bytes.len() + PER_BUFFERED_ROW;
+            if too_sparse(entries.len(), key_list.len()) {
+                outcome = Some(Scanned::Sparse);
+                return Ok(false);
+            }
             if held > max_bytes || key_list.len() > max_keys {
                 outcome = Some(Scanned::TooBig);
                 return Ok(false);
@@ -756,7 +776,7 @@ fn fold_part<'a>(
             first.get_or_insert(rowid);
             last = Some(rowid);
             rows += 1;
-            if rows == PROBE_ROWS && folder.states.len() * MIN_ROWS_PER_KEY > rows {
+            if too_sparse(rows, folder.states.len()) {
                 tracing::debug!(
                     keys = folder.states.len(),
                     rows,
