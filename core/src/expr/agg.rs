@@ -601,16 +601,7 @@ mod merge_tests {
 
     /// The seed: `PLEXUS_AGG_SEED` replays one, else the clock; printed either way.
     fn seed(test: &str) -> u64 {
-        let seed = std::env::var("PLEXUS_AGG_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-            });
-        eprintln!("{test}: seed {seed} (replay with PLEXUS_AGG_SEED={seed})");
-        seed
+        plexus_testkit::seed::seed("PLEXUS_AGG_SEED", test)
     }
 
     /// A xorshift generator.
