@@ -20,6 +20,8 @@ use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
 use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, RowidRange, Store, WriteMode};
 use plexus_testkit::cql::CqlDouble;
+use plexus_testkit::seed::Rng;
+use plexus_testkit::usage::cpu_seconds;
 use rust_decimal::Decimal;
 
 const KS: &str = "ks";
@@ -220,18 +222,6 @@ fn add_grouped(plan: &mut Plan, prefix: &str, aggs: &[Wf<'_>]) -> Vec<String> {
     names
 }
 
-/// A xorshift generator (the seed printed by the test replays it).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Writes `rows` (rowid, values in layout order) into `table` of run [`SRC`] with the index
 /// entries of its schema, in chunks so that unique-key losers are reported, not refused.
 fn write(store: &dyn Store, plan: &Plan, table: &str, rows: &[(i64, Vec<Value>)]) -> Result<()> {
@@ -275,7 +265,7 @@ fn seed_sources_spread(
     z_zero_every: u64,
     spread: u64,
 ) -> Result<()> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let words = ["", "a", "b", "ab", "zz", "Ab", "é"];
     let mut used: std::collections::HashSet<i64> =
         (0..spread).map(|j| spread_rowid(j, spread)).collect();
@@ -1008,7 +998,7 @@ fn many_rights(rows: u64, keys: u64) -> Result<(Plan, tempfile::TempDir, Arc<dyn
     let schema = &plan.tables["rights"];
     let spec = source_spec(&plan, "rights", SRC);
     store.create_table(KS, &spec)?;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut writes = Vec::new();
     for n in 0..rows {
         let row = vec![
@@ -1096,13 +1086,13 @@ fn fold_timing_one_vs_two_build_threads() -> Result<()> {
     for round in 0..2 {
         for threads in [1usize, 2] {
             let ctx = fold_ctx(&store, threads);
-            let (start, cpu) = (std::time::Instant::now(), process_cpu_seconds());
+            let (start, cpu) = (std::time::Instant::now(), cpu_seconds());
             run_node(store.as_ref(), &ctx, &plan, "timed", run)?;
             eprintln!(
                 "round {round}: {threads} build thread(s): wall {:.2?}, CPU {:.2} s (parallel \
                  folds {})",
                 start.elapsed(),
-                process_cpu_seconds() - cpu,
+                cpu_seconds() - cpu,
                 ctx.lookup_cache.parallel_folds()
             );
             assert_eq!(ctx.lookup_cache.folds(), 1);
@@ -1115,23 +1105,4 @@ fn fold_timing_one_vs_two_build_threads() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// User and system CPU seconds of this process so far (Linux `/proc/self/stat`; 0 elsewhere).
-fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th
-    // and 13th, in clock ticks (100 per second on Linux).
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }

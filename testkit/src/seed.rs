@@ -15,3 +15,26 @@ pub fn seed(var: &str, test: &str) -> u64 {
     eprintln!("{test}: seed {seed} (replay with {var}={seed})");
     seed
 }
+
+/// A xorshift generator: the same seed gives the same draws, so a printed seed replays a test.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (any value: a zero seed is made odd, xorshift's one fixed point).
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    /// A draw in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+
+    /// True once in `n` draws on average.
+    pub fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}

@@ -604,21 +604,7 @@ mod merge_tests {
         plexus_testkit::seed::seed("PLEXUS_AGG_SEED", test)
     }
 
-    /// A xorshift generator.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n.max(1)
-        }
-
-        fn one_in(&mut self, n: u64) -> bool {
-            self.below(n) == 0
-        }
-    }
+    use plexus_testkit::seed::Rng;
 
     /// The aggregates merged: every function, over `l.v` with the condition `l.c`.
     const EXPRS: &[&str] = &[
@@ -729,7 +715,7 @@ mod merge_tests {
     #[test]
     fn agg_merge_equals_the_sequential_pass_or_declines() {
         let seed = seed("agg_merge_equals_the_sequential_pass_or_declines");
-        let mut rng = Rng(seed | 1);
+        let mut rng = Rng::new(seed);
         let compiled: Vec<Compiled> = EXPRS.iter().map(|s| compile(s)).collect();
         let mut exact = vec![0usize; EXPRS.len()];
         let mut declined = vec![0usize; EXPRS.len()];
