@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{add, base_plan, d, e, fields, index, items_fields, raw, row_write, s};
+use common::{
+    add, base_plan, d, e, fields, index, items_fields, raw, row_write, s, source_spec_as,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
     DEFAULT_POINT_READ_DIVISOR, ExecContext, execute, prepare_node, table_spec,
 };
-use plexus_node::store::{EmbeddedStore, IndexSpec, Store, TableRef, TableSpec, WriteMode};
+use plexus_node::store::{EmbeddedStore, Store, TableRef, WriteMode};
 
 const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
@@ -104,19 +106,7 @@ fn seed(
     rows: &[(i64, Vec<Value>)],
 ) -> Result<usize> {
     let schema = &plan.tables[table];
-    let spec = TableSpec {
-        data: TableRef::new(data, SRC),
-        indexes: schema
-            .indexes
-            .iter()
-            .map(|(n, d)| IndexSpec {
-                table: TableRef::new(n.clone(), SRC),
-                kind: d.kind,
-            })
-            .collect(),
-        fields: Some(schema.fields.clone()),
-        table_options: String::new(),
-    };
+    let spec = source_spec_as(plan, table, data, SRC);
     store.create_table(KS, &spec)?;
     let mut writes = Vec::new();
     for (rowid, r) in rows {

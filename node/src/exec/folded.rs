@@ -259,7 +259,7 @@ fn fold_columns(l: &LookupStage, out: &TableOut) -> Vec<bool> {
 }
 
 /// The fold on one thread: in scan order, or buffered when the store scans out of rowid
-/// order; `None` over the limits.
+/// order; `None` over the limits or when keys repeat too little ([`MIN_ROWS_PER_KEY`]).
 fn fold_sequential(
     b: &BatchRun<'_>,
     spec: Spec<'_>,

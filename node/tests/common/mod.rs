@@ -114,9 +114,14 @@ pub(crate) fn base_plan(orders: Vec<Field>) -> Plan {
 
 /// The data and index tables of `plan`'s `table` in `run`, for tests that write a source table.
 pub(crate) fn source_spec(plan: &Plan, table: &str, run: u32) -> TableSpec {
+    source_spec_as(plan, table, table, run)
+}
+
+/// [`source_spec`] with the rows in data table `data` (the indexes are `table`'s).
+pub(crate) fn source_spec_as(plan: &Plan, table: &str, data: &str, run: u32) -> TableSpec {
     let schema = &plan.tables[table];
     TableSpec {
-        data: TableRef::new(table, run),
+        data: TableRef::new(data, run),
         indexes: schema
             .indexes
             .iter()
