@@ -247,14 +247,20 @@ for _ in $(seq 1 100); do
 done
 [ -n "$cql" ] || die "the CQL double did not start: $(cat "$tmp/cql.log")"
 
-# --- the binary the playbooks install: without debug info when strip is there (cargo test's
-# target/debug one is ~450 MB, copied to three hosts) ------------------------------------------
+# --- the binary the playbooks install: without symbols when strip is there (cargo test's
+# target/debug one is ~150 MB, ~80 MB stripped; each host holds a copy and, during the transfer,
+# a second one) ----------------------------------------------------------------------------------
 node_bin=$bin/plexus-node
 if command -v strip >/dev/null 2>&1; then
   mkdir -p "$tmp/bin"
-  strip --strip-debug -o "$tmp/bin/plexus-node" "$bin/plexus-node"
+  strip --strip-all -o "$tmp/bin/plexus-node" "$bin/plexus-node"
   node_bin=$tmp/bin/plexus-node
 fi
+# A full disk otherwise surfaces as a failed file transfer deep in site.yml.
+need_kib=$(($(stat -c %s "$node_bin") * 3 * 4 / 1024 + 256 * 1024))
+free_kib=$(df -Pk "$tmp" | awk 'NR == 2 { print $4 }')
+[ "$free_kib" -ge "$need_kib" ] ||
+  die "$tmp has $((free_kib / 1024)) MiB free; four hosts need about $((need_kib / 1024)) MiB"
 
 # --- the inventory: every path of every host under its own root ------------------------------
 mkdir -p "$tmp/inventory/group_vars" "$tmp/secrets" "$tmp/ansible-local" "$tmp/cp"
