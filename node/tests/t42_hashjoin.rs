@@ -850,3 +850,70 @@ fn right_side_built_on_several_threads_matches_one_thread() -> Result<()> {
     }
     Ok(())
 }
+
+/// A right side the ledger says is too large to hold decoded builds compact from its first
+/// rows: the limit fits the whole table decoded, so only the ledger's row count (ten times the
+/// rows there are) can turn it compact, and with the true count it stays decoded. Outputs are
+/// byte-identical either way. Over 4,096 rows, the rows a build averages its row size over.
+#[test]
+fn a_right_side_the_ledger_says_will_not_fit_decoded_is_built_compact() -> Result<()> {
+    let seed_value = plexus_testkit::seed::seed("PLEXUS_BUILD_SEED", "ledger_says_compact");
+    let mut rng = plexus_testkit::seed::Rng::new(seed_value);
+    let (plan, names) = plan_all();
+    let extra: Vec<(i64, Vec<Value>)> = (0..5000i64)
+        .map(|i| {
+            let price = format!("{}.{:02}", i % 11, i % 100);
+            let rowid = 1000 + rng.below(1 << 40) as i64 * 8192 + i;
+            (rowid, item(10_000 + i, 1 + i % 5, &price, "many"))
+        })
+        .collect();
+    let items = (7 + extra.len()) as u64;
+    let seeded_many = || -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
+        let (dir, store) = seeded(&plan)?;
+        seed(store.as_ref(), &plan, "items", "items", &extra)?;
+        Ok((dir, store))
+    };
+    // The decoded size of each right side, all of it held.
+    let (_d0, probe_store) = seeded_many()?;
+    let probe = ExecContext::new(probe_store.clone());
+    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
+    let nu = probe.lookup_cache.cached_bytes();
+    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
+    let u = probe.lookup_cache.cached_bytes() - nu;
+    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    // A fifth above the larger side: room for the average of the first rows to differ.
+    let limit = nu.max(u) * 6 / 5;
+    let mut outputs = Vec::new();
+    for (label, ledger_rows) in [("true count", items), ("ten times", 10 * items)] {
+        let (_d, store) = seeded_many()?;
+        let ctx = ExecContext::new(store.clone()).with_hash_join_limits(1 << 30, limit);
+        for name in &names {
+            run_node_with_rows(
+                store.as_ref(),
+                &ctx,
+                &plan,
+                name,
+                2,
+                (None, Some(ledger_rows)),
+            )?;
+        }
+        // Both sides do not fit the limit together: a side may be evicted and built again.
+        let builds = ctx.lookup_cache.builds();
+        let want_compact = if label == "ten times" { builds } else { 0 };
+        assert!(builds >= 2, "{label}: {builds} builds");
+        assert_eq!(
+            ctx.lookup_cache.compact_builds(),
+            want_compact,
+            "{label} (seed {seed_value})"
+        );
+        let mut out = Vec::new();
+        for name in &names {
+            let rows = raw(store.as_ref(), KS, name, 2)?;
+            assert!(!rows.is_empty(), "{name}: no output");
+            out.push(rows);
+        }
+        outputs.push(out);
+    }
+    assert_eq!(outputs[0], outputs[1], "seed {seed_value}");
+    Ok(())
+}

@@ -39,7 +39,7 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
@@ -49,7 +49,7 @@ use super::cache::{cache_key, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
-    Built, KeyIndex, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
+    Built, FlatKeys, KeyIndex, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
 };
 use super::scan::decode_projected;
 use super::write::{field_err, key_into};
@@ -61,6 +61,10 @@ const BUILD_PAGE: usize = 4096;
 /// Approximate bytes per indexed row besides its values and key: the row's `Vec` header,
 /// its rowid and position, and its share of the hash map (entry, key box, position vector).
 const PER_ROW_OVERHEAD: usize = 96;
+
+/// Rows a build scans before it judges, from the ledger's row count of the right table,
+/// whether the decoded rows will fit: enough for a stable average row size.
+const DECODED_PROBE_ROWS: usize = 4096;
 
 /// The same for a compact row: its end offset, rowid, position and share of the map.
 const PER_COMPACT_ROW_OVERHEAD: usize = 72;
@@ -307,6 +311,7 @@ fn build(
     let limits = Limits {
         max_rows: b.ctx.hash_join_max_rows.min(u32::MAX as usize),
         max_bytes: b.ctx.hash_join_max_bytes,
+        expected_rows: b.task.lookup_rows,
         ..Limits::default()
     };
     let parts: Vec<Result<Option<Part>, BatchErrorKind>> = if threads == 1 {
@@ -339,14 +344,16 @@ fn build(
     }
     let decoded_bytes = limits.decoded.load(Ordering::Relaxed);
     let compact_bytes = limits.compact.load(Ordering::Relaxed);
-    let compact = decoded_bytes > limits.max_bytes;
+    let compact = limits.decoded_over.load(Ordering::Relaxed);
     let total: usize = done.iter().map(|p| p.rowids.len()).sum();
+    let arena_total: usize = done.iter().map(|p| p.arena.len()).sum();
+    let keys_total: usize = done.iter().map(|p| p.keys.bytes_len()).sum();
     let mut ix = RightIndex {
-        rows: Vec::with_capacity(if compact { 0 } else { total }),
+        rows: Vec::new(),
         arena: Vec::new(),
         ends: Vec::new(),
         compact,
-        rowids: Vec::with_capacity(total),
+        rowids: Vec::new(),
         map: KeyIndex::default(),
         bytes: if compact {
             compact_bytes
@@ -354,12 +361,25 @@ fn build(
             decoded_bytes
         },
     };
-    if compact {
-        ix.arena
-            .reserve_exact(done.iter().map(|p| p.arena.len()).sum());
-        ix.ends.reserve_exact(total);
+    let mut keys = FlatKeys::default();
+    // The first range's buffers become the index's and grow in place (a large buffer is
+    // remapped, not copied), so the table's encoded rows and keys are not held twice.
+    let mut done = done.into_iter();
+    if let Some(first) = done.next() {
+        if compact {
+            ix.arena = first.arena;
+            ix.arena.reserve_exact(arena_total - ix.arena.len());
+            ix.ends = first.ends;
+            ix.ends.reserve_exact(total - ix.ends.len());
+        } else {
+            ix.rows = first.rows;
+            ix.rows.reserve_exact(total - ix.rows.len());
+        }
+        ix.rowids = first.rowids;
+        ix.rowids.reserve_exact(total - ix.rowids.len());
+        keys = first.keys;
+        keys.reserve_total(keys_total, total);
     }
-    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(total);
     for p in done {
         if compact {
             let base = ix.arena.len();
@@ -369,7 +389,7 @@ fn build(
             ix.rows.extend(p.rows);
         }
         ix.rowids.extend(p.rowids);
-        keys.extend(p.keys);
+        keys.append(&p.keys);
     }
     // A store that scans in token order (CQL) gives each key's rows out of rowid order: put
     // the rows in rowid order, so matches come in rowid order as with the other strategies.
@@ -382,14 +402,15 @@ fn build(
 }
 
 /// Reorders the rows of `ix` (and their `keys`) by ascending rowid.
-fn in_rowid_order(ix: &mut RightIndex, keys: &mut Vec<Vec<u8>>) -> Result<(), BatchErrorKind> {
+fn in_rowid_order(ix: &mut RightIndex, keys: &mut FlatKeys) -> Result<(), BatchErrorKind> {
     let broken = || Inconsistency::Broken("hash join rows out of their buffers");
     let mut order: Vec<(Rowid, usize)> = ix.rowids.iter().copied().zip(0..).collect();
     order.sort_unstable();
     ix.rowids = order.iter().map(|&(r, _)| r).collect();
-    let mut old_keys = std::mem::take(keys);
+    let old_keys = std::mem::take(keys);
+    keys.reserve_total(old_keys.bytes_len(), old_keys.len());
     for &(_, i) in &order {
-        keys.push(std::mem::take(old_keys.get_mut(i).ok_or_else(broken)?));
+        keys.push(old_keys.get(i).ok_or_else(broken)?);
     }
     if ix.compact {
         let (arena, ends) = (std::mem::take(&mut ix.arena), std::mem::take(&mut ix.ends));
@@ -421,11 +442,34 @@ fn in_rowid_order(ix: &mut RightIndex, keys: &mut Vec<Vec<u8>>) -> Result<(), Ba
 struct Limits {
     max_rows: usize,
     max_bytes: usize,
+    /// The ledger's row count of the right table, when it has one.
+    expected_rows: Option<u64>,
     rows: AtomicUsize,
     /// Memory of the rows decoded (see `build`).
     decoded: AtomicUsize,
+    /// Set once the decoded rows will not fit: every range stops keeping them and the index
+    /// is compact.
+    decoded_over: AtomicBool,
     /// Memory of the rows kept encoded.
     compact: AtomicUsize,
+}
+
+impl Limits {
+    /// Whether decoded rows no longer fit, `decoded` bytes counted over `rows` rows: over the
+    /// limit already, or, once [`DECODED_PROBE_ROWS`] rows give an average, on course to
+    /// cross it by the ledger's row count. Deciding early keeps a table that will end compact
+    /// from decoding (and allocating) most of the limit first, memory the allocator then
+    /// keeps: 10 M rows decoded up to a 3 GiB limit, then dropped, held 7.2 GiB at the peak.
+    fn decoded_will_not_fit(&self, decoded: usize, rows: usize) -> bool {
+        if decoded > self.max_bytes {
+            return true;
+        }
+        let Some(expected) = self.expected_rows else {
+            return false;
+        };
+        rows >= DECODED_PROBE_ROWS
+            && (decoded as u128) * u128::from(expected) > (self.max_bytes as u128) * rows as u128
+    }
 }
 
 /// The valid rows of one rowid range of the right table, in rowid order.
@@ -437,7 +481,7 @@ struct Part {
     arena: Vec<u8>,
     ends: Vec<usize>,
     rowids: Vec<Rowid>,
-    keys: Vec<Vec<u8>>,
+    keys: FlatKeys,
 }
 
 /// Scans rowid range `part` into a [`Part`]; `None` when the table crosses a limit.
@@ -462,11 +506,14 @@ fn scan_part(
         if rows >= limits.max_rows || compact > limits.max_bytes {
             return Ok(false);
         }
-        if !decoded_over && limits.decoded.fetch_add(d, Ordering::Relaxed) + d > limits.max_bytes {
+        let decoded = limits.decoded.fetch_add(d, Ordering::Relaxed) + d;
+        if !decoded_over
+            && (limits.decoded_over.load(Ordering::Relaxed)
+                || limits.decoded_will_not_fit(decoded, rows + 1))
+        {
             decoded_over = true;
+            limits.decoded_over.store(true, Ordering::Relaxed);
             p.rows = Vec::new();
-        } else if decoded_over {
-            limits.decoded.fetch_add(d, Ordering::Relaxed);
         }
         if !decoded_over {
             p.rows.push(values);
@@ -474,7 +521,7 @@ fn scan_part(
         p.arena.extend_from_slice(bytes);
         p.ends.push(p.arena.len());
         p.rowids.push(rowid);
-        p.keys.push(key);
+        p.keys.push(&key);
         Ok(true)
     })?;
     Ok(complete.then_some(p))

@@ -40,6 +40,88 @@ pub(crate) struct KeyIndex {
     arena: Vec<u8>,
 }
 
+/// The key number of an empty [`IdTable`] entry.
+const EMPTY_ID: u32 = u32::MAX;
+
+/// A key's hash and number in the table [`KeyIndex::build`] finds distinct keys with.
+#[derive(Clone, Copy)]
+struct IdEntry {
+    hash: u64,
+    id: u32,
+}
+
+/// Open addressing with linear probing over key numbers, at most half full, doubling as keys
+/// come; its layout (capacity and each key's slot) becomes the [`KeyIndex`]'s.
+struct IdTable {
+    entries: Vec<IdEntry>,
+    len: usize,
+}
+
+impl IdTable {
+    /// A table for about `keys` keys before its first doubling.
+    fn with_capacity(keys: usize) -> Self {
+        let cap = (keys.max(8) * 2).next_power_of_two();
+        Self {
+            entries: vec![
+                IdEntry {
+                    hash: 0,
+                    id: EMPTY_ID
+                };
+                cap
+            ],
+            len: 0,
+        }
+    }
+
+    /// The number of the key with `hash` for which `same` holds, else `next`, inserted.
+    fn find_or_insert(&mut self, hash: u64, next: u32, same: impl Fn(u32) -> bool) -> u32 {
+        let mask = self.entries.len() - 1;
+        let mut s = hash as usize & mask;
+        while let Some(e) = self.entries.get(s) {
+            if e.id == EMPTY_ID {
+                break;
+            }
+            if e.hash == hash && same(e.id) {
+                return e.id;
+            }
+            s = (s + 1) & mask;
+        }
+        if let Some(e) = self.entries.get_mut(s) {
+            *e = IdEntry { hash, id: next };
+        }
+        self.len += 1;
+        if self.len * 2 > self.entries.len() {
+            self.grow();
+        }
+        next
+    }
+
+    /// Doubles the table, every key moving to its slot in the new one.
+    fn grow(&mut self) {
+        let cap = self.entries.len() * 2;
+        let old = std::mem::replace(
+            &mut self.entries,
+            vec![
+                IdEntry {
+                    hash: 0,
+                    id: EMPTY_ID
+                };
+                cap
+            ],
+        );
+        let mask = cap - 1;
+        for e in old.into_iter().filter(|e| e.id != EMPTY_ID) {
+            let mut s = e.hash as usize & mask;
+            while self.entries.get(s).is_some_and(|x| x.id != EMPTY_ID) {
+                s = (s + 1) & mask;
+            }
+            if let Some(x) = self.entries.get_mut(s) {
+                *x = e;
+            }
+        }
+    }
+}
+
 /// One key of a [`KeyIndex`].
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
@@ -51,77 +133,135 @@ struct Slot {
     count: u32,
 }
 
-impl KeyIndex {
-    /// The index of rows `0..keys.len()`, row `i` having key `keys[i]`.
-    pub(crate) fn build<K: AsRef<[u8]>>(keys: &[K]) -> Result<Self, Inconsistency> {
-        let overflow = || Inconsistency::Broken("hash join index overflow");
-        // Rows are numbered in `u32`s (positions, and the build's temporaries, which are
-        // held next to the keys and the growing arena at the build's peak).
-        u32::try_from(keys.len()).map_err(|_| overflow())?;
-        let cap = keys
-            .len()
-            .max(1)
-            .checked_mul(2)
-            .and_then(usize::checked_next_power_of_two)
-            .ok_or_else(overflow)?;
-        let mask = cap - 1;
-        let mut slots = vec![Slot::default(); cap];
-        // A row holding each slot's key, to compare keys before the arena exists.
-        let mut holder = vec![0u32; cap];
-        let mut slot_of: Vec<u32> = Vec::with_capacity(keys.len());
-        for (row, key) in keys.iter().enumerate() {
-            let key = key.as_ref();
-            let hash = xxh3_64(key);
-            let mut s = hash as usize & mask;
-            loop {
-                let (Some(slot), Some(h)) = (slots.get_mut(s), holder.get_mut(s)) else {
-                    return Err(overflow());
-                };
-                if slot.count == 0 {
-                    *slot = Slot {
-                        hash,
-                        off: 0,
-                        key_len: u32::try_from(key.len()).map_err(|_| overflow())?,
-                        count: 1,
-                    };
-                    *h = row as u32;
-                    break;
-                }
-                if slot.hash == hash && keys.get(*h as usize).map(AsRef::as_ref) == Some(key) {
-                    slot.count += 1;
-                    break;
-                }
-                s = (s + 1) & mask;
-            }
-            slot_of.push(s as u32);
+/// Lookup keys back to back with each one's end: one buffer for millions of keys, where a
+/// vector per key cost its header and an allocation per right row for the whole build.
+#[derive(Debug, Default)]
+pub(crate) struct FlatKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl FlatKeys {
+    /// Appends a key.
+    pub(crate) fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Appends every key of `other`, in order.
+    pub(crate) fn append(&mut self, other: &Self) {
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+    }
+
+    /// Number of keys.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Bytes of all keys together.
+    pub(crate) fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Makes room for `bytes` key bytes and `keys` keys in all.
+    pub(crate) fn reserve_total(&mut self, bytes: usize, keys: usize) {
+        self.bytes
+            .reserve_exact(bytes.saturating_sub(self.bytes.len()));
+        self.ends
+            .reserve_exact(keys.saturating_sub(self.ends.len()));
+    }
+
+    /// The `i`-th key.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
+        let start = match i {
+            0 => 0,
+            _ => *self.ends.get(i - 1)?,
+        };
+        self.bytes.get(start..*self.ends.get(i)?)
+    }
+}
+
+impl<K: AsRef<[u8]>> FromIterator<K> for FlatKeys {
+    fn from_iter<I: IntoIterator<Item = K>>(iter: I) -> Self {
+        let mut keys = Self::default();
+        for k in iter {
+            keys.push(k.as_ref());
         }
-        let bytes: usize = slots
+        keys
+    }
+}
+
+impl KeyIndex {
+    /// The index of rows `0..keys.len()`, row `i` having key `keys.get(i)`.
+    ///
+    /// The table is sized by the distinct keys, found first in a table that doubles as they
+    /// come: sized by rows (a key per row at most), the 10 M-row lookup benchmark's 5 M keys
+    /// had twice the slots, 0.8 GB of them, at the build's peak.
+    pub(crate) fn build(keys: &FlatKeys) -> Result<Self, Inconsistency> {
+        let overflow = || Inconsistency::Broken("hash join index overflow");
+        // Rows are numbered in `u32`s (positions, and the build's temporaries).
+        u32::try_from(keys.len()).map_err(|_| overflow())?;
+        // Distinct keys numbered in order of first appearance: each one's first row and row
+        // count, each row's key number.
+        let mut ids = IdTable::with_capacity(keys.len().min(1 << 12));
+        let mut first: Vec<u32> = Vec::new();
+        let mut count: Vec<u32> = Vec::new();
+        let mut id_of_row: Vec<u32> = Vec::with_capacity(keys.len());
+        for row in 0..keys.len() {
+            let key = keys.get(row).ok_or_else(overflow)?;
+            let id = ids.find_or_insert(xxh3_64(key), first.len() as u32, |id| {
+                first.get(id as usize).and_then(|&r| keys.get(r as usize)) == Some(key)
+            });
+            if id as usize == first.len() {
+                first.push(row as u32);
+                count.push(1);
+            } else if let Some(c) = count.get_mut(id as usize) {
+                *c += 1;
+            }
+            id_of_row.push(id);
+        }
+        // The arena: per key, its bytes then room for its positions; `at` is where the next
+        // position of each key goes.
+        let bytes: usize = first
             .iter()
-            .map(|s| s.key_len as usize + 4 * s.count as usize)
+            .zip(&count)
+            .map(|(&r, &c)| keys.get(r as usize).map_or(0, <[u8]>::len) + 4 * c as usize)
             .sum();
         let mut arena = Vec::with_capacity(bytes);
-        for (slot, &h) in slots.iter_mut().zip(&holder) {
-            if slot.count == 0 {
+        let mut at: Vec<usize> = Vec::with_capacity(first.len());
+        for (&r, &c) in first.iter().zip(&count) {
+            arena.extend_from_slice(keys.get(r as usize).unwrap_or_default());
+            at.push(arena.len());
+            arena.resize(arena.len() + 4 * c as usize, 0);
+        }
+        let mut slots = vec![Slot::default(); ids.entries.len()];
+        for (slot, e) in slots.iter_mut().zip(&ids.entries) {
+            if e.id == EMPTY_ID {
                 continue;
             }
-            slot.off = arena.len();
-            arena.extend_from_slice(keys.get(h as usize).map(AsRef::as_ref).unwrap_or_default());
-            arena.resize(arena.len() + 4 * slot.count as usize, 0);
-        }
-        // Positions written so far per slot (`holder` is no longer needed). Rows go in
-        // ascending order, so each key's positions are ascending.
-        let mut written = holder;
-        written.fill(0);
-        for (row, &s) in slot_of.iter().enumerate() {
-            let (Some(slot), Some(w)) = (slots.get(s as usize), written.get_mut(s as usize)) else {
+            let i = e.id as usize;
+            let (Some(&r), Some(&c), Some(&pos)) = (first.get(i), count.get(i), at.get(i)) else {
                 return Err(overflow());
             };
-            let at = slot.off + slot.key_len as usize + 4 * *w as usize;
-            let Some(dest) = arena.get_mut(at..at + 4) else {
+            let key_len = keys.get(r as usize).map_or(0, <[u8]>::len);
+            *slot = Slot {
+                hash: e.hash,
+                off: pos - key_len,
+                key_len: u32::try_from(key_len).map_err(|_| overflow())?,
+                count: c,
+            };
+        }
+        drop(ids);
+        // Rows go in ascending order, so each key's positions are ascending.
+        for (row, &id) in id_of_row.iter().enumerate() {
+            let pos = at.get_mut(id as usize).ok_or_else(overflow)?;
+            let Some(dest) = arena.get_mut(*pos..*pos + 4) else {
                 return Err(overflow());
             };
             dest.copy_from_slice(&(row as u32).to_le_bytes());
-            *w += 1;
+            *pos += 4;
         }
         Ok(Self { slots, arena })
     }
@@ -343,7 +483,8 @@ mod tests {
     fn key_index_finds_every_key_s_rows_in_order() -> Result<(), Inconsistency> {
         let seed = plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "key_index");
         let mut rng = crate::store::suite::Rng::new(seed);
-        for n in [0usize, 1, 2, 7, 100, 5000] {
+        // 20,000 rows hold more distinct keys than the table starts with: it doubles.
+        for n in [0usize, 1, 2, 7, 100, 5000, 20_000] {
             let keys: Vec<Vec<u8>> = (0..n)
                 .map(|_| {
                     let k = rng.below(1 + n as u64 / 3);
@@ -354,7 +495,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let ix = KeyIndex::build(&keys)?;
+            let ix = KeyIndex::build(&keys.iter().collect())?;
             let mut want: std::collections::BTreeMap<&[u8], Vec<u32>> = Default::default();
             for (row, k) in keys.iter().enumerate() {
                 want.entry(k.as_slice()).or_default().push(row as u32);

@@ -244,12 +244,14 @@ fn the_leader_killed_mid_run() -> Result<()> {
     // after the last heartbeat (openraft's leader lease), then one round, one more if it splits
     // or a vote is dropped by the lossy network, and slack for a loaded machine. When the run
     // waits on batches the dead leader held, they return one lease after the new leader last
-    // heard from it (`Hearing`), and then run: one lease and one batch more.
+    // heard from it (`Hearing`), and then run: one lease and one batch more. The last second
+    // is for a loaded 2-core CI runner, where this test shares the cores with another cluster
+    // test: a CI run measured 4,456 ms against 100 ms of slack (4,354 ms).
     let timers = TestCluster::fast_timers();
     let limit = 4 * timers.election_max.as_millis() as i64
         + timers.lease.as_millis() as i64
         + longest_batch as i64
-        + 100;
+        + 1000;
     eprintln!(
         "leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)"
     );
