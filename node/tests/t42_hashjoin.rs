@@ -917,3 +917,42 @@ fn a_right_side_the_ledger_says_will_not_fit_decoded_is_built_compact() -> Resul
     assert_eq!(outputs[0], outputs[1], "seed {seed_value}");
     Ok(())
 }
+
+/// A right side (with the folds per key over it) is released when the last batch of the
+/// plan's lookups on it is done: held while any of them has a batch to run (no second build),
+/// gone after, and a later batch builds it again.
+#[test]
+fn a_right_side_is_released_after_the_last_lookup_on_it() -> Result<()> {
+    let (plan, names) = plan_all();
+    let (_d, store) = seeded(&plan)?;
+    let ctx = ExecContext::new(store.clone());
+    let (nu, u): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| n.starts_with("nu_"));
+    assert!(nu.len() > 1 && u.len() > 1);
+    // All but the last lookup on each side: both sides built once and held.
+    for name in nu[..nu.len() - 1].iter().chain(&u[..u.len() - 1]) {
+        run_node(store.as_ref(), &ctx, &plan, name, 2)?;
+    }
+    assert_eq!(ctx.lookup_cache.builds(), 2);
+    let both = ctx.lookup_cache.cached_bytes();
+    assert!(both > 0);
+    // The last non-unique lookup releases that side only.
+    run_node(store.as_ref(), &ctx, &plan, nu[nu.len() - 1], 2)?;
+    let unique_side = ctx.lookup_cache.cached_bytes();
+    assert!(
+        unique_side > 0 && unique_side < both,
+        "{unique_side} of {both}"
+    );
+    run_node(store.as_ref(), &ctx, &plan, u[u.len() - 1], 2)?;
+    assert_eq!(ctx.lookup_cache.cached_bytes(), 0);
+    assert_eq!(
+        ctx.lookup_cache.builds(),
+        2,
+        "no build while a lookup needed a side"
+    );
+    // Running a lookup again (a retry, say) builds its side again, same output.
+    let before = raw(store.as_ref(), KS, nu[0], 2)?;
+    run_node(store.as_ref(), &ctx, &plan, nu[0], 2)?;
+    assert_eq!(ctx.lookup_cache.builds(), 3);
+    assert_eq!(raw(store.as_ref(), KS, nu[0], 2)?, before);
+    Ok(())
+}

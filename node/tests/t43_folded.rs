@@ -808,7 +808,12 @@ fn parallel_fold_errors_read_as_one_thread() -> Result<()> {
             anyhow::bail!("{name} must fail (seed {seed})");
         };
         if name == "overflow" {
-            assert!(text.contains("decimal overflow"), "{text} (seed {seed})");
+            // A key whose few rows sum under Decimal's range still exceeds decimal2's
+            // storable one: which error one pass meets first depends on the seed's data.
+            assert!(
+                text.contains("decimal overflow") || text.contains("out of the storable range"),
+                "{text} (seed {seed})"
+            );
         }
         assert_eq!(run(&hash, 3)?, want, "{name}: the fold off (seed {seed})");
         for (i, (threads, ctx)) in many.iter().enumerate() {

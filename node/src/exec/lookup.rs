@@ -15,6 +15,7 @@ use plexus_core::plan::JoinType;
 use plexus_core::value::Value;
 
 use super::batch::{BatchRun, BatchStats};
+use super::cache::cache_key;
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
@@ -211,6 +212,25 @@ fn run_lookup(
         let r = emit(&window, &scan, l, out, w, &right, bf);
         bf.right = right;
         r?;
+    }
+    drop(side);
+    // Whatever strategy this batch took, it no longer needs the shared right side.
+    if b.ctx.hash_join_max_rows > 0 && b.ctx.hash_join_max_bytes > 0 {
+        let users: u64 = b
+            .plan
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.lookup
+                    .as_ref()
+                    .is_some_and(|x| x.table == l.table && x.index_name == l.index_name)
+            })
+            .map(|n| u64::from(n.batches))
+            .sum();
+        let key = cache_key(b, &right_table, &index_table, String::new())?;
+        b.ctx
+            .lookup_cache
+            .done_with(&key, (&b.task.node, b.task.batch_idx), users);
     }
     Ok(())
 }
