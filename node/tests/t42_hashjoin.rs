@@ -732,18 +732,35 @@ fn a_re_created_keyspace_never_reads_a_stale_build() -> Result<()> {
     Ok(())
 }
 
+/// [`seeded`] with `extra` items on top.
+fn seeded_with_items(
+    plan: &Plan,
+    extra: &[(i64, Vec<Value>)],
+) -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
+    let (dir, store) = seeded(plan)?;
+    seed(store.as_ref(), plan, "items", "items", extra)?;
+    Ok((dir, store))
+}
+
+/// The decoded sizes of `plan_all`'s two right sides in `store` (items through the
+/// non-unique index, then through the unique one), as the default limits cache them.
+fn decoded_side_bytes(plan: &Plan, store: &Arc<EmbeddedStore>) -> Result<(usize, usize)> {
+    let probe = ExecContext::new(store.clone());
+    run_node(store.as_ref(), &probe, plan, "nu_inner_ng_all", 2)?;
+    let nu = probe.lookup_cache.cached_bytes();
+    run_node(store.as_ref(), &probe, plan, "u_inner", 2)?;
+    let u = probe.lookup_cache.cached_bytes() - nu;
+    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    Ok((nu, u))
+}
+
 #[test]
 fn compact_index_output_is_byte_identical_to_point_lookups() -> Result<()> {
     let (plan, names) = plan_all();
     // The decoded sizes of the two right sides; a limit just below the smaller one makes
     // both build compact (encoded rows take well under half the decoded estimate).
     let (_d0, probe_store) = seeded(&plan)?;
-    let probe = ExecContext::new(probe_store.clone());
-    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
-    let nu = probe.lookup_cache.cached_bytes();
-    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
-    let u = probe.lookup_cache.cached_bytes() - nu;
-    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
     // Pages of 2 left rows, and pages holding every left row: there order_id 1 appears twice
     // in one window, and its second occurrence reuses the first one's decoded matches.
     for page in [2, 100] {
@@ -796,19 +813,10 @@ fn right_side_built_on_several_threads_matches_one_thread() -> Result<()> {
             (x as i64, item(1000 + i % 280, 1 + i % 5, &price, "spread"))
         })
         .collect();
-    let seeded_spread = || -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
-        let (dir, store) = seeded(&plan)?;
-        seed(store.as_ref(), &plan, "items", "items", &extra)?;
-        Ok((dir, store))
-    };
+    let seeded_spread = || seeded_with_items(&plan, &extra);
     // The decoded size of the smaller right side, to force compact builds below it.
     let (_d0, probe_store) = seeded_spread()?;
-    let mut probe = ExecContext::new(probe_store.clone());
-    probe.build_threads = 1;
-    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
-    let nu = probe.lookup_cache.cached_bytes();
-    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
-    let u = probe.lookup_cache.cached_bytes() - nu;
+    let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
     for (label, max_bytes) in [("decoded", 1usize << 30), ("compact", nu.min(u) - 1)] {
         let (_d1, one_store) = seeded_spread()?;
         let mut one = ExecContext::new(one_store.clone()).with_hash_join_limits(100_000, max_bytes);
@@ -868,19 +876,10 @@ fn a_right_side_the_ledger_says_will_not_fit_decoded_is_built_compact() -> Resul
         })
         .collect();
     let items = (7 + extra.len()) as u64;
-    let seeded_many = || -> Result<(tempfile::TempDir, Arc<EmbeddedStore>)> {
-        let (dir, store) = seeded(&plan)?;
-        seed(store.as_ref(), &plan, "items", "items", &extra)?;
-        Ok((dir, store))
-    };
+    let seeded_many = || seeded_with_items(&plan, &extra);
     // The decoded size of each right side, all of it held.
     let (_d0, probe_store) = seeded_many()?;
-    let probe = ExecContext::new(probe_store.clone());
-    run_node(probe_store.as_ref(), &probe, &plan, "nu_inner_ng_all", 2)?;
-    let nu = probe.lookup_cache.cached_bytes();
-    run_node(probe_store.as_ref(), &probe, &plan, "u_inner", 2)?;
-    let u = probe.lookup_cache.cached_bytes() - nu;
-    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
     // A fifth above the larger side: room for the average of the first rows to differ.
     let limit = nu.max(u) * 6 / 5;
     let mut outputs = Vec::new();
