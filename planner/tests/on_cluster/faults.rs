@@ -645,9 +645,22 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
         .iter()
         .filter_map(|e| by.get(&format!("n{e}")))
         .sum();
-    ensure!(
-        by_executors > 0,
-        "the executor peers completed no batch: {by:?}"
-    );
+    if by_executors == 0 {
+        // What each executor peer's own counters say (the restarted one's since its restart),
+        // to tell a peer that never claimed from one whose claims were all taken back.
+        let mut seen = String::new();
+        for e in [e1, e2] {
+            match cluster.executor_peer(e) {
+                Some(p) => seen.push_str(&format!(
+                    "\nn{e}: {:?}, refusal {:?}, ledger version {:?}",
+                    p.executor().counters(),
+                    p.executor().refusal(),
+                    p.core().version()
+                )),
+                None => seen.push_str(&format!("\nn{e}: not running")),
+            }
+        }
+        anyhow::bail!("the executor peers completed no batch: {by:?}{seen}");
+    }
     Ok(())
 }
