@@ -27,16 +27,17 @@ pub const SPILL_PARTITIONS: usize = 16;
 /// memory: the probes of a lookup land at random places of a table of millions of keys, so
 /// each cache line touched is a miss (a hash map of boxed keys and position vectors took three
 /// or four: bucket, key, positions, then the row; `memcmp` on the key and the probe were about
-/// 10 % of the lookup benchmark's CPU). Here a slot holds the key's hash, length, row count and
-/// arena offset, and the arena holds the key's bytes followed by its positions: two lines,
-/// usually adjacent. Keys are hashed with xxh3 (short, well mixed byte strings; no HashDoS
+/// 10 % of the lookup benchmark's CPU). Here a slot holds half the key's hash, its row count
+/// and its arena offset, and the arena holds the key's length and bytes followed by its
+/// positions: two lines, usually adjacent. Keys are hashed with xxh3 (short, well mixed byte strings; no HashDoS
 /// concern: keys come from our own tables).
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     /// Open addressing with linear probing, a power of two long and at most half full (so a
     /// probe always reaches an empty slot); a slot with `count == 0` is empty.
     slots: Vec<Slot>,
-    /// Per key: its bytes, then its `count` row positions (`u32` little-endian), ascending.
+    /// Per key: its length (`u32` little-endian), its bytes, then its `count` row positions
+    /// (`u32` little-endian), ascending.
     arena: Vec<u8>,
 }
 
@@ -122,15 +123,23 @@ impl IdTable {
     }
 }
 
-/// One key of a [`KeyIndex`].
+/// One key of a [`KeyIndex`]: 16 bytes, so a table of millions of slots is a third smaller
+/// than with the whole hash and the key's length in it.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
-    hash: u64,
-    /// Where the key's bytes start in the arena.
-    off: usize,
-    key_len: u32,
+    /// Where the key's entry starts in the arena: its length (`u32` little-endian), its bytes,
+    /// its positions.
+    off: u64,
+    /// The upper half of the key's hash (the lower bits chose the slot): a probe reads the
+    /// arena only when this matches.
+    tag: u32,
     /// Rows with the key; 0 for an empty slot.
     count: u32,
+}
+
+/// The tag of a hash in a [`Slot`].
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32
 }
 
 /// Lookup keys back to back with each one's end: one buffer for millions of keys, where a
@@ -227,12 +236,15 @@ impl KeyIndex {
         let bytes: usize = first
             .iter()
             .zip(&count)
-            .map(|(&r, &c)| keys.get(r as usize).map_or(0, <[u8]>::len) + 4 * c as usize)
+            .map(|(&r, &c)| 4 + keys.get(r as usize).map_or(0, <[u8]>::len) + 4 * c as usize)
             .sum();
         let mut arena = Vec::with_capacity(bytes);
         let mut at: Vec<usize> = Vec::with_capacity(first.len());
         for (&r, &c) in first.iter().zip(&count) {
-            arena.extend_from_slice(keys.get(r as usize).unwrap_or_default());
+            let key = keys.get(r as usize).unwrap_or_default();
+            let key_len = u32::try_from(key.len()).map_err(|_| overflow())?;
+            arena.extend_from_slice(&key_len.to_le_bytes());
+            arena.extend_from_slice(key);
             at.push(arena.len());
             arena.resize(arena.len() + 4 * c as usize, 0);
         }
@@ -247,9 +259,8 @@ impl KeyIndex {
             };
             let key_len = keys.get(r as usize).map_or(0, <[u8]>::len);
             *slot = Slot {
-                hash: e.hash,
-                off: pos - key_len,
-                key_len: u32::try_from(key_len).map_err(|_| overflow())?,
+                off: (pos - key_len - 4) as u64,
+                tag: tag_of(e.hash),
                 count: c,
             };
         }
@@ -279,15 +290,23 @@ impl KeyIndex {
             return &[];
         }
         let hash = xxh3_64(key);
+        let tag = tag_of(hash);
         let mask = self.slots.len() - 1;
         let mut s = hash as usize & mask;
         while let Some(slot) = self.slots.get(s) {
             if slot.count == 0 {
                 return &[];
             }
-            if slot.hash == hash && slot.key_len as usize == key.len() {
-                let end = slot.off + key.len();
-                if self.arena.get(slot.off..end) == Some(key) {
+            if slot.tag == tag {
+                let off = slot.off as usize;
+                let len = self
+                    .arena
+                    .get(off..off + 4)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map(u32::from_le_bytes);
+                let start = off + 4;
+                let end = start + key.len();
+                if len == Some(key.len() as u32) && self.arena.get(start..end) == Some(key) {
                     return self
                         .arena
                         .get(end..end + 4 * slot.count as usize)
