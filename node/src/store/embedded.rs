@@ -85,9 +85,17 @@ use layout::{
     Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, meta_name, segment_err, table_name,
 };
 use run::{Run, RunDirectory, key_hash};
-use segment::{BlockCache, Directory, LastBlock, Segment};
+use segment::{BlockCache, Directory, ScanBlocks, Segment};
 use syncer::Syncer;
 use tables::{TableData, TableState, load_segments};
+
+thread_local! {
+    /// The blocks this thread's current scan holds, one per segment (see [`ScanBlocks`]): a
+    /// scan is paged through successive `scan_batch` calls of one executor thread, so its
+    /// blocks live here between pages. Released when the scan reaches its range's end; a scan
+    /// given up earlier leaves them until the thread's next scan (at most `SCAN_SLOTS` blocks).
+    static SCAN_BLOCKS: std::cell::RefCell<ScanBlocks> = std::cell::RefCell::new(ScanBlocks::default());
+}
 
 /// The fjall database, under the store directory.
 const INDEX_DIR: &str = "index";
@@ -856,22 +864,25 @@ impl Store for EmbeddedStore {
         };
         let err = segment_err(keyspace, table, "scan_batch");
         let mut page = ScanPage::with_capacity(page_size.min(4096));
-        let mut last = LastBlock::default();
-        let mut at = directory.lower_bound(first);
-        while at < directory.len() && page.len() < page_size {
-            let rowid = directory.rowid(at);
-            if rowid > range.last {
-                break;
+        SCAN_BLOCKS.with_borrow_mut(|held| {
+            held.use_for(&directory);
+            let mut at = directory.lower_bound(first);
+            while at < directory.len() && page.len() < page_size {
+                let rowid = directory.rowid(at);
+                if rowid > range.last {
+                    break;
+                }
+                page.push_with(rowid, |out| directory.row_into(at, &self.cache, held, out))
+                    .map_err(&err)?;
+                at += 1;
             }
-            page.push_with(rowid, |out| {
-                directory.row_into(at, &self.cache, &mut last, out)
-            })
-            .map_err(&err)?;
-            at += 1;
-        }
-        let more = at < directory.len() && directory.rowid(at) <= range.last;
-        page.resume_after = if more { page.last_rowid() } else { None };
-        Ok(page)
+            let more = at < directory.len() && directory.rowid(at) <= range.last;
+            page.resume_after = if more { page.last_rowid() } else { None };
+            if !more {
+                held.release();
+            }
+            Ok(page)
+        })
     }
 
     fn put_meta(&self, keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -361,23 +361,25 @@ impl Segment {
     /// The row stored at data offset `at`.
     pub(super) fn read_row(&self, at: u64, cache: &BlockCache) -> Result<Vec<u8>, SegmentError> {
         let mut row = Vec::new();
-        self.read_row_into(at, cache, &mut LastBlock::default(), usize::MAX, &mut row)?;
+        self.read_row_into(at, cache, &mut ScanBlocks::default(), usize::MAX, &mut row)?;
         Ok(row)
     }
 
-    /// Appends the row stored at data offset `at` to `out`; `last` is the block the caller
-    /// read last (from this segment if it is at position `pos` of the caller's list), reused
-    /// when the row lies in it and replaced by the row's block otherwise.
+    /// Appends the row stored at data offset `at` to `out`; `held` has the blocks the caller
+    /// read last, one per segment slot (this segment is at position `pos` of the caller's
+    /// list): the row's block is taken from there when it is the one held, and held there
+    /// otherwise.
     fn read_row_into(
         &self,
         at: u64,
         cache: &BlockCache,
-        last: &mut LastBlock,
+        held: &mut ScanBlocks,
         pos: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), SegmentError> {
         let b = at / BLOCK;
-        let block = match last.0.take() {
+        let slot = held.slot(pos);
+        let block = match slot.take() {
             Some((p, lb, block)) if p == pos && lb == b => block,
             _ => self.block(b, cache)?,
         };
@@ -396,7 +398,7 @@ impl Segment {
             }
             None => false,
         };
-        last.0 = Some((pos, b, block));
+        *slot = Some((pos, b, block));
         if done {
             return Ok(());
         }
@@ -409,16 +411,62 @@ impl Segment {
     }
 }
 
-/// The block a scan read last, with its segment's position in the directory and its number:
-/// consecutive rows of a scan mostly lie in one block, so reusing it saves a block-cache
-/// lookup (a shard lock and a hash probe) per row.
+/// Most blocks [`ScanBlocks`] holds for one scan: 64 MiB of 16 KiB blocks. A table of more
+/// segments shares the slots (segment position modulo this), so a scan then reads some blocks
+/// through the cache again rather than holding one block per segment.
+const SCAN_SLOTS: usize = 4096;
+
+/// The blocks a scan read last, one slot per segment of its directory.
+///
+/// A scan in rowid order takes its rows from every segment in turn, each segment's rows in
+/// order, so the next row of a segment is nearly always in the block its previous row was
+/// in. Keeping that block per segment spares the block cache's lock, hash probe and
+/// reference count per row; measured on a table of 2,000 segments, that path was four cache
+/// misses a row and 11 % of the 10 M-row lookup benchmark's CPU (bench/RESULTS.md).
 #[derive(Default)]
-pub(super) struct LastBlock(Option<(usize, u64, Arc<[u8]>)>);
+pub(super) struct ScanBlocks {
+    /// The [`Directory::id`] the slots are for; 0 for none.
+    directory: u64,
+    /// (segment position, block number, block) per slot.
+    slots: Vec<Option<(usize, u64, Arc<[u8]>)>>,
+}
+
+impl ScanBlocks {
+    /// Makes the slots those of `directory`, dropping the blocks of any other one.
+    pub(super) fn use_for(&mut self, directory: &Directory) {
+        if self.directory != directory.id {
+            self.slots.clear();
+            self.slots
+                .resize(directory.segments.len().clamp(1, SCAN_SLOTS), None);
+            self.directory = directory.id;
+        }
+    }
+
+    /// Drops every block held (a scan has ended).
+    pub(super) fn release(&mut self) {
+        self.slots = Vec::new();
+        self.directory = 0;
+    }
+
+    fn slot(&mut self, pos: usize) -> &mut Option<(usize, u64, Arc<[u8]>)> {
+        if self.slots.is_empty() {
+            self.slots.push(None);
+        }
+        let n = self.slots.len();
+        &mut self.slots[pos % n]
+    }
+}
+
+/// The next [`Directory::id`].
+static NEXT_DIRECTORY: AtomicU64 = AtomicU64::new(1);
 
 /// Every row of a table: the rowids of all its segments merged (the newest segment wins a
 /// rowid written twice), with where each row lies. Built once per change of the table, then
 /// shared by its readers, who each see one consistent set of segments.
 pub(super) struct Directory {
+    /// Distinct for every directory this process builds (from 1), so [`ScanBlocks`] never
+    /// takes another directory's blocks for its own.
+    id: u64,
     segments: Vec<Arc<Segment>>,
     /// (sign-flipped rowid, segment position ‖ data offset (`OFFSET_BITS`)), by rowid.
     entries: Vec<(u64, u64)>,
@@ -480,6 +528,7 @@ impl Directory {
         }
         buckets.push(entries.len() as u32);
         Ok(Self {
+            id: NEXT_DIRECTORY.fetch_add(1, Ordering::Relaxed),
             segments,
             entries,
             buckets,
@@ -526,18 +575,18 @@ impl Directory {
         seg.read_row(loc & OFFSET_MASK, cache)
     }
 
-    /// Appends the `i`-th row (in rowid order) to `out`, reusing `last` across calls (see
-    /// [`LastBlock`]).
+    /// Appends the `i`-th row (in rowid order) to `out`, reusing the blocks `held` across
+    /// calls (see [`ScanBlocks`]; [`ScanBlocks::use_for`] this directory first).
     pub(super) fn row_into(
         &self,
         i: usize,
         cache: &BlockCache,
-        last: &mut LastBlock,
+        held: &mut ScanBlocks,
         out: &mut Vec<u8>,
     ) -> Result<(), SegmentError> {
         let loc = self.entries[i].1;
         let pos = (loc >> OFFSET_BITS) as usize;
-        self.segments[pos].read_row_into(loc & OFFSET_MASK, cache, last, pos, out)
+        self.segments[pos].read_row_into(loc & OFFSET_MASK, cache, held, pos, out)
     }
 }
 
