@@ -416,6 +416,9 @@ impl Segment {
 /// through the cache again rather than holding one block per segment.
 const SCAN_SLOTS: usize = 4096;
 
+/// A block held by a [`ScanBlocks`] slot: its segment's position, its number, its bytes.
+type HeldBlock = (usize, u64, Arc<[u8]>);
+
 /// The blocks a scan read last, one slot per segment of its directory.
 ///
 /// A scan in rowid order takes its rows from every segment in turn, each segment's rows in
@@ -427,8 +430,8 @@ const SCAN_SLOTS: usize = 4096;
 pub(super) struct ScanBlocks {
     /// The [`Directory::id`] the slots are for; 0 for none.
     directory: u64,
-    /// (segment position, block number, block) per slot.
-    slots: Vec<Option<(usize, u64, Arc<[u8]>)>>,
+    /// The block held per slot.
+    slots: Vec<Option<HeldBlock>>,
 }
 
 impl ScanBlocks {
@@ -448,7 +451,7 @@ impl ScanBlocks {
         self.directory = 0;
     }
 
-    fn slot(&mut self, pos: usize) -> &mut Option<(usize, u64, Arc<[u8]>)> {
+    fn slot(&mut self, pos: usize) -> &mut Option<HeldBlock> {
         if self.slots.is_empty() {
             self.slots.push(None);
         }
