@@ -250,6 +250,7 @@ pub fn project_encoded_into(
     result
 }
 
+/// The work of [`project_encoded_into`], which undoes a partial append on error.
 fn project_cells(
     bytes: &[u8],
     schema: &[Type],

@@ -23,7 +23,9 @@
 //!
 //! A right table whose decoded rows exceed the byte limit but whose encoded rows fit is kept
 //! compact: the encoded rows back to back in one buffer, decoded per match (about a quarter of
-//! the memory, a decode per match more CPU).
+//! the memory, a decode per match more CPU). Either form holds only the columns some lookup of
+//! the plan on the side reads (`lookup::side_columns_read`); the others, the key column
+//! usually among them, take one byte encoded and none decoded.
 //!
 //! A right table over the limits is spilled instead (when `ExecContext::grace_join` is on):
 //! the same scan writes every valid row, as an encoded `(key, rowid, row)` record, into one of
@@ -521,6 +523,7 @@ struct Scan<'a> {
     columns: &'a [bool],
     /// The columns decoded (all when empty): those kept and the key's.
     needed: &'a [bool],
+    /// The limits shared by the ranges.
     limits: &'a Limits,
 }
 
