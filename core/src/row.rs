@@ -230,6 +230,73 @@ pub fn decode_row_projected_into(
     }
 }
 
+/// Appends to `out` the encoded row `bytes` with every column `needed` does not mark (a
+/// missing entry counts as needed) replaced by its type's shortest cell (an empty string, a
+/// zero, `false`): decoding the result with [`decode_row_projected_into`] and the same
+/// `needed` gives the same values. For a row kept encoded for readers of a few of its
+/// columns: a lookup's right side need not hold the key column its index already holds. The
+/// row is checked as decoding checks it; on error `out` is left unchanged.
+pub fn project_encoded_into(
+    bytes: &[u8],
+    schema: &[Type],
+    needed: &[bool],
+    out: &mut Vec<u8>,
+) -> Result<(), RowError> {
+    let origin = out.len();
+    let result = project_cells(bytes, schema, needed, out);
+    if result.is_err() {
+        out.truncate(origin);
+    }
+    result
+}
+
+/// The work of [`project_encoded_into`], which undoes a partial append on error.
+fn project_cells(
+    bytes: &[u8],
+    schema: &[Type],
+    needed: &[bool],
+    out: &mut Vec<u8>,
+) -> Result<(), RowError> {
+    let mut r = Reader { bytes, pos: 0 };
+    let stored = r.varint(schema.len())?;
+    if stored != schema.len() as u64 {
+        return Err(RowError::ColumnCount {
+            expected: schema.len(),
+            stored,
+        });
+    }
+    out.extend_from_slice(&bytes[..r.pos]);
+    for (column, &ty) in schema.iter().enumerate() {
+        let start = r.pos;
+        if ty == Type::String {
+            // Checked without building the string (no allocation).
+            let len = r.varint(column)?;
+            let raw = usize::try_from(len)
+                .ok()
+                .and_then(|len| r.take(len))
+                .ok_or(RowError::Truncated { column })?;
+            std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
+                column,
+                reason: "string is not valid UTF-8",
+            })?;
+        } else {
+            decode_cell(&mut r, column, ty)?;
+        }
+        if needed.get(column).copied().unwrap_or(true) {
+            out.extend_from_slice(&bytes[start..r.pos]);
+        } else if ty == Type::Float {
+            out.extend_from_slice(&0f64.to_bits().to_le_bytes());
+        } else {
+            // A zero-length string, a zero varint, `false`: one zero byte each.
+            out.push(0);
+        }
+    }
+    match bytes.len() - r.pos {
+        0 => Ok(()),
+        extra => Err(RowError::TrailingBytes { extra }),
+    }
+}
+
 /// Decodes the cell of `column` (of type `ty`) at the reader's position.
 fn decode_cell(r: &mut Reader<'_>, column: usize, ty: Type) -> Result<Value, RowError> {
     Ok(match ty {
@@ -651,6 +718,48 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+
+        #[test]
+        fn encoded_projections_decode_to_the_needed_columns_and_fail_alike(
+            cells in prop::collection::vec(arb_cell(), 0..12),
+            mask in any::<u16>(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<u8>(),
+        ) {
+            let (schema, values): (Vec<Type>, Vec<Value>) = cells.into_iter().unzip();
+            let needed: Vec<bool> = (0..schema.len()).map(|c| mask & (1 << c) != 0).collect();
+            let mut buf = Vec::new();
+            encode_row(&mut buf, &schema, &values).unwrap();
+            let mut damaged = buf.clone();
+            if !damaged.is_empty() {
+                let at = cut.index(damaged.len());
+                damaged[at] ^= flip;
+            }
+            let truncated = &buf[..cut.index(buf.len() + 1)];
+            for bytes in [&buf[..], truncated, &damaged[..]] {
+                let mut full = Vec::new();
+                let a = decode_row_into(bytes, &schema, &mut full);
+                // Appended after what `out` held; left as it was on error.
+                let mut out = vec![7u8];
+                let p = project_encoded_into(bytes, &schema, &needed, &mut out);
+                prop_assert_eq!(&a, &p);
+                if a.is_err() {
+                    prop_assert_eq!(&out, &vec![7u8]);
+                    continue;
+                }
+                prop_assert_eq!(out[0], 7);
+                prop_assert!(out.len() - 1 <= bytes.len());
+                let mut want = Vec::new();
+                let mut got = Vec::new();
+                decode_row_projected_into(bytes, &schema, &needed, &mut want).unwrap();
+                decode_row_projected_into(&out[1..], &schema, &needed, &mut got).unwrap();
+                prop_assert_eq!(&got, &want);
+                // Every column needed: the row unchanged.
+                let mut whole = Vec::new();
+                project_encoded_into(bytes, &schema, &[], &mut whole).unwrap();
+                prop_assert_eq!(&whole[..], bytes);
             }
         }
 

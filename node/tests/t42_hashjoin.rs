@@ -955,3 +955,108 @@ fn a_right_side_is_released_after_the_last_lookup_on_it() -> Result<()> {
     assert_eq!(raw(store.as_ref(), KS, nu[0], 2)?, before);
     Ok(())
 }
+
+/// Lookups on the non-unique items index that read `l.item_id` and `l.price`, never
+/// `l.product` (nor the key `l.order_id`).
+const NO_PRODUCT: &[Wf<'static>] = &[
+    ("order_id", Type::Int, "r.order_id", None),
+    ("item_id", Type::Int, "l.item_id", Some("999")),
+    ("value", Type::Decimal2, "l.price * decimal2(1.1)", None),
+];
+
+/// Two lookups reading [`NO_PRODUCT`] (`a` and `b`, so that running `a` leaves the side
+/// cached) and, with `with_product`, a third reading `l.product` too.
+fn plan_columns(with_product: bool) -> Plan {
+    let mut plan = base_plan(orders_fields());
+    let nu = ("idx_items_order_id", "non_unique(order_id)", "order_id");
+    let mut nodes = vec![("a", NO_PRODUCT), ("b", NO_PRODUCT)];
+    if with_product {
+        nodes.push(("with_product", NON_GROUPED));
+    }
+    for (name, wf) in nodes {
+        add(
+            &mut plan,
+            lookup_node(
+                name,
+                "orders",
+                2,
+                nu.0,
+                nu.1,
+                nu.2,
+                JoinType::Left,
+                false,
+                None,
+                wf,
+            ),
+        );
+    }
+    plan
+}
+
+/// A right side keeps only the columns the plan's lookups on it read (the others reduced to
+/// one byte, the key column included): with a lookup reading `l.product` in the plan the side
+/// is larger by exactly the items' product strings, decoded and compact alike, and outputs are
+/// the point lookups'. A plan reading other columns of the same table never takes a side
+/// built without them.
+#[test]
+fn a_right_side_keeps_only_the_columns_its_lookups_read() -> Result<()> {
+    let (plain, with_product) = (plan_columns(false), plan_columns(true));
+    // Product strings of the seven items rows (varint length + bytes, against one byte).
+    let products: usize = ["p1", "p2", "p3", "p1", "px", "lost_to_orphan", "loser"]
+        .iter()
+        .map(|p| p.len())
+        .sum();
+    // The smaller side's decoded size: a limit below it makes both sides compact.
+    let (_d0, probe_store) = seeded(&plain)?;
+    let probe = ExecContext::new(probe_store.clone());
+    run_node(probe_store.as_ref(), &probe, &plain, "a", 2)?;
+    let decoded = probe.lookup_cache.cached_bytes();
+    assert_eq!(probe.lookup_cache.compact_builds(), 0);
+    for (label, max_bytes) in [("decoded", 1usize << 30), ("compact", decoded - 1)] {
+        let mut sizes = Vec::new();
+        let mut outputs = Vec::new();
+        for plan in [&plain, &with_product] {
+            let (_d, store) = seeded(plan)?;
+            let ctx = ExecContext::new(store.clone()).with_hash_join_limits(1000, max_bytes);
+            let point = ExecContext::new(store.clone()).with_hash_join_limits(0, 0);
+            run_node(store.as_ref(), &ctx, plan, "a", 2)?;
+            run_node(store.as_ref(), &point, plan, "a", 3)?;
+            assert_eq!(ctx.lookup_cache.builds(), 1);
+            assert_eq!(
+                ctx.lookup_cache.compact_builds(),
+                u64::from(label == "compact"),
+                "{label}"
+            );
+            sizes.push(ctx.lookup_cache.cached_bytes());
+            let out = raw(store.as_ref(), KS, "a", 2)?;
+            assert!(!out.is_empty());
+            assert_eq!(out, raw(store.as_ref(), KS, "a", 3)?, "{label}");
+            outputs.push(out);
+            if plan == &with_product {
+                // The side built for `a` holds the products `with_product` reads.
+                run_node(store.as_ref(), &ctx, plan, "with_product", 2)?;
+                run_node(store.as_ref(), &point, plan, "with_product", 3)?;
+                assert_eq!(
+                    raw(store.as_ref(), KS, "with_product", 2)?,
+                    raw(store.as_ref(), KS, "with_product", 3)?,
+                    "{label}"
+                );
+                assert_eq!(ctx.lookup_cache.builds(), 1, "{label}");
+            } else {
+                // The same right table read by another plan's lookup on `l.product`: a side
+                // of its own, not the one built without the products.
+                run_node(store.as_ref(), &ctx, &with_product, "with_product", 2)?;
+                run_node(store.as_ref(), &point, &with_product, "with_product", 3)?;
+                assert_eq!(
+                    raw(store.as_ref(), KS, "with_product", 2)?,
+                    raw(store.as_ref(), KS, "with_product", 3)?,
+                    "{label}"
+                );
+                assert_eq!(ctx.lookup_cache.builds(), 2, "{label}");
+            }
+        }
+        assert_eq!(outputs[0], outputs[1], "{label}");
+        assert_eq!(sizes[1] - sizes[0], products, "{label}: {sizes:?}");
+    }
+    Ok(())
+}

@@ -57,7 +57,7 @@ impl Processor for TableFile {
             }
             Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, input, out, t, stats)?),
             Some(t) => {
-                let mut buf = new_top(b, out, t, b.ctx.top_max_bytes)?;
+                let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
                 let mut scan = Scan::new(b, &input.table, input.page_size);
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |_, _, r, loc| {
@@ -160,6 +160,7 @@ fn parallel_top(
     stats: &mut BatchStats,
 ) -> Result<TopBuffer, BatchErrorKind> {
     let threads = b.ctx.top_threads.max(1);
+    let top_bytes = b.ctx.top_bytes_now();
     let mut scan = Scan::new(b, &input.table, input.page_size);
     let table_name = scan.table_name.clone();
     let parts = std::thread::scope(|s| -> Result<Vec<_>, BatchErrorKind> {
@@ -169,7 +170,7 @@ fn parallel_top(
             // Two pages queued per worker keep it busy while this thread reads.
             let (tx, rx) = mpsc::sync_channel::<(u64, Page)>(2);
             senders.push(tx);
-            let mut buf = new_top(b, out, t, b.ctx.top_max_bytes / threads)?;
+            let mut buf = new_top(b, out, t, top_bytes / threads)?;
             let (types, table_name) = (&input.types, table_name.as_str());
             workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
                 top_worker(rx, types, table_name, out, &mut buf)?;

@@ -23,7 +23,9 @@
 //!
 //! A right table whose decoded rows exceed the byte limit but whose encoded rows fit is kept
 //! compact: the encoded rows back to back in one buffer, decoded per match (about a quarter of
-//! the memory, a decode per match more CPU).
+//! the memory, a decode per match more CPU). Either form holds only the columns some lookup of
+//! the plan on the side reads (`lookup::side_columns_read`); the others, the key column
+//! usually among them, take one byte encoded and none decoded.
 //!
 //! A right table over the limits is spilled instead (when `ExecContext::grace_join` is on):
 //! the same scan writes every valid row, as an encoded `(key, rowid, row)` record, into one of
@@ -49,11 +51,13 @@ use super::cache::{cache_key, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
-    Built, FlatKeys, KeyIndex, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
+    Built, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight,
+    partition_of,
 };
 use super::scan::decode_projected;
 use super::write::{field_err, key_into};
 use crate::store::{Rowid, TableRef};
+use plexus_core::row::project_encoded_into;
 
 /// Rows per `scan_batch` page (and per `lookup_unique` call) while building.
 const BUILD_PAGE: usize = 4096;
@@ -69,20 +73,35 @@ const DECODED_PROBE_ROWS: usize = 4096;
 /// The same for a compact row: its end offset, rowid, position and share of the map.
 const PER_COMPACT_ROW_OVERHEAD: usize = 72;
 
+/// The cache key part of a right side keeping the columns `columns` marks (see
+/// [`right_side`]): empty when it keeps every column, so such a side is found under the key
+/// it always had; else the columns kept, so a lookup of another plan reading other columns of
+/// the same table never takes a side without them.
+pub(crate) fn side_part(columns: &[bool]) -> String {
+    if columns.iter().all(|&c| c) {
+        return String::new();
+    }
+    let mut part = String::from("columns\0");
+    part.extend(columns.iter().map(|&c| if c { '1' } else { '0' }));
+    part
+}
+
 /// The right side of lookup `l` for this batch, built on first use: the in-memory index when
 /// it fits the limits, else the spilled partitions (grace join on), else point reads; point
-/// reads also when the hash join is disabled.
+/// reads also when the hash join is disabled. A compact index keeps only the right columns
+/// `columns` marks (all when empty): the ones every lookup sharing the side reads.
 pub(crate) fn right_side(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
+    columns: &[bool],
 ) -> Result<RightSide, BatchErrorKind> {
     let ctx = b.ctx;
     if ctx.hash_join_max_rows == 0 || ctx.hash_join_max_bytes == 0 {
         return Ok(RightSide::Point);
     }
-    let key = cache_key(b, right, index, String::new())?;
+    let key = cache_key(b, right, index, side_part(columns))?;
     let side = |built: &Built| match built {
         Built::Index(ix) => Ok(RightSide::Index(ix.clone())),
         Built::Spilled(sp) => Ok(RightSide::Spilled(sp.clone())),
@@ -122,7 +141,7 @@ pub(crate) fn right_side(
         Built::TooBig
     } else {
         ctx.lookup_cache.builds.fetch_add(1, Ordering::Relaxed);
-        build(b, l, right, index)?
+        build(b, l, right, index, columns)?
     };
     if matches!(built, Built::TooBig) && ctx.grace_join {
         ctx.lookup_cache.spills.fetch_add(1, Ordering::Relaxed);
@@ -306,6 +325,7 @@ fn build(
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
+    columns: &[bool],
 ) -> Result<Built, BatchErrorKind> {
     let threads = u32::try_from(b.ctx.build_threads.clamp(1, 64)).unwrap_or(1);
     let limits = Limits {
@@ -314,14 +334,29 @@ fn build(
         expected_rows: b.task.lookup_rows,
         ..Limits::default()
     };
+    // The columns decoded: those kept and the key's (the others are checked, not built).
+    let mut needed = columns.to_vec();
+    if !needed.is_empty() {
+        for &k in &l.index_pos {
+            match needed.get_mut(k) {
+                Some(slot) => *slot = true,
+                None => needed = Vec::new(),
+            }
+        }
+    }
+    let scan = Scan {
+        columns,
+        needed: &needed,
+        limits: &limits,
+    };
     let parts: Vec<Result<Option<Part>, BatchErrorKind>> = if threads == 1 {
-        vec![scan_part(b, l, right, index, (0, 1), &limits)]
+        vec![scan_part(b, l, right, index, (0, 1), &scan)]
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|i| {
-                    let limits = &limits;
-                    s.spawn(move || scan_part(b, l, right, index, (i, threads), limits))
+                    let scan = &scan;
+                    s.spawn(move || scan_part(b, l, right, index, (i, threads), scan))
                 })
                 .collect();
             handles
@@ -351,7 +386,7 @@ fn build(
     let mut ix = RightIndex {
         rows: Vec::new(),
         arena: Vec::new(),
-        ends: Vec::new(),
+        ends: Offsets::default(),
         compact,
         rowids: Vec::new(),
         map: KeyIndex::default(),
@@ -370,7 +405,7 @@ fn build(
             ix.arena = first.arena;
             ix.arena.reserve_exact(arena_total - ix.arena.len());
             ix.ends = first.ends;
-            ix.ends.reserve_exact(total - ix.ends.len());
+            ix.ends.reserve_total(total);
         } else {
             ix.rows = first.rows;
             ix.rows.reserve_exact(total - ix.rows.len());
@@ -384,7 +419,9 @@ fn build(
         if compact {
             let base = ix.arena.len();
             ix.arena.extend_from_slice(&p.arena);
-            ix.ends.extend(p.ends.iter().map(|e| e + base));
+            for e in p.ends.iter() {
+                ix.ends.push(e + base);
+            }
         } else {
             ix.rows.extend(p.rows);
         }
@@ -415,15 +452,11 @@ fn in_rowid_order(ix: &mut RightIndex, keys: &mut FlatKeys) -> Result<(), BatchE
     if ix.compact {
         let (arena, ends) = (std::mem::take(&mut ix.arena), std::mem::take(&mut ix.ends));
         ix.arena.reserve_exact(arena.len());
-        ix.ends.reserve_exact(ends.len());
+        ix.ends.reserve_total(ends.len());
         for &(_, i) in &order {
-            let start = match i {
-                0 => 0,
-                _ => *ends.get(i - 1).ok_or_else(broken)?,
-            };
-            let end = *ends.get(i).ok_or_else(broken)?;
+            let span = ends.span(i).ok_or_else(broken)?;
             ix.arena
-                .extend_from_slice(arena.get(start..end).ok_or_else(broken)?);
+                .extend_from_slice(arena.get(span).ok_or_else(broken)?);
             ix.ends.push(ix.arena.len());
         }
     } else {
@@ -479,9 +512,19 @@ struct Part {
     rows: Vec<Vec<Value>>,
     /// Encoded rows back to back, and each one's end in `arena`.
     arena: Vec<u8>,
-    ends: Vec<usize>,
+    ends: Offsets,
     rowids: Vec<Rowid>,
     keys: FlatKeys,
+}
+
+/// What every range of a build scans with.
+struct Scan<'a> {
+    /// The columns a compact row keeps (all when empty).
+    columns: &'a [bool],
+    /// The columns decoded (all when empty): those kept and the key's.
+    needed: &'a [bool],
+    /// The limits shared by the ranges.
+    limits: &'a Limits,
 }
 
 /// Scans rowid range `part` into a [`Part`]; `None` when the table crosses a limit.
@@ -491,38 +534,70 @@ fn scan_part(
     right: &TableRef,
     index: &TableRef,
     part: (u32, u32),
-    limits: &Limits,
+    scan: &Scan<'_>,
 ) -> Result<Option<Part>, BatchErrorKind> {
+    let limits = scan.limits;
+    let right_name = right.storage_name();
     let mut p = Part::default();
     let mut decoded_over = false;
-    let complete = scan_valid(b, l, right, index, part, |rowid, bytes, key, values| {
-        // Budget the memory actually held (strings keep their encoded length on the heap
-        // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
-        // the encoded bytes, so the limit tracks RSS.
-        let d = bytes.len() + key.len() + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
-        let c = bytes.len() + key.len() + PER_COMPACT_ROW_OVERHEAD;
-        let rows = limits.rows.fetch_add(1, Ordering::Relaxed);
-        let compact = limits.compact.fetch_add(c, Ordering::Relaxed) + c;
-        if rows >= limits.max_rows || compact > limits.max_bytes {
-            return Ok(false);
-        }
-        let decoded = limits.decoded.fetch_add(d, Ordering::Relaxed) + d;
-        if !decoded_over
-            && (limits.decoded_over.load(Ordering::Relaxed)
-                || limits.decoded_will_not_fit(decoded, rows + 1))
-        {
-            decoded_over = true;
-            limits.decoded_over.store(true, Ordering::Relaxed);
-            p.rows = Vec::new();
-        }
-        if !decoded_over {
-            p.rows.push(values);
-        }
-        p.arena.extend_from_slice(bytes);
-        p.ends.push(p.arena.len());
-        p.rowids.push(rowid);
-        p.keys.push(&key);
-        Ok(true)
-    })?;
+    let complete = scan_valid_projected(
+        b,
+        l,
+        right,
+        index,
+        (part, scan.needed),
+        |rowid, bytes, key, values| {
+            // The row as the side keeps it: the columns no lookup on the side reads are reduced
+            // to their shortest cell (the row was checked whole by the scan's decode).
+            let start = p.arena.len();
+            if scan.columns.is_empty() {
+                p.arena.extend_from_slice(bytes);
+            } else {
+                project_encoded_into(bytes, &l.types, scan.columns, &mut p.arena).map_err(
+                    |source| {
+                        BatchErrorKind::Internal(Inconsistency::Undecodable {
+                            table: right_name.clone(),
+                            rowid,
+                            source,
+                        })
+                    },
+                )?;
+            }
+            let kept = p.arena.len() - start;
+            // Budget the memory actually held (strings keep their encoded length on the heap
+            // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
+            // the encoded bytes, so the limit tracks RSS.
+            let d = kept + key.len() + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
+            let c = kept + key.len() + PER_COMPACT_ROW_OVERHEAD;
+            let rows = limits.rows.fetch_add(1, Ordering::Relaxed);
+            let compact = limits.compact.fetch_add(c, Ordering::Relaxed) + c;
+            if rows >= limits.max_rows || compact > limits.max_bytes {
+                return Ok(false);
+            }
+            let decoded = limits.decoded.fetch_add(d, Ordering::Relaxed) + d;
+            if !decoded_over
+                && (limits.decoded_over.load(Ordering::Relaxed)
+                    || limits.decoded_will_not_fit(decoded, rows + 1))
+            {
+                decoded_over = true;
+                limits.decoded_over.store(true, Ordering::Relaxed);
+                p.rows = Vec::new();
+            }
+            if !decoded_over {
+                let mut values = values;
+                // The key's columns were decoded for the key only.
+                for (v, &keep) in values.iter_mut().zip(scan.columns) {
+                    if !keep {
+                        *v = Value::Bool(false);
+                    }
+                }
+                p.rows.push(values);
+            }
+            p.ends.push(p.arena.len());
+            p.rowids.push(rowid);
+            p.keys.push(&key);
+            Ok(true)
+        },
+    )?;
     Ok(complete.then_some(p))
 }

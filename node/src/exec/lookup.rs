@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
 use plexus_core::key::IndexKind;
-use plexus_core::plan::JoinType;
+use plexus_core::plan::{JoinType, Plan, Writer};
 use plexus_core::value::Value;
 
 use super::batch::{BatchRun, BatchStats};
@@ -19,7 +19,7 @@ use super::cache::cache_key;
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
-use super::hashjoin::right_side;
+use super::hashjoin::{right_side, side_part};
 use super::processor::Processor;
 use super::right::{KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
 use super::scan::{Page, Scan, decode_projected};
@@ -95,6 +95,52 @@ pub(crate) fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
     needed
 }
 
+/// Which columns of the right rows any lookup of `plan` on `l`'s right table and index reads
+/// (its output fields, `having` and filter naming them as `l.*`): a right side is shared by
+/// those lookups, and a compact one keeps only these columns (the key column, which its index
+/// holds anyway, was a third of the 10 M-row lookup benchmark's side). Empty (every column)
+/// if a name is not a right field or an expression does not parse, or a lookup writes files.
+pub(crate) fn side_columns_read(plan: &Plan, l: &LookupStage) -> Vec<bool> {
+    let mut needed = vec![false; l.types.len()];
+    for n in &plan.nodes {
+        let Some(x) = &n.lookup else { continue };
+        if x.table != l.table || x.index_name != l.index_name {
+            continue;
+        }
+        let Writer::Table(w) = &n.writer else {
+            return Vec::new();
+        };
+        let exprs = w
+            .fields
+            .iter()
+            .map(|f| &f.expr)
+            .chain(&w.having)
+            .chain(&x.filter);
+        for e in exprs {
+            let Ok(refs) = e.ast.field_refs(false) else {
+                return Vec::new();
+            };
+            for r in refs.iter().filter(|r| r.alias == "l") {
+                let c = l.names.iter().position(|name| *name == r.field);
+                match c.and_then(|c| needed.get_mut(c)) {
+                    Some(slot) => *slot = true,
+                    None => return Vec::new(),
+                }
+            }
+        }
+    }
+    needed
+}
+
+/// Whether a right side keeping the columns `side` marks (all when empty) holds every column
+/// `needed` marks (all when empty).
+pub(crate) fn covers(side: &[bool], needed: &[bool]) -> bool {
+    side.is_empty()
+        || (!needed.is_empty()
+            && needed.len() == side.len()
+            && needed.iter().zip(side).all(|(&n, &s)| s || !n))
+}
+
 /// Grows `v` to at least `n` elements, keeping existing allocations for reuse.
 fn ensure_len<T: Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
@@ -130,9 +176,16 @@ fn run_lookup(
         Some(f) => folded_side(b, l, out, f, &right_table, &index_table)?,
         None => None,
     };
+    // The columns the shared right side keeps: every lookup's on it, so all of them share
+    // one build; whole rows should that ever not cover this lookup's own (it cannot: both
+    // come from the same expressions).
+    let mut side_cols = side_columns_read(b.plan, l);
+    if !covers(&side_cols, &bufs.needed) {
+        side_cols = Vec::new();
+    }
     let side = match folded {
         Some(f) => RightSide::Folded(f),
-        None => right_side(b, l, &right_table, &index_table)?,
+        None => right_side(b, l, &right_table, &index_table, &side_cols)?,
     };
     stats.lookup += build_start.elapsed();
     // The grace join streams the spilled right side once per window, so its windows are as
@@ -227,7 +280,7 @@ fn run_lookup(
             })
             .map(|n| u64::from(n.batches))
             .sum();
-        let key = cache_key(b, &right_table, &index_table, String::new())?;
+        let key = cache_key(b, &right_table, &index_table, side_part(&side_cols))?;
         b.ctx
             .lookup_cache
             .done_with(&key, (&b.task.node, b.task.batch_idx), users);
