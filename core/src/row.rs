@@ -648,6 +648,28 @@ mod tests {
         assert!(decode_row(&endless, &[Type::Int]).is_err());
     }
 
+    /// The schema of `cells`, the columns `mask` marks needed, and the row encoded three ways:
+    /// whole, truncated at `cut` and with the byte at `cut` xored with `flip`. Every decoder
+    /// must give the same outcome on each as a full decode.
+    fn encodings(
+        cells: Vec<(Type, Value)>,
+        mask: u16,
+        cut: prop::sample::Index,
+        flip: u8,
+    ) -> (Vec<Type>, Vec<bool>, [Vec<u8>; 3]) {
+        let (schema, values): (Vec<Type>, Vec<Value>) = cells.into_iter().unzip();
+        let needed: Vec<bool> = (0..schema.len()).map(|c| mask & (1 << c) != 0).collect();
+        let mut buf = Vec::new();
+        encode_row(&mut buf, &schema, &values).unwrap();
+        let mut damaged = buf.clone();
+        if !damaged.is_empty() {
+            let at = cut.index(damaged.len());
+            damaged[at] ^= flip;
+        }
+        let truncated = buf[..cut.index(buf.len() + 1)].to_vec();
+        (schema, needed, [buf, truncated, damaged])
+    }
+
     fn arb_cell() -> impl Strategy<Value = (Type, Value)> {
         prop_oneof![
             any::<String>().prop_map(|s| (Type::String, Value::from(s))),
@@ -685,24 +707,14 @@ mod tests {
         }
 
         #[test]
-        fn projected_rows_hold_the_needed_columns_and_fail_alike(
+        fn projections_hold_the_needed_columns_and_fail_alike(
             cells in prop::collection::vec(arb_cell(), 0..12),
             mask in any::<u16>(),
             cut in any::<prop::sample::Index>(),
             flip in any::<u8>(),
         ) {
-            let (schema, values): (Vec<Type>, Vec<Value>) = cells.into_iter().unzip();
-            let needed: Vec<bool> = (0..schema.len()).map(|c| mask & (1 << c) != 0).collect();
-            let mut buf = Vec::new();
-            encode_row(&mut buf, &schema, &values).unwrap();
-            // Whole, truncated and with one byte changed: the same outcome as a full decode.
-            let mut damaged = buf.clone();
-            if !damaged.is_empty() {
-                let at = cut.index(damaged.len());
-                damaged[at] ^= flip;
-            }
-            let truncated = &buf[..cut.index(buf.len() + 1)];
-            for bytes in [&buf[..], truncated, &damaged[..]] {
+            let (schema, needed, encodings) = encodings(cells, mask, cut, flip);
+            for bytes in encodings.iter().map(Vec::as_slice) {
                 let mut full = Vec::new();
                 let mut part = Vec::new();
                 let a = decode_row_into(bytes, &schema, &mut full);
@@ -719,26 +731,8 @@ mod tests {
                     }
                 }
             }
-        }
-
-        #[test]
-        fn encoded_projections_decode_to_the_needed_columns_and_fail_alike(
-            cells in prop::collection::vec(arb_cell(), 0..12),
-            mask in any::<u16>(),
-            cut in any::<prop::sample::Index>(),
-            flip in any::<u8>(),
-        ) {
-            let (schema, values): (Vec<Type>, Vec<Value>) = cells.into_iter().unzip();
-            let needed: Vec<bool> = (0..schema.len()).map(|c| mask & (1 << c) != 0).collect();
-            let mut buf = Vec::new();
-            encode_row(&mut buf, &schema, &values).unwrap();
-            let mut damaged = buf.clone();
-            if !damaged.is_empty() {
-                let at = cut.index(damaged.len());
-                damaged[at] ^= flip;
-            }
-            let truncated = &buf[..cut.index(buf.len() + 1)];
-            for bytes in [&buf[..], truncated, &damaged[..]] {
+            // Encoded projections decode to the needed columns, and fail alike.
+            for bytes in encodings.iter().map(Vec::as_slice) {
                 let mut full = Vec::new();
                 let a = decode_row_into(bytes, &schema, &mut full);
                 // Appended after what `out` held; left as it was on error.

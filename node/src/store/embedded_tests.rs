@@ -229,126 +229,125 @@ fn scans_read_each_segment_through_its_held_block_and_see_changes() {
     let mut rng = Rng::new(17);
     // 60 write calls of 50 rows: 60 segments whose rows interleave in rowid order, rows of
     // 300 bytes so each segment spans several blocks.
-    let mut rows: Vec<RowWrite> = Vec::new();
-    for _ in 0..60 {
-        let call: Vec<RowWrite> = (0..50)
-            .map(|_| row(rng.rowid(), &rng.bytes(300), &[]))
-            .collect();
-        store
-            .write_rows(ks, &s, &call, WriteMode::Insert)
-            .expect("write");
-        rows.extend(call);
-    }
-    let call: Vec<RowWrite> = (0..500)
-        .map(|_| row(rng.rowid(), &rng.bytes(40), &[]))
+    let rows: Vec<RowWrite> = (0..3000)
+        .map(|_| row(rng.rowid(), &rng.bytes(300), &[]))
         .collect();
-    store
-        .write_rows(ks, &other, &call, WriteMode::Insert)
-        .expect("write");
-    let mut want: Vec<(Rowid, Vec<u8>)> = rows.iter().map(|r| (r.rowid, r.row.clone())).collect();
-    want.sort();
-    assert!(full_scan(&*store, ks, &s.data, 7) == want);
-
-    // Half a scan, then the table dropped and written again with the same shape (its new
-    // segments at the old positions, their blocks at the old numbers): the rest of the scan
-    // is the new table's rows, not the blocks held for the old segments.
-    let mut got = Vec::new();
-    let mut resume = None;
-    while got.len() < want.len() / 2 {
-        let page = store
-            .scan_batch(ks, &s.data, 0, 1, 13, resume)
-            .expect("scan");
-        got.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        resume = page.resume_after;
-    }
-    store.drop_table(ks, &s.data).expect("drop");
-    store.create_table(ks, &s).expect("create");
-    let again: Vec<RowWrite> = rows
-        .iter()
-        .map(|r| row(r.rowid, &rng.bytes(300), &[]))
-        .collect();
-    for call in again.chunks(50) {
+    for call in rows.chunks(50) {
         store
             .write_rows(ks, &s, call, WriteMode::Insert)
             .expect("write");
     }
-    let split = got.len();
-    loop {
-        let page = store
-            .scan_batch(ks, &s.data, 0, 1, 13, resume)
-            .expect("scan");
-        got.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        match page.resume_after {
-            Some(r) => resume = Some(r),
-            None => break,
-        }
-    }
-    let mut want: Vec<(Rowid, Vec<u8>)> = again.iter().map(|r| (r.rowid, r.row.clone())).collect();
-    want.sort();
-    let stale = got[split..]
-        .iter()
-        .zip(&want[split..])
-        .filter(|(g, n)| g != n)
-        .count();
-    assert_eq!(
-        (got.len(), stale),
-        (want.len(), 0),
-        "rows read after the table was written again"
-    );
+    let small: Vec<RowWrite> = (0..500)
+        .map(|_| row(rng.rowid(), &rng.bytes(40), &[]))
+        .collect();
+    store
+        .write_rows(ks, &other, &small, WriteMode::Insert)
+        .expect("write");
+    assert!(full_scan(&*store, ks, &s.data, 7) == sorted(&rows));
 
-    // Half a scan, then every row rewritten with new bytes (a batch re-run), then the rest of
-    // the scan: the rest is the new rows.
-    let mut got = Vec::new();
-    let mut resume = None;
-    while got.len() < want.len() / 2 {
-        let page = store
-            .scan_batch(ks, &s.data, 0, 1, 13, resume)
-            .expect("scan");
-        got.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        resume = page.resume_after;
-    }
-    let split = got.len();
-    let rewritten: Vec<RowWrite> = rows
+    // Half a scan; then the table dropped and written again with the same shape (its new
+    // segments at the old positions, their blocks at the old numbers); then the rest.
+    let again: Vec<RowWrite> = rows
         .iter()
         .map(|r| row(r.rowid, &rng.bytes(300), &[]))
         .collect();
-    store
-        .write_rows(ks, &s, &rewritten, WriteMode::Insert)
-        .expect("rewrite");
-    let mut new: Vec<(Rowid, Vec<u8>)> =
-        rewritten.iter().map(|r| (r.rowid, r.row.clone())).collect();
-    new.sort();
-    loop {
-        let page = store
-            .scan_batch(ks, &s.data, 0, 1, 13, resume)
-            .expect("scan");
-        got.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
-        match page.resume_after {
-            Some(r) => resume = Some(r),
-            None => break,
+    let rewrite = |rows: &[RowWrite]| {
+        store.drop_table(ks, &s.data).expect("drop");
+        store.create_table(ks, &s).expect("create");
+        for call in rows.chunks(50) {
+            store
+                .write_rows(ks, &s, call, WriteMode::Insert)
+                .expect("write");
         }
-    }
+    };
+    let (before, after) = scan_around(&store, ks, &s.data, || rewrite(&again));
     assert!(
-        got[..split] == want[..split],
+        before[..] == sorted(&rows)[..before.len()],
+        "rows read before the change"
+    );
+    assert_eq!(
+        stale(&before, &after, &sorted(&again)),
+        0,
+        "rows read after the table was written again"
+    );
+
+    // Half a scan; then every row written again in one newer segment (a batch re-run).
+    let newer: Vec<RowWrite> = rows
+        .iter()
+        .map(|r| row(r.rowid, &rng.bytes(300), &[]))
+        .collect();
+    let (before, after) = scan_around(&store, ks, &s.data, || {
+        store
+            .write_rows(ks, &s, &newer, WriteMode::Insert)
+            .expect("rewrite");
+    });
+    assert!(
+        before[..] == sorted(&again)[..before.len()],
         "rows read before the rewrite"
     );
-    let stale = got[split..]
-        .iter()
-        .zip(&new[split..])
-        .filter(|(g, n)| g != n)
-        .count();
     assert_eq!(
-        (got.len(), stale),
-        (new.len(), 0),
-        "rows read after the rewrite are the new ones"
+        stale(&before, &after, &sorted(&newer)),
+        0,
+        "rows read after the rewrite"
     );
 
     // A scan given up after one page, then another table's scan on the same thread.
     let page = store.scan_batch(ks, &s.data, 0, 1, 5, None).expect("scan");
     assert_eq!(page.len(), 5);
-    let mut want_other: Vec<(Rowid, Vec<u8>)> =
-        call.iter().map(|r| (r.rowid, r.row.clone())).collect();
-    want_other.sort();
-    assert!(full_scan(&*store, ks, &other.data, 11) == want_other);
-    assert!(full_scan(&*store, ks, &s.data, 1000) == new);
+    assert!(full_scan(&*store, ks, &other.data, 11) == sorted(&small));
+    assert!(full_scan(&*store, ks, &s.data, 1000) == sorted(&newer));
+}
+
+/// A row as a scan returned it.
+type ScannedRow = (Rowid, Vec<u8>);
+
+/// The rows of `rows` in rowid order, as a scan returns them.
+fn sorted(rows: &[RowWrite]) -> Vec<(Rowid, Vec<u8>)> {
+    let mut out: Vec<(Rowid, Vec<u8>)> = rows.iter().map(|r| (r.rowid, r.row.clone())).collect();
+    out.sort();
+    out
+}
+
+/// Scans `table` in pages of 13 rows, calling `change` once half its rows are read: the rows
+/// read before the change and those read after it.
+fn scan_around(
+    store: &EmbeddedStore,
+    ks: &str,
+    table: &TableRef,
+    change: impl FnOnce(),
+) -> (Vec<ScannedRow>, Vec<ScannedRow>) {
+    let half = store.count_rows(ks, table).expect("count") / 2;
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    let mut change = Some(change);
+    let mut resume = None;
+    loop {
+        if before.len() as u64 >= half
+            && let Some(c) = change.take()
+        {
+            c();
+        }
+        let page = store.scan_batch(ks, table, 0, 1, 13, resume).expect("scan");
+        let into = if change.is_some() {
+            &mut before
+        } else {
+            &mut after
+        };
+        into.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => return (before, after),
+        }
+    }
+}
+
+/// How many of the rows read `after` a change differ from the table's rows since (`now`, in
+/// rowid order); a missing or extra row counts too.
+fn stale(
+    before: &[(Rowid, Vec<u8>)],
+    after: &[(Rowid, Vec<u8>)],
+    now: &[(Rowid, Vec<u8>)],
+) -> usize {
+    let expected = now.get(before.len()..).unwrap_or_default();
+    let differ = after.iter().zip(expected).filter(|(g, n)| g != n).count();
+    differ + after.len().abs_diff(expected.len())
 }
