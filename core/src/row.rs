@@ -207,17 +207,7 @@ pub fn decode_row_projected_into(
             continue;
         }
         match ty {
-            Type::String => {
-                let len = r.varint(column)?;
-                let raw = usize::try_from(len)
-                    .ok()
-                    .and_then(|len| r.take(len))
-                    .ok_or(RowError::Truncated { column })?;
-                std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
-                    column,
-                    reason: "string is not valid UTF-8",
-                })?;
-            }
+            Type::String => r.skip_str(column)?,
             _ => {
                 decode_cell(&mut r, column, ty)?;
             }
@@ -269,16 +259,7 @@ fn project_cells(
     for (column, &ty) in schema.iter().enumerate() {
         let start = r.pos;
         if ty == Type::String {
-            // Checked without building the string (no allocation).
-            let len = r.varint(column)?;
-            let raw = usize::try_from(len)
-                .ok()
-                .and_then(|len| r.take(len))
-                .ok_or(RowError::Truncated { column })?;
-            std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
-                column,
-                reason: "string is not valid UTF-8",
-            })?;
+            r.skip_str(column)?;
         } else {
             decode_cell(&mut r, column, ty)?;
         }
@@ -350,6 +331,21 @@ impl<'a> Reader<'a> {
     }
 
     /// A LEB128 u64 of at most 10 bytes; `column` only labels errors.
+    /// Passes over a string cell, checked as decoding checks it (length, UTF-8) without
+    /// building the string, so a skipped column costs no allocation.
+    fn skip_str(&mut self, column: usize) -> Result<(), RowError> {
+        let len = self.varint(column)?;
+        let raw = usize::try_from(len)
+            .ok()
+            .and_then(|len| self.take(len))
+            .ok_or(RowError::Truncated { column })?;
+        std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
+            column,
+            reason: "string is not valid UTF-8",
+        })?;
+        Ok(())
+    }
+
     fn varint(&mut self, column: usize) -> Result<u64, RowError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
