@@ -14,6 +14,8 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -232,22 +234,42 @@ fn same_files(a: &str, b: &str) -> Result<usize> {
 /// An HTTP server that answers every request with a 404 after `secs`: inputs that keep a
 /// batch busy, so a run is still going when the test stops it (and the batch then fails
 /// without retries, so peers shut down soon after).
-fn slow_server(secs: u64) -> Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    let addr = l.local_addr()?;
-    std::thread::spawn(move || {
-        for mut conn in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = conn.read(&mut buf);
-                std::thread::sleep(Duration::from_secs(secs));
-                let _ = conn.write_all(
-                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            });
-        }
-    });
-    Ok(addr)
+struct SlowServer {
+    addr: SocketAddr,
+    /// Requests received so far: a batch is executing once one has arrived.
+    requests: Arc<AtomicUsize>,
+}
+
+impl SlowServer {
+    fn start(secs: u64) -> Result<Self> {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let addr = l.local_addr()?;
+        let requests = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for mut conn in l.incoming().flatten() {
+                let seen = Arc::clone(&seen);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf);
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_secs(secs));
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                });
+            }
+        });
+        Ok(Self { addr, requests })
+    }
+
+    /// Waits until a batch has asked for an input: stopping the run before that would
+    /// leave no batch executing, and the keyspace droppable at once.
+    fn wait_for_a_batch(&self) -> Result<()> {
+        wait_for(30, "a batch reading the slow input", || {
+            Ok((self.requests.load(Ordering::SeqCst) > 0).then_some(()))
+        })
+    }
 }
 
 /// `planner serve` as a child process, killed when dropped.
@@ -804,10 +826,10 @@ mod embedded {
 
         // A long run (inputs that never arrive in time), stopped; its keyspace cannot be
         // dropped while its batch still runs.
-        let slow = slow_server(15)?;
+        let slow = SlowServer::start(15)?;
         let slow_params = inp.params(
             "params_slow.json",
-            &format!("http://{slow}"),
+            &format!("http://{}", slow.addr),
             &inp.path("out_slow"),
         )?;
         let long = json!({ "script_url": inp.script(), "params_url": slow_params });
@@ -822,6 +844,7 @@ mod embedded {
         assert_eq!(v["run_id"], 1);
         let m = get(a, "/api/keyspaces/slow_ks/runs")?;
         assert_eq!(run_status(&m, 1), "start", "{m}");
+        slow.wait_for_a_batch()?;
         let v = call(
             a,
             "POST",
@@ -1058,10 +1081,10 @@ mod on_cluster {
 
         // A long run, stopped over HTTP on a follower; its keyspace cannot be dropped while it
         // runs, nor while its stopped batch still executes.
-        let slow = slow_server(8)?;
+        let slow = SlowServer::start(8)?;
         let slow_params = inp.params(
             "params_slow.json",
-            &format!("http://{slow}"),
+            &format!("http://{}", slow.addr),
             &inp.path("out_slow"),
         )?;
         let slow_start = json!({ "script_url": inp.script(), "params_url": slow_params });
@@ -1083,6 +1106,7 @@ mod on_cluster {
             409,
         )?;
         assert!(e.contains("stop it first"), "{e}");
+        slow.wait_for_a_batch()?;
         call(
             a,
             "POST",
