@@ -15,7 +15,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -231,36 +231,51 @@ fn same_files(a: &str, b: &str) -> Result<usize> {
     Ok(na.len())
 }
 
-/// An HTTP server that answers every request with a 404 after `secs`: inputs that keep a
-/// batch busy, so a run is still going when the test stops it (and the batch then fails
-/// without retries, so peers shut down soon after).
+/// An HTTP server that holds every request until the test releases it (or for at most
+/// [`SlowServer::MAX_HOLD`], under the remote reader's 60 s timeout), then answers 404:
+/// inputs that keep a batch busy, so a run is still going when the test stops it, and its
+/// batch is still executing for as long as the test needs (the batch then fails without
+/// retries, so peers shut down soon after).
 struct SlowServer {
     addr: SocketAddr,
     /// Requests received so far: a batch is executing once one has arrived.
     requests: Arc<AtomicUsize>,
+    /// Set by [`SlowServer::release`] (and on drop): held requests are answered.
+    released: Arc<AtomicBool>,
 }
 
 impl SlowServer {
-    fn start(secs: u64) -> Result<Self> {
+    /// The longest a request is held when the test never releases it.
+    const MAX_HOLD: Duration = Duration::from_secs(45);
+
+    fn start() -> Result<Self> {
         let l = TcpListener::bind("127.0.0.1:0")?;
         let addr = l.local_addr()?;
         let requests = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::clone(&requests);
+        let released = Arc::new(AtomicBool::new(false));
+        let (seen, free) = (Arc::clone(&requests), Arc::clone(&released));
         std::thread::spawn(move || {
             for mut conn in l.incoming().flatten() {
-                let seen = Arc::clone(&seen);
+                let (seen, free) = (Arc::clone(&seen), Arc::clone(&free));
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 4096];
                     let _ = conn.read(&mut buf);
                     seen.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_secs(secs));
+                    let end = Instant::now() + Self::MAX_HOLD;
+                    while !free.load(Ordering::SeqCst) && Instant::now() < end {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
                     let _ = conn.write_all(
                         b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                     );
                 });
             }
         });
-        Ok(Self { addr, requests })
+        Ok(Self {
+            addr,
+            requests,
+            released,
+        })
     }
 
     /// Waits until a batch has asked for an input: stopping the run before that would
@@ -269,6 +284,18 @@ impl SlowServer {
         wait_for(30, "a batch reading the slow input", || {
             Ok((self.requests.load(Ordering::SeqCst) > 0).then_some(()))
         })
+    }
+
+    /// Answers the held requests (and every later one at once): the batches reading the
+    /// slow input fail and finish.
+    fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for SlowServer {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -824,9 +851,9 @@ mod embedded {
         )?;
         assert!(e.contains("not running"), "{e}");
 
-        // A long run (inputs that never arrive in time), stopped; its keyspace cannot be
-        // dropped while its batch still runs.
-        let slow = SlowServer::start(15)?;
+        // A long run (inputs held until the test releases them), stopped; its keyspace cannot
+        // be dropped while its batch still runs.
+        let slow = SlowServer::start()?;
         let slow_params = inp.params(
             "params_slow.json",
             &format!("http://{}", slow.addr),
@@ -866,6 +893,8 @@ mod embedded {
             409,
         )?;
         assert!(e.contains("executing"), "{e}");
+        // The held batch fails and finishes; SIGTERM need not wait for it.
+        slow.release();
 
         // SIGTERM stops the server cleanly; what the console started is in the store after a
         // restart.
@@ -1019,7 +1048,7 @@ mod on_cluster {
             assert_eq!(info["writes"]["start"], true, "{info}");
             assert_eq!(info["writes"]["drop"], true, "{info}");
             // Followers see the keyspace once they applied its entries.
-            wait_for(10, "the keyspace on every peer", || {
+            wait_for(30, "the keyspace on every peer", || {
                 let ks = get(*a, "/api/keyspaces")?;
                 Ok(ks["keyspaces"]
                     .as_array()
@@ -1081,7 +1110,7 @@ mod on_cluster {
 
         // A long run, stopped over HTTP on a follower; its keyspace cannot be dropped while it
         // runs, nor while its stopped batch still executes.
-        let slow = SlowServer::start(8)?;
+        let slow = SlowServer::start()?;
         let slow_params = inp.params(
             "params_slow.json",
             &format!("http://{}", slow.addr),
@@ -1116,29 +1145,35 @@ mod on_cluster {
             200,
         )?;
         for a in &addrs {
-            wait_for(10, "the stop on every peer", || {
+            wait_for(30, "the stop on every peer", || {
                 let run = get(*a, "/api/keyspaces/slow_ks/runs/1")?;
                 Ok((run["status"] == "stop").then_some(()))
             })?;
         }
-        let mut executing_refused = false;
+        // Its batch is held on the slow input: the drop must wait for it.
+        let e = refusal(
+            a,
+            "DELETE",
+            "/api/keyspaces/slow_ks",
+            Some(TOKEN),
+            None,
+            409,
+        )?;
+        assert!(
+            e.contains("still executing"),
+            "the drop should have waited for the stopped run's batch: {e}"
+        );
+        slow.release();
         wait_for(60, "slow_ks dropped once its batch finished", || {
             let (status, _, text) = http(a, "DELETE", "/api/keyspaces/slow_ks", Some(TOKEN), None)?;
             match status {
                 200 => Ok(Some(())),
-                409 if text.contains("still executing") => {
-                    executing_refused = true;
-                    Ok(None)
-                }
+                409 if text.contains("still executing") => Ok(None),
                 _ => bail!("DELETE slow_ks: {status} {text}"),
             }
         })?;
-        assert!(
-            executing_refused,
-            "the drop should have waited for the stopped run's batch"
-        );
         for a in &addrs {
-            wait_for(10, "slow_ks gone on every peer", || {
+            wait_for(30, "slow_ks gone on every peer", || {
                 let ks = get(*a, "/api/keyspaces")?;
                 Ok((!ks.to_string().contains("slow_ks")).then_some(()))
             })?;
