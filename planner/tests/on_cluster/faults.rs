@@ -614,6 +614,20 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
     let (e1, _) = cluster.start_executor(true)?;
     let (e2, _) = cluster.start_executor(true)?;
     let base = baseline(&cluster)?;
+    // Both executor peers execute (cluster key verified, recorded in their copy of the
+    // ledger) before the run starts.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for e in [e1, e2] {
+        while let Some(why) = cluster
+            .executor_peer(e)
+            .with_context(|| format!("executor peer n{e}"))?
+            .executor()
+            .refusal()
+        {
+            ensure!(Instant::now() < deadline, "n{e} still holds: {why}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     cluster.set_faults(jittery(seed));
     let victim = if draw(seed, 0).is_multiple_of(2) {
         e1
@@ -623,6 +637,38 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
     let at = Duration::from_millis(200 + draw(seed, 1) % 500);
     let mut leader = 0;
     let c = run_during(&mut cluster, "faults_exec", |cl| {
+        // The faults strike mid-run: `at` after an executor peer completed its first batch of
+        // the run. Timed from the spawn of `planner submit`, both kills could land before the
+        // run had started, and whether the executor peers then did any work at all depended
+        // on how soon the survivor got past the dead leader while the voters ran every batch.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let leader = cl.wait_leader(Duration::from_secs(10))?;
+            let view = cl
+                .peer(leader)
+                .context("leader")?
+                .executor()
+                .ledger()
+                .clone();
+            let l = view.view().read();
+            if let Ok(status) = l.run_status("faults_exec", 1) {
+                let by = done_by_any_node(&l, "faults_exec")?;
+                if [e1, e2].iter().any(|e| by.contains_key(&format!("n{e}"))) {
+                    break;
+                }
+                ensure!(
+                    status == plexus_raft::RunStatus::Start,
+                    "run 1 of faults_exec ended ({status:?}) before an executor peer completed a \
+                     batch of it: {by:?}"
+                );
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "no executor peer completed a batch of faults_exec within 60 s"
+            );
+            drop(l);
+            std::thread::sleep(Duration::from_millis(20));
+        }
         std::thread::sleep(at);
         cl.kill(victim)?;
         std::thread::sleep(Duration::from_millis(300));
@@ -633,13 +679,19 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
         cl.restart(leader)?;
         Ok(())
     })
-    .with_context(|| format!("executor n{victim} killed after {at:?}, then leader n{leader}"))?;
+    .with_context(|| {
+        format!(
+            "executor n{victim} killed {at:?} after the first executor batch, then leader n{leader}"
+        )
+    })?;
     matches(&base, &cluster, &c, "faults_exec").with_context(|| {
-        format!("executor n{victim} killed after {at:?}, then leader n{leader}")
+        format!(
+            "executor n{victim} killed {at:?} after the first executor batch, then leader n{leader}"
+        )
     })?;
     let by = done_by_any_node(&ledger(&cluster)?, "faults_exec")?;
     eprintln!(
-        "executor n{victim} killed after {at:?}, then leader n{leader}; batches by peer {by:?}"
+        "executor n{victim} killed {at:?} after the first executor batch, then leader n{leader}; batches by peer {by:?}"
     );
     let by_executors: u32 = [e1, e2]
         .iter()
