@@ -110,9 +110,29 @@ fn an_executor_peer_is_recorded_not_replicated() -> Result<()> {
         Ok(())
     };
     // Not recorded yet: it follows the ledger but executes nothing, even once the key check
-    // is settled.
-    std::thread::sleep(Duration::from_millis(1500));
-    ensure!(held(&cluster)?, "n{id} executes before it was added");
+    // is settled (it then holds for that reason alone).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let p = cluster
+            .executor_peer(id)
+            .context("the executor peer is gone")?;
+        let refusal = p.executor().refusal();
+        ensure!(refusal.is_some(), "n{id} executes before it was added");
+        if p.core().version().is_some()
+            && refusal
+                .as_deref()
+                .is_some_and(|r| r.contains("not recorded as an executor peer"))
+        {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "n{id} never settled its key check and followed the ledger: {refusal:?}, \
+             version {:?}",
+            p.core().version()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let name = format!("n{id}");
     let out = cluster.cli(
