@@ -1282,7 +1282,7 @@ mod on_cluster {
                 || status.contains(&format!("n{id},leader,{addr}")),
             "{status}"
         );
-        cluster.wait_caught_up(Duration::from_secs(10))?;
+        cluster.wait_caught_up(Duration::from_secs(30))?;
         planner(&["cluster", "remove", &format!("n{id}")])?;
         let status = planner(&["cluster", "status"])?;
         ensure!(!status.contains(&addr), "{status}");

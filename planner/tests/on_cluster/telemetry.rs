@@ -264,8 +264,8 @@ fn sum_of(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
 
 /// The leader and its copy of the ledger once every running peer applied what it committed.
 fn settled_ledger(cluster: &TestCluster) -> Result<(u64, Ledger)> {
-    let leader = cluster.wait_leader(Duration::from_secs(5))?;
-    cluster.wait_caught_up(Duration::from_secs(10))?;
+    let leader = cluster.wait_leader(Duration::from_secs(10))?;
+    cluster.wait_caught_up(Duration::from_secs(30))?;
     let ledger = cluster
         .peer(leader)
         .context("leader")?
@@ -334,7 +334,7 @@ fn cluster_run_exports_one_trace_and_metrics() -> Result<()> {
     let executions = want.len() as f64;
     // A peer records a batch when its completion comes back, a moment after the ledger
     // applied it: the last ones may trail the settled ledger briefly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (mut done, mut failed, mut wasted, mut rows_in, mut rows_out) =
             (0.0, 0.0, 0.0, 0.0, 0.0);
@@ -391,7 +391,7 @@ fn cluster_run_exports_one_trace_and_metrics() -> Result<()> {
 
     // Spans are flushed on shutdown.
     cluster.stop_all();
-    let spans = rx.wait_for(Duration::from_secs(10), |s| {
+    let spans = rx.wait_for(Duration::from_secs(30), |s| {
         s.iter().any(|s| s.name == "run")
             && s.iter().filter(|s| s.name == "batch").count() >= want.len()
     });
@@ -453,7 +453,7 @@ fn readyz_turns_ready_when_the_peer_joins() -> Result<()> {
         &["cluster", "add", &format!("n{id}"), &addr],
         None,
     )?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (code, body) = http_get(metrics, "/readyz")?;
         if code == 200 {
