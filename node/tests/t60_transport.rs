@@ -35,6 +35,9 @@ struct Response {
 
 struct EchoService;
 
+/// `Request::Sleep` calls that reached the handler: the slow call is in flight once this moves.
+static SLEEPS_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl Service for EchoService {
     type Request = Request;
     type Response = Response;
@@ -43,6 +46,7 @@ impl Service for EchoService {
         let text = match request {
             Request::Echo(t) => t,
             Request::Sleep(ms, t) => {
+                SLEEPS_STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 t
             }
@@ -246,19 +250,28 @@ async fn round_trip_concurrent_and_slow() -> Result<()> {
     assert_eq!(answered, 200);
 
     // A slow handler (a client call) does not delay a fast one (a Raft RPC) on the same
-    // connection.
+    // connection. The fast call goes once the slow one is in its handler (a fixed 50 ms head
+    // start could pass before it was even sent), and a fast call queued behind it would take
+    // the slow one's 3.5 s (under the 5 s request timeout).
     let slow_peer = peer.clone();
     let slow = tokio::spawn(async move {
         slow_peer
-            .call::<_, Response>(addr, Some(1), &Request::Sleep(1500, "slow".into()))
+            .call::<_, Response>(addr, Some(1), &Request::Sleep(3500, "slow".into()))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while SLEEPS_STARTED.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        ensure!(
+            Instant::now() < deadline,
+            "the slow call never reached its handler"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let started = Instant::now();
     let r = echo(&peer, addr, Some(1), "fast").await?;
     assert_eq!(r.text, "fast");
     assert!(
-        started.elapsed() < Duration::from_millis(1000),
+        started.elapsed() < Duration::from_millis(2000),
         "{:?}",
         started.elapsed()
     );
