@@ -450,6 +450,35 @@ fn steal_run(
     Ok((wall, by))
 }
 
+/// Waits until n1's copy of the ledger has heard from no other peer within its live window
+/// (two leases) and half a second more: n1 then takes every claimable task as its own (a fixed
+/// sleep of that length could end before the others' last heartbeats of a loaded machine
+/// were committed).
+fn wait_silent(cluster: &TestCluster) -> Result<()> {
+    let window = TestCluster::fast_timers().lease * 2 + Duration::from_millis(500);
+    let n1 = cluster.peer(1).context("n1")?.executor().ledger().clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let since = plexus_node::clock::now_ms() - window.as_millis() as i64;
+        let heard: Vec<(u64, i64)> = n1
+            .view()
+            .read()
+            .peer_leases()
+            .iter()
+            .filter(|(id, p)| **id != 1 && p.last_seen_ms >= since)
+            .map(|(id, p)| (*id, p.last_seen_ms))
+            .collect();
+        if heard.is_empty() {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "peers still heard from (peer, last seen ms) after 30 s: {heard:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Each of the 3 peers did its fair share of the 24 batches, within ±30 %.
 fn check_fair(by: &BTreeMap<String, u32>) -> Result<()> {
     let total: u32 = by.values().sum();
@@ -496,7 +525,7 @@ fn idle_peers_steal_a_fair_share() -> Result<()> {
         let (w, even) = steal_run(&mut cluster, &format!("steal_even_{round}"), false)?;
         even_wall = even_wall.min(w);
         // Peers heard from recently share what is claimable; let n2 and n3 fall silent first.
-        std::thread::sleep(TestCluster::fast_timers().lease * 2 + Duration::from_millis(500));
+        wait_silent(&cluster)?;
         let (w, b) = steal_run(&mut cluster, &format!("steal_lopsided_{round}"), true)?;
         eprintln!(
             "round {round}: even start {even_wall:?} {even:?}; one peer with every task {w:?} {b:?}"
