@@ -519,7 +519,12 @@ fn chunk_timeout_kills_and_replaces_the_worker() -> Result<()> {
         Err(PyCalcError::Timeout { .. }) => {}
         other => bail!("expected a timeout, got {other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // Well before the 30 s nap ends; a worker's start-up on a loaded machine fits in it.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     let out = single(&pool, &program, vec![Value::Int(0)])?;
     assert_eq!(ok_row(&out)?, [Value::Int(0)]);
     Ok(())
