@@ -296,8 +296,10 @@ mod tests {
     #[test]
     fn proposals_within_a_window_are_one_write() {
         runtime().block_on(async {
-            let gc: Arc<GroupCommit<String>> =
-                Arc::new(GroupCommit::new(Duration::from_millis(20)));
+            // A window far longer than a stall of a loaded machine's test thread: a lone
+            // proposal that waited for it could not pass for one written at once.
+            let window = Duration::from_secs(1);
+            let gc: Arc<GroupCommit<String>> = Arc::new(GroupCommit::new(window));
             let ledger = Arc::new(Mutex::new(Ledger::new()));
             let writes = Arc::new(AtomicUsize::new(0));
             let propose = |c: Command| {
@@ -317,7 +319,7 @@ mod tests {
             let started = Instant::now();
             let alone = propose(key(9)).await.ok().flatten();
             assert!(matches!(alone, Some(Ok(Applied(Some(Ok(_)))))));
-            assert!(started.elapsed() < Duration::from_millis(20));
+            assert!(started.elapsed() < window / 2, "{:?}", started.elapsed());
             assert_eq!(writes.load(Ordering::SeqCst), 1);
             // Proposals arriving while the leader is busy (a write in flight) wait for the
             // window that began with that write and go out together.
@@ -381,14 +383,47 @@ mod tests {
             for h in [in_flight, a, b] {
                 assert_eq!(h.await.ok().flatten(), Some(Err("no leader".to_owned())));
             }
-            let in_flight = slow(gc.clone());
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            // The cancel: a write the test holds open keeps the leader busy, and the window is
+            // longer than any test, so the first proposer of the next window is still waiting
+            // for it when it is cancelled (a 10 ms write and 2 ms steps lost their order when a
+            // loaded machine stalled this thread: the write ended first, and the next proposal
+            // was written at once).
+            let gc: Arc<GroupCommit<String>> =
+                Arc::new(GroupCommit::new(Duration::from_secs(3600)));
+            let (started_tx, started_rx) = oneshot::channel::<()>();
+            let (release_tx, release_rx) = oneshot::channel::<()>();
+            let in_flight = {
+                let gc = gc.clone();
+                tokio::spawn(async move {
+                    gc.propose(key(7), |_| async move {
+                        let _ = started_tx.send(());
+                        let _ = release_rx.await;
+                        Err("no leader".to_owned())
+                    })
+                    .await
+                })
+            };
+            assert_eq!(started_rx.await, Ok(()), "the held write never started");
+            // Waits until `n` proposals wait in the open window.
+            let gathered = |n: usize| {
+                let gc = gc.clone();
+                async move {
+                    for _ in 0..100_000 {
+                        if gc.lock().commands.len() >= n {
+                            return;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    panic!("{n} proposals never reached the open window");
+                }
+            };
             let first = fail(gc.clone(), key(1));
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            gathered(1).await;
             let second = fail(gc.clone(), key(2));
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            gathered(2).await;
             first.abort();
             assert_eq!(second.await.ok().flatten(), None);
+            let _ = release_tx.send(());
             assert_eq!(
                 in_flight.await.ok().flatten(),
                 Some(Err("no leader".to_owned()))
