@@ -282,7 +282,7 @@ impl Sshd {
             .stderr(Stdio::null())
             .spawn()
             .context("cannot start sshd")?;
-        wait_port(port, &mut child, "sshd", Duration::from_secs(10))?;
+        wait_port(port, &mut child, "sshd", Duration::from_secs(30))?;
         Ok(Some(Self {
             _process: Process { child },
             port,
