@@ -1321,6 +1321,33 @@ mod multi_process {
             Ok(text)
         }
 
+        /// SIGKILLs peer `name` (`local.sh kill`, which returns once the signal is sent) and
+        /// waits until its process is gone, so that what follows sees it dead.
+        fn kill(&self, name: &str) -> Result<()> {
+            let pid_file = self.state.path().join("state").join(format!("{name}.pid"));
+            let pid = std::fs::read_to_string(&pid_file)
+                .with_context(|| format!("{}", pid_file.display()))?
+                .trim()
+                .to_owned();
+            self.script(&["kill", name])?;
+            // Gone, or a zombie waiting to be reaped: either way it answers nothing.
+            let running = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                    st.rsplit_once(')')
+                        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+                })
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while running() {
+                ensure!(
+                    Instant::now() < deadline,
+                    "{name} (pid {pid}) still runs 10 s after its SIGKILL"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        }
+
         fn status(&self, cluster: &str, tls: &Path) -> Result<String> {
             let out = Command::new(self.bin.join("planner"))
                 .args(["cluster", "status", "--cluster", cluster, "--tls-dir"])
@@ -1430,7 +1457,7 @@ mod multi_process {
             member(&status, &follower.0).is_some_and(|f| f[3] == "yes"),
             "{status}"
         );
-        local.script(&["kill", &follower.0])?;
+        local.kill(&follower.0)?;
         // The dead peer is still a voter, and cluster status says it does not answer.
         let status = local.status(&cluster, &tls)?;
         // Its log lag comes from the leader's replication state; its last contact is a time.
