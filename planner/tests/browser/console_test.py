@@ -48,7 +48,8 @@ class Driver:
             stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        for _ in range(100):
+        # Up to 30 s for chromedriver to answer (a loaded machine starts it slowly).
+        for _ in range(300):
             try:
                 self.call("GET", "/status")
                 break

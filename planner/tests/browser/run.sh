@@ -100,8 +100,10 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 EOF
 pids+=($!)
-for _ in $(seq 50); do [ -s "$tmp/slow.port" ] && break; sleep 0.1; done
+# Up to 30 s for each server to start: python3 and planner start slowly on a loaded machine.
+for _ in $(seq 300); do [ -s "$tmp/slow.port" ] && break; sleep 0.1; done
 slow_port="$(head -1 "$tmp/slow.port")"
+[ -n "$slow_port" ] || { echo "the slow HTTP server did not start" >&2; cat "$art/slow-http.log" >&2; exit 1; }
 params "http://127.0.0.1:$slow_port" "$tmp/out_slow" "$tmp/params_slow.json"
 
 # A page of another origin (another port of the same host: same-site for cookies, so only the
@@ -110,7 +112,7 @@ mkdir -p "$tmp/evil"
 cp "$here/evil.html" "$tmp/evil/index.html"
 python3 -m http.server 0 --bind 127.0.0.1 --directory "$tmp/evil" >"$tmp/evil.out" 2>&1 &
 pids+=($!)
-for _ in $(seq 50); do grep -q 'port ' "$tmp/evil.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q 'port ' "$tmp/evil.out" 2>/dev/null && break; sleep 0.1; done
 evil_port="$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/evil.out" | head -1)"
 [ -n "$evil_port" ] || { echo "the other-origin server did not start" >&2; cat "$tmp/evil.out" >&2; exit 1; }
 
@@ -118,7 +120,7 @@ evil_port="$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/evil.out" | head -1)"
 env -u PLEXUS_CONSOLE_TOKEN "$planner" serve --data-dir "$tmp/data" --listen 127.0.0.1:0 --threads 2 \
   --file-root "$tmp" >"$tmp/serve.out" 2>"$art/serve.log" &
 pids+=($!)
-for _ in $(seq 100); do grep -q '^console: ' "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q '^console: ' "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
 base="$(sed -n 's/^listening on //p' "$tmp/serve.out" | head -1)"
 link="$(sed -n 's/^console: //p' "$tmp/serve.out" | head -1)"
 [ -n "$base" ] && [ -n "$link" ] || { echo "planner serve did not start:" >&2; cat "$art/serve.log" >&2; exit 1; }
