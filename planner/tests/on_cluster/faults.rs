@@ -277,6 +277,15 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
     let mut cut = 0;
     let c = run_during(&mut cluster, "faults_partition", |cl| {
         let leader = cl.wait_leader(Duration::from_secs(5))?;
+        // Batches `p` holds, in the leader's copy of the ledger (read directly: a cut-off
+        // peer soon disagrees on who leads).
+        let view = cl
+            .peer(leader)
+            .context("leader")?
+            .executor()
+            .ledger()
+            .clone();
+        let held = |p: u64| view.view().read().claimed_by(p);
         let deadline = Instant::now() + Duration::from_secs(20);
         // The first follower seen holding batches is cut off; if it finished them between
         // the look and the cut (nothing of its would then be left to take over), it is let
@@ -289,7 +298,7 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
                 .find(|p| *p != leader && l.claimed_by(*p) > 0)
             {
                 faults.isolate(p);
-                if ledger(cl)?.claimed_by(p) > 0 {
+                if held(p) > 0 {
                     cut = p;
                     break;
                 }
@@ -298,7 +307,17 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
             ensure!(Instant::now() < deadline, "no follower ever held a batch");
             std::thread::sleep(Duration::from_millis(5));
         }
-        std::thread::sleep(TestCluster::fast_timers().lease * 3);
+        // Cut off until the leader took back every batch it held (its completions cannot
+        // commit meanwhile): a fixed three leases could end before a loaded leader noticed.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while held(cut) > 0 {
+            ensure!(
+                Instant::now() < deadline,
+                "n{cut} still holds {} batches 30 s after it was cut off",
+                held(cut)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         faults.heal();
         Ok(())
     })?;
