@@ -490,44 +490,55 @@ fn failed_and_retried_batches_are_counted() -> Result<()> {
         "read_orders,read_order_items",
     );
     ensure!(outcome.is_err(), "the run must fail: {outcome:?}");
-    let (_, ledger) = settled_ledger(&cluster)?;
-    let (mut failed, mut executions, mut executed_batches) = (0u64, 0u64, 0u64);
-    for node in &ledger.run(ks, 1)?.processed {
-        let mut per_batch: BTreeMap<u32, u64> = BTreeMap::new();
-        for row in ledger.batch_history(ks, 1, node)? {
-            // A failure of an execution carries its error; a retryable one returns the batch
-            // to the pool (status None), the last one fails it.
-            let executed_and_failed = row.error.is_some() && !row.instance.is_empty();
-            failed += u64::from(executed_and_failed);
-            let finished = row.status == NodeBatchStatus::Success || executed_and_failed;
-            if finished {
-                *per_batch.entry(row.batch_idx).or_default() += 1;
+    // A peer counts an execution when its completion comes back, a moment after the ledger
+    // applied it: the last ones may trail the settled ledger briefly, so both are read again
+    // until they agree.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, ledger) = settled_ledger(&cluster)?;
+        let (mut failed, mut executions, mut executed_batches) = (0u64, 0u64, 0u64);
+        for node in &ledger.run(ks, 1)?.processed {
+            let mut per_batch: BTreeMap<u32, u64> = BTreeMap::new();
+            for row in ledger.batch_history(ks, 1, node)? {
+                // A failure of an execution carries its error; a retryable one returns the
+                // batch to the pool (status None), the last one fails it.
+                let executed_and_failed = row.error.is_some() && !row.instance.is_empty();
+                failed += u64::from(executed_and_failed);
+                let finished = row.status == NodeBatchStatus::Success || executed_and_failed;
+                if finished {
+                    *per_batch.entry(row.batch_idx).or_default() += 1;
+                }
             }
+            executions += per_batch.values().sum::<u64>();
+            executed_batches += per_batch.len() as u64;
         }
-        executions += per_batch.values().sum::<u64>();
-        executed_batches += per_batch.len() as u64;
+        ensure!(failed >= 2, "the batch failed more than once: {failed}");
+        let (mut got_failed, mut got_retried) = (0.0, 0.0);
+        for id in cluster.running() {
+            let addr = cluster
+                .peer(id)
+                .and_then(|p| p.metrics_addr())
+                .context("metrics addr")?;
+            let samples = parse_prometheus(&http_get(addr, "/metrics")?.1)?;
+            got_failed += sum_of(&samples, "plexus_batches_failed_total");
+            got_retried += sum_of(&samples, "plexus_batches_retried_total");
+        }
+        let retries = executions - executed_batches;
+        let exact = got_failed == failed as f64 && got_retried == retries as f64;
+        if !exact && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        ensure!(
+            got_failed == failed as f64,
+            "failed {got_failed} vs history {failed}"
+        );
+        ensure!(
+            got_retried == retries as f64,
+            "retried {got_retried} vs history {retries}"
+        );
+        return Ok(());
     }
-    ensure!(failed >= 2, "the batch failed more than once: {failed}");
-    let (mut got_failed, mut got_retried) = (0.0, 0.0);
-    for id in cluster.running() {
-        let addr = cluster
-            .peer(id)
-            .and_then(|p| p.metrics_addr())
-            .context("metrics addr")?;
-        let samples = parse_prometheus(&http_get(addr, "/metrics")?.1)?;
-        got_failed += sum_of(&samples, "plexus_batches_failed_total");
-        got_retried += sum_of(&samples, "plexus_batches_retried_total");
-    }
-    ensure!(
-        got_failed == failed as f64,
-        "failed {got_failed} vs history {failed}"
-    );
-    let retries = executions - executed_batches;
-    ensure!(
-        got_retried == retries as f64,
-        "retried {got_retried} vs history {retries}"
-    );
-    Ok(())
 }
 
 /// A peer whose metrics address is taken does not start, and its error names the metrics
