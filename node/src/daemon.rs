@@ -170,6 +170,7 @@ pub fn start(path: &Path, init_flag: bool, role: Option<Role>) -> Result<(), Dae
             source,
         })?;
     rt.block_on(async move {
+        let mut signals = StopSignals::new()?;
         if cfg.role == Role::Executor {
             let peer = ExecutorPeer::start(settings, cfg.voters(), ctx).await?;
             println!(
@@ -177,13 +178,9 @@ pub fn start(path: &Path, init_flag: bool, role: Option<Role>) -> Result<(), Dae
                 cfg.id.0,
                 peer.advertise()
             );
-            wait_for_signal().await?;
+            signals.recv().await;
             tracing::info!("stopping: no new claims, running batches finish");
-            let second = tokio::spawn(async {
-                if wait_for_signal().await.is_ok() {
-                    std::process::exit(130);
-                }
-            });
+            let second = signals.exit_on_second();
             peer.shutdown().await;
             second.abort();
             if let Some(t) = spans {
@@ -196,15 +193,11 @@ pub fn start(path: &Path, init_flag: bool, role: Option<Role>) -> Result<(), Dae
             peer.initialize(cfg.initial_members()).await?;
         }
         println!("plexus-node n{} serving at {}", cfg.id.0, peer.advertise());
-        wait_for_signal().await?;
+        signals.recv().await;
         tracing::info!(
             "stopping: no new claims, running batches finish (a second signal exits at once)"
         );
-        let second = tokio::spawn(async {
-            if wait_for_signal().await.is_ok() {
-                std::process::exit(130);
-            }
-        });
+        let second = signals.exit_on_second();
         peer.shutdown().await;
         second.abort();
         if let Some(t) = spans {
@@ -214,19 +207,40 @@ pub fn start(path: &Path, init_flag: bool, role: Option<Role>) -> Result<(), Dae
     })
 }
 
-/// Waits for SIGTERM or SIGINT.
-async fn wait_for_signal() -> Result<(), DaemonError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let watch = |what: &'static str, kind: SignalKind| {
-        signal(kind).map_err(|source| DaemonError::Runtime { what, source })
-    };
-    let mut term = watch("a SIGTERM handler", SignalKind::terminate())?;
-    let mut int = watch("a SIGINT handler", SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, handled from the moment this exists: made before the peer says it is
+/// serving, so a signal sent right after that line stops it cleanly rather than killing it.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> Result<Self, DaemonError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |what: &'static str, kind: SignalKind| {
+            signal(kind).map_err(|source| DaemonError::Runtime { what, source })
+        };
+        Ok(Self {
+            term: watch("a SIGTERM handler", SignalKind::terminate())?,
+            int: watch("a SIGINT handler", SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    /// Waits for the next SIGTERM or SIGINT.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// After the first signal: a second one exits at once while the shutdown goes on.
+    fn exit_on_second(mut self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            self.recv().await;
+            std::process::exit(130);
+        })
+    }
 }
 
 /// An error and its causes joined by ": ", skipping a cause whose text the message already

@@ -676,6 +676,17 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<
                 "warning: serving the console over plain HTTP on {bound}: the token crosses the network in clear; give --tls-cert/--tls-key"
             );
         }
+        // The handlers exist before the lines that say the server is up: a SIGTERM or
+        // ctrl-c sent right after them stops it cleanly (the store synced below), rather than
+        // killing it with the signal's default action.
+        #[cfg(unix)]
+        let (mut term, mut int) = {
+            use tokio::signal::unix::{SignalKind, signal};
+            (
+                signal(SignalKind::terminate()).context("cannot wait for SIGTERM")?,
+                signal(SignalKind::interrupt()).context("cannot wait for ctrl-c")?,
+            )
+        };
         ready(bound, &base);
         {
             use std::io::Write as _;
@@ -691,14 +702,9 @@ pub fn serve(s: &ServeSettings, ready: impl FnOnce(SocketAddr, &str)) -> Result<
         // SIGTERM as well as ctrl-c: service managers stop it that way, and the store is
         // synced below either way.
         #[cfg(unix)]
-        {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .context("cannot wait for SIGTERM")?;
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => r.context("cannot wait for ctrl-c")?,
-                _ = term.recv() => {}
-            }
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
         #[cfg(not(unix))]
         tokio::signal::ctrl_c()
