@@ -231,6 +231,18 @@ fn same_files(a: &str, b: &str) -> Result<usize> {
     Ok(na.len())
 }
 
+/// `DELETE /api/keyspaces/<keyspace>` with the token, refused with 409; the error text.
+fn drop_refused(a: SocketAddr, keyspace: &str) -> Result<String> {
+    refusal(
+        a,
+        "DELETE",
+        &format!("/api/keyspaces/{keyspace}"),
+        Some(TOKEN),
+        None,
+        409,
+    )
+}
+
 /// An HTTP server that holds every request until the test releases it (or for at most
 /// [`SlowServer::MAX_HOLD`], under the remote reader's 60 s timeout), then answers 404:
 /// inputs that keep a batch busy, so a run is still going when the test stops it, and its
@@ -884,14 +896,7 @@ mod embedded {
         let run = get(a, "/api/keyspaces/slow_ks/runs/1")?;
         assert_eq!(run["status"], "stop");
         assert_eq!(run["stopped_comment"], "too slow");
-        let e = refusal(
-            a,
-            "DELETE",
-            "/api/keyspaces/slow_ks",
-            Some(TOKEN),
-            None,
-            409,
-        )?;
+        let e = drop_refused(a, "slow_ks")?;
         assert!(e.contains("executing"), "{e}");
         // The held batch fails and finishes; SIGTERM need not wait for it.
         slow.release();
@@ -1126,14 +1131,7 @@ mod on_cluster {
             201,
         )?;
         assert_eq!(v["run_id"], 1, "{v}");
-        let e = refusal(
-            a,
-            "DELETE",
-            "/api/keyspaces/slow_ks",
-            Some(TOKEN),
-            None,
-            409,
-        )?;
+        let e = drop_refused(a, "slow_ks")?;
         assert!(e.contains("stop it first"), "{e}");
         slow.wait_for_a_batch()?;
         call(
@@ -1151,14 +1149,7 @@ mod on_cluster {
             })?;
         }
         // Its batch is held on the slow input: the drop must wait for it.
-        let e = refusal(
-            a,
-            "DELETE",
-            "/api/keyspaces/slow_ks",
-            Some(TOKEN),
-            None,
-            409,
-        )?;
+        let e = drop_refused(a, "slow_ks")?;
         assert!(
             e.contains("still executing"),
             "the drop should have waited for the stopped run's batch: {e}"

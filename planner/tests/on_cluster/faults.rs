@@ -164,8 +164,21 @@ fn run_during(
 /// The leader's copy of the ledger.
 fn ledger(cluster: &TestCluster) -> Result<plexus_raft::Ledger> {
     let leader = cluster.wait_leader(Duration::from_secs(10))?;
-    let p = cluster.peer(leader).context("leader")?;
-    Ok(p.executor().ledger().view().read().clone())
+    Ok(ledger_of(cluster, leader)?.view().read().clone())
+}
+
+/// Peer `p`'s own ledger client, to read its copy as it changes (a cut-off or lagging peer's
+/// copy differs from the leader's).
+fn ledger_of(
+    cluster: &TestCluster,
+    p: u64,
+) -> Result<Arc<dyn plexus_node::ledger_client::LedgerClient>> {
+    Ok(cluster
+        .peer(p)
+        .with_context(|| format!("n{p}"))?
+        .executor()
+        .ledger()
+        .clone())
 }
 
 /// Kill a random peer of 5 at a random moment of a run, 20 seeded trials: every run
@@ -279,12 +292,7 @@ fn a_partitioned_peer_is_taken_over() -> Result<()> {
         let leader = cl.wait_leader(Duration::from_secs(5))?;
         // Batches `p` holds, in the leader's copy of the ledger (read directly: a cut-off
         // peer soon disagrees on who leads).
-        let view = cl
-            .peer(leader)
-            .context("leader")?
-            .executor()
-            .ledger()
-            .clone();
+        let view = ledger_of(cl, leader)?;
         let held = |p: u64| view.view().read().claimed_by(p);
         let deadline = Instant::now() + Duration::from_secs(20);
         // The first follower seen holding batches is cut off; if it finished them between
@@ -448,12 +456,7 @@ fn steal_run(
         if lopsided {
             let deadline = Instant::now() + Duration::from_secs(20);
             let leader = cluster.wait_leader(Duration::from_secs(10))?;
-            let view = cluster
-                .peer(leader)
-                .context("leader")?
-                .executor()
-                .ledger()
-                .clone();
+            let view = ledger_of(cluster, leader)?;
             loop {
                 if view.view().read().claimed_by(peers[0]) as usize == FILES {
                     break;
@@ -480,7 +483,7 @@ fn steal_run(
 /// were committed).
 fn wait_silent(cluster: &TestCluster) -> Result<()> {
     let window = TestCluster::fast_timers().lease * 2 + Duration::from_millis(500);
-    let n1 = cluster.peer(1).context("n1")?.executor().ledger().clone();
+    let n1 = ledger_of(cluster, 1)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let since = plexus_node::clock::now_ms() - window.as_millis() as i64;
@@ -697,12 +700,7 @@ fn voters_and_executors_survive_an_executor_and_the_leader_killed() -> Result<()
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let leader = cl.wait_leader(Duration::from_secs(10))?;
-            let view = cl
-                .peer(leader)
-                .context("leader")?
-                .executor()
-                .ledger()
-                .clone();
+            let view = ledger_of(cl, leader)?;
             let l = view.view().read();
             if let Ok(status) = l.run_status("faults_exec", 1) {
                 let by = done_by_any_node(&l, "faults_exec")?;
