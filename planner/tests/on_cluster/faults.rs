@@ -181,8 +181,9 @@ fn ledger_of(
         .clone())
 }
 
-/// Kill a random peer of 5 at a random moment of a run, 20 seeded trials: every run
-/// completes with the one-process run's files and table rows.
+/// Kill a random peer of 5 at a random moment of a run (within half a second of its first
+/// committed batch), 20 seeded trials: every run completes with the one-process run's files
+/// and table rows.
 #[test]
 fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
     if common::conformance()?.is_none() {
@@ -201,20 +202,60 @@ fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
     cluster.set_faults(jittery(seed));
     for trial in 0..trials {
         let victim = 1 + draw(seed, 2 * trial) % 5;
-        let at = Duration::from_millis(draw(seed, 2 * trial + 1) % 1500);
+        let at = Duration::from_millis(draw(seed, 2 * trial + 1) % 500);
         let ks = format!("faults_kill_{trial}");
+        let what = || format!("trial {trial}: n{victim} killed {at:?} after the run's first batch");
+        let mut killed_at = 0;
         let c = run_during(&mut cluster, &ks, |cl| {
+            // Timed from the run's first committed batch, not from the spawn: a kill before
+            // the run started would test nothing.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while successes(&ledger(cl)?, &ks).0.is_empty() {
+                ensure!(
+                    Instant::now() < deadline,
+                    "the run committed no batch within 60 s"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
             std::thread::sleep(at);
+            killed_at = plexus_node::clock::now_ms();
             cl.kill(victim)?;
             Ok(())
         })
-        .with_context(|| format!("trial {trial}: n{victim} killed after {at:?}"))?;
-        matches(&base, &cluster, &c, &ks)
-            .with_context(|| format!("trial {trial}: n{victim} killed after {at:?}"))?;
+        .with_context(what)?;
+        matches(&base, &cluster, &c, &ks).with_context(what)?;
+        let (done, _) = successes(&ledger(&cluster)?, &ks);
+        ensure!(
+            done.last().is_some_and(|&t| t > killed_at),
+            "{}: every batch was committed before the kill, not mid-run",
+            what()
+        );
         cluster.restart(victim)?;
         cluster.wait_caught_up(Duration::from_secs(20))?;
     }
     Ok(())
+}
+
+/// When run 1 of `ks` committed each of its successful batch executions (sorted), and the
+/// longest of them took; none while the run is not in the ledger yet.
+fn successes(l: &plexus_raft::Ledger, ks: &str) -> (Vec<i64>, u64) {
+    let mut done = Vec::new();
+    let mut longest = 0;
+    let Ok(run) = l.run(ks, 1) else {
+        return (done, longest);
+    };
+    for nr in run.nodes.values() {
+        for b in &nr.batches {
+            for h in &b.history {
+                if h.status == plexus_raft::NodeBatchStatus::Success {
+                    done.push(h.ts_ms);
+                    longest = longest.max(h.elapsed_ms.unwrap_or(0));
+                }
+            }
+        }
+    }
+    done.sort_unstable();
+    (done, longest)
 }
 
 /// Kill the leader mid-run: the run completes, and the longest stretch without a committed
@@ -228,30 +269,34 @@ fn the_leader_killed_mid_run() -> Result<()> {
     let mut cluster = TestCluster::start(3)?;
     let base = baseline(&cluster)?;
     cluster.set_faults(jittery(seed));
-    let at = Duration::from_millis(300 + draw(seed, 0) % 700);
+    let at = Duration::from_millis(draw(seed, 0) % 300);
     let mut killed = 0;
+    let mut killed_at = 0;
     let c = run_during(&mut cluster, "faults_leader", |cl| {
+        // The kill strikes mid-run: `at` after the run's first committed batch. Timed from
+        // the spawn, it could land before the run started, and the gap below would then
+        // measure a run without a fault.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while successes(&ledger(cl)?, "faults_leader").0.is_empty() {
+            ensure!(
+                Instant::now() < deadline,
+                "the run committed no batch within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         std::thread::sleep(at);
         killed = cl.wait_leader(Duration::from_secs(5))?;
+        killed_at = plexus_node::clock::now_ms();
         cl.kill(killed)?;
         Ok(())
     })?;
     matches(&base, &cluster, &c, "faults_leader")?;
-    let l = ledger(&cluster)?;
-    let run = l.run("faults_leader", 1)?;
-    let mut done: Vec<i64> = Vec::new();
-    let mut longest_batch = 0;
-    for nr in run.nodes.values() {
-        for b in &nr.batches {
-            for h in &b.history {
-                if h.status == plexus_raft::NodeBatchStatus::Success {
-                    done.push(h.ts_ms);
-                    longest_batch = longest_batch.max(h.elapsed_ms.unwrap_or(0));
-                }
-            }
-        }
-    }
-    done.sort_unstable();
+    let (done, longest_batch) = successes(&ledger(&cluster)?, "faults_leader");
+    ensure!(
+        done.last().is_some_and(|&t| t > killed_at),
+        "every batch of the run was committed before leader n{killed} was killed ({at:?} after \
+         the first): not a mid-run kill"
+    );
     let gap = done.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
     // As in `leader_killed_while_idle`: the survivors refuse votes for one election timeout
     // after the last heartbeat (openraft's leader lease), then one round, one more if it splits
@@ -266,7 +311,7 @@ fn the_leader_killed_mid_run() -> Result<()> {
         + longest_batch as i64
         + 1000;
     eprintln!(
-        "leader n{killed} killed after {at:?}: longest stretch without a committed batch {gap} ms (limit {limit} ms)"
+        "leader n{killed} killed {at:?} after the run's first batch: longest stretch without a committed batch {gap} ms (limit {limit} ms)"
     );
     ensure!(
         gap <= limit,
