@@ -1348,6 +1348,42 @@ mod multi_process {
             Ok(())
         }
 
+        /// Waits until run 1 of `keyspace` has a batch done while the run still goes (read
+        /// with `planner status`), so that a fault that follows strikes mid-run; a run that
+        /// ended first, or none within 60 s, fails the test.
+        fn wait_mid_run(&self, cluster: &str, tls: &Path, keyspace: &str) -> Result<()> {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let out = Command::new(self.bin.join("planner"))
+                    .args(["status", "--keyspace", keyspace, "--run-id", "1"])
+                    .args(["--cluster", cluster, "--tls-dir"])
+                    .arg(tls)
+                    .output()?;
+                // Before the run is submitted the keyspace is unknown: not yet.
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                if out.status.success() {
+                    ensure!(
+                        text.starts_with("run 1: running"),
+                        "{keyspace}: the run ended before the fault:\n{text}"
+                    );
+                    // node,status,batches_done,batches,running
+                    let done = text
+                        .lines()
+                        .filter_map(|l| l.split(',').nth(2)?.parse::<u32>().ok())
+                        .any(|n| n > 0);
+                    if done {
+                        return Ok(());
+                    }
+                }
+                ensure!(
+                    Instant::now() < deadline,
+                    "{keyspace}: no batch done within 60 s:\n{text}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+
         fn status(&self, cluster: &str, tls: &Path) -> Result<String> {
             let out = Command::new(self.bin.join("planner"))
                 .args(["cluster", "status", "--cluster", cluster, "--tls-dir"])
@@ -1514,7 +1550,9 @@ mod multi_process {
                 )
             });
             let distinct = s.spawn(|| distinct_in(&c, "distinct_sigkill"));
-            std::thread::sleep(Duration::from_millis(400));
+            // Mid-run: once a batch is done (timed from the spawn, the kills could land before
+            // the run started, and nothing would be taken over).
+            local.wait_mid_run(&cluster, &tls, "lookup_sigkill")?;
             local.script(&["kill", &follower.0])?;
             local.script(&["kill", "n4"])?;
             run.join()
