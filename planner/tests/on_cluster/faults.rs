@@ -181,6 +181,20 @@ fn ledger_of(
         .clone())
 }
 
+/// Waits until run 1 of `ks` has committed a batch (a fault that follows strikes mid-run);
+/// none within 60 s fails the test.
+fn wait_first_batch(cluster: &TestCluster, ks: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while successes(&ledger(cluster)?, ks).0.is_empty() {
+        ensure!(
+            Instant::now() < deadline,
+            "run 1 of {ks} committed no batch within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 /// Kill a random peer of 5 at a random moment of a run (within half a second of its first
 /// committed batch), 20 seeded trials: every run completes with the one-process run's files
 /// and table rows.
@@ -209,14 +223,7 @@ fn a_random_peer_killed_mid_run_loses_nothing() -> Result<()> {
         let c = run_during(&mut cluster, &ks, |cl| {
             // Timed from the run's first committed batch, not from the spawn: a kill before
             // the run started would test nothing.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while successes(&ledger(cl)?, &ks).0.is_empty() {
-                ensure!(
-                    Instant::now() < deadline,
-                    "the run committed no batch within 60 s"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            wait_first_batch(cl, &ks)?;
             std::thread::sleep(at);
             killed_at = plexus_node::clock::now_ms();
             cl.kill(victim)?;
@@ -276,14 +283,7 @@ fn the_leader_killed_mid_run() -> Result<()> {
         // The kill strikes mid-run: `at` after the run's first committed batch. Timed from
         // the spawn, it could land before the run started, and the gap below would then
         // measure a run without a fault.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while successes(&ledger(cl)?, "faults_leader").0.is_empty() {
-            ensure!(
-                Instant::now() < deadline,
-                "the run committed no batch within 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_first_batch(cl, "faults_leader")?;
         std::thread::sleep(at);
         killed = cl.wait_leader(Duration::from_secs(5))?;
         killed_at = plexus_node::clock::now_ms();
