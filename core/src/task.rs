@@ -176,6 +176,43 @@ pub fn rowid(seed: u64, seq: u64) -> i64 {
     z as i64
 }
 
+/// Bits of a file row's rowid that hold its place in the file (see [`file_rowid`]); the
+/// other 16 hold the URL's index, which the spec bounds at 32,767.
+const PLACE_BITS: u32 = 48;
+
+/// The place of the row starting at byte (or row) `at` of a file `extent` long, for
+/// [`file_rowid`]: `at` scaled to 48 bits, so distinct starts get distinct places in the same
+/// order. `None` when the extent is unknown (0), `at` lies outside it (the file changed), or
+/// the file is too large for the scaling to keep starts apart (over 2^48).
+pub fn file_place(at: u64, extent: u64) -> Option<u64> {
+    if extent == 0 || at >= extent || extent > 1 << PLACE_BITS {
+        return None;
+    }
+    u64::try_from((u128::from(at) << PLACE_BITS) / u128::from(extent)).ok()
+}
+
+/// The rowid of a file reader's row at `place` ([`file_place`]) of the node's URL `url_idx`.
+///
+/// Ascending rowids follow the file's order, so whatever reads a table in rowid order (a
+/// table reader's batch, a `string_agg`, a key's matches) sees each file's rows in file order,
+/// as Capillaries' users see them in the file. Places spread over the whole 48 bits whatever
+/// the file's size, so the rowid ranges of table-reader batches (spec §8) still split every
+/// file evenly; the rows of one file are told apart by their places and the files by the low
+/// bits. Rows whose place is unknown keep the hashed [`rowid`].
+pub fn file_rowid(place: u64, url_idx: u32) -> Option<i64> {
+    if place >= 1 << PLACE_BITS || url_idx >= 1 << (64 - PLACE_BITS) {
+        return None;
+    }
+    let ordered = (place << (64 - PLACE_BITS)) | u64::from(url_idx);
+    // Flipping the sign bit keeps the unsigned order in i64's order.
+    Some((ordered ^ (1 << 63)).cast_signed())
+}
+
+/// The URL index of a row whose rowid [`file_rowid`] made.
+pub fn file_rowid_url(rowid: i64) -> u32 {
+    (rowid.cast_unsigned() & ((1 << (64 - PLACE_BITS)) - 1)) as u32
+}
+
 /// The `seq` that [`rowid`] turned into `rowid` under `seed` (the finaliser is a bijection, so
 /// it can be undone). Under another batch's seed the answer is a number no batch reaches, which
 /// is how a table's row is told to the batch that wrote it.
@@ -206,6 +243,33 @@ mod tests {
         }
         // Under another seed the sequence number is far beyond any batch's rows.
         assert!(rowid_seq(7, rowid(8, 3)) > 1 << 40);
+    }
+
+    #[test]
+    fn file_rowids_follow_the_file_order_and_spread_over_i64() {
+        let len = 10_000_000u64;
+        let mut last = i64::MIN;
+        let mut negative = 0;
+        for at in (0..len).step_by(997) {
+            let place = file_place(at, len).expect("inside the file");
+            let r = file_rowid(place, 3).expect("a URL index under 2^16");
+            assert!(r > last, "rowids ascend with the byte offset");
+            assert_eq!(file_rowid_url(r), 3);
+            negative += usize::from(r < 0);
+            last = r;
+        }
+        let rows = len.div_ceil(997) as usize;
+        assert!((rows * 45 / 100..rows * 55 / 100).contains(&negative));
+        // Neighbouring bytes of the largest file allowed still get distinct places.
+        let big = 1u64 << 48;
+        assert_ne!(file_place(big - 2, big), file_place(big - 1, big));
+        // Unknown extents, offsets past the end and files too large have no place.
+        assert_eq!(file_place(0, 0), None);
+        assert_eq!(file_place(5, 5), None);
+        assert_eq!(file_place(0, big + 1), None);
+        // Two files at the same place stay apart.
+        assert_ne!(file_rowid(7, 0), file_rowid(7, 1));
+        assert_eq!(file_rowid(0, 1 << 16), None);
     }
 
     #[test]

@@ -14,7 +14,8 @@ use std::path::Path;
 
 use plexus_core::cell::{csv_quote_into, write_cell};
 use plexus_core::plan::{
-    Field, FileColumn, FileWriter, FileWriterFormat, ParquetCodec, PlanExpr, TableSchema, Writer,
+    Field, FileColumn, FileWriter, FileWriterFormat, ParquetCodec, PlanExpr, Reader, TableSchema,
+    Writer,
 };
 use plexus_core::value::{Type, Value};
 use plexus_raft::{Ledger, LedgerError, NodeBatchStatus};
@@ -117,6 +118,9 @@ pub struct TableInfo {
     pub batch_rows: Vec<u64>,
     /// The table's fields in row order.
     pub schema: TableSchema,
+    /// For a table a file reader created, whether each URL's rows have rowids by their place
+    /// in the file ([`crate::files::places_known`]); empty for other tables.
+    pub urls_placed: Vec<bool>,
 }
 
 impl TableInfo {
@@ -185,6 +189,14 @@ pub fn list(
                     })
                     .collect()
             });
+            let urls_placed = match plan.node(node).map(|n| &n.reader) {
+                Some(Reader::File(f)) => f
+                    .urls
+                    .iter()
+                    .map(|u| crate::files::places_known(f, u))
+                    .collect(),
+                _ => Vec::new(),
+            };
             out.push(TableInfo {
                 name: w.name.clone(),
                 run_id: *run_id,
@@ -192,6 +204,7 @@ pub fn list(
                 rows: store.count_rows(keyspace, &table)?,
                 batch_rows,
                 schema: schema.clone(),
+                urls_placed,
             });
         }
     }
@@ -261,7 +274,8 @@ pub fn rows(
     let types: Vec<Type> = info.schema.fields.iter().map(|f| f.ty).collect();
     let table = TableRef::new(info.name.clone(), info.run_id);
     // The seed of the batch's rowids: a row is the batch's when undoing its rowid under that
-    // seed gives one of the batch's sequence numbers.
+    // seed gives one of the batch's sequence numbers, or, for a file whose rows have rowids by
+    // their place, when the rowid names the URL and no hashed URL's seed claims it.
     let seed = match batch {
         None => None,
         Some(b) => {
@@ -285,7 +299,9 @@ pub fn rows(
             if limit.is_some_and(|l| out.len() >= l) {
                 return Ok(TableRows { info, rows: out });
             }
-            if seed.is_some_and(|s| plexus_core::task::rowid_seq(s, rowid) >= SEQ_BOUND) {
+            if let (Some(s), Some(b)) = (seed, batch)
+                && !in_batch(&info, b, s, rowid)
+            {
                 continue;
             }
             let values =
@@ -302,6 +318,21 @@ pub fn rows(
         }
     }
     Ok(TableRows { info, rows: out })
+}
+
+/// Whether the row `rowid` of `info` was written by batch `b`, whose rowid seed is `seed` (see
+/// [`rows`]).
+fn in_batch(info: &TableInfo, b: u32, seed: u64, rowid: i64) -> bool {
+    let hashed_by = |s: u64| plexus_core::task::rowid_seq(s, rowid) < SEQ_BOUND;
+    if hashed_by(seed) {
+        return true;
+    }
+    let placed = info.urls_placed.get(b as usize).copied().unwrap_or(false);
+    placed
+        && plexus_core::task::file_rowid_url(rowid) == b
+        && !info.urls_placed.iter().zip(0u32..).any(|(&p, u)| {
+            !p && u != b && hashed_by(plexus_core::task::rowid_seed(&info.created_by, u))
+        })
 }
 
 /// The positions of a table's fields in the order they are shown: the order the script lists

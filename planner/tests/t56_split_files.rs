@@ -6,6 +6,10 @@
 //! separators and doubled quotes, a lazy quote in an unquoted field, empty lines, and a
 //! `having` that drops rows (rowids number rows before `having`). The Parquet input has
 //! several row groups, one batch each.
+//!
+//! In both, rowid order is file order (rowids follow each row's place in its file), so a
+//! downstream reader sees the file's rows in the file's order, and the three rowid ranges of
+//! `write_out` each hold about a third of the file.
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -151,6 +155,8 @@ fn script(dir: &Path, input: &Path, parquet: bool) -> Result<PathBuf> {
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
     rows: Vec<(i64, Vec<u8>)>,
+    /// The `id` of each row, in rowid order.
+    ids: Vec<i64>,
     index: Vec<(String, Vec<i64>)>,
     index_entries: u64,
     files: Vec<(String, Vec<u8>)>,
@@ -221,6 +227,20 @@ fn run(
             None => break,
         }
     }
+    let schema = plan.tables.get("items").context("items schema")?;
+    let types: Vec<_> = schema.fields.iter().map(|f| f.ty).collect();
+    let id_at = schema
+        .fields
+        .iter()
+        .position(|f| f.name == "id")
+        .context("id field")?;
+    let mut ids = Vec::with_capacity(rows.len());
+    for (_, bytes) in &rows {
+        match plexus_core::row::decode_row(bytes, &types)?.get(id_at) {
+            Some(plexus_core::value::Value::Int(i)) => ids.push(*i),
+            other => anyhow::bail!("id is {other:?}"),
+        }
+    }
     let idx = TableRef::new("idx_items_cat_to_check_uniq", report.run_id);
     let keys: Vec<String> = (0..13).map(|c| format!("c{c}")).collect();
     let def = plan
@@ -241,11 +261,37 @@ fn run(
         batches,
         Outcome {
             rows,
+            ids,
             index,
             index_entries,
             files,
         },
     ))
+}
+
+/// The rows in rowid order are the file's rows in file order (ids ascend), and each of the
+/// three rowid ranges `write_out` reads holds at least a fifth of them.
+fn in_file_order(o: &Outcome) -> Result<()> {
+    ensure!(
+        o.ids.windows(2).all(|w| w[0] < w[1]),
+        "rowid order is not file order: {:?}",
+        o.ids.windows(2).find(|w| w[0] >= w[1])
+    );
+    for (name, bytes) in &o.files {
+        // Each data row's id starts a line that follows a line end (notes hold newlines, but
+        // never a line starting with a digit).
+        let rows = bytes
+            .split(|&b| b == b'\n')
+            .skip(1)
+            .filter(|l| l.first().is_some_and(u8::is_ascii_digit))
+            .count();
+        ensure!(
+            rows * 5 >= o.ids.len(),
+            "{name} holds {rows} of {} rows",
+            o.ids.len()
+        );
+    }
+    Ok(())
 }
 
 fn split_small(part_bytes: u64) -> SplitSettings {
@@ -271,6 +317,7 @@ fn csv_split_into_byte_ranges_equals_one_batch() -> Result<()> {
         whole.rows.len()
     );
     ensure!(whole.index_entries == kept as u64);
+    in_file_order(&whole)?;
     for (part, threads) in [(16 * 1024, 2), (3000, 1), (777, 3)] {
         let (n, split) = run(dir.path(), &script, &split_small(part), threads)?;
         ensure!(n > 5, "{part}-byte parts gave {n} batches");
@@ -291,6 +338,7 @@ fn parquet_split_into_row_groups_equals_one_batch() -> Result<()> {
     let (one, whole) = run(dir.path(), &script, &SplitSettings::off(), 2)?;
     ensure!(one == 1, "unsplit: {one} batches");
     ensure!(whole.rows.len() == (0..1500).filter(|i| i % 7 != 3).count());
+    in_file_order(&whole)?;
     let (n, split) = run(dir.path(), &script, &split_small(1), 2)?;
     ensure!(n == 5, "one batch per row group, got {n}");
     ensure!(split == whole, "row-group batches differ from one batch");

@@ -218,6 +218,19 @@ fn list_show_and_dump_agree_on_both_stores() -> Result<()> {
             parts == whole,
             "batches 0 and 1 are not the table's rows, once each"
         );
+        // A file reader's batch is its URL's rows (rowids by their place in the file).
+        let show = |table: &str, batch: Option<&str>| -> Result<Vec<String>> {
+            let mut a = vec!["table", "show", "--keyspace", "tables", table, "--limit", "1000"];
+            a.extend(batch.map(|b| ["--batch", b]).into_iter().flatten());
+            let text = with(&a, store)?;
+            Ok(sorted_lines(&text).into_iter().map(str::to_owned).collect())
+        };
+        let beans = show("beans", None)?;
+        ensure!(beans.len() > 2, "beans: {beans:?}");
+        ensure!(
+            show("beans", Some("0"))? == beans,
+            "batch 0 of read_beans is not every row of its one file"
+        );
         let err = with(
             &[
                 "table",

@@ -39,8 +39,10 @@ impl Processor for FileTable {
 }
 
 /// Reads batch `b.task.batch_idx` of `reader` (a whole URL, or one part of a split file) into
-/// `w`. A row's rowid sequence number is its position among the file's data rows, counted
-/// before `having`, so a split file writes the same rowids as one pass over it.
+/// `w`. A row's rowid follows its place in the file when the source knows it (a local plain
+/// CSV file, a Parquet file), so that rowid order is file order; otherwise its sequence number
+/// is its position among the file's data rows, counted before `having`. Either way a split
+/// file writes the same rowids as one pass over it.
 fn run(
     b: &BatchRun<'_>,
     reader: &FileReader,
@@ -81,8 +83,15 @@ fn run(
             break;
         }
         stats.rows_in += n as u64;
-        for r in chunk.iter().take(n) {
+        let places = source.places();
+        for (i, r) in chunk.iter().take(n).enumerate() {
             w.set_seq(first_row + seen);
+            if let Some(id) = places
+                .get(i)
+                .and_then(|&p| plexus_core::task::file_rowid(p, input.url_idx))
+            {
+                w.set_rowid(id);
+            }
             seen += 1;
             let loc = || RowLoc::FileRow {
                 url: url.clone(),

@@ -16,7 +16,7 @@ use super::batch::{BatchRun, BatchStats};
 use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use crate::store::{IndexSpec, RowWrite, Store, StoreError, TableRef, TableSpec, WriteMode};
+use crate::store::{IndexSpec, RowWrite, Rowid, Store, StoreError, TableRef, TableSpec, WriteMode};
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
 pub(crate) const MAX_ERROR_MESSAGES: usize = 5;
@@ -143,6 +143,9 @@ pub(crate) struct RowWriter<'a> {
     /// Sequence number of the next row: its position among the rows the batch writes, in
     /// deterministic read order, so that re-running the batch rewrites the same rowids.
     seq: u64,
+    /// The next row's rowid when its reader gave it one ([`RowWriter::set_rowid`]), instead of
+    /// the one from `seed` and `seq`.
+    given: Option<Rowid>,
     pending: Vec<RowWrite>,
     used: usize,
     flush_rows: usize,
@@ -175,6 +178,7 @@ impl<'a> RowWriter<'a> {
             seed,
             batch_idx,
             seq: 0,
+            given: None,
             pending: Vec::new(),
             used: 0,
             flush_rows: b.ctx.write_batch_rows.max(1),
@@ -191,6 +195,14 @@ impl<'a> RowWriter<'a> {
     /// in the file, so every part of a split file continues the numbering of one pass.
     pub(crate) fn set_seq(&mut self, seq: u64) {
         self.seq = seq;
+        self.given = None;
+    }
+
+    /// Sets the rowid of the next row: a file reader's row whose place in the file is known
+    /// ([`plexus_core::task::file_rowid`]). The next [`RowWriter::set_seq`] goes back to
+    /// rowids from the sequence number.
+    pub(crate) fn set_rowid(&mut self, rowid: Rowid) {
+        self.given = Some(rowid);
     }
 
     /// Applies `having` to the computed row `w`, builds its keys and queues it.
@@ -213,7 +225,7 @@ impl<'a> RowWriter<'a> {
             });
         }
         let slot = &mut self.pending[self.used];
-        slot.rowid = rowid(self.seed, self.seq);
+        slot.rowid = self.given.unwrap_or_else(|| rowid(self.seed, self.seq));
         slot.row.clear();
         encode_row(&mut slot.row, &self.out.types, w).map_err(|e| {
             let name = match &e {

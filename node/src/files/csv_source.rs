@@ -33,6 +33,13 @@ pub(crate) struct CsvSource {
     done: bool,
     /// Cells read leniently, per reader column: (count, first text, its line).
     lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
+    /// The file's byte where the reader starts (a part's `start`).
+    base: u64,
+    /// The file's length when it is known (a local plain-text file), else 0: what the rows'
+    /// places are scaled to.
+    extent: u64,
+    /// The places of the last chunk's rows (see [`RowSource::places`]).
+    places: Vec<u64>,
 }
 
 impl CsvSource {
@@ -45,7 +52,16 @@ impl CsvSource {
         let display = super::location::display(url);
         check_separator(&display, settings.separator)?;
         let file = super::location::open_text(url, settings.compression)?;
-        Ok(Self::over(display, file, 0, settings, columns))
+        let mut me = Self::over(display, file, 0, settings, columns);
+        // Places need byte offsets into the file as stored: plain text on this machine.
+        let plain = matches!(
+            settings.compression.of_url(url),
+            plexus_core::plan::Compression::None
+        );
+        if plain && let Ok(path) = super::local_path(url) {
+            me.extent = std::fs::metadata(path).map_or(0, |m| m.len());
+        }
+        Ok(me)
     }
 
     /// Opens the part `start..end` of local file `url` that the splitter cut (`part`): a
@@ -77,6 +93,8 @@ impl CsvSource {
         let file = super::location::open_local_part(url, start, end, file_len)?;
         let mut me = Self::over(display, file, lines_before, settings, columns);
         me.record_idx = records_before;
+        me.base = start;
+        me.extent = file_len;
         if start > 0 {
             me.read_prefix(url, start, file_len)?;
         }
@@ -146,6 +164,9 @@ impl CsvSource {
             rec: Record::default(),
             done: false,
             lenient: std::collections::BTreeMap::new(),
+            base: 0,
+            extent: 0,
+            places: Vec::new(),
         }
     }
 
@@ -298,6 +319,7 @@ fn check_separator(display: &str, sep: u8) -> Result<(), FileError> {
 impl RowSource for CsvSource {
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
         let mut n = 0;
+        self.places.clear();
         while n < max && !self.done {
             let more = self
                 .rdr
@@ -339,15 +361,30 @@ impl RowSource for CsvSource {
                 let row = row_slot(out, n);
                 self.convert(row)?;
                 n += 1;
+                if self.extent > 0 {
+                    let at = self.base + self.rdr.record_start();
+                    match plexus_core::task::file_place(at, self.extent) {
+                        Some(p) => self.places.push(p),
+                        // The file grew: the rest of it goes without places.
+                        None => self.extent = 0,
+                    }
+                }
             }
             self.record_idx += 1;
         }
         out.truncate(n);
+        if self.places.len() != n {
+            self.places.clear();
+        }
         Ok(n)
     }
 
     fn bytes_read(&self) -> u64 {
         self.rdr.bytes_consumed()
+    }
+
+    fn places(&self) -> &[u64] {
+        &self.places
     }
 
     fn notices(&self) -> Vec<String> {

@@ -55,6 +55,8 @@ pub(crate) struct GoCsvReader<R> {
     num_line: u64,
     /// Bytes of those lines, line ends included.
     bytes: u64,
+    /// Bytes before the first line of the last record read (after the empty lines Go skips).
+    record_start: u64,
 }
 
 impl<R: BufRead> GoCsvReader<R> {
@@ -66,12 +68,19 @@ impl<R: BufRead> GoCsvReader<R> {
             line: Vec::with_capacity(256),
             num_line: 0,
             bytes: 0,
+            record_start: 0,
         }
     }
 
     /// Bytes of input consumed so far.
     pub(crate) fn bytes_consumed(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes of input before the last record read: where it starts, relative to the reader's
+    /// start.
+    pub(crate) fn record_start(&self) -> u64 {
+        self.record_start
     }
 
     /// A reader that starts `lines_before` physical lines into a file (at a record boundary
@@ -107,10 +116,12 @@ impl<R: BufRead> GoCsvReader<R> {
     pub(crate) fn read_record(&mut self, rec: &mut Record) -> io::Result<bool> {
         // Empty lines are skipped and never counted as records.
         loop {
+            let start = self.bytes;
             if !self.read_line()? {
                 return Ok(false);
             }
             if self.line.len() != length_nl(&self.line) {
+                self.record_start = start;
                 break;
             }
         }

@@ -49,6 +49,14 @@ pub trait RowSource: Send {
     /// the compressed column chunks of the row groups opened).
     fn bytes_read(&self) -> u64;
 
+    /// The places in the file of the last chunk's rows, in row order
+    /// ([`plexus_core::task::file_place`]), when the source knows them for every row of the
+    /// chunk; empty otherwise. A file reader's rowids follow them, so reading a table in rowid
+    /// order reads its files in their order.
+    fn places(&self) -> &[u64] {
+        &[]
+    }
+
     /// Data notices of what was read so far (cells read leniently, per column), for the run
     /// summary and the node's history.
     fn notices(&self) -> Vec<String> {
@@ -155,6 +163,19 @@ pub fn create_sink(writer: &FileWriter, url: &str) -> Result<Box<dyn RowSink>, F
             *codec,
             &writer.columns,
         )?)),
+    }
+}
+
+/// Whether `reader`'s rows from `url` get rowids by their place in the file
+/// ([`RowSource::places`]): a Parquet file (its footer counts the rows), or a CSV file on
+/// this machine stored as plain text (its length is known). Others keep hashed rowids.
+pub fn places_known(reader: &FileReader, url: &str) -> bool {
+    match &reader.format {
+        FileReaderFormat::Parquet => true,
+        FileReaderFormat::Csv(settings) => {
+            settings.compression.of_url(url) == plexus_core::plan::Compression::None
+                && local_path(url).is_ok()
+        }
     }
 }
 

@@ -316,6 +316,10 @@ pub(crate) struct ParquetSource {
     row: u64,
     /// Compressed bytes of the row groups opened so far.
     bytes: u64,
+    /// The file's rows (from its footer): what the rows' places are scaled to.
+    total_rows: u64,
+    /// The places of the last chunk's rows (see [`RowSource::places`]).
+    places: Vec<u64>,
 }
 
 impl ParquetSource {
@@ -372,6 +376,7 @@ impl ParquetSource {
             } => (start as usize, (end as usize).min(groups), rows_before),
             _ => (0, groups, 0),
         };
+        let total_rows = u64::try_from(file.metadata().file_metadata().num_rows()).unwrap_or(0);
         Ok(Self {
             path: display,
             file: Arc::new(file),
@@ -381,6 +386,8 @@ impl ParquetSource {
             left: 0,
             row,
             bytes: 0,
+            total_rows,
+            places: Vec::new(),
         })
     }
 
@@ -413,6 +420,7 @@ impl RowSource for ParquetSource {
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
         if max == 0 || !self.next_group()? {
             out.clear();
+            self.places.clear();
             return Ok(0);
         }
         let n = max.min(self.left);
@@ -457,12 +465,27 @@ impl RowSource for ParquetSource {
             }
         }
         self.left -= n;
+        let first = self.row;
         self.row += n as u64;
+        self.places.clear();
+        for at in first..self.row {
+            match plexus_core::task::file_place(at, self.total_rows) {
+                Some(p) => self.places.push(p),
+                None => {
+                    self.places.clear();
+                    break;
+                }
+            }
+        }
         Ok(n)
     }
 
     fn bytes_read(&self) -> u64 {
         self.bytes
+    }
+
+    fn places(&self) -> &[u64] {
+        &self.places
     }
 }
 
