@@ -220,7 +220,15 @@ fn list_show_and_dump_agree_on_both_stores() -> Result<()> {
         );
         // A file reader's batch is its URL's rows (rowids by their place in the file).
         let show = |table: &str, batch: Option<&str>| -> Result<Vec<String>> {
-            let mut a = vec!["table", "show", "--keyspace", "tables", table, "--limit", "1000"];
+            let mut a = vec![
+                "table",
+                "show",
+                "--keyspace",
+                "tables",
+                table,
+                "--limit",
+                "1000",
+            ];
             a.extend(batch.map(|b| ["--batch", b]).into_iter().flatten());
             let text = with(&a, store)?;
             Ok(sorted_lines(&text).into_iter().map(str::to_owned).collect())

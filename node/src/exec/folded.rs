@@ -592,7 +592,7 @@ fn fold_scan(
                     return Ok(false);
                 }
                 prev = Some(rowid);
-                if !folder.feed(&key, rowid, &values) {
+                if !folder.feed(key, rowid, values) {
                     outcome = Some(Scanned::TooBig);
                     return Ok(false);
                 }
@@ -612,7 +612,7 @@ fn fold_scan(
                     };
                     held += 2 * key.len() + PER_KEY_OVERHEAD;
                     key_list.push(key.clone());
-                    key_ids.insert(key, id);
+                    key_ids.insert(std::mem::take(key), id);
                     id
                 }
             };
@@ -769,7 +769,7 @@ fn fold_part<'a>(
             if limits.stop.load(Ordering::Relaxed) {
                 return Ok(false);
             }
-            if last.is_some_and(|p| rowid <= p) || !folder.feed(&key, rowid, &values) {
+            if last.is_some_and(|p| rowid <= p) || !folder.feed(key, rowid, values) {
                 limits.stop.store(true, Ordering::Relaxed);
                 return Ok(false);
             }

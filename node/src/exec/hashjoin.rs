@@ -173,14 +173,16 @@ pub(crate) fn right_side(
 
 /// Scans rowid range `part` (index, count: the store's batch ranges) of the right table,
 /// paged, and calls `f` with every valid row (rowid, encoded row, key, decoded values) in
-/// scan order, until `f` returns false; returns whether the scan ran to the end.
+/// scan order, until `f` returns false; returns whether the scan ran to the end. The key and
+/// values are the scan's buffers, reused for later rows: `f` takes them (`std::mem::take`)
+/// to keep them.
 pub(crate) fn scan_valid(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
     part: (u32, u32),
-    f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
+    f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     scan_valid_projected(b, l, right, index, (part, &[]), f)
 }
@@ -194,25 +196,32 @@ pub(crate) fn scan_valid_projected(
     right: &TableRef,
     index: &TableRef,
     (part, needed): ((u32, u32), &[bool]),
-    mut f: impl FnMut(Rowid, &[u8], Vec<u8>, Vec<Value>) -> Result<bool, BatchErrorKind>,
+    mut f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
     let ks = b.task.keyspace.as_str();
     let right_name = right.storage_name();
     let mut resume = None;
-    let mut row = Vec::new();
+    // One key and one row buffer per row of a page, kept from page to page: a fold borrows
+    // them, so a scan allocates them once rather than once per row.
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut values: Vec<Vec<Value>> = Vec::new();
     loop {
         let page = store
             .scan_batch(ks, right, part.0, part.1, BUILD_PAGE, resume)
             .map_err(BatchErrorKind::store("scan_batch"))?;
-        keys.clear();
-        values.clear();
+        let mut n = 0;
         for (rowid, bytes) in page.iter() {
-            decode_projected(bytes, &l.types, needed, &mut row, &right_name, rowid)?;
-            let mut key = Vec::new();
-            key_into(&mut key, &l.index, &l.index_pos, &row).map_err(|e| {
+            if n == keys.len() {
+                keys.push(Vec::new());
+                values.push(Vec::new());
+            }
+            let (Some(key), Some(row)) = (keys.get_mut(n), values.get_mut(n)) else {
+                break;
+            };
+            decode_projected(bytes, &l.types, needed, row, &right_name, rowid)?;
+            key.clear();
+            key_into(key, &l.index, &l.index_pos, row).map_err(|e| {
                 field_err(
                     &|| RowLoc::Table {
                         table: right_name.clone(),
@@ -223,21 +232,21 @@ pub(crate) fn scan_valid_projected(
                     e,
                 )
             })?;
-            keys.push(key);
-            values.push(std::mem::take(&mut row));
+            n += 1;
         }
         let holders = match l.index.kind {
-            IndexKind::Unique if !keys.is_empty() => Some(
+            IndexKind::Unique if n > 0 => Some(
                 store
-                    .lookup_unique(ks, index, &keys)
+                    .lookup_unique(ks, index, &keys[..n])
                     .map_err(BatchErrorKind::store("lookup_unique"))?,
             ),
             _ => None,
         };
         for (i, ((key, vals), (rowid, bytes))) in keys
-            .drain(..)
-            .zip(values.drain(..))
+            .iter_mut()
+            .zip(values.iter_mut())
             .zip(page.iter())
+            .take(n)
             .enumerate()
         {
             if let Some(h) = &holders
@@ -289,11 +298,11 @@ fn spill(
         };
         rec.clear();
         rec.extend_from_slice(&klen.to_le_bytes());
-        rec.extend_from_slice(&key);
+        rec.extend_from_slice(key);
         rec.extend_from_slice(&rowid.to_le_bytes());
         rec.extend_from_slice(&rlen.to_le_bytes());
         rec.extend_from_slice(row);
-        let p = partition_of(&key);
+        let p = partition_of(key);
         if let (Some(w), Some(path)) = (files.get_mut(p), parts.get(p)) {
             w.write_all(&rec)
                 .map_err(BatchErrorKind::spill("write", path))?;
@@ -584,7 +593,7 @@ fn scan_part(
                 p.rows = Vec::new();
             }
             if !decoded_over {
-                let mut values = values;
+                let mut values = std::mem::take(values);
                 // The key's columns were decoded for the key only.
                 for (v, &keep) in values.iter_mut().zip(scan.columns) {
                     if !keep {
@@ -595,7 +604,7 @@ fn scan_part(
             }
             p.ends.push(p.arena.len());
             p.rowids.push(rowid);
-            p.keys.push(&key);
+            p.keys.push(key);
             Ok(true)
         },
     )?;
