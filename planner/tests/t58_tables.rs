@@ -54,6 +54,21 @@ fn run_sample(tmp: &Path, tag: &str, store: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// `planner table show` of up to 1,000 rows of `table` in the test's keyspace, of one batch.
+fn show_args<'a>(table: &'a str, batch: Option<&'a str>) -> Vec<&'a str> {
+    let mut a = vec![
+        "table",
+        "show",
+        "--keyspace",
+        "tables",
+        table,
+        "--limit",
+        "1000",
+    ];
+    a.extend(batch.map(|b| ["--batch", b]).into_iter().flatten());
+    a
+}
+
 fn sorted_lines(text: &str) -> Vec<&str> {
     let mut v: Vec<&str> = text.lines().collect();
     v.sort_unstable();
@@ -95,15 +110,7 @@ fn list_show_and_dump_agree_on_both_stores() -> Result<()> {
     );
 
     for table in ["beans", "order_lines", "customers"] {
-        let args = [
-            "table",
-            "show",
-            "--keyspace",
-            "tables",
-            table,
-            "--limit",
-            "1000",
-        ];
+        let args = show_args(table, None);
         let e = with(&args, &embedded)?;
         let c = with(&args, &cql)?;
         ensure!(
@@ -220,17 +227,7 @@ fn list_show_and_dump_agree_on_both_stores() -> Result<()> {
         );
         // A file reader's batch is its URL's rows (rowids by their place in the file).
         let show = |table: &str, batch: Option<&str>| -> Result<Vec<String>> {
-            let mut a = vec![
-                "table",
-                "show",
-                "--keyspace",
-                "tables",
-                table,
-                "--limit",
-                "1000",
-            ];
-            a.extend(batch.map(|b| ["--batch", b]).into_iter().flatten());
-            let text = with(&a, store)?;
+            let text = with(&show_args(table, batch), store)?;
             Ok(sorted_lines(&text).into_iter().map(str::to_owned).collect())
         };
         let beans = show("beans", None)?;
