@@ -53,12 +53,7 @@ impl CsvSource {
         check_separator(&display, settings.separator)?;
         let file = super::location::open_text(url, settings.compression)?;
         let mut me = Self::over(display, file, 0, settings, columns);
-        // Places need byte offsets into the file as stored: plain text on this machine.
-        let plain = matches!(
-            settings.compression.of_url(url),
-            plexus_core::plan::Compression::None
-        );
-        if plain && let Ok(path) = super::local_path(url) {
+        if let Some(path) = super::csv_path_with_places(settings, url) {
             me.extent = std::fs::metadata(path).map_or(0, |m| m.len());
         }
         Ok(me)

@@ -29,7 +29,9 @@ mod top;
 
 use std::path::PathBuf;
 
-use plexus_core::plan::{BatchInput, FileReader, FileReaderFormat, FileWriter, FileWriterFormat};
+use plexus_core::plan::{
+    BatchInput, CsvReaderSettings, FileReader, FileReaderFormat, FileWriter, FileWriterFormat,
+};
 use plexus_core::value::Value;
 
 pub use csv_sink::LineRenderer;
@@ -172,11 +174,17 @@ pub fn create_sink(writer: &FileWriter, url: &str) -> Result<Box<dyn RowSink>, F
 pub fn places_known(reader: &FileReader, url: &str) -> bool {
     match &reader.format {
         FileReaderFormat::Parquet => true,
-        FileReaderFormat::Csv(settings) => {
-            settings.compression.of_url(url) == plexus_core::plan::Compression::None
-                && local_path(url).is_ok()
-        }
+        FileReaderFormat::Csv(settings) => csv_path_with_places(settings, url).is_some(),
     }
+}
+
+/// The local path of CSV file `url` when its rows can have places (stored as plain text on
+/// this machine, so byte offsets are offsets into the file), else `None`.
+fn csv_path_with_places(settings: &CsvReaderSettings, url: &str) -> Option<PathBuf> {
+    if settings.compression.of_url(url) != plexus_core::plan::Compression::None {
+        return None;
+    }
+    local_path(url).ok()
 }
 
 /// Replaces `{batch_idx}` and `{run_id}` (also spelled `{batch_idx|string}` and
