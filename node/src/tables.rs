@@ -273,10 +273,7 @@ pub fn rows(
         })?;
     let types: Vec<Type> = info.schema.fields.iter().map(|f| f.ty).collect();
     let table = TableRef::new(info.name.clone(), info.run_id);
-    // The seed of the batch's rowids: a row is the batch's when undoing its rowid under that
-    // seed gives one of the batch's sequence numbers, or, for a file whose rows have rowids by
-    // their place, when the rowid names the URL and no hashed URL's seed claims it.
-    let seed = match batch {
+    let filter = match batch {
         None => None,
         Some(b) => {
             let batches = u32::try_from(info.batch_rows.len()).unwrap_or(u32::MAX);
@@ -288,7 +285,7 @@ pub fn rows(
                     batches,
                 });
             }
-            Some(plexus_core::task::rowid_seed(&info.created_by, b))
+            Some(BatchFilter::new(&info, b))
         }
     };
     let mut out = Vec::new();
@@ -299,9 +296,7 @@ pub fn rows(
             if limit.is_some_and(|l| out.len() >= l) {
                 return Ok(TableRows { info, rows: out });
             }
-            if let (Some(s), Some(b)) = (seed, batch)
-                && !in_batch(&info, b, s, rowid)
-            {
+            if filter.as_ref().is_some_and(|f| !f.holds(rowid)) {
                 continue;
             }
             let values =
@@ -320,19 +315,49 @@ pub fn rows(
     Ok(TableRows { info, rows: out })
 }
 
-/// Whether the row `rowid` of `info` was written by batch `b`, whose rowid seed is `seed` (see
-/// [`rows`]).
-fn in_batch(info: &TableInfo, b: u32, seed: u64, rowid: i64) -> bool {
-    let hashed_by = |s: u64| plexus_core::task::rowid_seq(s, rowid) < SEQ_BOUND;
-    if hashed_by(seed) {
-        return true;
+/// Which rows batch `b` of a table's creating node wrote. A row is the batch's when undoing
+/// its rowid under the batch's seed gives one of the batch's sequence numbers, or, for a file
+/// whose rows have rowids by their place, when the rowid names the batch's URL and no hashed
+/// URL's seed claims it. The seeds are hashed once here, not once per row.
+struct BatchFilter {
+    /// The batch's rowid seed.
+    seed: u64,
+    /// The batch's URL when its rows have rowids by their place.
+    placed_url: Option<u32>,
+    /// The seeds of the other URLs whose rows keep hashed rowids.
+    hashed_others: Vec<u64>,
+}
+
+impl BatchFilter {
+    /// The filter of batch `b` of `info`.
+    fn new(info: &TableInfo, b: u32) -> Self {
+        let seed_of = |u: u32| plexus_core::task::rowid_seed(&info.created_by, u);
+        let placed = info.urls_placed.get(b as usize).copied().unwrap_or(false);
+        Self {
+            seed: seed_of(b),
+            placed_url: placed.then_some(b),
+            hashed_others: if placed {
+                info.urls_placed
+                    .iter()
+                    .zip(0u32..)
+                    .filter(|&(&p, u)| !p && u != b)
+                    .map(|(_, u)| seed_of(u))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
     }
-    let placed = info.urls_placed.get(b as usize).copied().unwrap_or(false);
-    placed
-        && plexus_core::task::file_rowid_url(rowid) == b
-        && !info.urls_placed.iter().zip(0u32..).any(|(&p, u)| {
-            !p && u != b && hashed_by(plexus_core::task::rowid_seed(&info.created_by, u))
-        })
+
+    /// Whether the row `rowid` is the batch's.
+    fn holds(&self, rowid: i64) -> bool {
+        let hashed_by = |s: u64| plexus_core::task::rowid_seq(s, rowid) < SEQ_BOUND;
+        if hashed_by(self.seed) {
+            return true;
+        }
+        self.placed_url == Some(plexus_core::task::file_rowid_url(rowid))
+            && !self.hashed_others.iter().any(|&s| hashed_by(s))
+    }
 }
 
 /// The positions of a table's fields in the order they are shown: the order the script lists
