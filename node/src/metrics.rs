@@ -786,6 +786,9 @@ impl Store for MeteredStore {
     fn next_run_id(&self, keyspace: &str) -> Result<u32, StoreError> {
         self.timed("write", || self.inner.next_run_id(keyspace))
     }
+    fn table_complete(&self, keyspace: &str, spec: &TableSpec) {
+        self.inner.table_complete(keyspace, spec);
+    }
     fn sync(&self) -> Result<(), StoreError> {
         self.timed("write", || self.inner.sync())
     }

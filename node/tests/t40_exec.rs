@@ -456,6 +456,58 @@ fn table_table_with_having_and_datetime_round_trip() -> Result<()> {
     Ok(())
 }
 
+/// A node writing a unique index lets the store drop the index's in-memory claims once its
+/// last batch is done in this process, not before, and they come back from disk unchanged:
+/// the index still counts every key, and a re-run of a batch still finds its own keys.
+#[test]
+fn a_unique_index_leaves_memory_when_its_node_is_complete() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan(orders_fields());
+    add(
+        &mut plan,
+        node(
+            "uq",
+            NodeType::TableTable,
+            table_reader("items", 3),
+            Writer::Table(table_writer(
+                "uq",
+                &[
+                    ("item_id", Type::Int, "r.item_id", None),
+                    ("product", Type::String, "r.product", None),
+                ],
+                None,
+                &[("idx_uq_item", "unique(item_id)")],
+            )),
+        ),
+    );
+    seed_sources(env.store.as_ref(), &plan, 1)?;
+    let spec = table_spec(&plan, "uq", 1).context("spec")?;
+    env.store.create_table(KS, &spec)?;
+    let compiled = prepare_node(&plan, "uq")?;
+    let index = &spec.indexes[0].table;
+    // The seeded rowids (1..=4) all lie in batch 1 of 3; the other two batches are empty.
+    for (batch, held_after) in [(1, true), (0, true), (2, false)] {
+        let stats = execute(&env.ctx, &plan, &compiled, &task("uq", 1, batch, 3))?;
+        assert_eq!(stats.rows_out, if batch == 1 { 4 } else { 0 });
+        assert_eq!(
+            env.store.claims_in_memory(KS, index),
+            held_after,
+            "claims in memory after batch {batch}"
+        );
+    }
+    assert_eq!(env.store.count_rows(KS, index)?, 4);
+    let again = execute(&env.ctx, &plan, &compiled, &task("uq", 1, 1, 3))?;
+    assert_eq!(
+        again.rows_out, 4,
+        "a re-run holds its own keys after the reload"
+    );
+    assert_eq!(
+        rows(&env, &plan, "uq", 1)?,
+        sorted(&["10|p1", "11|p2", "12|p1", "13|px"])
+    );
+    Ok(())
+}
+
 #[test]
 fn distinct_keeps_first_row_per_key() -> Result<()> {
     let env = env()?;

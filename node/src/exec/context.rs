@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::budget::{MIN_BUDGET, default_memory_budget};
 use super::cache::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache};
+use super::write::CompletedBatches;
 use crate::pycalc::PyPool;
 use crate::store::Store;
 
@@ -35,6 +36,8 @@ pub struct ExecContext {
     pub hash_join_max_bytes: usize,
     /// Hash-join right sides built so far, shared by every clone of the context.
     pub lookup_cache: Arc<LookupCache>,
+    /// The batches finished so far of nodes writing a unique index, shared by every clone.
+    pub completed: Arc<CompletedBatches>,
     /// The memory budget this context was derived from (bytes; see [`default_memory_budget`]).
     pub memory_budget: usize,
     /// Right tables over the hash-join limits are spilled to hash partitions and joined
@@ -97,6 +100,7 @@ impl ExecContext {
             hash_join_max_rows: DEFAULT_HASH_JOIN_MAX_ROWS,
             hash_join_max_bytes: 0,
             lookup_cache: Arc::new(LookupCache::default()),
+            completed: Arc::new(CompletedBatches::default()),
             memory_budget: 0,
             grace_join: true,
             grace_window_bytes: 0,

@@ -53,7 +53,7 @@ pub use context::{DEFAULT_POINT_READ_DIVISOR, DEFAULT_WRITE_BATCH_ROWS, ExecCont
 pub use error::{BatchErrorKind, ExecError, Inconsistency, RowLoc};
 pub use prepare::{PreparedNode, prepare_node};
 pub use right::SPILL_PARTITIONS;
-pub use write::table_spec;
+pub use write::{CompletedBatches, table_spec};
 
 /// Executes `task` (a batch of `compiled`, which must have been built from `plan` for
 /// `task.node`): reads, transforms and writes its rows. The tables it writes must exist
@@ -98,6 +98,9 @@ pub fn execute_cancellable(
         cancel,
     };
     let result = compiled.processor.run(&b, &mut stats);
+    if result.is_ok() {
+        ctx.completed.finished(ctx.store.as_ref(), plan, task);
+    }
     stats.total = start.elapsed();
     result.map(|()| stats).map_err(fail)
 }

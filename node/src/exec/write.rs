@@ -2,12 +2,14 @@
 //! check their types, apply `having`, build the index keys, and hand the rows to the store in
 //! large batches with deterministic rowids.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::key::build_key_into;
 use plexus_core::row::encode_row;
-use plexus_core::task::rowid;
+use plexus_core::task::{BatchTask, rowid};
 use plexus_core::value::{Type, Value};
 
 use plexus_core::plan::{Field, Plan, Writer};
@@ -16,7 +18,9 @@ use super::batch::{BatchRun, BatchStats};
 use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use crate::store::{IndexSpec, RowWrite, Rowid, Store, StoreError, TableRef, TableSpec, WriteMode};
+use crate::store::{
+    IndexKind, IndexSpec, RowWrite, Rowid, Store, StoreError, TableRef, TableSpec, WriteMode,
+};
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
 pub(crate) const MAX_ERROR_MESSAGES: usize = 5;
@@ -381,4 +385,50 @@ pub(crate) fn write_table(
     stats.duplicates_skipped = w.duplicates_skipped;
     stats.write += w.write_time;
     r.and(finished)
+}
+
+/// The batches this process finished of each node that writes a table with a unique index,
+/// so that the store hears when such a table is complete ([`Store::table_complete`]) and can
+/// drop its unique-key claims. Counting short (batches run by another process, a node that
+/// failed) only keeps them in memory; counting early cannot happen, and would only cost a
+/// reload.
+#[derive(Debug, Default)]
+pub struct CompletedBatches {
+    /// The batches done so far of each node in a run.
+    done: Mutex<HashMap<NodeInRun, HashSet<u32>>>,
+}
+
+/// (keyspace, its incarnation, run, node).
+type NodeInRun = (String, u64, u32, String);
+
+impl CompletedBatches {
+    /// Records `task` done; when that completes its node, tells `store` that the node's table
+    /// is complete.
+    pub(crate) fn finished(&self, store: &dyn Store, plan: &Plan, task: &BatchTask) {
+        let Some(spec) = table_spec(plan, &task.node, task.run_id) else {
+            return;
+        };
+        if !spec.indexes.iter().any(|i| i.kind == IndexKind::Unique) {
+            return;
+        }
+        let key = (
+            task.keyspace.clone(),
+            task.keyspace_incarnation,
+            task.run_id,
+            task.node.clone(),
+        );
+        let complete = {
+            let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            let batches = done.entry(key.clone()).or_default();
+            batches.insert(task.batch_idx);
+            let complete = batches.len() >= task.batches_total as usize;
+            if complete {
+                done.remove(&key);
+            }
+            complete
+        };
+        if complete {
+            store.table_complete(&task.keyspace, &spec);
+        }
+    }
 }

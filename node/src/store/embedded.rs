@@ -170,6 +170,15 @@ impl std::fmt::Debug for EmbeddedStore {
 }
 
 impl EmbeddedStore {
+    /// Whether the unique index `index` holds its claims in memory now (loaded by a write or
+    /// a lookup, dropped by [`Store::table_complete`]); for tests and diagnostics.
+    pub fn claims_in_memory(&self, keyspace: &str, index: &TableRef) -> bool {
+        self.files(keyspace, Kind::Unique, index).is_ok_and(|data| {
+            let state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.claims.is_some()
+        })
+    }
+
     /// Opens (or creates) the store in `dir`; one process at a time may open a directory. A
     /// directory of another format version (or of the unversioned layout before version 1)
     /// is refused with [`StoreError::UnsupportedFormat`].
@@ -528,6 +537,19 @@ impl Store for EmbeddedStore {
         let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
         let claims = claims_of(&mut state).map_err(segment_err(keyspace, table, "count_rows"))?;
         Ok(claims.len() as u64)
+    }
+
+    fn table_complete(&self, keyspace: &str, spec: &TableSpec) {
+        // The claims are the merge of the index's runs, rebuilt by `claims_of` on next use;
+        // dropped under the index's lock, so no writer sees them half gone. In the 10 M-row
+        // lookup benchmark the orders' unique index held about 1 GB of them through every
+        // later node, which never wrote to it again.
+        for index in spec.indexes.iter().filter(|i| i.kind == IndexKind::Unique) {
+            if let Ok(data) = self.files(keyspace, Kind::Unique, &index.table) {
+                let mut state = data.state.lock().unwrap_or_else(PoisonError::into_inner);
+                state.claims = None;
+            }
+        }
     }
 
     fn write_rows(

@@ -351,3 +351,67 @@ fn stale(
     let differ = after.iter().zip(expected).filter(|(g, n)| g != n).count();
     differ + after.len().abs_diff(expected.len())
 }
+
+/// A complete table's unique-key claims leave memory, and come back from the runs unchanged
+/// when a write or a lookup needs them after all: a key written before still refuses a
+/// duplicate, and every key still finds its row.
+#[test]
+fn a_complete_tables_claims_leave_memory_and_come_back_from_its_runs() {
+    let store = temp_store();
+    let ks = "claims";
+    let s = spec(
+        "orders",
+        1,
+        &[
+            ("idx_orders_id", IndexKind::Unique),
+            ("idx_orders_cust", IndexKind::NonUnique),
+        ],
+    );
+    store.create_keyspace(ks).expect("create");
+    store.create_table(ks, &s).expect("create");
+    let mut rng = Rng::new(11);
+    let rows: Vec<RowWrite> = (0..3000u32)
+        .map(|i| {
+            let (id, cust) = (format!("id{i}"), format!("c{}", i % 5));
+            row(
+                rng.rowid(),
+                &rng.bytes(20),
+                &[id.as_bytes(), cust.as_bytes()],
+            )
+        })
+        .collect();
+    for part in rows.chunks(1000) {
+        store
+            .write_rows(ks, &s, part, WriteMode::Insert)
+            .expect("write");
+    }
+    let unique = &s.indexes[0].table;
+    assert!(store.claims_in_memory(ks, unique), "writes load the claims");
+
+    store.table_complete(ks, &s);
+    assert!(!store.claims_in_memory(ks, unique), "the hint drops them");
+    let keys: Vec<Vec<u8>> = (0..3000).map(|i| format!("id{i}").into_bytes()).collect();
+    let holders = store.lookup_unique(ks, unique, &keys).expect("lookup");
+    let want: Vec<Option<Rowid>> = rows.iter().map(|r| Some(r.rowid)).collect();
+    assert_eq!(holders, want, "a lookup reloads every claim");
+    assert_eq!(store.count_rows(ks, unique).expect("count"), 3000);
+
+    store.table_complete(ks, &s);
+    let report = store
+        .write_rows(
+            ks,
+            &s,
+            &[row(7, b"x", &[b"id2999", b"c0"])],
+            WriteMode::Insert,
+        )
+        .expect("write");
+    assert_eq!(
+        report.duplicates.len(),
+        1,
+        "a write after the hint still sees old keys"
+    );
+    assert_eq!(report.duplicates[0].existing_rowid, rows[2999].rowid);
+    // A table that does not exist, or has no unique index, is a no-op.
+    store.table_complete(ks, &spec("absent", 1, &[("u_absent", IndexKind::Unique)]));
+    store.table_complete("no_such_keyspace", &s);
+}

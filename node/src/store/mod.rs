@@ -665,6 +665,12 @@ pub trait Store: Send + Sync {
     /// Atomically allocates the next run id of the keyspace: 1, 2, 3, …
     fn next_run_id(&self, keyspace: &str) -> Result<u32, StoreError>;
 
+    /// A hint that every batch writing `spec` is done in this process, so no more rows come
+    /// for it in its run: the store may drop what it keeps in memory only to check later
+    /// writes (the embedded store's unique-key claims, reloaded from disk should a write or
+    /// a lookup come after all). Nothing to do by default.
+    fn table_complete(&self, _keyspace: &str, _spec: &TableSpec) {}
+
     /// Makes every completed write durable on disk (the embedded store otherwise only hands
     /// writes to the OS); a no-op where writes are durable on return.
     fn sync(&self) -> Result<(), StoreError>;
