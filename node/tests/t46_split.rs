@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use plexus_core::plan::{
-    JoinType, Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField, Reader, RerunPolicy,
-    StartPolicy, TableReader, TableSchema, TableWriter, TagAndDenormalize, Writer, WriterField,
+    FileColumn, FileWriter, FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode,
+    Processor, PyCalc, PyField, Reader, RerunPolicy, StartPolicy, TableReader, TableSchema,
+    TableWriter, TagAndDenormalize, Writer, WriterField,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::{BatchTask, SLICES, Slices};
@@ -430,6 +431,9 @@ fn run_node(ctx: &ExecContext, plan: &Plan, name: &str, run: u32, mode: Mode) ->
     Ok(())
 }
 
+/// An index entry: (index, key, rowids).
+type IndexEntry = (String, Vec<u8>, Vec<i64>);
+
 /// Every index entry of `table` in run `run`: per index, each key of a row of `of` (the whole
 /// run's rows, decoded) with the rowids the index gives for it.
 fn index_entries(
@@ -438,7 +442,7 @@ fn index_entries(
     table: &str,
     run: u32,
     of: &[(i64, Vec<u8>)],
-) -> Result<Vec<(String, Vec<u8>, Vec<i64>)>> {
+) -> Result<Vec<IndexEntry>> {
     let schema = &plan.tables[table];
     let types: Vec<Type> = schema.fields.iter().map(|f| f.ty).collect();
     let mut keys: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); schema.indexes.len()];
@@ -633,7 +637,29 @@ fn node_types_that_do_not_run_in_parts_refuse_a_part() -> Result<()> {
     seed_sources(store.as_ref(), &plan, 3, 50)?;
     let ctx = ExecContext::new(store.clone());
     let part = Slices { first: 0, end: 1 };
-    for name in ["distinct"] {
+    let out = tempfile::tempdir()?;
+    let mut plan = plan;
+    plan.nodes.push(node(
+        "to_file",
+        NodeType::TableFile,
+        Writer::File(FileWriter {
+            url_template: out.path().join("out_{batch_idx}.csv").display().to_string(),
+            format: FileWriterFormat::Csv {
+                separator: ",".into(),
+            },
+            columns: vec![FileColumn {
+                name: "id".into(),
+                ty: Type::Int,
+                expr: e("r.id"),
+                header: "id".into(),
+                format: "%d".into(),
+                parquet_column: String::new(),
+            }],
+            having: None,
+            top: None,
+        }),
+    ));
+    for name in ["distinct", "to_file"] {
         if let Some(spec) = table_spec(&plan, name, 2) {
             store.create_table(KS, &spec)?;
         }
@@ -646,13 +672,17 @@ fn node_types_that_do_not_run_in_parts_refuse_a_part() -> Result<()> {
             part,
             &Cancel::never(),
         )
-        .expect_err("distinct_table does not run in parts");
+        .expect_err("distinct_table and table_file do not run in parts");
         ensure!(err.to_string().contains("part"), "{err}");
-        ensure!(
-            raw(store.as_ref(), KS, name, 2)?.is_empty(),
-            "nothing written"
-        );
     }
+    ensure!(
+        raw(store.as_ref(), KS, "distinct", 2)?.is_empty(),
+        "nothing written"
+    );
+    ensure!(
+        std::fs::read_dir(out.path())?.next().is_none(),
+        "no file written"
+    );
     // A part outside the slices is refused too.
     let compiled = prepare_node(&plan, "copy")?;
     let bad = Slices {

@@ -267,7 +267,9 @@ fn run_lookup(
         r?;
     }
     drop(side);
-    // Whatever strategy this batch took, it no longer needs the shared right side.
+    // Whatever strategy this batch took, it no longer needs the shared right side. A part of
+    // a batch counts its whole batch: a later part of it builds the side again if every batch
+    // had a finished part meanwhile.
     if b.ctx.hash_join_max_rows > 0 && b.ctx.hash_join_max_bytes > 0 {
         let users: u64 = b
             .plan

@@ -17,7 +17,8 @@ use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use crate::store::{
-    IndexSpec, RowWrite, Rowid, RowidRange, Store, StoreError, TableRef, TableSpec, WriteMode,
+    IndexSpec, RowWrite, Rowid, RowidRange, Slices, Store, StoreError, TableRef, TableSpec,
+    WriteMode,
 };
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
@@ -136,6 +137,8 @@ struct Slicing {
     range: RowidRange,
     /// The slice of the current input row.
     slice: u32,
+    /// The positions of that slice.
+    bounds: Option<RowidRange>,
     /// Rows written so far per slice.
     ranks: [u64; SLICES as usize],
 }
@@ -213,6 +216,7 @@ impl<'a> RowWriter<'a> {
         self.slicing = Some(Slicing {
             range,
             slice: 0,
+            bounds: None,
             ranks: [0; SLICES as usize],
         });
     }
@@ -225,7 +229,16 @@ impl<'a> RowWriter<'a> {
     /// for its rows. A no-op for file readers.
     pub(crate) fn input(&mut self, rowid: Rowid) {
         if let Some(s) = &mut self.slicing {
-            s.slice = s.range.slice_of(self.store.range_position(rowid));
+            let pos = self.store.range_position(rowid);
+            // Reads come in range order, so the slice changes at most SLICES times a batch:
+            // the division only runs when the position leaves the current slice.
+            if !s.bounds.is_some_and(|b| b.contains(pos)) {
+                s.slice = s.range.slice_of(pos);
+                s.bounds = s.range.slices(Slices {
+                    first: s.slice,
+                    end: s.slice + 1,
+                });
+            }
         }
     }
 
