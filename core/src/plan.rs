@@ -173,6 +173,19 @@ impl NodeType {
         }
     }
 
+    /// Whether a table-reader batch of this type may run in parts (runs of slices of its
+    /// range, [`crate::task::Slices`]) and write the same rows, rowids and index entries as
+    /// whole: types whose every output row follows from one input row (and the lookup table),
+    /// written in input order. Not `distinct_table` (which row keeps a key depends on which
+    /// part writes first), `table_file` (one file per batch, and `top` orders the whole
+    /// batch), nor file readers (not table readers).
+    pub fn splits(self) -> bool {
+        matches!(
+            self,
+            Self::TableTable | Self::TableLookupTable | Self::TableCustomTfmTable
+        )
+    }
+
     /// Parses a script node type name.
     pub fn from_name(name: &str) -> Option<Self> {
         [

@@ -176,6 +176,69 @@ pub fn rowid(seed: u64, seq: u64) -> i64 {
     z as i64
 }
 
+/// Slices every table-reader batch's range is cut into, by range position (the rowid on the
+/// embedded store, its token on CQL): a part of a batch is a run of whole slices, and the rows
+/// a batch writes are numbered per slice of their input row ([`slice_seq`]), so a part writes
+/// the same rowids whatever other parts the batch was cut into.
+pub const SLICES: u32 = 64;
+
+/// Bits of a table-reader batch's sequence number that hold an output's rank among its
+/// slice's outputs; the slice sits above them. 64 slices × 2^34 keeps every sequence number
+/// below 2^40, the bound `planner table show --batch` tells a batch's rows by.
+pub const SLICE_SHIFT: u32 = 34;
+
+/// The sequence number ([`rowid`]) of the `rank`-th row a table-reader batch writes for input
+/// rows of slice `slice`; `None` past 2^34 rows in one slice or beyond the last slice.
+pub fn slice_seq(slice: u32, rank: u64) -> Option<u64> {
+    (slice < SLICES && rank < 1 << SLICE_SHIFT).then(|| (u64::from(slice) << SLICE_SHIFT) | rank)
+}
+
+/// A part of a table-reader batch: slices `first..end` of its range ([`SLICES`]). The whole
+/// batch is [`Slices::ALL`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Slices {
+    /// First slice of the part.
+    pub first: u32,
+    /// One past its last slice.
+    pub end: u32,
+}
+
+impl Slices {
+    /// The whole batch.
+    pub const ALL: Self = Self {
+        first: 0,
+        end: SLICES,
+    };
+
+    /// Whether the part is the whole batch.
+    pub fn is_all(&self) -> bool {
+        *self == Self::ALL
+    }
+
+    /// Whether the part holds slice `j`.
+    pub fn holds(&self, j: u32) -> bool {
+        (self.first..self.end).contains(&j)
+    }
+
+    /// A batch cut into `n` parts (at least 1, at most [`SLICES`]) of as equal a number of
+    /// slices as may be, in order.
+    pub fn cut(n: u32) -> Vec<Self> {
+        let n = n.clamp(1, SLICES);
+        (0..n)
+            .map(|k| Self {
+                first: k * SLICES / n,
+                end: (k + 1) * SLICES / n,
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Slices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "slices {}..{} of {SLICES}", self.first, self.end)
+    }
+}
+
 /// Bits of a file row's rowid that hold its place in the file (see [`file_rowid`]); the
 /// other 16 hold the URL's index, which the spec bounds at 32,767.
 const PLACE_BITS: u32 = 48;
@@ -243,6 +306,32 @@ mod tests {
         }
         // Under another seed the sequence number is far beyond any batch's rows.
         assert!(rowid_seq(7, rowid(8, 3)) > 1 << 40);
+    }
+
+    #[test]
+    fn slice_sequence_numbers_stay_below_the_batch_bound() {
+        assert_eq!(slice_seq(0, 0), Some(0));
+        assert_eq!(slice_seq(1, 0), Some(1 << SLICE_SHIFT));
+        let last = slice_seq(SLICES - 1, (1 << SLICE_SHIFT) - 1).expect("in bounds");
+        assert_eq!(last, (1 << 40) - 1, "every sequence number is below 2^40");
+        assert_eq!(slice_seq(SLICES, 0), None);
+        assert_eq!(slice_seq(0, 1 << SLICE_SHIFT), None);
+    }
+
+    #[test]
+    fn a_batch_cut_into_parts_covers_every_slice_once_in_order() {
+        for n in [1, 2, 3, 7, 64, 65, 1000] {
+            let parts = Slices::cut(n);
+            assert_eq!(parts.len() as u32, n.clamp(1, SLICES));
+            assert_eq!(parts.first().map(|p| p.first), Some(0));
+            assert_eq!(parts.last().map(|p| p.end), Some(SLICES));
+            for w in parts.windows(2) {
+                assert_eq!(w[0].end, w[1].first);
+            }
+            assert!(parts.iter().all(|p| p.first < p.end));
+        }
+        assert_eq!(Slices::cut(1), vec![Slices::ALL]);
+        assert!(Slices::ALL.is_all() && Slices::ALL.holds(SLICES - 1));
     }
 
     #[test]

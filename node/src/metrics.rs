@@ -25,8 +25,8 @@ use prometheus_client::registry::Registry;
 use crate::console::guard::{HttpGuard, is_state_change};
 use crate::console::{Console, HttpRequest, HttpResponse};
 use crate::store::{
-    MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec, WriteMode,
-    WriteReport,
+    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef, TableSpec,
+    WriteMode, WriteReport,
 };
 
 /// Labels of the per-node-type batch metrics.
@@ -747,24 +747,17 @@ impl Store for MeteredStore {
             self.inner.lookup_non_unique(keyspace, index, keys)
         })
     }
-    fn scan_batch(
+    fn scan_range(
         &self,
         keyspace: &str,
         table: &TableRef,
-        batch_idx: u32,
-        batches_total: u32,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError> {
         self.timed("read", || {
-            self.inner.scan_batch(
-                keyspace,
-                table,
-                batch_idx,
-                batches_total,
-                page_size,
-                resume_after,
-            )
+            self.inner
+                .scan_range(keyspace, table, range, page_size, resume_after)
         })
     }
     fn range_position(&self, rowid: Rowid) -> i64 {

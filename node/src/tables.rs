@@ -249,8 +249,10 @@ pub struct RowFilter {
     pub limit: Option<usize>,
 }
 
-/// A rowid's sequence number below this is the batch's own (no batch writes 2^40 rows; under
-/// another batch's seed a rowid maps to a uniformly spread 64-bit number).
+/// A rowid's sequence number below this is the batch's own (no file reader's batch writes 2^40
+/// rows, and a table reader's sequence numbers, slice << 34 | rank, stay below it:
+/// `task::slice_seq`; under another batch's seed a rowid maps to a uniformly spread 64-bit
+/// number, below this once in 2^24).
 const SEQ_BOUND: u64 = 1 << 40;
 
 /// Table `name` with the rows `filter` selects.

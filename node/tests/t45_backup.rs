@@ -26,8 +26,8 @@ use plexus_node::metrics::{Metrics, NodeTypeLabels};
 use plexus_node::seal::TaskSealer;
 use plexus_node::start_run::{RunStart, start_run};
 use plexus_node::store::{
-    EmbeddedStore, MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec,
-    WriteMode, WriteReport,
+    EmbeddedStore, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef,
+    TableSpec, WriteMode, WriteReport,
 };
 use plexus_node::worker::{Executor, ExecutorSettings, NoSink, Scope};
 use plexus_raft::{NodeBatchStatus, RunOutcome};
@@ -128,29 +128,28 @@ impl Store for SlowStore {
     ) -> Result<Vec<Vec<Rowid>>, StoreError> {
         self.inner.lookup_non_unique(keyspace, index, keys)
     }
-    fn scan_batch(
+    fn scan_range(
         &self,
         keyspace: &str,
         table: &TableRef,
-        batch_idx: u32,
-        batches_total: u32,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError> {
         let only = self.only_batch.load(Ordering::SeqCst);
         let delay = self.delay_ms.load(Ordering::SeqCst);
-        if table.name == "orders" && delay > 0 && (only < 0 || only == i64::from(batch_idx)) {
+        let in_batch = |b: i64| {
+            u32::try_from(b)
+                .ok()
+                .and_then(|b| RowidRange::for_batch(b, BATCHES).ok())
+                .is_some_and(|whole| whole.contains(range.first))
+        };
+        if table.name == "orders" && delay > 0 && (only < 0 || in_batch(only)) {
             self.slow_pages.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(delay));
         }
-        self.inner.scan_batch(
-            keyspace,
-            table,
-            batch_idx,
-            batches_total,
-            page_size,
-            resume_after,
-        )
+        self.inner
+            .scan_range(keyspace, table, range, page_size, resume_after)
     }
     fn range_position(&self, rowid: Rowid) -> i64 {
         self.inner.range_position(rowid)

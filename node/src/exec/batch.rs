@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use plexus_core::plan::Plan;
-use plexus_core::task::BatchTask;
+use plexus_core::task::{BatchTask, Slices};
 
 use super::cancel::Cancel;
 use super::context::ExecContext;
 use super::error::BatchErrorKind;
-use crate::store::TableRef;
+use crate::store::{RowidRange, TableRef};
 
 /// What a successful batch did, for `BatchDone` and tracing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +47,9 @@ pub(crate) struct BatchRun<'a> {
     /// The plan the batch's node was prepared from.
     pub(crate) plan: &'a Plan,
     pub(crate) task: &'a BatchTask,
+    /// The part of a table-reader batch being run: the slices of its range it reads
+    /// ([`Slices::ALL`] for a whole batch, and for file readers).
+    pub(crate) part: Slices,
     /// Checked once per page or chunk: the batch stops when another copy of it won.
     pub(crate) cancel: &'a Cancel,
 }
@@ -58,6 +61,14 @@ impl BatchRun<'_> {
             return Err(BatchErrorKind::Cancelled);
         }
         Ok(())
+    }
+
+    /// The range of reader-table positions this run of the batch reads: its part of the
+    /// batch's range, `None` when the part holds no position.
+    pub(crate) fn scan_range(&self) -> Result<Option<RowidRange>, BatchErrorKind> {
+        let whole = RowidRange::for_batch(self.task.batch_idx, self.task.batches_total)
+            .map_err(BatchErrorKind::store("scan_batch"))?;
+        Ok(whole.slices(self.part))
     }
 
     /// The reader table of the batch, in the run chosen by the dependency check.

@@ -44,7 +44,7 @@ impl Processor for TableFile {
         let (start, read_before) = (Instant::now(), stats.read);
         let top = match &out.writer.top {
             None => {
-                let mut scan = Scan::new(b, &input.table, input.page_size);
+                let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |stats, _, r, loc| {
                     if compute_row(out, r, &mut row, loc)? {
@@ -58,7 +58,7 @@ impl Processor for TableFile {
             Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, input, out, t, stats)?),
             Some(t) => {
                 let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
-                let mut scan = Scan::new(b, &input.table, input.page_size);
+                let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |_, _, r, loc| {
                     if compute_row(out, r, &mut row, loc)? {
@@ -161,7 +161,7 @@ fn parallel_top(
 ) -> Result<TopBuffer, BatchErrorKind> {
     let threads = b.ctx.top_threads.max(1);
     let top_bytes = b.ctx.top_bytes_now();
-    let mut scan = Scan::new(b, &input.table, input.page_size);
+    let mut scan = Scan::new(b, &input.table, input.page_size)?;
     let table_name = scan.table_name.clone();
     let parts = std::thread::scope(|s| -> Result<Vec<_>, BatchErrorKind> {
         let mut senders = Vec::with_capacity(threads);

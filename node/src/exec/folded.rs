@@ -881,6 +881,7 @@ pub(crate) fn emit_folded(
     }
     for (i, (rowid, _)) in window.iter().enumerate() {
         let loc = || scan.loc(rowid);
+        w.input(rowid);
         let (Some(left), Some(key)) = (left_rows.get(i), keys.get(i)) else {
             return Err(Inconsistency::Broken("folded lookup window past its rows").into());
         };

@@ -23,7 +23,7 @@ use super::hashjoin::{right_side, side_part};
 use super::processor::Processor;
 use super::right::{KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
 use super::scan::{Page, Scan, decode_projected};
-use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table};
+use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table_reader};
 use crate::store::{Rowid, TableRef};
 
 /// table_lookup_table: a table reader, a lookup and a table writer.
@@ -36,7 +36,7 @@ pub(crate) struct Lookup {
 
 impl Processor for Lookup {
     fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
-        write_table(b, &self.out, b.task.batch_idx, stats, |w, stats| {
+        write_table_reader(b, &self.out, stats, |w, stats| {
             run_lookup(b, &self.input, &self.stage, &self.out, w, stats)
         })
     }
@@ -159,7 +159,7 @@ fn run_lookup(
     w: &mut RowWriter<'_>,
     stats: &mut BatchStats,
 ) -> Result<(), BatchErrorKind> {
-    let mut scan = Scan::new(b, &input.table, input.page_size);
+    let mut scan = Scan::new(b, &input.table, input.page_size)?;
     let right_table = b.lookup_table(&l.table);
     let right_name = right_table.storage_name();
     let index_table = b.lookup_table(&l.index_name);
@@ -267,7 +267,9 @@ fn run_lookup(
         r?;
     }
     drop(side);
-    // Whatever strategy this batch took, it no longer needs the shared right side.
+    // Whatever strategy this batch took, it no longer needs the shared right side. A part of
+    // a batch counts its whole batch: a later part of it builds the side again if every batch
+    // had a finished part meanwhile.
     if b.ctx.hash_join_max_rows > 0 && b.ctx.hash_join_max_bytes > 0 {
         let users: u64 = b
             .plan
@@ -579,6 +581,7 @@ fn emit(
 ) -> Result<(), BatchErrorKind> {
     for (i, (rowid, _)) in page.iter().enumerate() {
         let loc = || scan.loc(rowid);
+        w.input(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
         let left = &bf.left[i];

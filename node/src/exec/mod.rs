@@ -40,7 +40,7 @@ mod write;
 use std::time::Instant;
 
 use plexus_core::plan::Plan;
-use plexus_core::task::BatchTask;
+use plexus_core::task::{BatchTask, Slices};
 
 pub use batch::BatchStats;
 pub use budget::{
@@ -78,6 +78,24 @@ pub fn execute_cancellable(
     task: &BatchTask,
     cancel: &Cancel,
 ) -> Result<BatchStats, ExecError> {
+    execute_part(ctx, plan, compiled, task, Slices::ALL, cancel)
+}
+
+/// [`execute_cancellable`] of one part of a table-reader batch: the input rows whose range
+/// position lies in slices `part` of the batch's range (issue #26 item 3). The part writes
+/// exactly the rows, rowids and index entries the whole batch writes for those input rows, so
+/// a batch run as any set of parts covering its slices once writes what it writes whole, and
+/// running a part again rewrites only its own rows. Only the node types
+/// [`NodeType::splits`](plexus_core::plan::NodeType::splits) allows run in parts; another
+/// type, or an empty or out-of-bounds part, fails the batch.
+pub fn execute_part(
+    ctx: &ExecContext,
+    plan: &Plan,
+    compiled: &PreparedNode,
+    task: &BatchTask,
+    part: Slices,
+    cancel: &Cancel,
+) -> Result<BatchStats, ExecError> {
     let start = Instant::now();
     let fail = |kind| ExecError::Batch {
         node: task.node.clone(),
@@ -90,15 +108,31 @@ pub fn execute_cancellable(
             prepared: compiled.name.clone(),
         })));
     }
+    if !part.is_all() {
+        let splits = plan.node(&task.node).is_some_and(|n| n.node_type.splits());
+        if !splits {
+            return Err(fail(BatchErrorKind::Internal(Inconsistency::Broken(
+                "a part of a batch of a node type that does not run in parts",
+            ))));
+        }
+        if part.first >= part.end || part.end > plexus_core::task::SLICES {
+            return Err(fail(BatchErrorKind::Internal(Inconsistency::Broken(
+                "a part of a batch outside its slices",
+            ))));
+        }
+    }
     let mut stats = BatchStats::default();
     let b = batch::BatchRun {
         ctx,
         plan,
         task,
+        part,
         cancel,
     };
     let result = compiled.processor.run(&b, &mut stats);
-    if result.is_ok() {
+    // Only a whole batch counts: a part finishing says nothing of its batch's other parts
+    // (counting short keeps the claims in memory, which is always safe).
+    if result.is_ok() && part.is_all() {
         ctx.completed.finished(ctx.store.as_ref(), plan, task);
     }
     stats.total = start.elapsed();

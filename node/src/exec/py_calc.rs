@@ -14,7 +14,7 @@ use super::compiled::{TableInput, TableOut};
 use super::error::{BatchErrorKind, ExecError, RowLoc};
 use super::processor::Processor;
 use super::scan::{Page, Scan};
-use super::write::{MAX_ERROR_MESSAGES, RowWriter, write_table};
+use super::write::{MAX_ERROR_MESSAGES, RowWriter, write_table_reader};
 use crate::pycalc::{CalcField, PyProgram, ReaderField};
 
 /// A compiled py_calc processor (spec §7.7).
@@ -35,7 +35,7 @@ pub(crate) struct PyStage {
 
 impl Processor for PyCalc {
     fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
-        write_table(b, &self.out, b.task.batch_idx, stats, |w, stats| {
+        write_table_reader(b, &self.out, stats, |w, stats| {
             run_py(b, &self.input, &self.stage, &self.out, w, stats)
         })
     }
@@ -69,7 +69,7 @@ fn run_py(
     stats: &mut BatchStats,
 ) -> Result<(), BatchErrorKind> {
     let pool = b.ctx.py.as_ref().ok_or(BatchErrorKind::NoPythonPool)?;
-    let mut scan = Scan::new(b, &input.table, input.page_size);
+    let mut scan = Scan::new(b, &input.table, input.page_size)?;
     let read =
         |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
             let Some(page) = scan.next_page(stats)? else {
@@ -143,6 +143,7 @@ fn write_py_page(
         let loc = || scan.loc(rowid);
         match outcome {
             Ok(values) => {
+                w.input(rowid);
                 let vars = Vars::new().with(Alias::R, &p.rs[i]).with(Alias::P, values);
                 out.compute(&vars, Rounding::To2, row, &loc)?;
                 w.push(row, &loc)?;

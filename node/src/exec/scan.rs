@@ -9,7 +9,7 @@ use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use crate::store::{Rowid, ScanPage, TableRef};
+use crate::store::{Rowid, RowidRange, ScanPage, TableRef};
 
 /// One page of stored rows: (rowid, encoded row) in one buffer.
 pub(crate) type Page = ScanPage;
@@ -21,22 +21,30 @@ pub(crate) struct Scan<'a> {
     /// `table`'s storage name, for error locations.
     pub(crate) table_name: String,
     page: usize,
+    /// The positions scanned (the batch's range, or its part's); `None`: none.
+    range: Option<RowidRange>,
     resume: Option<Rowid>,
     done: bool,
 }
 
 impl<'a> Scan<'a> {
     /// A scan of this batch's part of `table` (in the reader run), `page` rows per store call.
-    pub(crate) fn new(b: &'a BatchRun<'a>, table: &str, page: usize) -> Self {
+    pub(crate) fn new(
+        b: &'a BatchRun<'a>,
+        table: &str,
+        page: usize,
+    ) -> Result<Self, BatchErrorKind> {
         let table = b.reader_table(table);
-        Self {
+        let range = b.scan_range()?;
+        Ok(Self {
             b,
             table_name: table.storage_name(),
             table,
             page: page.max(1),
+            done: range.is_none(),
+            range,
             resume: None,
-            done: false,
-        }
+        })
     }
 
     /// The next page, `None` when the batch is exhausted; `Err(Cancelled)` once the batch
@@ -46,20 +54,19 @@ impl<'a> Scan<'a> {
         &mut self,
         stats: &mut BatchStats,
     ) -> Result<Option<Page>, BatchErrorKind> {
-        if self.done {
+        let (false, Some(range)) = (self.done, self.range) else {
             return Ok(None);
-        }
+        };
         self.b.check_cancel()?;
         let start = Instant::now();
         let page = self
             .b
             .ctx
             .store
-            .scan_batch(
+            .scan_range(
                 &self.b.task.keyspace,
                 &self.table,
-                self.b.task.batch_idx,
-                self.b.task.batches_total,
+                range,
                 self.page,
                 self.resume,
             )

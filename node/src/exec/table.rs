@@ -13,7 +13,7 @@ use super::compiled::{TableInput, TableOut};
 use super::error::BatchErrorKind;
 use super::processor::Processor;
 use super::scan::Scan;
-use super::write::write_table;
+use super::write::write_table_reader;
 
 /// table_table and distinct_table.
 #[derive(Debug)]
@@ -25,10 +25,11 @@ pub(crate) struct TableTable {
 impl Processor for TableTable {
     fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
         let (input, out) = (&self.input, &self.out);
-        write_table(b, out, b.task.batch_idx, stats, |w, stats| {
-            let mut scan = Scan::new(b, &input.table, input.page_size);
+        write_table_reader(b, out, stats, |w, stats| {
+            let mut scan = Scan::new(b, &input.table, input.page_size)?;
             let mut row = Vec::with_capacity(out.fields.len());
-            scan.for_each_row(&input.types, stats, |_, _, r, loc| {
+            scan.for_each_row(&input.types, stats, |_, rowid, r, loc| {
+                w.input(rowid);
                 out.compute(&Vars::new().with(Alias::R, r), Rounding::To2, &mut row, loc)?;
                 w.push(&row, loc)
             })

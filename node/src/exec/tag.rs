@@ -9,7 +9,7 @@ use super::compiled::{TableInput, TableOut};
 use super::error::BatchErrorKind;
 use super::processor::Processor;
 use super::scan::Scan;
-use super::write::{field_err, write_table};
+use super::write::{field_err, write_table_reader};
 
 /// A compiled tag_and_denormalize processor (spec §7.8).
 #[derive(Debug)]
@@ -25,11 +25,12 @@ impl Processor for Tag {
     /// evaluation error fails the batch (they are not type-checked at load).
     fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
         let (input, out) = (&self.input, &self.out);
-        write_table(b, out, b.task.batch_idx, stats, |w, stats| {
-            let mut scan = Scan::new(b, &input.table, input.page_size);
+        write_table_reader(b, out, stats, |w, stats| {
+            let mut scan = Scan::new(b, &input.table, input.page_size)?;
             let mut p: [Value; 1] = [Value::Bool(false)];
             let mut row = Vec::with_capacity(out.fields.len());
-            scan.for_each_row(&input.types, stats, |_, _, r, loc| {
+            scan.for_each_row(&input.types, stats, |_, rowid, r, loc| {
+                w.input(rowid);
                 // Capillaries' tag order is unspecified (map iteration); tag-name order makes
                 // rowids, and so re-runs, deterministic.
                 for (tag, criterion) in &self.criteria {

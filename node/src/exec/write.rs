@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::key::build_key_into;
 use plexus_core::row::encode_row;
-use plexus_core::task::{BatchTask, rowid};
+use plexus_core::task::{BatchTask, SLICES, rowid, slice_seq};
 use plexus_core::value::{Type, Value};
 
 use plexus_core::plan::{Field, Plan, Writer};
@@ -19,7 +19,8 @@ use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use crate::store::{
-    IndexKind, IndexSpec, RowWrite, Rowid, Store, StoreError, TableRef, TableSpec, WriteMode,
+    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, Slices, Store, StoreError, TableRef,
+    TableSpec, WriteMode,
 };
 
 /// Duplicate messages kept in a batch error, as Capillaries keeps at most five.
@@ -132,6 +133,18 @@ pub(crate) fn eval_field(
     Ok(v)
 }
 
+/// A table reader's numbering of its outputs per slice of their input rows.
+struct Slicing {
+    /// The whole batch's range (a part's slices are the batch's slices).
+    range: RowidRange,
+    /// The slice of the current input row.
+    slice: u32,
+    /// The positions of that slice.
+    bounds: Option<RowidRange>,
+    /// Rows written so far per slice.
+    ranks: [u64; SLICES as usize],
+}
+
 /// The per-batch writer of one table: buffers encoded rows with their keys and writes them
 /// with one [`Store::write_rows`] call per `flush_rows` rows, reusing every buffer.
 pub(crate) struct RowWriter<'a> {
@@ -150,6 +163,9 @@ pub(crate) struct RowWriter<'a> {
     /// The next row's rowid when its reader gave it one ([`RowWriter::set_rowid`]), instead of
     /// the one from `seed` and `seq`.
     given: Option<Rowid>,
+    /// A table reader's writer numbers rows per slice of their input rows instead of by
+    /// `seq` ([`RowWriter::input`]).
+    slicing: Option<Slicing>,
     pending: Vec<RowWrite>,
     used: usize,
     flush_rows: usize,
@@ -183,6 +199,7 @@ impl<'a> RowWriter<'a> {
             batch_idx,
             seq: 0,
             given: None,
+            slicing: None,
             pending: Vec::new(),
             used: 0,
             flush_rows: b.ctx.write_batch_rows.max(1),
@@ -193,6 +210,58 @@ impl<'a> RowWriter<'a> {
             duplicates_skipped: 0,
             write_time: Duration::ZERO,
         }
+    }
+
+    /// Numbers the rows of table-reader batch range `range` per slice of their input rows
+    /// (see [`RowWriter::input`]).
+    pub(crate) fn slice_by_input(&mut self, range: RowidRange) {
+        self.slicing = Some(Slicing {
+            range,
+            slice: 0,
+            bounds: None,
+            ranks: [0; SLICES as usize],
+        });
+    }
+
+    /// Tells a table reader's writer that the rows pushed next are outputs of the input row
+    /// `rowid`: each gets the sequence number [`slice_seq`] of the input row's slice of the
+    /// batch's range and its rank among that slice's outputs. So an output's rowid depends
+    /// only on the rows of its own slice before it, in read order, never on which other
+    /// slices the same run covers: a part of the batch writes what the whole batch writes
+    /// for its rows. A no-op for file readers.
+    pub(crate) fn input(&mut self, rowid: Rowid) {
+        if let Some(s) = &mut self.slicing {
+            let pos = self.store.range_position(rowid);
+            // Reads come in range order, so the slice changes at most SLICES times a batch:
+            // the division only runs when the position leaves the current slice.
+            if !s.bounds.is_some_and(|b| b.contains(pos)) {
+                s.slice = s.range.slice_of(pos);
+                s.bounds = s.range.slices(Slices {
+                    first: s.slice,
+                    end: s.slice + 1,
+                });
+            }
+        }
+    }
+
+    /// The sequence number of the next row.
+    fn next_seq(&mut self) -> Result<u64, BatchErrorKind> {
+        let Some(s) = &mut self.slicing else {
+            let seq = self.seq;
+            self.seq += 1;
+            return Ok(seq);
+        };
+        let rank = s
+            .ranks
+            .get_mut(s.slice as usize)
+            .ok_or(BatchErrorKind::Internal(Inconsistency::Broken(
+                "an input row's slice past the last",
+            )))?;
+        let seq = slice_seq(s.slice, *rank).ok_or(BatchErrorKind::Internal(
+            Inconsistency::Broken("over 2^34 rows written for one slice of a batch"),
+        ))?;
+        *rank += 1;
+        Ok(seq)
     }
 
     /// Sets the sequence number of the next row: file readers number rows by their position
@@ -228,8 +297,9 @@ impl<'a> RowWriter<'a> {
                 keys: vec![Vec::new(); self.out.indexes.len()],
             });
         }
+        let seq = self.next_seq()?;
         let slot = &mut self.pending[self.used];
-        slot.rowid = self.given.unwrap_or_else(|| rowid(self.seed, self.seq));
+        slot.rowid = self.given.unwrap_or_else(|| rowid(self.seed, seq));
         slot.row.clear();
         encode_row(&mut slot.row, &self.out.types, w).map_err(|e| {
             let name = match &e {
@@ -248,7 +318,6 @@ impl<'a> RowWriter<'a> {
             key.clear();
             build_index_key(key, idx, w, loc)?;
         }
-        self.seq += 1;
         self.used += 1;
         if self.used >= self.flush_rows {
             self.flush()?;
@@ -350,6 +419,23 @@ pub fn table_spec(plan: &Plan, node: &str, run_id: u32) -> Option<TableSpec> {
                 .collect(),
         ),
         table_options: w.table_options.clone(),
+    })
+}
+
+/// [`write_table`] for a table-reader batch (or a part of it): the rows are stored under the
+/// batch's index and numbered per slice of their input rows, which `f` names with
+/// [`RowWriter::input`] before pushing each input row's outputs.
+pub(crate) fn write_table_reader(
+    b: &BatchRun<'_>,
+    out: &TableOut,
+    stats: &mut BatchStats,
+    f: impl FnOnce(&mut RowWriter<'_>, &mut BatchStats) -> Result<(), BatchErrorKind>,
+) -> Result<(), BatchErrorKind> {
+    let range = RowidRange::for_batch(b.task.batch_idx, b.task.batches_total)
+        .map_err(BatchErrorKind::store("scan_batch"))?;
+    write_table(b, out, b.task.batch_idx, stats, |w, stats| {
+        w.slice_by_input(range);
+        f(w, stats)
     })
 }
 

@@ -864,16 +864,14 @@ impl Store for EmbeddedStore {
         Ok(keys.iter().map(|k| directory.find(k).to_vec()).collect())
     }
 
-    fn scan_batch(
+    fn scan_range(
         &self,
         keyspace: &str,
         table: &TableRef,
-        batch_idx: u32,
-        batches_total: u32,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError> {
-        let range = RowidRange::for_batch(batch_idx, batches_total)?;
         if page_size == 0 {
             return Err(invalid("scan page size must be at least 1".to_owned()));
         }

@@ -18,6 +18,7 @@ use std::fmt;
 
 pub use plexus_core::key::IndexKind;
 pub use plexus_core::plan::Field;
+pub use plexus_core::task::{SLICES, Slices};
 
 pub mod cql;
 pub mod embedded;
@@ -216,6 +217,47 @@ impl RowidRange {
     /// True if `rowid` lies in the range.
     pub fn contains(&self, rowid: Rowid) -> bool {
         (self.first..=self.last).contains(&rowid)
+    }
+
+    /// The positions in the range, as a wide integer (at least 1).
+    fn width(&self) -> i128 {
+        (i128::from(self.last) - i128::from(self.first) + 1).max(1)
+    }
+
+    /// The first position of slice `j` of the range's [`SLICES`] ([`RowidRange::slice_of`]);
+    /// for `j` = `SLICES`, one past the range's end.
+    fn slice_start(&self, j: u32) -> i128 {
+        let (j, s) = (i128::from(j.min(SLICES)), i128::from(SLICES));
+        // ceil(j · width / S): position p is in slice j exactly when
+        // slice_start(j) <= p < slice_start(j + 1), which `slice_of`'s floor agrees with.
+        i128::from(self.first) + (j * self.width() + s - 1) / s
+    }
+
+    /// The slice of the range ([`SLICES`] equal runs of positions, in order) that position
+    /// `pos` lies in; positions outside the range give the nearest end slice.
+    pub fn slice_of(&self, pos: i64) -> u32 {
+        let off = (i128::from(pos) - i128::from(self.first)).clamp(0, self.width() - 1);
+        // off < width, so the quotient is below SLICES.
+        u32::try_from(off * i128::from(SLICES) / self.width()).unwrap_or(SLICES - 1)
+    }
+
+    /// The sub-range of the positions in slices `slices` of this range (a part of a batch),
+    /// `None` when it holds no position (an empty or out-of-bounds run of slices, or slices of
+    /// a range narrower than [`SLICES`] positions that hold none).
+    pub fn slices(&self, slices: Slices) -> Option<Self> {
+        if slices.first >= slices.end || slices.end > SLICES {
+            return None;
+        }
+        let first = self.slice_start(slices.first);
+        let last = self.slice_start(slices.end) - 1;
+        if first > last {
+            return None;
+        }
+        // Both lie within [self.first, self.last] by construction.
+        Some(Self {
+            first: i64::try_from(first).ok()?,
+            last: i64::try_from(last).ok()?,
+        })
     }
 }
 
@@ -639,6 +681,21 @@ pub trait Store: Send + Sync {
         table: &TableRef,
         batch_idx: u32,
         batches_total: u32,
+        page_size: usize,
+        resume_after: Option<Rowid>,
+    ) -> Result<ScanPage, StoreError> {
+        let range = RowidRange::for_batch(batch_idx, batches_total)?;
+        self.scan_range(keyspace, table, range, page_size, resume_after)
+    }
+
+    /// One page (at most `page_size` rows) of the rows whose [`Store::range_position`] lies
+    /// in `range`, in that order, after `resume_after` if given: a whole batch's range
+    /// ([`Store::scan_batch`]) or a part of it ([`RowidRange::slices`]).
+    fn scan_range(
+        &self,
+        keyspace: &str,
+        table: &TableRef,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError>;

@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, Store, StoreError, TableRef, TableSpec,
-    WriteMode,
+    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, SLICES, Slices, Store, StoreError, TableRef,
+    TableSpec, WriteMode,
 };
 
 /// Generates one `#[test]` per suite case; `$make` is a closure returning a value that
@@ -28,6 +28,7 @@ macro_rules! store_suite_tests {
             non_unique_lookups,
             orphaned_entries_are_none,
             batch_scans_cover_every_row_once,
+            part_scans_cover_their_batch_once,
             run_suffixed_names_and_isolation,
             meta_records,
             run_counter_monotonic,
@@ -66,6 +67,10 @@ pub const CASES: &[(&str, Case)] = &[
     (
         "batch_scans_cover_every_row_once",
         batch_scans_cover_every_row_once,
+    ),
+    (
+        "part_scans_cover_their_batch_once",
+        part_scans_cover_their_batch_once,
     ),
     (
         "run_suffixed_names_and_isolation",
@@ -163,6 +168,29 @@ pub fn full_scan(
     page_size: usize,
 ) -> Vec<(Rowid, Vec<u8>)> {
     scan_whole_batch(store, keyspace, table, 0, 1, page_size)
+}
+
+/// Every row whose range position lies in `range`, following `resume_after` page by page.
+pub fn scan_whole_range(
+    store: &dyn Store,
+    keyspace: &str,
+    table: &TableRef,
+    range: RowidRange,
+    page_size: usize,
+) -> Vec<(Rowid, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut resume = None;
+    loop {
+        let page = store
+            .scan_range(keyspace, table, range, page_size, resume)
+            .expect("scan_range");
+        assert!(page.len() <= page_size, "page larger than page_size");
+        out.extend(page.iter().map(|(rowid, row)| (rowid, row.to_vec())));
+        match page.resume_after {
+            Some(r) => resume = Some(r),
+            None => return out,
+        }
+    }
 }
 
 /// Every row of one table-reader batch, following `resume_after` page by page.
@@ -729,6 +757,95 @@ pub fn batch_scans_cover_every_row_once(store: &dyn Store) {
         .scan_batch(ks, &s.data, 5, 5, 10, None)
         .expect_err("batch 5 of 5");
     assert!(matches!(err, StoreError::InvalidArgument { .. }));
+    store.drop_keyspace(ks).expect("drop");
+}
+
+/// The parts of a batch (runs of its slices, issue #26 item 3) are disjoint, their rows lie in
+/// their slices, and together they return the batch's rows exactly once and in the batch's
+/// order, however the batch is cut; a range narrower than the slices has empty slices.
+pub fn part_scans_cover_their_batch_once(store: &dyn Store) {
+    // Slice bounds agree with `slice_of` on a range narrower than the slices, a range of
+    // positions on the i64 extremes, and a wide one.
+    for range in [
+        RowidRange {
+            first: 10,
+            last: 40,
+        },
+        RowidRange::for_batch(0, 1).expect("range"),
+        RowidRange::for_batch(2, 3).expect("range"),
+    ] {
+        let mut next = i128::from(range.first);
+        for j in 0..SLICES {
+            let one = Slices {
+                first: j,
+                end: j + 1,
+            };
+            let Some(r) = range.slices(one) else {
+                continue;
+            };
+            assert_eq!(
+                i128::from(r.first),
+                next,
+                "slice {j} starts after the previous"
+            );
+            assert_eq!(range.slice_of(r.first), j);
+            assert_eq!(range.slice_of(r.last), j);
+            next = i128::from(r.last) + 1;
+        }
+        assert_eq!(
+            next,
+            i128::from(range.last) + 1,
+            "the slices cover the range"
+        );
+        assert_eq!(range.slices(Slices::ALL), Some(range));
+    }
+    assert_eq!(
+        RowidRange {
+            first: 10,
+            last: 40
+        }
+        .slices(Slices { first: 1, end: 2 }),
+        None,
+        "31 positions leave some of the 64 slices empty"
+    );
+    assert_eq!(
+        RowidRange::for_batch(0, 1)
+            .expect("range")
+            .slices(Slices { first: 3, end: 3 }),
+        None
+    );
+
+    let ks = "suite_parts";
+    fresh_keyspace(store, ks);
+    let s = spec("src", 1, &[]);
+    store.create_table(ks, &s).expect("create");
+    let mut rng = Rng::new(11);
+    let rows: Vec<RowWrite> = (0..1200u32)
+        .map(|i| row(rng.rowid(), &i.to_le_bytes(), &[]))
+        .collect();
+    store
+        .write_rows(ks, &s, &rows, WriteMode::Insert)
+        .expect("write");
+    for n in [1u32, 3] {
+        for i in 0..n {
+            let whole = RowidRange::for_batch(i, n).expect("range");
+            let batch = scan_whole_batch(store, ks, &s.data, i, n, 100);
+            for cut in [1u32, 2, 5, 64] {
+                let mut parts = Vec::new();
+                for part in Slices::cut(cut) {
+                    let Some(r) = whole.slices(part) else {
+                        continue;
+                    };
+                    for (rowid, bytes) in scan_whole_range(store, ks, &s.data, r, 37) {
+                        let j = whole.slice_of(store.range_position(rowid));
+                        assert!(part.holds(j), "rowid {rowid} of slice {j} outside {part}");
+                        parts.push((rowid, bytes));
+                    }
+                }
+                assert_eq!(parts, batch, "batch {i}/{n} cut in {cut}");
+            }
+        }
+    }
     store.drop_keyspace(ks).expect("drop");
 }
 

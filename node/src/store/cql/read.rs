@@ -111,13 +111,11 @@ impl CqlStore {
         &self,
         keyspace: &str,
         table: &TableRef,
-        batch_idx: u32,
-        batches_total: u32,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError> {
         const OP: &str = "scan_batch";
-        let range = RowidRange::for_batch(batch_idx, batches_total)?;
         if page_size == 0 {
             return Err(invalid("scan page size must be at least 1".to_owned()));
         }

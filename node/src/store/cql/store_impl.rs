@@ -9,8 +9,8 @@ use super::schema::{
 use super::session::CqlStore;
 use super::stmt::Stmt;
 use crate::store::{
-    MetaRecord, RowWrite, Rowid, ScanPage, Store, StoreError, TableRef, TableSpec, WriteMode,
-    WriteReport, validate_keyspace_name, validate_table_name,
+    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef, TableSpec,
+    WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
 };
 
 impl Store for CqlStore {
@@ -163,31 +163,23 @@ impl Store for CqlStore {
         )
     }
 
-    /// Batch `i` of `N` holds the rows whose `token(rowid)` lies in
-    /// `RowidRange::for_batch(i, N)`; pages come in token order. `resume_after` is the last
+    /// A range (batch `i` of `N`: `RowidRange::for_batch(i, N)`, or a part of it) holds the
+    /// rows whose `token(rowid)` lies in it; pages come in token order. `resume_after` is the last
     /// rowid of the previous page and the next page starts after its token, so a page always
     /// ends on a whole token: rows whose rowids share a token (a Murmur3 collision) come in
     /// the same page, which may exceed `page_size` only if more than `page_size` rowids share
     /// one token.
-    fn scan_batch(
+    fn scan_range(
         &self,
         keyspace: &str,
         table: &TableRef,
-        batch_idx: u32,
-        batches_total: u32,
+        range: RowidRange,
         page_size: usize,
         resume_after: Option<Rowid>,
     ) -> Result<ScanPage, StoreError> {
         self.block(
             "scan_batch",
-            self.scan_async(
-                keyspace,
-                table,
-                batch_idx,
-                batches_total,
-                page_size,
-                resume_after,
-            ),
+            self.scan_async(keyspace, table, range, page_size, resume_after),
         )
     }
 
