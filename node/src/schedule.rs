@@ -109,6 +109,7 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                         run_id: run.run_id,
                         node: name.clone(),
                         batch_idx: i,
+                        part: None,
                     };
                     // `Ledger::predicted_ms`, with the rows the plan tells read in place.
                     let rows = match b.rows {
@@ -419,6 +420,7 @@ mod tests {
                 run_id: 1,
                 node: "read".into(),
                 batch_idx: 0,
+                part: None,
             },
             attempt: 1,
         };
@@ -477,6 +479,7 @@ mod tests {
                 run_id: 1,
                 node: "read".into(),
                 batch_idx: 1,
+                part: None,
             },
             attempt: 1,
         };

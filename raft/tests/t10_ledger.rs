@@ -123,6 +123,7 @@ impl Harness {
                 run_id,
                 node: node.into(),
                 batch_idx,
+                part: None,
             },
             attempt: b.claim.as_ref().map_or(b.attempts, |c| c.attempt),
         }
@@ -1021,6 +1022,7 @@ fn invalid_commands_are_rejected_without_state_change() {
             reader_rows: None,
             lookup_rows: None,
             trace: None,
+            part: None,
         };
         claim_cmd(&task, ts_ms)
     };
@@ -1033,6 +1035,7 @@ fn invalid_commands_are_rejected_without_state_change() {
                     run_id: run,
                     node: node.into(),
                     batch_idx: idx,
+                    part: None,
                 },
                 attempt: 1,
             },

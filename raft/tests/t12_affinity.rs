@@ -108,6 +108,7 @@ fn measured_first_batches_tell_the_cost_of_a_build() {
         run_id: 1,
         node: "join".into(),
         batch_idx: 0,
+        part: None,
     };
     assert_eq!(
         l.build_ms(&b, 2),

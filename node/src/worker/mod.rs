@@ -554,6 +554,7 @@ impl Executor {
             run_id,
             node: String::new(),
             batch_idx: 0,
+            part: None,
         };
         let plan = self.plan(hash, &id)?;
         let store_err = |source| ExecutorError::Store {

@@ -156,6 +156,7 @@ impl Ledger {
                                 run_id: run.run_id,
                                 node: node.clone(),
                                 batch_idx: i,
+                                part: None,
                             });
                         }
                     }

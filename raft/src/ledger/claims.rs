@@ -191,6 +191,7 @@ impl Ledger {
                         reader_rows,
                         lookup_rows,
                         trace: None,
+                        part: None,
                     }
                 })
                 .collect();
@@ -215,6 +216,7 @@ impl Ledger {
                 run_id,
                 node: t.node.clone(),
                 batch_idx: t.batch_idx,
+                part: None,
             };
             match self.claim(&batch, claimer, t, ev) {
                 Ok(()) => any = true,
@@ -438,6 +440,7 @@ impl Ledger {
             reader_rows,
             lookup_rows,
             trace: None,
+            part: None,
         })
     }
 }

@@ -116,6 +116,7 @@ impl Ledger {
                                             run_id: run.run_id,
                                             node: name.clone(),
                                             batch_idx: i,
+                                            part: None,
                                         },
                                         attempt: c.attempt,
                                     },
@@ -194,6 +195,7 @@ impl Ledger {
                                     reader_rows: None,
                                     lookup_rows: None,
                                     trace: None,
+                                    part: None,
                                 },
                                 c.clone(),
                             ));

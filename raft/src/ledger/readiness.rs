@@ -58,6 +58,7 @@ impl Ledger {
                         run_id,
                         node: node.clone(),
                         batch_idx,
+                        part: None,
                     };
                     ks.finish_batch(
                         &id,
@@ -287,6 +288,7 @@ impl Ledger {
                     reader_rows,
                     lookup_rows,
                     trace: None,
+                    part: None,
                 });
             }
         }

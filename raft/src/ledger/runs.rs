@@ -194,6 +194,7 @@ impl Ledger {
                 run_id,
                 node: name.clone(),
                 batch_idx: 0,
+                part: None,
             };
             ks.refresh_node(&by, ts_ms, ev);
         }
@@ -265,6 +266,7 @@ impl Ledger {
                 run_id,
                 node,
                 batch_idx,
+                part: None,
             };
             ks.finish_batch(
                 &id,
