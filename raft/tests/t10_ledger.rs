@@ -23,6 +23,7 @@ fn claim_cmd(task: &BatchTask, ts_ms: i64) -> Command {
         tasks: vec![SealedClaim {
             node: task.node.clone(),
             batch_idx: task.batch_idx,
+            part: task.part,
             reader_run: task.reader_run,
             lookup_run: task.lookup_run,
             sealed: vec![1, task.batch_idx as u8],
