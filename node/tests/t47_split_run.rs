@@ -299,3 +299,32 @@ fn a_batch_split_by_size_yields_byte_identical_outputs() -> Result<()> {
     );
     Ok(())
 }
+
+/// The keyspace's command log records its format with its first entry; a log without it (an
+/// older build's, whose claims have no part) is refused, not misread.
+#[test]
+fn a_command_log_of_another_format_is_refused() -> Result<()> {
+    use plexus_node::ledger_client::{LOG_FORMAT, LocalLedgerError};
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(EmbeddedStore::open(dir.path())?);
+    let url = dir.path().join("orders.csv");
+    std::fs::write(&url, "id,v\n1,2\n")?;
+    let plan = plan(&url.display().to_string(), dir.path(), 1)?;
+    run(&store, "ks", &plan)?;
+    let format = store.get_meta("ks", b"ledger/format")?;
+    ensure!(
+        format == Some(LOG_FORMAT.to_be_bytes().to_vec()),
+        "{format:?}"
+    );
+    ensure!(LocalLedger::open(store.clone(), "ks").is_ok(), "reopened");
+    // As an older build left it: entries, no format.
+    store.put_meta("ks", b"ledger/format", &1u32.to_be_bytes())?;
+    match LocalLedger::open(store.clone(), "ks") {
+        Err(e @ LocalLedgerError::Format { found: 1, .. }) => {
+            ensure!(e.to_string().contains("format 1"), "{e}");
+        }
+        Err(e) => anyhow::bail!("another error: {e}"),
+        Ok(_) => anyhow::bail!("a log of format 1 was read"),
+    }
+    Ok(())
+}
