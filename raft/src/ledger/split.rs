@@ -28,14 +28,14 @@ impl Ledger {
                 continue;
             };
             let mut reference = None;
-            for name in &run.processed {
+            // Plan nodes, not `processed` names, so no name is searched in the plan: this
+            // runs after every command. Cheap checks first.
+            for pn in &plan.nodes {
+                let name = &pn.name;
                 let Some(nr) = run.nodes.get(name) else {
                     continue;
                 };
-                let splits = plan
-                    .node(name)
-                    .is_some_and(|n| n.node_type.splits() && matches!(n.reader, Reader::Table(_)));
-                if !splits || !nr.fresh() {
+                if !nr.fresh() || !pn.node_type.splits() || !matches!(pn.reader, Reader::Table(_)) {
                     continue;
                 }
                 let Ok(Readiness::Go { reader_run, .. }) =
