@@ -242,3 +242,21 @@ fn a_lost_part_returns_alone_and_the_cut_survives_a_snapshot() {
     assert_eq!(back, l);
     assert_eq!(back.run(KS, 1).unwrap().nodes["big"].parts, Some(16));
 }
+
+#[test]
+fn node_types_that_do_not_run_in_parts_are_never_cut() {
+    // The same skew, but the one-batch node writes a file (one file per batch): whole.
+    let plan = PlanBuilder::new()
+        .file("f", "t", 1)
+        .table("big", "t", None, 1, StartPolicy::Auto)
+        .table("small", "t", Some("ts"), 50, StartPolicy::Auto)
+        .build();
+    let mut l = started(plan, &["f"]);
+    let picked = l.pick_chunk(None, 1, 0);
+    let f = claim(&mut l, 1, &picked, 0);
+    l.apply(done(1, &f[0], 100_000, 1000, 10)).expect("f done");
+    let big = &l.run(KS, 1).unwrap().nodes["big"];
+    assert_eq!((big.parts, big.units_total()), (None, 1));
+    let tasks = l.pick_chunk(None, 100, 0);
+    assert!(tasks.iter().all(|t| t.part.is_none()));
+}
