@@ -604,6 +604,7 @@ impl<'a> Sim<'a> {
                 .map(|t| SealedClaim {
                     node: t.node.clone(),
                     batch_idx: t.batch_idx,
+                    part: t.part,
                     reader_run: t.reader_run,
                     lookup_run: t.lookup_run,
                     sealed: vec![0; 64],

@@ -144,6 +144,12 @@ fn associated(cluster: &str, batch: &BatchId, key_id: u32) -> Vec<u8> {
     ad.extend_from_slice(&batch.run_id.to_be_bytes());
     ad.extend_from_slice(&batch.batch_idx.to_be_bytes());
     ad.extend_from_slice(&key_id.to_be_bytes());
+    // A part only where there is one, so a whole batch's data is what it always was.
+    if let Some(p) = batch.part {
+        ad.push(b'p');
+        ad.extend_from_slice(&p.first.to_be_bytes());
+        ad.extend_from_slice(&p.end.to_be_bytes());
+    }
     ad
 }
 
@@ -228,6 +234,7 @@ mod tests {
             run_id: 3,
             node: "read_orders".into(),
             batch_idx: idx,
+            part: None,
         }
     }
 
@@ -271,6 +278,28 @@ mod tests {
             open(&ring(&[2]), "c1", &batch(0), &sealed),
             Err(EnvelopeError::UnknownKey { key_id: 1, .. })
         ));
+    }
+
+    #[test]
+    fn a_part_opens_only_as_that_part() {
+        use crate::task::Slices;
+        let keys = ring(&[1]);
+        let part = |first, end| BatchId {
+            part: Some(Slices { first, end }),
+            ..batch(0)
+        };
+        let sealed = seal(&keys, "c1", &part(0, 32), [7; 24], b"task bytes");
+        assert!(open(&keys, "c1", &part(0, 32), &sealed).is_ok());
+        // The other part, the whole batch: refused.
+        for other in [part(32, 64), part(0, 64), batch(0)] {
+            assert!(matches!(
+                open(&keys, "c1", &other, &sealed),
+                Err(EnvelopeError::Open { .. })
+            ));
+        }
+        // A whole batch's data is unchanged by the part field: it does not open as a part.
+        let whole = seal(&keys, "c1", &batch(0), [7; 24], b"task bytes");
+        assert!(open(&keys, "c1", &part(0, 64), &whole).is_err());
     }
 
     #[test]

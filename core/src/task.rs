@@ -35,6 +35,9 @@ pub struct BatchId {
     pub node: String,
     /// Batch index.
     pub batch_idx: u32,
+    /// The part of the batch when the ledger split it ([`BatchTask::part`]); `None` for a
+    /// whole batch. Parts are units of claims, not batches: the index stays Capillaries'.
+    pub part: Option<Slices>,
 }
 
 impl fmt::Display for BatchId {
@@ -43,7 +46,11 @@ impl fmt::Display for BatchId {
             f,
             "{}/run {}/{}/batch {}",
             self.keyspace, self.run_id, self.node, self.batch_idx
-        )
+        )?;
+        match self.part {
+            Some(p) => write!(f, " ({p})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -85,6 +92,11 @@ pub struct BatchTask {
     /// the claimer before sealing, `None` when nothing is traced.
     #[serde(default)]
     pub trace: Option<TraceRef>,
+    /// The part of a split table-reader batch this task runs (`exec::execute_part`); `None`
+    /// for the whole batch. Inside the sealed bytes like every field, and in the envelope's
+    /// associated data through [`BatchTask::id`], so a task opens only as the part claimed.
+    #[serde(default)]
+    pub part: Option<Slices>,
 }
 
 /// A remote span parent carried inside a sealed task: the W3C trace id and parent span id.
@@ -139,6 +151,7 @@ impl BatchTask {
             run_id: self.run_id,
             node: self.node.clone(),
             batch_idx: self.batch_idx,
+            part: self.part,
         }
     }
 }
@@ -421,6 +434,7 @@ mod tests {
                 trace_id: run_trace_id("ks", 3, 1_700_000_000_000),
                 span_id: [7; 8],
             }),
+            part: None,
         };
         let bytes = bincode::serde::encode_to_vec(&t, bincode::config::standard()).unwrap();
         let (back, _): (BatchTask, _) =

@@ -109,6 +109,15 @@ impl SharedLedger {
 /// Prefix of the command log records in a keyspace's meta records.
 const LOG_PREFIX: &[u8] = b"ledger/log/";
 
+/// The meta record holding the format of the keyspace's command log.
+const LOG_FORMAT_KEY: &[u8] = b"ledger/format";
+
+/// The encoding of a keyspace's command log (the bincode of [`Command`]), recorded with its
+/// first entry: bincode is not self-describing, so a log of another shape would be misread,
+/// not refused. 2: a claim names the part of a split batch (`BatchId::part`,
+/// `SealedClaim::part`); 1 (no record): before formats were recorded.
+pub const LOG_FORMAT: u32 = 2;
+
 /// The one-process ledger of `planner run`: commands are applied in memory and appended to the
 /// keyspace's command log in the store, so a later process replays the log and sees the same
 /// state (runs of one keyspace build on each other across processes).
@@ -147,6 +156,17 @@ pub enum LocalLedgerError {
         /// The decoder's message.
         reason: String,
     },
+    /// The command log is in another format than this build reads ([`LOG_FORMAT`]).
+    #[error(
+        "the command log of keyspace {keyspace} is in format {found}, this build reads format \
+         {LOG_FORMAT}: read it with the build that wrote it, or drop the keyspace"
+    )]
+    Format {
+        /// Keyspace.
+        keyspace: String,
+        /// The format found (1: none recorded).
+        found: u32,
+    },
     /// A logged command is refused on replay (the log was written by an incompatible version).
     #[error("command log of keyspace {keyspace}, entry {seq}: {source}")]
     Replay {
@@ -168,7 +188,20 @@ impl LocalLedger {
         let mut ledger = Ledger::new();
         let mut next = 0;
         if store.list_keyspaces()?.iter().any(|k| k == keyspace) {
-            for (_, bytes) in store.scan_meta_prefix(keyspace, LOG_PREFIX)? {
+            let log = store.scan_meta_prefix(keyspace, LOG_PREFIX)?;
+            if !log.is_empty() {
+                let found = store
+                    .get_meta(keyspace, LOG_FORMAT_KEY)?
+                    .and_then(|b| <[u8; 4]>::try_from(b.as_slice()).ok())
+                    .map_or(1, u32::from_be_bytes);
+                if found != LOG_FORMAT {
+                    return Err(LocalLedgerError::Format {
+                        keyspace: keyspace.to_owned(),
+                        found,
+                    });
+                }
+            }
+            for (_, bytes) in log {
                 let cmd = Command::from_bytes(&bytes).map_err(|e| LocalLedgerError::Decode {
                     keyspace: keyspace.to_owned(),
                     seq: next,
@@ -223,6 +256,11 @@ impl LocalLedger {
                 .entries,
         );
         for (n, bytes) in batch {
+            if n == 0 {
+                // The format goes in before the first entry: a log never exists without it.
+                self.store
+                    .put_meta(&self.keyspace, LOG_FORMAT_KEY, &LOG_FORMAT.to_be_bytes())?;
+            }
             let key = [LOG_PREFIX, format!("{n:020}").as_bytes()].concat();
             self.store.put_meta(&self.keyspace, &key, &bytes)?;
             *written = n + 1;

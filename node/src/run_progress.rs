@@ -63,8 +63,10 @@ impl LedgerProgress {
                 continue;
             };
             for (i, b) in nr.batches.iter().enumerate() {
-                let batch_idx = u32::try_from(i).unwrap_or(u32::MAX);
-                if !b.status.is_final() || !self.seen.insert((name.clone(), batch_idx)) {
+                // Units: batches, or parts of them (each reported as its batch).
+                let unit = u32::try_from(i).unwrap_or(u32::MAX);
+                let (batch_idx, _) = nr.unit_id(unit);
+                if !b.status.is_final() || !self.seen.insert((name.clone(), unit)) {
                     continue;
                 }
                 let last = b.history.last();

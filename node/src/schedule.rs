@@ -104,11 +104,13 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                     if running < policy.backup_min_ms && !holder_slow {
                         continue;
                     }
+                    let (batch_idx, part) = nr.unit_id(i);
                     let id = BatchId {
                         keyspace: ks_name.clone(),
                         run_id: run.run_id,
                         node: name.clone(),
-                        batch_idx: i,
+                        batch_idx,
+                        part,
                     };
                     // `Ledger::predicted_ms`, with the rows the plan tells read in place.
                     let rows = match b.rows {
@@ -193,6 +195,10 @@ fn batch_draw(id: &BatchId) -> u64 {
     h.update(&[0]);
     h.update(&id.run_id.to_le_bytes());
     h.update(&id.batch_idx.to_le_bytes());
+    // Parts of one batch draw apart; a whole batch draws as it always did.
+    if let Some(p) = id.part {
+        h.update(&p.first.to_le_bytes());
+    }
     let b = h.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&b.as_bytes()[..8]);
@@ -360,6 +366,7 @@ mod tests {
             .map(|t| plexus_raft::command::SealedClaim {
                 node: t.node,
                 batch_idx: t.batch_idx,
+                part: t.part,
                 reader_run: t.reader_run,
                 lookup_run: t.lookup_run,
                 sealed: vec![1],
@@ -419,6 +426,7 @@ mod tests {
                 run_id: 1,
                 node: "read".into(),
                 batch_idx: 0,
+                part: None,
             },
             attempt: 1,
         };
@@ -477,6 +485,7 @@ mod tests {
                 run_id: 1,
                 node: "read".into(),
                 batch_idx: 1,
+                part: None,
             },
             attempt: 1,
         };
@@ -496,6 +505,7 @@ mod tests {
             tasks: vec![plexus_raft::command::SealedClaim {
                 node: t.node,
                 batch_idx: 1,
+                part: None,
                 reader_run: None,
                 lookup_run: None,
                 sealed: vec![1],
@@ -554,6 +564,7 @@ mod tests {
                 tasks: vec![plexus_raft::command::SealedClaim {
                     node: t.node.clone(),
                     batch_idx: batch,
+                    part: None,
                     reader_run: None,
                     lookup_run: None,
                     sealed: vec![1],

@@ -12,6 +12,7 @@ fn key_check_id() -> BatchId {
         run_id: 0,
         node: "plexus key check".to_owned(),
         batch_idx: 0,
+        part: None,
     }
 }
 
@@ -169,6 +170,7 @@ mod tests {
             reader_rows: None,
             lookup_rows: None,
             trace: None,
+            part: None,
         }
     }
 
@@ -190,6 +192,24 @@ mod tests {
             s.open(&t.id(), &flipped),
             Err(SealError::Envelope(EnvelopeError::Open { .. }))
         ));
+    }
+
+    #[test]
+    fn a_part_is_sealed_with_its_task() {
+        use plexus_core::task::Slices;
+        let s = TaskSealer::ephemeral().unwrap();
+        let t = BatchTask {
+            part: Some(Slices { first: 16, end: 32 }),
+            ..task()
+        };
+        let sealed = s.seal(&t).unwrap();
+        assert_eq!(s.open(&t.id(), &sealed).unwrap().part, t.part);
+        // Claimed as another part, or as the whole batch: the envelope does not open.
+        let mut other = t.id();
+        other.part = Some(Slices { first: 0, end: 16 });
+        assert!(s.open(&other, &sealed).is_err());
+        other.part = None;
+        assert!(s.open(&other, &sealed).is_err());
     }
 
     #[test]

@@ -394,7 +394,7 @@ impl Tracing {
                         KeyValue::new("plexus.keyspace", keyspace.to_owned()),
                         kv_u("plexus.run_id", u64::from(run_id)),
                         KeyValue::new("plexus.node", name.clone()),
-                        kv_u("plexus.batches_total", nr.batches.len() as u64),
+                        kv_u("plexus.batches_total", u64::from(nr.batches_total())),
                         KeyValue::new("plexus.status", nr.status.name()),
                     ])
                     .start_with_context(&self.tracer, &parent)

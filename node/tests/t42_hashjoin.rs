@@ -193,6 +193,7 @@ fn task(node: &str, run: u32, batch: u32, total: u32) -> BatchTask {
         reader_rows: None,
         lookup_rows: None,
         trace: None,
+        part: None,
     }
 }
 

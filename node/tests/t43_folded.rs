@@ -343,6 +343,7 @@ fn run_node(store: &dyn Store, ctx: &ExecContext, plan: &Plan, name: &str, run: 
             reader_rows: None,
             lookup_rows: None,
             trace: None,
+            part: None,
         };
         execute(ctx, plan, &compiled, &t)?;
     }

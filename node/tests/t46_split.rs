@@ -389,6 +389,7 @@ fn task(name: &str, run: u32, batch: u32) -> BatchTask {
         reader_rows: None,
         lookup_rows: None,
         trace: None,
+        part: None,
     }
 }
 

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use plexus_core::task::SLICES;
+
 use crate::ledger::Pace;
 
 /// How many times a batch that failed with a retryable error is claimed before it fails for
@@ -56,6 +58,14 @@ pub struct ClaimPolicy {
     /// A peer's pace counts about this much of its latest predicted work, ms: the sums halve
     /// past it, so a peer that was loaded for a while is not slow for ever.
     pub pace_window_ms: u64,
+    /// A table-reader batch predicted at more than this many times the run's reference (the
+    /// median predicted batch of the run) is cut into parts ([`Self::split_parts`]): a node of
+    /// few huge batches (`expected_batches_total: 1`) is otherwise the run's last batch.
+    pub split_factor: f64,
+    /// At most this many parts a batch (each a run of whole slices, so at most
+    /// `plexus_core::task::SLICES`): every part scans its own range and may build a lookup's
+    /// right side again, so more parts than threads only add overhead.
+    pub max_parts: u32,
 }
 
 impl ClaimPolicy {
@@ -74,6 +84,8 @@ impl ClaimPolicy {
         slow_pace: 2.0,
         pace_min_ms: 2_000,
         pace_window_ms: 60_000,
+        split_factor: 4.0,
+        max_parts: 16,
     };
 
     /// How many tasks of a node to claim in one entry: about [`Self::chunk_window`] of work
@@ -228,6 +240,19 @@ impl ClaimPolicy {
         predicted_ms >= remaining_ms
     }
 
+    /// How many parts a table-reader batch predicted at `batch` is cut into, against the
+    /// run's `reference` (same unit: ms, or rows while the run measured nothing): 1 (no cut)
+    /// unless it is above [`Self::split_factor`] times the reference, else about as many as
+    /// make each part the reference's size, at most [`Self::max_parts`] and [`SLICES`].
+    pub fn split_parts(&self, batch: f64, reference: f64) -> u32 {
+        if !(reference > 0.0 && batch.is_finite() && batch > self.split_factor * reference) {
+            return 1;
+        }
+        let cap = self.max_parts.clamp(1, SLICES);
+        // Bounded by the cap before the cast, so the cast neither saturates nor truncates.
+        (batch / reference).ceil().min(f64::from(cap)) as u32
+    }
+
     /// Whether a peer whose hash for a straggler is `draw` may contend for its backup among
     /// `peers` peers: about [`Self::backup_contenders`] of them may, each batch choosing
     /// others; once the straggler runs twice the backup threshold past its prediction
@@ -247,6 +272,28 @@ impl Default for ClaimPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_batch_far_above_the_run_reference_is_cut() {
+        let p = ClaimPolicy::DEFAULT;
+        // At or below split_factor times the reference: whole.
+        assert_eq!(p.split_parts(400.0, 100.0), 1);
+        assert_eq!(p.split_parts(50.0, 100.0), 1);
+        // Nothing to compare with: whole.
+        assert_eq!(p.split_parts(1e9, 0.0), 1);
+        assert_eq!(p.split_parts(f64::NAN, 100.0), 1);
+        assert_eq!(p.split_parts(f64::INFINITY, 100.0), 1);
+        // Above: parts of about the reference's size.
+        assert_eq!(p.split_parts(401.0, 100.0), 5);
+        assert_eq!(p.split_parts(1000.0, 100.0), 10);
+        // Capped by max_parts, and never above the slices of a batch.
+        assert_eq!(p.split_parts(1e9, 1.0), 16);
+        let wide = ClaimPolicy {
+            max_parts: 1000,
+            ..ClaimPolicy::DEFAULT
+        };
+        assert_eq!(wide.split_parts(1e9, 1.0), SLICES);
+    }
 
     #[test]
     fn a_claim_queues_tasks_for_busy_threads_only_when_batches_are_short() {

@@ -21,6 +21,9 @@ pub struct SealedClaim {
     pub node: String,
     /// Batch index.
     pub batch_idx: u32,
+    /// The part of the batch the task runs, when the ledger split the node
+    /// ([`plexus_core::task::BatchTask::part`]); `None` for a whole batch.
+    pub part: Option<plexus_core::task::Slices>,
     /// Run whose reader table the task reads (the proposer's dependency decision).
     pub reader_run: Option<u32>,
     /// Run whose lookup table the task reads.

@@ -23,6 +23,7 @@ fn claim_cmd(task: &BatchTask, ts_ms: i64) -> Command {
         tasks: vec![SealedClaim {
             node: task.node.clone(),
             batch_idx: task.batch_idx,
+            part: task.part,
             reader_run: task.reader_run,
             lookup_run: task.lookup_run,
             sealed: vec![1, task.batch_idx as u8],
@@ -123,6 +124,7 @@ impl Harness {
                 run_id,
                 node: node.into(),
                 batch_idx,
+                part: None,
             },
             attempt: b.claim.as_ref().map_or(b.attempts, |c| c.attempt),
         }
@@ -1021,6 +1023,7 @@ fn invalid_commands_are_rejected_without_state_change() {
             reader_rows: None,
             lookup_rows: None,
             trace: None,
+            part: None,
         };
         claim_cmd(&task, ts_ms)
     };
@@ -1033,6 +1036,7 @@ fn invalid_commands_are_rejected_without_state_change() {
                     run_id: run,
                     node: node.into(),
                     batch_idx: idx,
+                    part: None,
                 },
                 attempt: 1,
             },

@@ -36,6 +36,7 @@ fn batch(node: &str, batch_idx: u32) -> BatchId {
         run_id: 1,
         node: node.into(),
         batch_idx,
+        part: None,
     }
 }
 

@@ -108,6 +108,7 @@ fn measured_first_batches_tell_the_cost_of_a_build() {
         run_id: 1,
         node: "join".into(),
         batch_idx: 0,
+        part: None,
     };
     assert_eq!(
         l.build_ms(&b, 2),
@@ -162,6 +163,7 @@ fn of_peers_that_picked_at_the_same_moment_only_the_first_joins() {
             .map(|t| SealedClaim {
                 node: t.node.clone(),
                 batch_idx: t.batch_idx,
+                part: t.part,
                 reader_run: t.reader_run,
                 lookup_run: t.lookup_run,
                 sealed: vec![2],

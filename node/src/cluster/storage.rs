@@ -61,8 +61,9 @@ pub struct RaftDb {
 /// bincode of [`plexus_raft::Command`], [`Ledger`] and [`SnapshotState`]). Bump it whenever one of
 /// those types changes shape, so a peer never misreads data an older build wrote. 2: `NodeRun`
 /// gained the build-affinity fields (`holders`, `cold`) and its unclaimed rows, a peer's lease
-/// its measured pace.
-pub const RAFT_FORMAT: u32 = 2;
+/// its measured pace. 3: a batch may be cut into parts (`NodeRun::parts`, `BatchId::part`,
+/// `BatchTask::part` inside sealed tasks, `SealedClaim::part`).
+pub const RAFT_FORMAT: u32 = 3;
 
 const FORMAT: &[u8] = b"format";
 

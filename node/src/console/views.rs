@@ -20,7 +20,18 @@ pub(super) fn run_json(ledger: &Ledger, r: &Run) -> Value {
         let Some(nr) = r.nodes.get(name) else {
             continue;
         };
-        let count = |s: NodeBatchStatus| nr.batches.iter().filter(|b| b.status == s).count();
+        // Per batch, not per part: a split batch is done when all its parts are, failed or
+        // running when one of them is.
+        let per_batch = nr.batches.chunks(nr.parts_per_batch() as usize);
+        let count = |s: NodeBatchStatus| {
+            per_batch
+                .clone()
+                .filter(|parts| match s {
+                    NodeBatchStatus::Success => parts.iter().all(|b| b.status == s),
+                    _ => parts.iter().any(|b| b.status == s),
+                })
+                .count()
+        };
         let started = nr
             .history
             .iter()

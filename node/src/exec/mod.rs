@@ -70,7 +70,8 @@ pub fn execute(
 
 /// [`execute`] stopping within a page once `cancel` says so, with
 /// [`BatchErrorKind::Cancelled`]: nothing is written after the check that saw it, and rows
-/// written before it stay (the same rowids any copy of the batch writes).
+/// written before it stay (the same rowids any copy of the batch writes). A task of a part
+/// of a split batch ([`BatchTask::part`]) runs that part ([`execute_part`]).
 pub fn execute_cancellable(
     ctx: &ExecContext,
     plan: &Plan,
@@ -78,7 +79,14 @@ pub fn execute_cancellable(
     task: &BatchTask,
     cancel: &Cancel,
 ) -> Result<BatchStats, ExecError> {
-    execute_part(ctx, plan, compiled, task, Slices::ALL, cancel)
+    execute_part(
+        ctx,
+        plan,
+        compiled,
+        task,
+        task.part.unwrap_or(Slices::ALL),
+        cancel,
+    )
 }
 
 /// [`execute_cancellable`] of one part of a table-reader batch: the input rows whose range

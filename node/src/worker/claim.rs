@@ -162,6 +162,7 @@ impl Executor {
                 Ok(SealedClaim {
                     node: t.node.clone(),
                     batch_idx: t.batch_idx,
+                    part: t.part,
                     reader_run: t.reader_run,
                     lookup_run: t.lookup_run,
                     sealed: self.settings.sealer.seal(t)?,

@@ -554,6 +554,7 @@ impl Executor {
             run_id,
             node: String::new(),
             batch_idx: 0,
+            part: None,
         };
         let plan = self.plan(hash, &id)?;
         let store_err = |source| ExecutorError::Store {
@@ -732,7 +733,7 @@ impl Executor {
         let Some(st) = run
             .nodes
             .get(&b.node)
-            .and_then(|n| n.batches.get(b.batch_idx as usize))
+            .and_then(|n| n.state_of(b.batch_idx, b.part))
         else {
             return (false, false);
         };

@@ -50,7 +50,7 @@ fn copy_lost(l: &Ledger, task: &TaskRef, incarnation: u64) -> bool {
         .run(&id.keyspace, id.run_id)
         .ok()
         .and_then(|r| r.nodes.get(&id.node))
-        .and_then(|n| n.batches.get(id.batch_idx as usize))
+        .and_then(|n| n.state_of(id.batch_idx, id.part))
     else {
         return false;
     };
@@ -168,7 +168,7 @@ impl Executor {
         l.run(&id.keyspace, id.run_id)
             .ok()
             .and_then(|r| r.nodes.get(&id.node))
-            .and_then(|n| n.batches.get(id.batch_idx as usize))
+            .and_then(|n| n.state_of(id.batch_idx, id.part))
             .is_some_and(|b| {
                 b.status.is_final()
                     && b.claim

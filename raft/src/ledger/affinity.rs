@@ -98,7 +98,7 @@ impl Ledger {
         let (reader_rows, lookup_rows) =
             self.input_rows(at.keyspace, run, at.node, at.reader_run, at.lookup_run);
         let lookup_rows = lookup_rows? as f64;
-        let left_share = f64::from(nr.unfinished) / f64::from(nr.batches_total().max(1));
+        let left_share = f64::from(nr.unfinished) / f64::from(nr.units_total().max(1));
         let (all, cold) = (&nr.measured, &nr.cold);
         let warm_batches = all.batches.saturating_sub(cold.batches);
         if warm_batches == 0 {

@@ -146,8 +146,9 @@ impl Ledger {
         for (ks_name, ks) in &self.keyspaces {
             for run in ks.runs.values() {
                 for (node, nr) in &run.nodes {
-                    for i in nr.running_batches() {
-                        let b = nr.batches.get(i as usize);
+                    for u in nr.running_batches() {
+                        let b = nr.batches.get(u as usize);
+                        let (i, part) = nr.unit_id(u);
                         if b.and_then(|b| b.backup.as_ref())
                             .is_some_and(|c| c.peer == peer)
                         {
@@ -156,6 +157,7 @@ impl Ledger {
                                 run_id: run.run_id,
                                 node: node.clone(),
                                 batch_idx: i,
+                                part,
                             });
                         }
                     }

@@ -10,7 +10,7 @@ use crate::status::{NodeBatchStatus, RunStatus};
 
 use super::affinity::NodeReads;
 use super::pool::merged_order;
-use super::state::{Claim, Claimer, Ledger, NodeRun, Readiness, Run};
+use super::state::{Claim, Claimer, Ledger, NodeRun, Readiness, Run, part_comment};
 use crate::claim_policy::ClaimPolicy;
 
 impl Ledger {
@@ -124,7 +124,7 @@ impl Ledger {
                     None => self
                         .input_rows(ks, run, name, reader_run, None)
                         .0
-                        .map(|r| r / u64::from(nr.batches_total().max(1))),
+                        .map(|r| r / u64::from(nr.units_total().max(1))),
                 };
                 let per_row = ClaimPolicy::row_time(nr.ms_per_row(), run_ms_per_row);
                 ready.push(Ready {
@@ -173,8 +173,9 @@ impl Ledger {
             let mut rows: Vec<Option<(Option<u64>, Option<u64>)>> = vec![None; ready.len()];
             return picks
                 .into_iter()
-                .map(|(k, i)| {
+                .map(|(k, u)| {
                     let r = &ready[k];
+                    let (i, part) = r.nr.unit_id(u);
                     let (reader_rows, lookup_rows) = *rows[k].get_or_insert_with(|| {
                         self.input_rows(ks, run, r.name, r.reader_run, r.lookup_run)
                     });
@@ -191,6 +192,7 @@ impl Ledger {
                         reader_rows,
                         lookup_rows,
                         trace: None,
+                        part,
                     }
                 })
                 .collect();
@@ -215,6 +217,7 @@ impl Ledger {
                 run_id,
                 node: t.node.clone(),
                 batch_idx: t.batch_idx,
+                part: t.part,
             };
             match self.claim(&batch, claimer, t, ev) {
                 Ok(()) => any = true,
@@ -326,8 +329,11 @@ impl Ledger {
             return Ok(());
         };
         let (first_token, last_token) = nr.tokens(batch_idx);
-        nr.pool_to_claimed(batch_idx);
-        let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
+        let Some(unit) = nr.unit(batch_idx, id.part) else {
+            return Ok(());
+        };
+        nr.pool_to_claimed(unit);
+        let Some(b) = nr.batches.get_mut(unit as usize) else {
             return Ok(());
         };
         b.status = NodeBatchStatus::Start;
@@ -358,7 +364,7 @@ impl Ledger {
             rows_out: None,
             elapsed_ms: None,
             error: None,
-            comment: String::new(),
+            comment: part_comment(id.part, String::new()),
         });
         // Capillaries writes a node `start` row for every batch it starts (the row key holds
         // the batch index); history queries keep only the earliest.
@@ -398,7 +404,10 @@ impl Ledger {
             .runs
             .get_mut(&b.run_id)
             .and_then(|r| r.nodes.get_mut(&b.node))
-            .and_then(|n| n.batches.get_mut(b.batch_idx as usize))
+            .and_then(|n| {
+                let u = n.unit(b.batch_idx, b.part)?;
+                n.batches.get_mut(u as usize)
+            })
             .filter(|s| s.status == NodeBatchStatus::Start)
             .and_then(|s| s.claim.as_mut());
         match claim {
@@ -438,6 +447,7 @@ impl Ledger {
             reader_rows,
             lookup_rows,
             trace: None,
+            part: id.part,
         })
     }
 }

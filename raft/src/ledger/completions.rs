@@ -11,7 +11,7 @@ use crate::history::{BatchHistoryRow, NodeHistoryRow, RunHistoryRow};
 use crate::status::{NodeBatchStatus, RunStatus};
 
 use super::NOTICE_PREFIX;
-use super::state::{Keyspace, Ledger, Outcome, bump};
+use super::state::{BatchState, Keyspace, Ledger, Outcome, bump, part_comment};
 use crate::claim_policy::MAX_ATTEMPTS;
 
 impl Ledger {
@@ -126,7 +126,7 @@ impl Ledger {
         let started = run
             .nodes
             .get(node)
-            .and_then(|n| n.batches.get(batch_idx as usize))
+            .and_then(|n| n.batches.get(n.unit(batch_idx, id.part)? as usize))
             .and_then(|b| b.claim.as_ref())
             .is_some_and(|c| c.started);
         let stopped = run.status() == RunStatus::Stop;
@@ -165,7 +165,10 @@ impl Ledger {
                 let (first_token, last_token) = nr.tokens(batch_idx);
                 let batches_total = nr.batches_total();
                 let mut holder = None;
-                if let Some(b) = nr.batches.get_mut(batch_idx as usize) {
+                let unit = nr.unit(batch_idx, id.part);
+                if let Some(unit) = unit
+                    && let Some(b) = nr.batches.get_mut(unit as usize)
+                {
                     let instance = b.claim.as_ref().map(|c| c.worker.clone());
                     if b.status == NodeBatchStatus::Start {
                         holder = b.claim.as_ref().map(|c| c.peer);
@@ -187,15 +190,18 @@ impl Ledger {
                         rows_out: None,
                         elapsed_ms: None,
                         error: outcome.error,
-                        comment: if rerun == RerunPolicy::Fail {
-                            format!(
-                                "returned to the pool (rerun_policy fail, but a re-run rewrites the same rows): {comment}"
-                            )
-                        } else {
-                            format!("returned to the pool: {comment}")
-                        },
+                        comment: part_comment(
+                            id.part,
+                            if rerun == RerunPolicy::Fail {
+                                format!(
+                                    "returned to the pool (rerun_policy fail, but a re-run rewrites the same rows): {comment}"
+                                )
+                            } else {
+                                format!("returned to the pool: {comment}")
+                            },
+                        ),
                     });
-                    nr.claimed_to_pool(batch_idx);
+                    nr.claimed_to_pool(unit);
                 }
                 if let Some(peer) = holder {
                     ks.count_claim(peer, false);
@@ -270,19 +276,23 @@ impl Keyspace {
         };
         let (first_token, last_token) = nr.tokens(batch_idx);
         let batches_total = nr.batches_total();
-        nr.finalize(batch_idx);
+        let Some(unit) = nr.unit(batch_idx, id.part) else {
+            return;
+        };
+        nr.finalize(unit);
         if status == NodeBatchStatus::Success
             && let (Some(rows), Some(ms)) = (outcome.rows_in, outcome.elapsed_ms)
         {
             // The claim is the winning copy's (a backup that won became the claim).
             let peer = nr
                 .batches
-                .get(batch_idx as usize)
+                .get(unit as usize)
                 .and_then(|b| b.claim.as_ref())
                 .map(|c| c.peer);
             nr.measure(peer, rows, ms);
         }
-        let Some(b) = nr.batches.get_mut(batch_idx as usize) else {
+        let comment = part_comment(id.part, comment);
+        let Some(b) = nr.batches.get_mut(unit as usize) else {
             return;
         };
         if b.status == NodeBatchStatus::Start {
@@ -324,6 +334,43 @@ impl Keyspace {
             },
             comment,
         });
+        // A split batch is final once all its parts are: its last part's row says so, with
+        // the rows of all of them (each part's row has its own).
+        let units = nr.units_of(batch_idx);
+        let parts = units.len();
+        let final_parts: Vec<&BatchState> = units
+            .filter_map(|u| nr.batches.get(u as usize))
+            .filter(|b| b.status.is_final())
+            .collect();
+        if id.part.is_some() && final_parts.len() == parts {
+            let sum = |f: fn(&BatchHistoryRow) -> Option<u64>| {
+                final_parts.iter().try_fold(0u64, |s, b| {
+                    let r = b.history.last().filter(|r| r.status.is_final())?;
+                    Some(s.saturating_add(f(r)?))
+                })
+            };
+            let rows = match (sum(|r| r.rows_in), sum(|r| r.rows_out)) {
+                (Some(i), Some(o)) => format!(", {i} rows in, {o} rows out"),
+                _ => String::new(),
+            };
+            let failed = final_parts
+                .iter()
+                .filter(|b| b.status != NodeBatchStatus::Success)
+                .count();
+            let failed = if failed > 0 {
+                format!(", {failed} of them not successful")
+            } else {
+                String::new()
+            };
+            let note = format!("; batch {batch_idx} final: all {parts} parts{rows}{failed}");
+            if let Some(row) = nr
+                .batches
+                .get_mut(unit as usize)
+                .and_then(|b| b.history.last_mut())
+            {
+                row.comment.push_str(&note);
+            }
+        }
         ev.push(Event::BatchFinished {
             keyspace: keyspace.to_owned(),
             run_id,

@@ -30,7 +30,10 @@ impl Ledger {
             .runs
             .get_mut(&id.run_id)
             .and_then(|r| r.nodes.get_mut(&id.node))
-            .and_then(|nr| nr.batches.get_mut(id.batch_idx as usize))
+            .and_then(|nr| {
+                let u = nr.unit(id.batch_idx, id.part)?;
+                nr.batches.get_mut(u as usize)
+            })
             .and_then(|b| b.claim.as_mut())
         {
             c.peer = to;
@@ -103,10 +106,11 @@ impl Ledger {
                 for (name, nr) in &run.nodes {
                     // Only the claimed batches (the running set), not every batch: a lost
                     // lease of a run of a million batches looks at the few thousand held.
-                    for i in nr.running_batches() {
-                        let Some(b) = nr.batches.get(i as usize) else {
+                    for u in nr.running_batches() {
+                        let Some(b) = nr.batches.get(u as usize) else {
                             continue;
                         };
+                        let (i, part) = nr.unit_id(u);
                         match &b.claim {
                             Some(c) if b.status == NodeBatchStatus::Start && c.peer == peer => {
                                 out.push((
@@ -116,6 +120,7 @@ impl Ledger {
                                             run_id: run.run_id,
                                             node: name.clone(),
                                             batch_idx: i,
+                                            part,
                                         },
                                         attempt: c.attempt,
                                     },
@@ -173,10 +178,11 @@ impl Ledger {
                         continue;
                     }
                     // The claimed batches only (the running set), in index order as before.
-                    for i in nr.running_batches() {
-                        let Some(b) = nr.batches.get(i as usize) else {
+                    for u in nr.running_batches() {
+                        let Some(b) = nr.batches.get(u as usize) else {
                             continue;
                         };
+                        let (i, part) = nr.unit_id(u);
                         let Some(c) = &b.claim else { continue };
                         let deadline = c.ts_ms.saturating_add(pn.max_batch_processing_time_ms);
                         if b.status == NodeBatchStatus::Start && now_ms >= deadline {
@@ -194,6 +200,7 @@ impl Ledger {
                                     reader_rows: None,
                                     lookup_rows: None,
                                     trace: None,
+                                    part,
                                 },
                                 c.clone(),
                             ));

@@ -14,6 +14,7 @@
 //! - `completions`: outcomes, returns to the pool, node and run statuses;
 //! - `backups`: speculative backups of stragglers;
 //! - `predict`: the rows and time the ledger predicts for a batch;
+//! - `split`: the cut of a ready table-reader node's batches into parts, fixed once;
 //! - `affinity`: which peers hold a lookup node's right side, and whether another joins;
 //! - `histories`: the history rows front ends show.
 //!
@@ -33,6 +34,7 @@ mod pool;
 mod predict;
 mod readiness;
 mod runs;
+mod split;
 pub mod state;
 
 pub use crate::claim_policy::MAX_ATTEMPTS;

@@ -92,6 +92,7 @@ impl NodeRun {
             status: NodeBatchStatus::None,
             file_reader: matches!(n.reader, Reader::File(_)),
             batches,
+            parts: None,
             history: Vec::new(),
             unclaimed: (0..n.batches).collect(),
             unfinished: n.batches,
@@ -102,6 +103,44 @@ impl NodeRun {
             holders: BTreeSet::new(),
             cold: Measured::default(),
         }
+    }
+
+    /// Whether the node's batches may still be cut: none claimed, failed or recorded yet, and
+    /// none sized by the plan (only table readers are cut, and the plan sizes file parts).
+    pub(super) fn fresh(&self) -> bool {
+        self.parts.is_none()
+            && self.status == NodeBatchStatus::None
+            && self.history.is_empty()
+            && self.by_size.is_empty()
+            // Every unit in the pool: none claimed or final (the node status says none was
+            // ever claimed, so none has a history row to keep either).
+            && self.unclaimed.len() == self.batches.len()
+    }
+
+    /// Fixes the node's cut: each batch becomes `parts` units ([`NodeRun::unit`]), all in the
+    /// pool. Only on a [`Self::fresh`] node, where no unit has a claim or a row to keep.
+    pub(super) fn cut(&mut self, parts: u32) {
+        let parts = parts.clamp(1, plexus_core::task::SLICES);
+        if !self.fresh() {
+            return;
+        }
+        self.parts = Some(parts);
+        if parts == 1 {
+            return;
+        }
+        let units = self.batches.len().saturating_mul(parts as usize);
+        self.batches = (0..units)
+            .map(|_| BatchState {
+                status: NodeBatchStatus::None,
+                claim: None,
+                attempts: 0,
+                history: Vec::new(),
+                rows: None,
+                backup: None,
+            })
+            .collect();
+        self.unclaimed = (0..self.units_total()).collect();
+        self.unfinished = self.units_total();
     }
 
     fn size_key(&self, batch_idx: u32) -> Option<(Reverse<u64>, u32)> {
@@ -224,7 +263,7 @@ impl NodeRun {
             }
             return out;
         }
-        let start = (salt % u64::from(self.batches_total().max(1))) as u32;
+        let start = (salt % u64::from(self.units_total().max(1))) as u32;
         self.unclaimed
             .range(start..)
             .chain(self.unclaimed.range(..start))

@@ -19,7 +19,7 @@ impl Ledger {
             return Some(r);
         }
         let (rows, _) = self.input_rows(&id.keyspace, run, &id.node, reader_run, None);
-        Some(rows? / u64::from(nr.batches_total().max(1)))
+        Some(rows? / u64::from(nr.units_total().max(1)))
     }
 
     /// Whether the plan tells the rows of a batch (a part of a split file): picks then take

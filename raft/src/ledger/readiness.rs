@@ -16,6 +16,9 @@ impl Ledger {
     /// nothing changes: a failure can complete a run and so turn other checks into `nogo`.
     pub(super) fn settle(&mut self, keyspace: &str, ts_ms: i64, ev: &mut Vec<Event>) {
         loop {
+            // Before anything may claim them, and before returning: a node ready now has its
+            // cut fixed in the same command that made it ready.
+            self.cut_ready(keyspace);
             let Some(ks) = self.keyspaces.get(keyspace) else {
                 return;
             };
@@ -52,12 +55,21 @@ impl Ledger {
                     .and_then(|r| r.nodes.get(&node))
                     .map(|nr| nr.unclaimed.iter().copied().collect())
                     .unwrap_or_default();
-                for batch_idx in idxs {
+                for unit in idxs {
+                    let Some((batch_idx, part)) = ks
+                        .runs
+                        .get(&run_id)
+                        .and_then(|r| r.nodes.get(&node))
+                        .map(|nr| nr.unit_id(unit))
+                    else {
+                        continue;
+                    };
                     let id = BatchId {
                         keyspace: keyspace.to_owned(),
                         run_id,
                         node: node.clone(),
                         batch_idx,
+                        part,
                     };
                     ks.finish_batch(
                         &id,
@@ -273,7 +285,8 @@ impl Ledger {
             };
             let (reader_rows, lookup_rows) =
                 self.input_rows(keyspace, run, name, reader_run, lookup_run);
-            for &i in &nr.unclaimed {
+            for &u in &nr.unclaimed {
+                let (i, part) = nr.unit_id(u);
                 out.push(BatchTask {
                     plan_hash: run.plan_hash,
                     keyspace: keyspace.to_owned(),
@@ -287,6 +300,7 @@ impl Ledger {
                     reader_rows,
                     lookup_rows,
                     trace: None,
+                    part,
                 });
             }
         }

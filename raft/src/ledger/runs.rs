@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use plexus_core::plan::{Plan, Reader};
-use plexus_core::task::BatchId;
+use plexus_core::task::{BatchId, Slices};
 
 use crate::affected::affected_nodes;
 use crate::command::{Event, PlanHash};
@@ -194,6 +194,7 @@ impl Ledger {
                 run_id,
                 node: name.clone(),
                 batch_idx: 0,
+                part: None,
             };
             ks.refresh_node(&by, ts_ms, ev);
         }
@@ -253,18 +254,23 @@ impl Ledger {
         });
         // Unclaimed batches will never be claimed: mark them stopreceived now, as Capillaries
         // does when their messages arrive. Claimed batches finish normally.
-        let pending: Vec<(String, u32)> = run
+        let pending: Vec<(String, (u32, Option<Slices>))> = run
             .processed
             .iter()
             .filter_map(|n| run.nodes.get(n).map(|nr| (n, nr)))
-            .flat_map(|(n, nr)| nr.unclaimed.iter().map(move |i| (n.clone(), *i)))
+            .flat_map(|(n, nr)| {
+                nr.unclaimed
+                    .iter()
+                    .map(move |u| (n.clone(), nr.unit_id(*u)))
+            })
             .collect();
-        for (node, batch_idx) in pending {
+        for (node, (batch_idx, part)) in pending {
             let id = BatchId {
                 keyspace: keyspace.to_owned(),
                 run_id,
                 node,
                 batch_idx,
+                part,
             };
             ks.finish_batch(
                 &id,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use plexus_core::plan::Plan;
-use plexus_core::task::BatchId;
+use plexus_core::task::{BatchId, Slices};
 use serde::{Deserialize, Serialize};
 
 use crate::command::{PeerId, PlanHash, TaskRef};
@@ -177,8 +177,12 @@ pub struct NodeRun {
     pub status: NodeBatchStatus,
     /// Whether batches are file URLs (tokens = batch index) rather than table ranges.
     pub file_reader: bool,
-    /// One entry per batch.
+    /// One entry per unit of claims: per batch, or, once the ledger split the node's batches
+    /// ([`Self::parts`]), per part of a batch, batch by batch in slice order.
     pub batches: Vec<BatchState>,
+    /// Into how many parts each batch is cut (`Slices::cut`), decided once when the node's
+    /// batches become claimable ([`Ledger::settle`]); `None` before, and 1 for whole batches.
+    pub parts: Option<u32>,
     /// Indices of the batches in the pool (status none), so picks and checks need no scan.
     pub(super) unclaimed: BTreeSet<u32>,
     /// Batches not final yet.
@@ -442,8 +446,8 @@ impl Ledger {
                 node: node.to_owned(),
             })?;
         let b = nr
-            .batches
-            .get(batch_idx as usize)
+            .unit(batch_idx, id.part)
+            .and_then(|u| nr.batches.get(u as usize))
             .ok_or_else(|| LedgerError::UnknownBatch {
                 run_id,
                 node: node.to_owned(),
@@ -534,9 +538,57 @@ impl Ledger {
 }
 
 impl NodeRun {
-    /// Number of batches.
+    /// Number of batches (Capillaries' `expected_batches_total`), parts not counted.
     pub fn batches_total(&self) -> u32 {
+        self.units_total() / self.parts_per_batch()
+    }
+
+    /// Number of units of claims: batches, or parts of batches once split.
+    pub fn units_total(&self) -> u32 {
         u32::try_from(self.batches.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Into how many parts each batch is cut (1 when whole).
+    pub fn parts_per_batch(&self) -> u32 {
+        self.parts.unwrap_or(1).max(1)
+    }
+
+    /// The unit of a batch index and part; `None` when the node has no such unit (a part of
+    /// a whole batch, the whole of a split one, a part the split did not cut).
+    pub fn unit(&self, batch_idx: u32, part: Option<Slices>) -> Option<u32> {
+        let n = self.parts_per_batch();
+        let u = match (n, part) {
+            (1, None) => batch_idx,
+            (1, Some(_)) | (_, None) => return None,
+            (n, Some(p)) => {
+                let k = Slices::cut(n).iter().position(|c| *c == p)?;
+                batch_idx
+                    .checked_mul(n)?
+                    .checked_add(u32::try_from(k).ok()?)?
+            }
+        };
+        (u < self.units_total()).then_some(u)
+    }
+
+    /// The state of a batch index and part ([`Self::unit`]).
+    pub fn state_of(&self, batch_idx: u32, part: Option<Slices>) -> Option<&BatchState> {
+        self.batches.get(self.unit(batch_idx, part)? as usize)
+    }
+
+    /// The batch index and part of a unit ([`Self::unit`]'s inverse).
+    pub fn unit_id(&self, unit: u32) -> (u32, Option<Slices>) {
+        let n = self.parts_per_batch();
+        if n == 1 {
+            return (unit, None);
+        }
+        (unit / n, Slices::cut(n).get((unit % n) as usize).copied())
+    }
+
+    /// The units of a batch.
+    pub(super) fn units_of(&self, batch_idx: u32) -> std::ops::Range<u32> {
+        let n = self.parts_per_batch();
+        let first = batch_idx.saturating_mul(n);
+        first..first.saturating_add(n).min(self.units_total())
     }
 
     /// First and last token of a batch as Capillaries records them (spec §8).
@@ -546,6 +598,16 @@ impl NodeRun {
         } else {
             token_range(batch_idx, self.batches_total())
         }
+    }
+}
+
+/// A batch history comment of a unit: the part first when it is one, so the row keeps
+/// Capillaries' batch index and still tells which part it is of.
+pub(super) fn part_comment(part: Option<Slices>, comment: String) -> String {
+    match part {
+        None => comment,
+        Some(p) if comment.is_empty() => format!("part: {p}"),
+        Some(p) => format!("part: {p}; {comment}"),
     }
 }
 
@@ -573,12 +635,9 @@ impl Keyspace {
 
     /// A mutable batch state.
     pub(super) fn batch_mut(&mut self, id: &BatchId) -> Option<&mut BatchState> {
-        self.runs
-            .get_mut(&id.run_id)?
-            .nodes
-            .get_mut(&id.node)?
-            .batches
-            .get_mut(id.batch_idx as usize)
+        let nr = self.runs.get_mut(&id.run_id)?.nodes.get_mut(&id.node)?;
+        let u = nr.unit(id.batch_idx, id.part)?;
+        nr.batches.get_mut(u as usize)
     }
 
     /// Appends a batch history row that changes no counts (claims of backups and their end).
@@ -600,7 +659,11 @@ impl Keyspace {
         };
         let (first_token, last_token) = nr.tokens(id.batch_idx);
         let batches_total = nr.batches_total();
-        if let Some(b) = nr.batches.get_mut(id.batch_idx as usize) {
+        let comment = part_comment(id.part, comment);
+        if let Some(b) = nr
+            .unit(id.batch_idx, id.part)
+            .and_then(|u| nr.batches.get_mut(u as usize))
+        {
             b.history.push(BatchHistoryRow {
                 ts_ms,
                 seq,

@@ -39,6 +39,7 @@ pub(crate) fn claim(l: &mut Ledger, peer: PeerId, tasks: &[BatchTask], ts_ms: i6
             .map(|t| SealedClaim {
                 node: t.node.clone(),
                 batch_idx: t.batch_idx,
+                part: t.part,
                 reader_run: t.reader_run,
                 lookup_run: t.lookup_run,
                 sealed: vec![peer as u8],
