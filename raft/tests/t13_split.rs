@@ -260,3 +260,45 @@ fn node_types_that_do_not_run_in_parts_are_never_cut() {
     let tasks = l.pick_chunk(None, 100, 0);
     assert!(tasks.iter().all(|t| t.part.is_none()));
 }
+
+/// A part that failed for good is never hidden behind a later part's success: the batch's
+/// last row (the last part to finish) carries the failure, and so does the node.
+#[test]
+fn the_last_parts_row_carries_a_failed_parts_status() {
+    let mut l = run(1);
+    let tasks: Vec<BatchTask> = l
+        .pick_chunk(None, 100, 0)
+        .into_iter()
+        .filter(|t| t.node == "big")
+        .collect();
+    let got = claim(&mut l, 1, &tasks, 20);
+    assert_eq!(got.len(), 16);
+    let (first, rest) = got.split_first().expect("parts");
+    l.apply(Command::CompleteTasks {
+        peer: 1,
+        results: vec![TaskResult {
+            task: first.clone(),
+            outcome: TaskOutcome::Failed {
+                error: "bad row".into(),
+                retryable: false,
+            },
+        }],
+        ts_ms: 30,
+    })
+    .expect("failed");
+    for t in rest {
+        l.apply(done(1, t, 6250, 60, 40)).expect("done");
+    }
+    let rows = l.batch_history(KS, 1, "big").unwrap();
+    let last = rows.iter().max_by_key(|r| r.seq).unwrap();
+    assert_eq!(last.status, NodeBatchStatus::Fail, "{}", last.comment);
+    assert!(
+        last.comment.contains("1 of them not successful"),
+        "{}",
+        last.comment
+    );
+    assert_eq!(
+        l.run(KS, 1).unwrap().nodes["big"].status,
+        NodeBatchStatus::Fail
+    );
+}

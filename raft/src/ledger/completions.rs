@@ -343,9 +343,24 @@ impl Keyspace {
             .filter(|b| b.status.is_final())
             .collect();
         if id.part.is_some() && final_parts.len() == parts {
+            // The last part's row is the batch's outcome: the worst status of its parts, so a
+            // failed part is never hidden behind a later one's success.
+            let worst = if final_parts
+                .iter()
+                .any(|b| b.status == NodeBatchStatus::Fail)
+            {
+                NodeBatchStatus::Fail
+            } else if final_parts
+                .iter()
+                .any(|b| b.status == NodeBatchStatus::StopReceived)
+            {
+                NodeBatchStatus::StopReceived
+            } else {
+                NodeBatchStatus::Success
+            };
             let sum = |f: fn(&BatchHistoryRow) -> Option<u64>| {
                 final_parts.iter().try_fold(0u64, |s, b| {
-                    let r = b.history.last().filter(|r| r.status.is_final())?;
+                    let r = b.history.last()?;
                     Some(s.saturating_add(f(r)?))
                 })
             };
@@ -369,6 +384,7 @@ impl Keyspace {
                 .and_then(|b| b.history.last_mut())
             {
                 row.comment.push_str(&note);
+                row.status = worst;
             }
         }
         ev.push(Event::BatchFinished {
