@@ -904,6 +904,56 @@ fn top_keeps_smallest_keys_in_order_with_stable_ties() -> Result<()> {
     Ok(())
 }
 
+/// Rows larger than the buffer's arena chunks (1 MiB) beside small ones, in memory, spilled,
+/// and cut: the `limit` smallest come back whole and in order.
+#[test]
+fn top_keeps_rows_larger_than_its_arena_chunks() -> Result<()> {
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+    ];
+    let order = parse_order_expr("k(asc)", &|f| (f == "k").then_some(Type::Int))
+        .map_err(|e| anyhow!("{e}"))?;
+    let dir = tempfile::tempdir()?;
+    let rows: Vec<Vec<Value>> = (0..40i64)
+        .map(|i| {
+            let k = (i * 17) % 23;
+            let len = if i % 3 == 0 {
+                (1 << 20) + 100 + i as usize
+            } else {
+                10
+            };
+            vec![Value::Int(k), Value::str(&"x".repeat(len))]
+        })
+        .collect();
+    let mut want: Vec<(i64, usize, Vec<Value>)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.first() {
+            Some(Value::Int(k)) => Some((*k, i, r.clone())),
+            _ => None,
+        })
+        .collect();
+    want.sort_by_key(|w| (w.0, w.1));
+    for limit in [5usize, 40] {
+        let top = Top {
+            order: order.clone(),
+            limit: limit as u64,
+        };
+        let want: Vec<Vec<Value>> = want.iter().take(limit).map(|w| w.2.clone()).collect();
+        let mut memory = TopBuffer::new(&top, &columns)?;
+        let mut spilled = TopBuffer::new(&top, &columns)?.with_spill(3 << 20, dir.path());
+        for r in &rows {
+            memory.push(r)?;
+            spilled.push(r)?;
+        }
+        assert!(spilled.spilled_runs() > 0, "limit {limit}: nothing spilled");
+        assert_eq!(memory.into_sorted()?, want, "limit {limit}, in memory");
+        assert_eq!(spilled.into_sorted()?, want, "limit {limit}, spilled");
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // proto_file_reader_creator and the full read → top → write round trips
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! Tests of Go time layouts: formatting, parsing, errors, `time.Date` and `Time.String()`.
 
-use super::format::fields;
+use super::format::{append_int, fields};
 use super::*;
 use crate::value::Time;
 
@@ -327,4 +327,39 @@ proptest::proptest! {
 #[test]
 fn now_is_recent() {
     assert!(now().secs > 1_600_000_000);
+}
+
+/// The hand-written digits of a layout's number fields match Rust's zero-padded formatting
+/// for every sign, magnitude and width a layout uses.
+#[test]
+fn append_int_pads_like_formatted_numbers() {
+    for x in [
+        0i64,
+        1,
+        9,
+        10,
+        59,
+        99,
+        100,
+        365,
+        999,
+        2016,
+        12345,
+        -1,
+        -7,
+        -2016,
+        i64::MIN,
+        i64::MAX,
+    ] {
+        for width in 0..=4 {
+            let mut got = String::from(">");
+            append_int(&mut got, x, width);
+            let sign = if x < 0 { "-" } else { "" };
+            assert_eq!(
+                got,
+                format!(">{sign}{:0width$}", x.unsigned_abs()),
+                "{x} width {width}"
+            );
+        }
+    }
 }

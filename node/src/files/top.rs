@@ -4,7 +4,10 @@
 //! write (given a [`LineRenderer`]: CSV, rendered on the thread that computes the row, so the
 //! end of the batch only copies bytes) or its values serialised with bincode (lossless, unlike
 //! the storage encoding, which truncates datetimes to milliseconds), not a vector of decoded
-//! values. A row its renderer refuses is kept as values, so the sink reports it in place. With a memory limit ([`TopBuffer::with_spill`]), a buffer
+//! values. A row its renderer refuses is kept as values, so the sink reports it in place.
+//! The rows' bytes live in an [`Arena`] of large chunks, not one allocation per row: freeing
+//! a few million small allocations at every spill took a fifth of a large `top`'s CPU
+//! (glibc's `free` consolidating neighbours). With a memory limit ([`TopBuffer::with_spill`]), a buffer
 //! that grows past it is sorted and written to a temporary file as a run; the end merges the
 //! runs with what is left in memory, so at most the limit plus one record per run is in memory.
 
@@ -23,14 +26,72 @@ use super::{FileError, LineRenderer};
 /// The limit used when a script gives none (spec §3.9, §14 #37).
 pub const DEFAULT_TOP_LIMIT: u64 = 5_000_000;
 
-/// Approximate bytes an [`Entry`] costs besides its key and row bytes: the struct, one boxed
-/// slice header and its allocator overhead.
-const ENTRY_OVERHEAD: usize = 48;
+/// Bytes of one arena chunk; an entry larger than this gets a chunk of its own.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Bytes an [`Entry`] costs besides its key and row bytes (it lives in the buffer's vector).
+const ENTRY_BYTES: usize = size_of::<Entry>();
+
+/// The kept rows' bytes, appended to large chunks in turn: a kept row costs no allocation of
+/// its own, and a spill or a cut drops a few chunks.
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Vec<u8>>,
+    /// Bytes appended since the arena was last cleared (what the budget counts).
+    used: usize,
+}
+
+impl Arena {
+    /// Appends `bytes` to the last chunk, or to a new one when they do not fit; returns
+    /// where they went as (chunk, offset).
+    fn push(&mut self, bytes: &[u8]) -> (u32, u32) {
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= bytes.len());
+        if !fits {
+            self.chunks
+                .push(Vec::with_capacity(CHUNK_BYTES.max(bytes.len())));
+        }
+        let chunk = self.chunks.len() - 1;
+        let Some(c) = self.chunks.last_mut() else {
+            return (0, 0);
+        };
+        let off = c.len();
+        c.extend_from_slice(bytes);
+        self.used += bytes.len();
+        // A chunk holds at most max(CHUNK_BYTES, one entry) bytes, and `push_at` refuses an
+        // entry of 4 GiB or more, so both fit.
+        (
+            u32::try_from(chunk).unwrap_or(u32::MAX),
+            u32::try_from(off).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// The `len` bytes at (chunk, offset).
+    fn get(&self, chunk: u32, off: u32, len: u32) -> &[u8] {
+        let (off, len) = (off as usize, len as usize);
+        self.chunks
+            .get(chunk as usize)
+            .and_then(|c| c.get(off..off + len))
+            .unwrap_or_default()
+    }
+
+    /// Takes over `other`'s chunks after this arena's; returns the chunk index its entries
+    /// are shifted by.
+    fn append(&mut self, other: &mut Self) -> u32 {
+        let shift = u32::try_from(self.chunks.len()).unwrap_or(u32::MAX);
+        self.chunks.append(&mut other.chunks);
+        self.used += std::mem::take(&mut other.used);
+        shift
+    }
+}
 
 /// A row with its order key and arrival number; ordered by `(key, seq)`.
 ///
-/// Key and row share one allocation (`data`), so a buffer of a few million rows makes one
-/// malloc per kept row and one free per row at the end of a batch, not two of each.
+/// Key and row are one span of the buffer's [`Arena`], so comparing two entries needs the
+/// arena ([`Entry::cmp_in`]).
+#[derive(Clone, Copy)]
 struct Entry {
     /// The 8 key bytes after the prefix every key of its buffer shares, big-endian and
     /// zero-padded (see [`TopBuffer`]'s `prefix`): within one buffer it orders like the key
@@ -39,41 +100,68 @@ struct Entry {
     /// at the key's start would spend on bytes equal in every row.
     head: u64,
     seq: u64,
-    /// Length of the key at the start of `data`.
-    key_len: usize,
-    /// The order key followed by the row: a tag byte ([`ROW_LINE`] or [`ROW_VALUES`]), then
-    /// the rendered line or the bincode-serialised values.
-    data: Box<[u8]>,
+    /// Arena chunk and offset of the span.
+    chunk: u32,
+    off: u32,
+    /// Length of the key at the start of the span.
+    key_len: u32,
+    /// Length of the span: the order key followed by the row, a tag byte ([`ROW_LINE`] or
+    /// [`ROW_VALUES`]) then the rendered line or the bincode-serialised values.
+    len: u32,
 }
 
 impl Entry {
     /// Memory held, for the budget.
     fn held(&self) -> usize {
-        self.data.len() + ENTRY_OVERHEAD
+        self.len as usize + ENTRY_BYTES
+    }
+
+    /// The key and the row.
+    fn span<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        a.get(self.chunk, self.off, self.len)
     }
 
     /// The order key.
-    fn key(&self) -> &[u8] {
-        self.data.get(..self.key_len).unwrap_or_default()
+    fn key<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        a.get(self.chunk, self.off, self.key_len)
     }
 
     /// The row: tag byte and payload.
-    fn row(&self) -> &[u8] {
-        self.data.get(self.key_len..).unwrap_or_default()
+    fn row<'a>(&self, a: &'a Arena) -> &'a [u8] {
+        self.span(a)
+            .get(self.key_len as usize..)
+            .unwrap_or_default()
     }
 
     /// Sets the head to the key bytes after its first `skip`.
-    fn rehead(&mut self, skip: usize) {
-        self.head = key_head(self.key().get(skip..).unwrap_or_default());
+    fn rehead(&mut self, skip: usize, a: &Arena) {
+        self.head = key_head(self.key(a).get(skip..).unwrap_or_default());
     }
 
-    /// Orders by `(key, seq)` alone, for entries whose heads were taken after different
-    /// prefixes (the merge of spilled runs).
-    fn cmp_full(&self, other: &Self) -> Ordering {
-        self.key()
-            .cmp(other.key())
-            .then_with(|| self.seq.cmp(&other.seq))
+    /// Orders by `(head, key, seq)`: valid between entries of one buffer only (heads after
+    /// the same prefix).
+    fn cmp_in(&self, other: &Self, a: &Arena) -> Ordering {
+        self.head.cmp(&other.head).then_with(|| {
+            self.key(a)
+                .cmp(other.key(a))
+                .then_with(|| self.seq.cmp(&other.seq))
+        })
     }
+}
+
+/// Entries whose spans [`touch`] loads together before they are copied in order.
+const GATHER_BLOCK: usize = 16;
+
+/// Reads the first and last byte of each entry's span, so that their cache misses overlap:
+/// sorted entries point all over the arena, and copying them one by one otherwise waits for
+/// each miss in turn (a fifth of a large `top`'s CPU before this).
+fn touch(block: &[Entry], a: &Arena) {
+    let mut x = 0u8;
+    for e in block {
+        let span = e.span(a);
+        x ^= span.first().copied().unwrap_or(0) ^ span.last().copied().unwrap_or(0);
+    }
+    std::hint::black_box(x);
 }
 
 /// The first 8 bytes of `key` as a big-endian number, zero-padded.
@@ -89,32 +177,21 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
+/// The head entry of one source of the k-way merge of spilled runs: its span copied into a
+/// buffer the source reuses for its next entry. Ordered by `(key, seq, source)`, since the
+/// sources' heads follow different prefixes.
+struct Merged {
+    key_len: usize,
+    seq: u64,
+    data: Vec<u8>,
+    src: usize,
 }
 
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+impl Merged {
+    fn key(&self) -> &[u8] {
+        self.data.get(..self.key_len).unwrap_or_default()
     }
 }
-
-/// Valid between entries of one buffer only (heads after the same prefix).
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.head
-            .cmp(&other.head)
-            .then_with(|| self.cmp_full(other))
-    }
-}
-
-/// An entry of the k-way merge of spilled runs, with the source it came from; ordered by
-/// `(key, seq)` since the sources' heads follow different prefixes.
-struct Merged(Entry, usize);
 
 impl PartialEq for Merged {
     fn eq(&self, other: &Self) -> bool {
@@ -132,7 +209,10 @@ impl PartialOrd for Merged {
 
 impl Ord for Merged {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.0.cmp_full(&other.0).then_with(|| self.1.cmp(&other.1))
+        self.key()
+            .cmp(other.key())
+            .then_with(|| self.seq.cmp(&other.seq))
+            .then_with(|| self.src.cmp(&other.src))
     }
 }
 
@@ -164,8 +244,8 @@ pub struct TopBuffer {
     cols: Vec<usize>,
     limit: usize,
     rows: Vec<Entry>,
-    /// Bytes held by `rows`.
-    held: usize,
+    /// The bytes of `rows`' keys and rows, and of rows a cut dropped until the next compaction.
+    arena: Arena,
     /// After a cut: the largest kept entry's key; rows with a key at or above it can never
     /// be kept (a later row with an equal key sorts after it).
     bound: Option<Box<[u8]>>,
@@ -206,9 +286,13 @@ static NO_VALUE: Value = Value::Bool(false);
 /// bincode's configuration for serialised rows.
 const ROW_CONFIG: bincode::config::Configuration = bincode::config::standard();
 
-fn spill_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError {
-    let path = path.display().to_string();
-    move |source| FileError::TopSpill { path, source }
+/// The error of a run file; the path is rendered only when there is an error (this wraps
+/// every entry read or written).
+fn spill_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+    move |source| FileError::TopSpill {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 impl TopBuffer {
@@ -239,7 +323,7 @@ impl TopBuffer {
             cols,
             limit,
             rows: Vec::with_capacity(limit.min(4096)),
-            held: 0,
+            arena: Arena::default(),
             bound: None,
             seq: 0,
             prefix: None,
@@ -334,28 +418,56 @@ impl TopBuffer {
                 },
             )?;
         }
-        let e = Entry {
-            head: key_head(self.scratch.get(skip..key_len).unwrap_or_default()),
-            seq,
-            key_len,
-            data: self.scratch.as_slice().into(),
+        let too_large = || FileError::TopRow {
+            reason: format!("a row of {} bytes (4 GiB at most)", self.scratch.len()),
         };
-        self.held += e.held();
-        self.rows.push(e);
-        if self.rows.len() >= self.limit.saturating_mul(2) {
-            self.cut();
+        let len = u32::try_from(self.scratch.len()).map_err(|_| too_large())?;
+        let key_len = u32::try_from(key_len).map_err(|_| too_large())?;
+        let head = key_head(self.scratch.get(skip..key_len as usize).unwrap_or_default());
+        let (chunk, off) = self.arena.push(&self.scratch);
+        self.rows.push(Entry {
+            head,
+            seq,
+            chunk,
+            off,
+            key_len,
+            len,
+        });
+        if self.rows.len() >= self.limit.saturating_mul(2) && self.cut() {
+            self.compact();
         }
         if let Some(max) = self.spill.as_ref().map(|s| s.max_bytes)
-            && self.held > max
+            && self.held() > max
         {
             // Cutting first may free enough; spill only what remains over half the limit, so
             // runs are not a handful of rows each.
-            self.cut();
-            if self.held > max / 2 {
+            let cut = self.cut();
+            if self.live() > max / 2 {
                 self.spill_run()?;
+            } else if cut {
+                self.compact();
             }
         }
         Ok(())
+    }
+
+    /// Memory held: the arena's bytes (a cut's leftovers included) and the entries.
+    fn held(&self) -> usize {
+        self.arena.used + self.rows.len() * ENTRY_BYTES
+    }
+
+    /// Memory the kept rows need.
+    fn live(&self) -> usize {
+        self.rows.iter().map(Entry::held).sum()
+    }
+
+    /// Copies the kept rows' spans into a fresh arena, dropping what cuts left behind.
+    fn compact(&mut self) {
+        let mut fresh = Arena::default();
+        for e in &mut self.rows {
+            (e.chunk, e.off) = fresh.push(e.span(&self.arena));
+        }
+        self.arena = fresh;
     }
 
     /// Makes the buffer's prefix one the key at the start of `scratch` (`key_len` bytes)
@@ -370,7 +482,7 @@ impl TopBuffer {
         if n < prefix.len() {
             prefix.truncate(n);
             for e in &mut self.rows {
-                e.rehead(n);
+                e.rehead(n, &self.arena);
             }
         }
         n
@@ -389,24 +501,46 @@ impl TopBuffer {
         };
         let n = common_prefix(&ours, &theirs);
         if n < ours.len() {
-            self.rows.iter_mut().for_each(|e| e.rehead(n));
+            self.rows.iter_mut().for_each(|e| e.rehead(n, &self.arena));
         }
         if n < theirs.len() {
-            other.rows.iter_mut().for_each(|e| e.rehead(n));
+            other
+                .rows
+                .iter_mut()
+                .for_each(|e| e.rehead(n, &other.arena));
         }
         self.prefix = Some(theirs[..n].to_vec());
-        self.rows.append(&mut other.rows);
+        let shift = self.arena.append(&mut other.arena);
+        self.rows.extend(other.rows.drain(..).map(|e| Entry {
+            chunk: e.chunk + shift,
+            ..e
+        }));
     }
 
-    /// Keeps only the `limit` smallest rows (unordered) and remembers the largest kept key.
-    fn cut(&mut self) {
+    /// Keeps only the `limit` smallest rows (unordered) and remembers the largest kept key;
+    /// false when there was nothing to drop. The dropped rows' bytes stay in the arena until
+    /// [`TopBuffer::compact`] or a spill.
+    fn cut(&mut self) -> bool {
         if self.rows.len() <= self.limit {
-            return;
+            return false;
         }
-        self.rows.select_nth_unstable(self.limit);
+        let arena = &self.arena;
+        self.rows
+            .select_nth_unstable_by(self.limit, |a, b| a.cmp_in(b, arena));
         self.rows.truncate(self.limit);
-        self.held = self.rows.iter().map(Entry::held).sum();
-        self.bound = self.rows.iter().max().map(|e| e.key().into());
+        self.bound = self
+            .rows
+            .iter()
+            .max_by(|a, b| a.cmp_in(b, arena))
+            .map(|e| e.key(arena).into());
+        true
+    }
+
+    /// Sorts the rows in memory by `(key, seq)`.
+    fn sort(&mut self) {
+        let arena = &self.arena;
+        // `seq` makes every entry distinct, so an unstable sort is deterministic.
+        self.rows.sort_unstable_by(|a, b| a.cmp_in(b, arena));
     }
 
     /// Sorts the rows in memory and writes them as one run file.
@@ -425,16 +559,20 @@ impl TopBuffer {
             return Ok(());
         };
         let path = dir.path().join(format!("run-{:05}", s.runs.len()));
-        self.rows.sort_unstable();
+        s.runs.push(path.clone());
+        self.sort();
         let file = crate::fsmode::create_private_file(&path).map_err(spill_err(&path))?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
-        for e in self.rows.drain(..) {
-            write_entry(&mut w, &e).map_err(spill_err(&path))?;
+        for block in self.rows.chunks(GATHER_BLOCK) {
+            touch(block, &self.arena);
+            for e in block {
+                write_entry(&mut w, e, &self.arena).map_err(spill_err(&path))?;
+            }
         }
-        self.prefix = None;
         w.flush().map_err(spill_err(&path))?;
-        s.runs.push(path);
-        self.held = 0;
+        self.rows.clear();
+        self.arena = Arena::default();
+        self.prefix = None;
         Ok(())
     }
 
@@ -458,8 +596,11 @@ impl TopBuffer {
     /// Cuts the rows in memory to the `limit` smallest and sorts them, so that the thread
     /// that filled a share does this work rather than the one merging the shares.
     pub fn seal(&mut self) {
-        self.cut();
-        self.rows.sort_unstable();
+        // The sealed share waits for the others beside them: drop what the cut left behind.
+        if self.cut() {
+            self.compact();
+        }
+        self.sort();
         self.presorted = true;
     }
 
@@ -469,7 +610,6 @@ impl TopBuffer {
     /// exactly as one buffer given every row in arrival order would. Seal both first.
     pub fn absorb(&mut self, mut other: Self) {
         self.presorted = self.presorted && other.presorted;
-        self.held += other.held;
         self.append_rows(&mut other);
         // A bound holds for the share that set it only: rows of the other share with the
         // same key may arrive earlier.
@@ -513,16 +653,15 @@ impl TopBuffer {
         if self.presorted {
             // Sealed shares: a stable sort merges the sorted runs in linear time; the
             // `limit` smallest are then a prefix.
-            self.rows.sort();
+            let arena = &self.arena;
+            self.rows.sort_by(|a, b| a.cmp_in(b, arena));
             self.rows.truncate(self.limit);
         } else {
             self.cut();
-            // `seq` makes every entry distinct, so an unstable sort is deterministic.
-            self.rows.sort_unstable();
+            self.sort();
         }
         let runs = self.spill.take().map(|s| (s.runs, s.dir, s.absorbed_dirs));
-        let emit = |e: &Entry, f: &mut dyn FnMut(SortedRow<'_>) -> Result<(), E>| match e
-            .row()
+        let emit = |row: &[u8], f: &mut dyn FnMut(SortedRow<'_>) -> Result<(), E>| match row
             .split_first()
         {
             Some((&ROW_LINE, line)) => f(SortedRow::Line(line)),
@@ -533,8 +672,11 @@ impl TopBuffer {
             .into()),
         };
         let Some((runs, _dir, _absorbed)) = runs.filter(|(r, _, _)| !r.is_empty()) else {
-            for e in &self.rows {
-                emit(e, &mut f)?;
+            for block in self.rows.chunks(GATHER_BLOCK) {
+                touch(block, &self.arena);
+                for e in block {
+                    emit(e.row(&self.arena), &mut f)?;
+                }
             }
             return Ok(());
         };
@@ -547,30 +689,50 @@ impl TopBuffer {
                     .map_err(spill_err(p))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut memory = std::mem::take(&mut self.rows).into_iter();
-        let mem_src = readers.len();
-        let mut heap: BinaryHeap<std::cmp::Reverse<Merged>> = BinaryHeap::new();
-        for (i, (r, p)) in readers.iter_mut().enumerate() {
-            if let Some(e) = read_entry(r).map_err(spill_err(p))? {
-                heap.push(std::cmp::Reverse(Merged(e, i)));
+        let arena = &self.arena;
+        let mut memory = self.rows.iter();
+        // The next entry of source `src` into `m`'s buffer; false when the source is done.
+        let mut refill = |m: &mut Merged| -> Result<bool, FileError> {
+            match readers.get_mut(m.src) {
+                Some((r, p)) => match read_entry_into(r, &mut m.data).map_err(spill_err(p))? {
+                    Some((key_len, seq)) => {
+                        (m.key_len, m.seq) = (key_len, seq);
+                        Ok(true)
+                    }
+                    None => Ok(false),
+                },
+                None => match memory.next() {
+                    Some(e) => {
+                        m.data.clear();
+                        m.data.extend_from_slice(e.span(arena));
+                        (m.key_len, m.seq) = (e.key_len as usize, e.seq);
+                        Ok(true)
+                    }
+                    None => Ok(false),
+                },
             }
-        }
-        if let Some(e) = memory.next() {
-            heap.push(std::cmp::Reverse(Merged(e, mem_src)));
+        };
+        let mut heap: BinaryHeap<std::cmp::Reverse<Merged>> = BinaryHeap::new();
+        for src in 0..=runs.len() {
+            let mut m = Merged {
+                key_len: 0,
+                seq: 0,
+                data: Vec::new(),
+                src,
+            };
+            if refill(&mut m)? {
+                heap.push(std::cmp::Reverse(m));
+            }
         }
         let mut left = self.limit;
         while left > 0 {
-            let Some(std::cmp::Reverse(Merged(e, src))) = heap.pop() else {
+            let Some(std::cmp::Reverse(mut m)) = heap.pop() else {
                 break;
             };
-            emit(&e, &mut f)?;
+            emit(m.data.get(m.key_len..).unwrap_or_default(), &mut f)?;
             left -= 1;
-            let next = match readers.get_mut(src) {
-                Some((r, p)) => read_entry(r).map_err(spill_err(p))?,
-                None => memory.next(),
-            };
-            if let Some(n) = next {
-                heap.push(std::cmp::Reverse(Merged(n, src)));
+            if refill(&mut m)? {
+                heap.push(std::cmp::Reverse(m));
             }
         }
         Ok(())
@@ -596,40 +758,35 @@ fn decode_values(bytes: &[u8]) -> Result<Vec<Value>, FileError> {
         })
 }
 
-/// Writes `e` as `[key len u32][key][seq u64][row len u32][row]`, little-endian.
-fn write_entry(w: &mut impl Write, e: &Entry) -> std::io::Result<()> {
-    let len = |n: usize| {
-        u32::try_from(n).map_err(|_| std::io::Error::other("top row too large to spill"))
-    };
-    w.write_all(&len(e.key_len)?.to_le_bytes())?;
-    w.write_all(e.key())?;
+/// Writes `e` as `[seq u64][key len u32][span len u32][key and row]`, little-endian.
+fn write_entry(w: &mut impl Write, e: &Entry, a: &Arena) -> std::io::Result<()> {
     w.write_all(&e.seq.to_le_bytes())?;
-    w.write_all(&len(e.row().len())?.to_le_bytes())?;
-    w.write_all(e.row())
+    w.write_all(&e.key_len.to_le_bytes())?;
+    w.write_all(&e.len.to_le_bytes())?;
+    w.write_all(e.span(a))
 }
 
-/// Reads the next entry written by [`write_entry`]; `None` at a clean end of file.
-fn read_entry(r: &mut impl Read) -> std::io::Result<Option<Entry>> {
-    let mut n = [0u8; 4];
-    match r.read_exact(&mut n) {
+/// Reads the next entry written by [`write_entry`] into `data` (key and row); returns its
+/// key length and seq, `None` at a clean end of file.
+fn read_entry_into(r: &mut impl Read, data: &mut Vec<u8>) -> std::io::Result<Option<(usize, u64)>> {
+    let mut seq = [0u8; 8];
+    match r.read_exact(&mut seq) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let key_len = u32::from_le_bytes(n) as usize;
-    let mut data = vec![0u8; key_len];
-    r.read_exact(&mut data)?;
-    let mut seq = [0u8; 8];
-    r.read_exact(&mut seq)?;
+    let mut n = [0u8; 4];
     r.read_exact(&mut n)?;
-    data.resize(key_len + u32::from_le_bytes(n) as usize, 0);
-    r.read_exact(&mut data[key_len..])?;
-    // Runs are merged by full key (see `Merged`), so the head here is only a placeholder
-    // that is consistent with other entries read from runs.
-    Ok(Some(Entry {
-        head: key_head(&data[..key_len]),
-        seq: u64::from_le_bytes(seq),
-        key_len,
-        data: data.into_boxed_slice(),
-    }))
+    let key_len = u32::from_le_bytes(n) as usize;
+    r.read_exact(&mut n)?;
+    let len = u32::from_le_bytes(n) as usize;
+    if key_len > len {
+        return Err(std::io::Error::other(
+            "a spilled top entry whose key outruns it",
+        ));
+    }
+    data.clear();
+    data.resize(len, 0);
+    r.read_exact(data)?;
+    Ok(Some((key_len, u64::from_le_bytes(seq))))
 }
