@@ -174,8 +174,109 @@ fn push_float(out: &mut Vec<u8>, f: f64) {
 /// Appends `%066.32f`: Rust's `{:.32}` is the exact decimal expansion rounded half-to-even at
 /// the 32nd digit, like Go's `strconv` (checked on ties such as 2^-33).
 fn push_f66(out: &mut Vec<u8>, f: f64) {
-    // Writing into a Vec<u8> cannot fail.
-    let _ = write!(out, "{f:066.32}");
+    if !push_f66_exact(out, f) {
+        // Writing into a Vec<u8> cannot fail.
+        let _ = write!(out, "{f:066.32}");
+    }
+}
+
+/// 5^32: 10^32 = 2^32 · 5^32, and a mantissa below 2^53 times 5^32 stays below 2^128.
+const FIVE_POW_32: u128 = 23_283_064_365_386_962_890_625;
+
+/// 10^32, one more than the largest 32-digit fraction.
+const TEN_POW_32: u128 = 100_000_000_000_000_000_000_000_000_000_000;
+
+/// [`push_f66`] in integer arithmetic for a non-negative finite `f` below 2^127 (any number
+/// a key of real data holds); false, with nothing written, for the rest. Rust's formatter
+/// takes its arbitrary-precision path for 32 exact digits, which made float and decimal keys
+/// the most expensive part of a `top` ordered by them.
+pub(super) fn push_f66_exact(out: &mut Vec<u8>, f: f64) -> bool {
+    if !f.is_finite() || f.is_sign_negative() {
+        return false;
+    }
+    let bits = f.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let frac_bits = bits & ((1u64 << 52) - 1);
+    // f = m · 2^e exactly.
+    let (m, e) = if exp == 0 {
+        (frac_bits, -1074)
+    } else {
+        (frac_bits | (1u64 << 52), exp - 1075)
+    };
+    let (mut int, frac) = if e >= 0 {
+        if e > 74 {
+            return false;
+        }
+        (u128::from(m) << e, 0u128)
+    } else {
+        let k = e.unsigned_abs();
+        let int = if k >= 64 { 0 } else { u128::from(m >> k) };
+        let r = if k >= 64 { m } else { m & ((1u64 << k) - 1) };
+        // The fraction is r / 2^k; its 32 digits are r · 10^32 / 2^k = r · 5^32 / 2^(k-32).
+        let p = u128::from(r) * FIVE_POW_32;
+        let frac = if k <= 32 {
+            p << (32 - k)
+        } else if k - 32 > 128 {
+            // p < 2^128 ≤ half of 2^(k-32): rounds to 0.
+            0
+        } else if k - 32 == 128 {
+            // The quotient is 0 and the half 2^127, which p can pass.
+            u128::from(p > 1u128 << 127)
+        } else {
+            let shift = k - 32;
+            let q = p >> shift;
+            let rem = p & ((1u128 << shift) - 1);
+            let half = 1u128 << (shift - 1);
+            // Half to even, as the exact formatter.
+            if rem > half || (rem == half && q & 1 == 1) {
+                q + 1
+            } else {
+                q
+            }
+        };
+        (int, frac)
+    };
+    let frac = if frac == TEN_POW_32 {
+        int += 1;
+        0
+    } else {
+        frac
+    };
+    let mut digits = [b'0'; 40];
+    let int_len = write_digits(&mut digits, int).max(33);
+    out.extend_from_slice(&digits[digits.len() - int_len..]);
+    out.push(b'.');
+    let mut digits = [b'0'; 40];
+    write_digits(&mut digits, frac);
+    out.extend_from_slice(&digits[digits.len() - 32..]);
+    true
+}
+
+/// Writes `v`'s decimal digits at the end of `buf` (left of them stays as it was); returns
+/// how many. Digits come from u64 halves: a u128 division is a library call.
+fn write_digits(buf: &mut [u8; 40], v: u128) -> usize {
+    const TEN_POW_19: u128 = 10_000_000_000_000_000_000;
+    match u64::try_from(v) {
+        Ok(small) => write_u64_digits(buf, buf.len(), small, 1),
+        Err(_) => {
+            // Low 19 digits zero-padded, then the rest (below 2^128 / 10^19 < 2^64).
+            let low = write_u64_digits(buf, buf.len(), (v % TEN_POW_19) as u64, 19);
+            let high = u64::try_from(v / TEN_POW_19).unwrap_or(u64::MAX);
+            low + write_u64_digits(buf, buf.len() - low, high, 1)
+        }
+    }
+}
+
+/// Writes `v`'s digits ending just before `end`, at least `min` of them (zero-padded);
+/// returns how many.
+fn write_u64_digits(buf: &mut [u8; 40], end: usize, mut v: u64, min: usize) -> usize {
+    let mut i = end;
+    while i > 0 && (v > 0 || end - i < min) {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    end - i
 }
 
 /// The nearest f64 to a decimal, as Go's shopspring `Float64()` (exact rational → nearest).

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use rust_decimal::Decimal;
 
-use super::encode::{go_to_upper, is_mn, mn_ranges};
+use super::encode::{go_to_upper, is_mn, mn_ranges, push_f66_exact};
 use super::*;
 use crate::value::{Time, Type, Value};
 
@@ -596,5 +596,86 @@ proptest! {
         // ignore_case never panics and only grows through U+FFFD or case changes.
         let d = def("unique(s(20, ignore_case))");
         build_key(&d, &[&Value::str(&s)]).unwrap();
+    }
+}
+
+/// The integer path of `%066.32f` against Rust's exact formatter: `Some(text)` when the path
+/// takes the value.
+fn f66_fast(f: f64) -> Option<String> {
+    let mut out = Vec::new();
+    push_f66_exact(&mut out, f).then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Values the integer path must print exactly as the formatter: zero, subnormals, ties at the
+/// 32nd digit (odd multiples of 2^-33 … 2^-40 round half to even), a fraction rounding up into
+/// the integer part, decimals of two digits as keys hold them, and the largest integers taken.
+#[test]
+fn f66_integer_path_matches_the_formatter_on_edges() {
+    let mut values = vec![
+        0.0,
+        f64::MIN_POSITIVE,
+        5e-324,
+        1e-300,
+        1e-33,
+        5e-33,
+        1e-32,
+        0.5,
+        1.0,
+    ];
+    for k in 33..=60 {
+        for odd in [1.0, 3.0, 5.0, 12345.0 * 2.0 + 1.0] {
+            values.push(odd * 2f64.powi(-k));
+        }
+    }
+    values.push(1.0 - f64::EPSILON / 2.0);
+    values.push(0.999_999_999_999_999_999_999_999_999_999_999_9);
+    for cents in [1i64, 5, 99, 100, 12345, 999_999, 123_456_789_012] {
+        values.push(crate::key::encode::decimal_to_f64(&Decimal::new(cents, 2)));
+    }
+    values.extend([
+        2f64.powi(52),
+        2f64.powi(53) + 2.0,
+        2f64.powi(74),
+        2f64.powi(126),
+        1e33,
+        1e38,
+    ]);
+    for f in values {
+        let fast = f66_fast(f);
+        assert!(fast.is_some(), "{f:e} not taken by the integer path");
+        assert_eq!(fast, Some(format!("{f:066.32}")), "{f:e}");
+    }
+    // Outside its range the path declines and writes nothing.
+    for f in [
+        -0.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NAN,
+        2f64.powi(127),
+        f64::MAX,
+    ] {
+        assert_eq!(f66_fast(f), None, "{f:e}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    /// Any non-negative finite double the integer path takes prints as the formatter prints it.
+    #[test]
+    fn f66_integer_path_matches_the_formatter(bits in 0u64..0x7ff0_0000_0000_0000) {
+        let f = f64::from_bits(bits);
+        if let Some(fast) = f66_fast(f) {
+            prop_assert_eq!(fast, format!("{f:066.32}"));
+        }
+    }
+
+    /// Doubles near data values (small exponents) print as the formatter prints them.
+    #[test]
+    fn f66_integer_path_matches_the_formatter_near_data(m in 0u64..(1u64 << 53), e in -80i32..60) {
+        let f = m as f64 * 2f64.powi(e);
+        let fast = f66_fast(f);
+        prop_assert!(fast.is_some());
+        prop_assert_eq!(fast, Some(format!("{f:066.32}")));
     }
 }

@@ -139,11 +139,14 @@ impl Entry {
     }
 
     /// Orders by `(head, key, seq)`: valid between entries of one buffer only (heads after
-    /// the same prefix).
-    fn cmp_in(&self, other: &Self, a: &Arena) -> Ordering {
+    /// the same prefix), whose keys all start with the same `skip` bytes (long in keys of
+    /// fixed-width numbers or descending components, which double every byte).
+    fn cmp_in(&self, other: &Self, a: &Arena, skip: usize) -> Ordering {
         self.head.cmp(&other.head).then_with(|| {
-            self.key(a)
-                .cmp(other.key(a))
+            let (x, y) = (self.key(a), other.key(a));
+            x.get(skip..)
+                .unwrap_or(x)
+                .cmp(y.get(skip..).unwrap_or(y))
                 .then_with(|| self.seq.cmp(&other.seq))
         })
     }
@@ -524,23 +527,28 @@ impl TopBuffer {
         if self.rows.len() <= self.limit {
             return false;
         }
-        let arena = &self.arena;
+        let (arena, skip) = (&self.arena, self.skip());
         self.rows
-            .select_nth_unstable_by(self.limit, |a, b| a.cmp_in(b, arena));
+            .select_nth_unstable_by(self.limit, |a, b| a.cmp_in(b, arena, skip));
         self.rows.truncate(self.limit);
         self.bound = self
             .rows
             .iter()
-            .max_by(|a, b| a.cmp_in(b, arena))
+            .max_by(|a, b| a.cmp_in(b, arena, skip))
             .map(|e| e.key(arena).into());
         true
     }
 
     /// Sorts the rows in memory by `(key, seq)`.
     fn sort(&mut self) {
-        let arena = &self.arena;
+        let (arena, skip) = (&self.arena, self.skip());
         // `seq` makes every entry distinct, so an unstable sort is deterministic.
-        self.rows.sort_unstable_by(|a, b| a.cmp_in(b, arena));
+        self.rows.sort_unstable_by(|a, b| a.cmp_in(b, arena, skip));
+    }
+
+    /// Length of the prefix every held key starts with.
+    fn skip(&self) -> usize {
+        self.prefix.as_ref().map_or(0, Vec::len)
     }
 
     /// Sorts the rows in memory and writes them as one run file.
@@ -653,8 +661,8 @@ impl TopBuffer {
         if self.presorted {
             // Sealed shares: a stable sort merges the sorted runs in linear time; the
             // `limit` smallest are then a prefix.
-            let arena = &self.arena;
-            self.rows.sort_by(|a, b| a.cmp_in(b, arena));
+            let (arena, skip) = (&self.arena, self.skip());
+            self.rows.sort_by(|a, b| a.cmp_in(b, arena, skip));
             self.rows.truncate(self.limit);
         } else {
             self.cut();
