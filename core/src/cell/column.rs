@@ -256,6 +256,8 @@ pub fn write_cell(out: &mut String, v: &Value, format: &str) -> Result<(), CellE
                 gofmt::sprintf_into(out, format, std::slice::from_ref(&text));
             }
         }
+        // `%s` of a string is the string: most text columns of an output file.
+        Value::Str(s) if format == "%s" => out.push_str(s),
         Value::Str(_) | Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
             gofmt::sprintf_into(out, format, std::slice::from_ref(v));
         }
