@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{add, base_plan, d, e, fields, index, items_fields, row_write, s, source_spec};
+use common::{
+    Wf, add, base_plan, d, e, fields, index, items_fields, row_write, s, source_spec, table_writer,
+};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
@@ -12,8 +14,7 @@ use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
     CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
     FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField,
-    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableWriter, TagAndDenormalize,
-    Top, Writer, WriterField,
+    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TagAndDenormalize, Top, Writer,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::BatchTask;
@@ -31,44 +32,6 @@ const KS: &str = "ks";
 // Plan building helpers: plans are assembled from plexus_core::plan structs; expressions go
 // through plexus_core::expr::parse (the planner crate cannot be a dependency of node).
 // ------------------------------------------------------------------------------------------
-
-/// A writer field: (name, type, expression, default_value).
-type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
-
-fn table_writer(
-    name: &str,
-    wf: &[Wf<'_>],
-    having: Option<&str>,
-    idx: &[(&str, &str)],
-) -> TableWriter {
-    let mut fs: Vec<WriterField> = wf
-        .iter()
-        .map(|(n, t, x, d)| WriterField {
-            name: (*n).to_owned(),
-            ty: *t,
-            expr: e(x),
-            default_value: d.map(str::to_owned),
-        })
-        .collect();
-    fs.sort_by(|a, b| a.name.cmp(&b.name));
-    let plain: Vec<Field> = fs
-        .iter()
-        .map(|f| Field {
-            name: f.name.clone(),
-            ty: f.ty,
-        })
-        .collect();
-    TableWriter {
-        name: name.to_owned(),
-        fields: fs,
-        having: having.map(e),
-        indexes: idx
-            .iter()
-            .map(|(n, d)| ((*n).to_owned(), index(d, &plain)))
-            .collect(),
-        table_options: String::new(),
-    }
-}
 
 fn node(name: &str, ty: NodeType, reader: Reader, writer: Writer) -> PlanNode {
     PlanNode {

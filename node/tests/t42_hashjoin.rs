@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    add, base_plan, d, e, fields, index, items_fields, raw, row_write, s, source_spec_as,
+    Wf, add, base_plan, d, e, fields, index, items_fields, raw, row_write, s, source_spec_as,
+    writer_fields,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use anyhow::Result;
 use plexus_core::gofmt::format_value;
 use plexus_core::plan::{
     Field, JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy,
-    TableReader, TableWriter, Writer, WriterField,
+    TableReader, TableWriter, Writer,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::BatchTask;
@@ -27,9 +28,6 @@ use plexus_node::store::{EmbeddedStore, Store, TableRef, WriteMode};
 const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
 const SRC: u32 = 1;
-
-/// A writer field: (name, type, expression, default_value).
-type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
 
 fn orders_fields() -> Vec<Field> {
     fields(&[("order_id", Type::Int), ("status", Type::String)])
@@ -49,16 +47,7 @@ fn lookup_node(
     filter: Option<&str>,
     wf: &[Wf<'_>],
 ) -> PlanNode {
-    let mut fs: Vec<WriterField> = wf
-        .iter()
-        .map(|(n, t, x, d)| WriterField {
-            name: (*n).to_owned(),
-            ty: *t,
-            expr: e(x),
-            default_value: d.map(str::to_owned),
-        })
-        .collect();
-    fs.sort_by(|a, b| a.name.cmp(&b.name));
+    let fs = writer_fields(wf);
     PlanNode {
         name: name.to_owned(),
         node_type: NodeType::TableLookupTable,

@@ -6,14 +6,16 @@
 
 mod common;
 
-use common::{add, e, fields, index, raw, row_write, source_spec};
+use common::{
+    Wf, add, e, fields, index, lefts_rights_plan, raw, row_write, source_spec, writer_fields,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use plexus_core::plan::{
     JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy, TableReader,
-    TableSchema, TableWriter, Writer, WriterField,
+    TableWriter, Writer,
 };
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
@@ -29,9 +31,6 @@ const KS: &str = "ks";
 const SRC: u32 = 1;
 /// Batches of every lookup node.
 const BATCHES: u32 = 2;
-
-/// A writer field: (name, type, expression, default_value).
-type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
 
 /// The right table's fields, in layout (name) order: b, d, f, i, k, s, u, z.
 fn right_fields() -> Vec<plexus_core::plan::Field> {
@@ -57,49 +56,10 @@ fn left_fields() -> Vec<plexus_core::plan::Field> {
     ])
 }
 
-/// A plan with the `lefts` and `rights` tables (`rights` indexed non-unique by `k` and
-/// unique by `u`), without nodes.
-fn base() -> Plan {
-    let rf = right_fields();
-    let mut idx = BTreeMap::new();
-    idx.insert("idx_rights_k".to_owned(), index("non_unique(k)", &rf));
-    idx.insert("idx_rights_u".to_owned(), index("unique(u)", &rf));
-    let mut tables = BTreeMap::new();
-    for (name, fields, indexes) in [
-        ("lefts", left_fields(), BTreeMap::new()),
-        ("rights", rf, idx),
-    ] {
-        tables.insert(
-            name.to_owned(),
-            TableSchema {
-                created_by: format!("read_{name}"),
-                script_order: Vec::new(),
-                fields,
-                indexes,
-            },
-        );
-    }
-    Plan {
-        nodes: Vec::new(),
-        tables,
-        policies: BTreeMap::new(),
-        default_policy: String::new(),
-    }
-}
-
 /// A grouped lookup of `lefts` (3-row pages) into `rights` through `unique` or the
 /// non-unique index.
 fn node(name: &str, unique: bool, join: JoinType, filter: Option<&str>, wf: &[Wf<'_>]) -> PlanNode {
-    let mut fs: Vec<WriterField> = wf
-        .iter()
-        .map(|(n, t, x, d)| WriterField {
-            name: (*n).to_owned(),
-            ty: *t,
-            expr: e(x),
-            default_value: d.map(str::to_owned),
-        })
-        .collect();
-    fs.sort_by(|a, b| a.name.cmp(&b.name));
+    let fs = writer_fields(wf);
     let (index_name, def, join_on) = if unique {
         ("idx_rights_u", "unique(u)", "u")
     } else {
@@ -183,7 +143,7 @@ const AGGS: &[Wf<'static>] = &[
 /// The grouped nodes compared: inner and left joins, through the non-unique and the unique
 /// index, without and with a filter.
 fn plan_all() -> (Plan, Vec<String>) {
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let names = add_grouped(&mut plan, "g", AGGS);
     (plan, names)
 }
@@ -477,7 +437,7 @@ fn error_of(
 #[test]
 fn folded_errors_read_as_before() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_errors");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let cases: [(&str, Option<&str>, &[Wf<'static>]); 4] = [
         (
             "div_zero",
@@ -555,7 +515,7 @@ fn folded_errors_read_as_before() -> Result<()> {
 #[test]
 fn lookups_that_depend_on_more_than_the_key_are_not_folded() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_not_taken");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let cases: [(&str, Option<&str>, &[Wf<'static>]); 3] = [
         (
             "last_value",
@@ -655,7 +615,7 @@ fn parallel_fold_is_byte_identical_to_one_thread_and_to_no_fold() -> Result<()> 
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel");
     for s in 0..2u64 {
         let seed = seed.wrapping_add(s);
-        let mut plan = base();
+        let mut plan = lefts_rights_plan(left_fields(), right_fields());
         let exact = add_grouped(&mut plan, "p", &exact_aggs());
         let floats = add_grouped(&mut plan, "g", AGGS);
         let (_dir, store) = embedded()?;
@@ -734,7 +694,7 @@ fn parallel_fold_is_byte_identical_to_one_thread_and_to_no_fold() -> Result<()> 
 #[test]
 fn parallel_fold_errors_read_as_one_thread() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_errors");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let cases: [(&str, Option<&str>, &[Wf<'static>]); 5] = [
         (
             "div_zero",
@@ -849,7 +809,7 @@ fn parallel_fold_errors_read_as_one_thread() -> Result<()> {
 #[test]
 fn a_parallel_fold_over_the_limits_falls_back_as_one_thread_does() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_limits");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let names = add_grouped(&mut plan, "p", &exact_aggs());
     let (_dir, store) = embedded()?;
     seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
@@ -909,7 +869,7 @@ fn a_parallel_fold_over_the_limits_falls_back_as_one_thread_does() -> Result<()>
 #[test]
 fn parallel_fold_on_cql_folds_on_one_thread() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_parallel_cql");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let names = add_grouped(&mut plan, "p", &exact_aggs());
     let (_double, store) = on_double()?;
     seed_sources_spread(store.as_ref(), &plan, seed, 0, SPREAD)?;
@@ -934,7 +894,7 @@ fn parallel_fold_on_cql_folds_on_one_thread() -> Result<()> {
 #[test]
 fn a_damaged_right_row_fails_the_fold_as_before() -> Result<()> {
     let seed = plexus_testkit::seed::seed("PLEXUS_FOLD_SEED", "folded_damaged_row");
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     let wf: &[Wf<'static>] = &[
         ("key", Type::String, "r.k", None),
         ("cnt", Type::Int, "count()", None),
@@ -990,7 +950,7 @@ fn a_damaged_right_row_fails_the_fold_as_before() -> Result<()> {
 /// a store holding `rows` right rows over `keys` keys (`acct{n % keys}`, random rowids) and
 /// 20 left rows.
 fn many_rights(rows: u64, keys: u64) -> Result<(Plan, tempfile::TempDir, Arc<dyn Store>)> {
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     if let Some(t) = plan.tables.get_mut("rights") {
         t.indexes.remove("idx_rights_u");
     }

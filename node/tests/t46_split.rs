@@ -8,15 +8,17 @@
 
 mod common;
 
-use common::{add, e, fields, index, raw, row_write, source_spec};
-use std::collections::{BTreeMap, BTreeSet};
+use common::{
+    Wf, add, e, fields, index, lefts_rights_plan, raw, row_write, source_spec, table_writer,
+};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use plexus_core::plan::{
     FileColumn, FileWriter, FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode,
-    Processor, PyCalc, PyField, Reader, RerunPolicy, StartPolicy, TableReader, TableSchema,
-    TableWriter, TagAndDenormalize, Writer, WriterField,
+    Processor, PyCalc, PyField, Reader, RerunPolicy, StartPolicy, TableReader, TagAndDenormalize,
+    Writer,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::{BatchTask, SLICES, Slices};
@@ -34,9 +36,6 @@ const KS: &str = "ks";
 const SRC: u32 = 1;
 /// Batches of every node.
 const BATCHES: u32 = 2;
-
-/// A writer field: (name, type, expression, default_value).
-type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
 
 fn left_fields() -> Vec<plexus_core::plan::Field> {
     fields(&[
@@ -56,63 +55,9 @@ fn right_fields() -> Vec<plexus_core::plan::Field> {
     ])
 }
 
-fn base() -> Plan {
-    let rf = right_fields();
-    let mut idx = BTreeMap::new();
-    idx.insert("idx_rights_k".to_owned(), index("non_unique(k)", &rf));
-    idx.insert("idx_rights_u".to_owned(), index("unique(u)", &rf));
-    let mut tables = BTreeMap::new();
-    for (name, fields, indexes) in [
-        ("lefts", left_fields(), BTreeMap::new()),
-        ("rights", rf, idx),
-    ] {
-        tables.insert(
-            name.to_owned(),
-            TableSchema {
-                created_by: format!("read_{name}"),
-                script_order: Vec::new(),
-                fields,
-                indexes,
-            },
-        );
-    }
-    Plan {
-        nodes: Vec::new(),
-        tables,
-        policies: BTreeMap::new(),
-        default_policy: String::new(),
-    }
-}
-
-/// A writer of `wf` with `having` and indexes `idx` (name, definition).
+/// A table writer of `wf` with `having` and indexes `idx` (name, definition).
 fn writer(name: &str, wf: &[Wf<'_>], having: Option<&str>, idx: &[(&str, &str)]) -> Writer {
-    let mut fs: Vec<WriterField> = wf
-        .iter()
-        .map(|(n, t, x, d)| WriterField {
-            name: (*n).to_owned(),
-            ty: *t,
-            expr: e(x),
-            default_value: d.map(str::to_owned),
-        })
-        .collect();
-    fs.sort_by(|a, b| a.name.cmp(&b.name));
-    let plain = fs
-        .iter()
-        .map(|f| plexus_core::plan::Field {
-            name: f.name.clone(),
-            ty: f.ty,
-        })
-        .collect::<Vec<_>>();
-    Writer::Table(TableWriter {
-        name: name.to_owned(),
-        fields: fs,
-        having: having.map(e),
-        indexes: idx
-            .iter()
-            .map(|(n, d)| ((*n).to_owned(), index(d, &plain)))
-            .collect(),
-        table_options: String::new(),
-    })
+    Writer::Table(table_writer(name, wf, having, idx))
 }
 
 /// A node of type `ty` reading `lefts` in [`BATCHES`] batches of 7-row pages.
@@ -169,7 +114,7 @@ fn lookup(
 
 /// Every node type that runs in parts, and the two that do not (`distinct`, `to_file`).
 fn plan_all() -> Plan {
-    let mut plan = base();
+    let mut plan = lefts_rights_plan(left_fields(), right_fields());
     add(
         &mut plan,
         node(

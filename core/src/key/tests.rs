@@ -630,7 +630,7 @@ fn f66_integer_path_matches_the_formatter_on_edges() {
     values.push(1.0 - f64::EPSILON / 2.0);
     values.push(0.999_999_999_999_999_999_999_999_999_999_999_9);
     for cents in [1i64, 5, 99, 100, 12345, 999_999, 123_456_789_012] {
-        values.push(crate::key::encode::decimal_to_f64(&Decimal::new(cents, 2)));
+        values.push(decimal_to_f64(&Decimal::new(cents, 2)));
     }
     values.extend([
         2f64.powi(52),

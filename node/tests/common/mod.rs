@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use plexus_core::expr::parse;
 use plexus_core::key::{IndexDef, parse_index_def};
-use plexus_core::plan::{Field, Plan, PlanExpr, PlanNode, TableSchema, Writer};
+use plexus_core::plan::{
+    Field, Plan, PlanExpr, PlanNode, TableSchema, TableWriter, Writer, WriterField,
+};
 use plexus_core::value::{Type, Value};
 use plexus_node::store::{IndexSpec, RowWrite, Store, TableRef, TableSpec};
 
@@ -180,4 +182,75 @@ pub(crate) fn raw(
     }
     out.sort();
     Ok(out)
+}
+
+/// A writer field: (name, type, expression, default_value).
+pub(crate) type Wf<'a> = (&'a str, Type, &'a str, Option<&'a str>);
+
+/// The writer fields `wf`, in layout (name) order.
+pub(crate) fn writer_fields(wf: &[Wf<'_>]) -> Vec<WriterField> {
+    let mut fs: Vec<WriterField> = wf
+        .iter()
+        .map(|(n, t, x, d)| WriterField {
+            name: (*n).to_owned(),
+            ty: *t,
+            expr: e(x),
+            default_value: d.map(str::to_owned),
+        })
+        .collect();
+    fs.sort_by(|a, b| a.name.cmp(&b.name));
+    fs
+}
+
+/// A table writer of `wf` with `having` and indexes `idx` (name, definition).
+pub(crate) fn table_writer(
+    name: &str,
+    wf: &[Wf<'_>],
+    having: Option<&str>,
+    idx: &[(&str, &str)],
+) -> TableWriter {
+    let fs = writer_fields(wf);
+    let plain: Vec<Field> = fs
+        .iter()
+        .map(|f| Field {
+            name: f.name.clone(),
+            ty: f.ty,
+        })
+        .collect();
+    TableWriter {
+        name: name.to_owned(),
+        fields: fs,
+        having: having.map(e),
+        indexes: idx
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), index(d, &plain)))
+            .collect(),
+        table_options: String::new(),
+    }
+}
+
+/// A plan with the `lefts` and `rights` tables (`rights` indexed non-unique by `k` and
+/// unique by `u`), without nodes.
+pub(crate) fn lefts_rights_plan(left: Vec<Field>, right: Vec<Field>) -> Plan {
+    let mut idx = BTreeMap::new();
+    idx.insert("idx_rights_k".to_owned(), index("non_unique(k)", &right));
+    idx.insert("idx_rights_u".to_owned(), index("unique(u)", &right));
+    let mut tables = BTreeMap::new();
+    for (name, fields, indexes) in [("lefts", left, BTreeMap::new()), ("rights", right, idx)] {
+        tables.insert(
+            name.to_owned(),
+            TableSchema {
+                created_by: format!("read_{name}"),
+                script_order: Vec::new(),
+                fields,
+                indexes,
+            },
+        );
+    }
+    Plan {
+        nodes: Vec::new(),
+        tables,
+        policies: BTreeMap::new(),
+        default_policy: String::new(),
+    }
 }
