@@ -1,7 +1,8 @@
 //! A run that splits a batch by size, end to end (issue #26 item 3): the real ledger (a
-//! `LocalLedger`), two executor peers and one embedded store. `big` reads the whole input in
-//! one batch beside `small`'s fifty: the ledger cuts `big`'s batch into parts when it becomes
-//! claimable, the peers claim and run the parts, and the outputs (the tables and the file a
+//! `LocalLedger`), two executor peers and one store (embedded, or Cassandra's layout through the
+//! CQL double). `big` reads the whole input in one batch beside `small`'s fifty: the ledger
+//! cuts `big`'s batch into parts when it becomes claimable, the peers claim and run the
+//! parts, and the outputs (the tables and the file a
 //! `table_file` node writes from `big`) are byte-identical to a run of the same nodes where
 //! nothing is cut; the history shows batch 0 of 1 with the part in each comment.
 
@@ -22,9 +23,10 @@ use plexus_node::exec::ExecContext;
 use plexus_node::ledger_client::{LedgerClient, LocalLedger};
 use plexus_node::seal::TaskSealer;
 use plexus_node::start_run::{RunStart, start_run};
-use plexus_node::store::{EmbeddedStore, Store};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, Store};
 use plexus_node::worker::{Executor, ExecutorSettings, NoSink, Scope};
 use plexus_raft::{NodeBatchStatus, RunOutcome};
+use plexus_testkit::cql::CqlDouble;
 
 /// Rows of the input file.
 const ROWS: usize = 3000;
@@ -175,7 +177,7 @@ fn plan(url: &str, out: &std::path::Path, small_batches: u32) -> Result<Plan> {
 
 /// Runs `plan` to its end in keyspace `ks` on two peers of two threads (one task a claim, so
 /// parts spread over both); the ledger and the run id.
-fn run(store: &Arc<EmbeddedStore>, ks: &str, plan: &Plan) -> Result<(Arc<LocalLedger>, u32)> {
+fn run(store: &Arc<dyn Store>, ks: &str, plan: &Plan) -> Result<(Arc<LocalLedger>, u32)> {
     store.create_keyspace(ks)?;
     let ledger = Arc::new(LocalLedger::open(store.clone(), ks)?);
     let started = start_run(
@@ -217,22 +219,45 @@ fn run(store: &Arc<EmbeddedStore>, ks: &str, plan: &Plan) -> Result<(Arc<LocalLe
 #[test]
 fn a_batch_split_by_size_yields_byte_identical_outputs() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(EmbeddedStore::open(dir.path())?);
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
+    split_and_whole_agree(&store, dir.path())
+}
+
+/// The same on Cassandra's layout, through the CQL double: the ledger's cut, the parts'
+/// writes and the history do not depend on the backend.
+#[test]
+fn a_batch_split_by_size_yields_byte_identical_outputs_over_cql() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let double = CqlDouble::start()?;
+    let store: Arc<dyn Store> = Arc::new(CqlStore::connect(CqlConfig {
+        contact_points: vec![double.addr().to_string()],
+        ..CqlConfig::default()
+    })?);
+    let result = split_and_whole_agree(&store, dir.path());
+    // The store's sessions end before the double stops.
+    drop(store);
+    drop(double);
+    result
+}
+
+/// Runs the plan once with `big` cut into parts and once whole, in two keyspaces of `store`
+/// (files under `dir`), and checks tables, the output file and the histories.
+fn split_and_whole_agree(store: &Arc<dyn Store>, dir: &std::path::Path) -> Result<()> {
     let mut csv = "id,v\n".to_owned();
     for i in 0..ROWS {
         csv.push_str(&format!("{i},{}\n", (i * 7) % 13));
     }
-    let url = dir.path().join("orders.csv");
+    let url = dir.join("orders.csv");
     std::fs::write(&url, csv)?;
-    let (out_split, out_whole) = (dir.path().join("split"), dir.path().join("whole"));
+    let (out_split, out_whole) = (dir.join("split"), dir.join("whole"));
     std::fs::create_dir_all(&out_split)?;
     std::fs::create_dir_all(&out_whole)?;
     let url = url.display().to_string();
 
     // Beside fifty small batches, big's one batch is far above the run's median: cut.
-    let (split, split_run) = run(&store, "split", &plan(&url, &out_split, 50)?)?;
+    let (split, split_run) = run(store, "split", &plan(&url, &out_split, 50)?)?;
     // Beside one small batch it is the median: whole.
-    let (whole, whole_run) = run(&store, "whole", &plan(&url, &out_whole, 1)?)?;
+    let (whole, whole_run) = run(store, "whole", &plan(&url, &out_whole, 1)?)?;
 
     let l = split.view().read();
     let big = &l.run("split", split_run)?.nodes["big"];
@@ -306,7 +331,7 @@ fn a_batch_split_by_size_yields_byte_identical_outputs() -> Result<()> {
 fn a_command_log_of_another_format_is_refused() -> Result<()> {
     use plexus_node::ledger_client::{LOG_FORMAT, LocalLedgerError};
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(EmbeddedStore::open(dir.path())?);
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
     let url = dir.path().join("orders.csv");
     std::fs::write(&url, "id,v\n1,2\n")?;
     let plan = plan(&url.display().to_string(), dir.path(), 1)?;
