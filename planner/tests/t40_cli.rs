@@ -382,6 +382,77 @@ fn a_store_held_by_serve_names_the_holder() -> Result<()> {
     Ok(())
 }
 
+/// The README's first command (`cargo run … -p planner -- run …`) names a package whose binary
+/// `cargo run` can choose: `planner` has two (the toolbelt too), and without `default-run` the
+/// command stopped with "could not determine which binary to run".
+#[test]
+fn readme_main_command_names_a_binary_cargo_run_can_choose() -> Result<()> {
+    let readme = std::fs::read_to_string(workspace_dir().join("README.md"))?;
+    let command = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run"))
+        .context("README: no `cargo run` command")?;
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let package = words
+        .windows(2)
+        .find(|w| w.first() == Some(&"-p"))
+        .and_then(|w| w.get(1))
+        .context("README's command names no package")?;
+    let after = words
+        .iter()
+        .skip_while(|w| **w != "--")
+        .nth(1)
+        .context("README's command passes no arguments")?;
+    ensure!(
+        *after == "run",
+        "README's command runs `{after}`, not a pipeline"
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(workspace_dir())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let pkg = meta["packages"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == *package))
+        .with_context(|| format!("no package {package}"))?;
+    let bins: Vec<&str> = pkg["targets"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter(|t| {
+                    t["kind"]
+                        .as_array()
+                        .is_some_and(|k| k.iter().any(|k| k == "bin"))
+                })
+                .filter_map(|t| t["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let chosen = match (pkg["default_run"].as_str(), bins.as_slice()) {
+        (Some(b), _) => b,
+        (None, [only]) => only,
+        (None, _) => anyhow::bail!("{package} has binaries {bins:?} and no default-run"),
+    };
+    ensure!(
+        chosen == "planner" && bins.contains(&chosen),
+        "`cargo run -p {package}` would run {chosen} of {bins:?}"
+    );
+    Ok(())
+}
+
 #[test]
 fn readme_documents_serve_and_the_real_proto_defaults() -> Result<()> {
     let readme = std::fs::read_to_string(workspace_dir().join("README.md"))?;
