@@ -203,7 +203,7 @@ pub(super) fn push_f66_exact(out: &mut Vec<u8>, f: f64) -> bool {
     } else {
         (frac_bits | (1u64 << 52), exp - 1075)
     };
-    let (mut int, frac) = if e >= 0 {
+    let (int, frac) = if e >= 0 {
         if e > 74 {
             return false;
         }
@@ -236,47 +236,36 @@ pub(super) fn push_f66_exact(out: &mut Vec<u8>, f: f64) -> bool {
         };
         (int, frac)
     };
-    let frac = if frac == TEN_POW_32 {
-        int += 1;
-        0
+    let (int, frac) = if frac == TEN_POW_32 {
+        (int + 1, 0)
     } else {
-        frac
+        (int, frac)
     };
-    let mut digits = [b'0'; 40];
-    let int_len = write_digits(&mut digits, int).max(33);
-    out.extend_from_slice(&digits[digits.len() - int_len..]);
+    push_padded_u128(out, int, 33);
     out.push(b'.');
-    let mut digits = [b'0'; 40];
-    write_digits(&mut digits, frac);
-    out.extend_from_slice(&digits[digits.len() - 32..]);
+    push_padded_u128(out, frac, 32);
     true
 }
 
-/// Writes `v`'s decimal digits at the end of `buf` (left of them stays as it was); returns
-/// how many. Digits come from u64 halves: a u128 division is a library call.
-fn write_digits(buf: &mut [u8; 40], v: u128) -> usize {
-    const TEN_POW_19: u128 = 10_000_000_000_000_000_000;
-    match u64::try_from(v) {
-        Ok(small) => write_u64_digits(buf, buf.len(), small, 1),
-        Err(_) => {
-            // Low 19 digits zero-padded, then the rest (below 2^128 / 10^19 < 2^64).
-            let low = write_u64_digits(buf, buf.len(), (v % TEN_POW_19) as u64, 19);
-            let high = u64::try_from(v / TEN_POW_19).unwrap_or(u64::MAX);
-            low + write_u64_digits(buf, buf.len() - low, high, 1)
-        }
-    }
-}
-
-/// Writes `v`'s digits ending just before `end`, at least `min` of them (zero-padded);
-/// returns how many.
-fn write_u64_digits(buf: &mut [u8; 40], end: usize, mut v: u64, min: usize) -> usize {
-    let mut i = end;
-    while i > 0 && (v > 0 || end - i < min) {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    end - i
+/// Appends `v` zero-padded to at least `width` digits (19 < `width` ≤ 39), in two
+/// [`push_padded_u64`] pieces: the low 19 digits and the rest. Dividing a `u128` is a library
+/// call, taken only when `v` does not fit 19 digits.
+fn push_padded_u128(out: &mut Vec<u8>, v: u128, width: usize) {
+    const TEN_POW_19: u64 = 10_000_000_000_000_000_000;
+    let (high, low) = match u64::try_from(v) {
+        Ok(v) if v < TEN_POW_19 => (0, v),
+        // Below 2^128 / 10^19 < 2^64.
+        _ => (
+            u64::try_from(v / u128::from(TEN_POW_19)).unwrap_or(u64::MAX),
+            (v % u128::from(TEN_POW_19)) as u64,
+        ),
+    };
+    let high_digits = high.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let high_width = width.saturating_sub(19).max(high_digits);
+    // push_padded_u64 pads to at most 20 digits.
+    out.resize(out.len() + high_width.saturating_sub(20), b'0');
+    push_padded_u64(out, high, high_width.min(20));
+    push_padded_u64(out, low, 19);
 }
 
 /// The nearest f64 to a decimal, as Go's shopspring `Float64()` (exact rational → nearest).

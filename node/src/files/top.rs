@@ -444,8 +444,9 @@ impl TopBuffer {
         {
             // Cutting first may free enough; spill only what remains over half the limit, so
             // runs are not a handful of rows each.
+            // Without a cut nothing was dropped: what is held is what lives, over the limit.
             let cut = self.cut();
-            if self.live() > max / 2 {
+            if !cut || self.live() > max / 2 {
                 self.spill_run()?;
             } else if cut {
                 self.compact();
