@@ -65,131 +65,172 @@ pub(super) fn append_int(out: &mut String, x: i64, width: usize) {
 /// Appends Go `t.Format(layout)` in the value's own zone.
 pub fn format_into(out: &mut String, t: &Time, layout: &str) {
     let f = fields(t);
-    let offset = t.offset();
-    let zone_name: &str = match &t.zone {
-        None => "UTC",
-        Some(z) => &z.name,
-    };
     let mut layout = layout;
     loop {
         let (prefix, std, suffix) = next_std_chunk(layout);
         out.push_str(prefix);
         let Some(std) = std else { break };
         layout = suffix;
-        match std {
-            Std::Year => append_int(out, f.year.rem_euclid(100), 2),
-            Std::LongYear => append_int(out, f.year, 4),
-            Std::Month => out.push_str(&LONG_MONTHS[f.month as usize - 1][..3]),
-            Std::LongMonth => out.push_str(LONG_MONTHS[f.month as usize - 1]),
-            Std::NumMonth => append_int(out, f.month.into(), 0),
-            Std::ZeroMonth => append_int(out, f.month.into(), 2),
-            Std::WeekDay => out.push_str(&LONG_DAYS[f.weekday][..3]),
-            Std::LongWeekDay => out.push_str(LONG_DAYS[f.weekday]),
-            Std::Day => append_int(out, f.day.into(), 0),
-            Std::UnderDay => {
-                if f.day < 10 {
+        push_std(out, std, &f, t);
+    }
+}
+
+/// A Go layout split once into its literal text and elements, for formatting many times: a
+/// file column formats every row's datetime with the same layout, and splitting it again for
+/// each cell was a tenth of the formatting.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Literal text, then the element after it (`None` after the last text).
+    chunks: Vec<(String, Option<Std>)>,
+}
+
+impl Layout {
+    /// Splits `layout` as [`format_into`] reads it.
+    pub fn new(layout: &str) -> Self {
+        let mut chunks = Vec::new();
+        let mut rest = layout;
+        loop {
+            let (prefix, std, suffix) = next_std_chunk(rest);
+            chunks.push((prefix.to_owned(), std));
+            if std.is_none() {
+                return Self { chunks };
+            }
+            rest = suffix;
+        }
+    }
+
+    /// Appends Go `t.Format(layout)`: the same text as [`format_into`] with this layout.
+    pub fn format_into(&self, out: &mut String, t: &Time) {
+        let f = fields(t);
+        for (prefix, std) in &self.chunks {
+            out.push_str(prefix);
+            if let Some(std) = std {
+                push_std(out, *std, &f, t);
+            }
+        }
+    }
+}
+
+/// Appends one layout element of `t`, whose calendar fields are `f`.
+fn push_std(out: &mut String, std: Std, f: &Fields, t: &Time) {
+    let offset = t.offset();
+    let zone_name: &str = match &t.zone {
+        None => "UTC",
+        Some(z) => &z.name,
+    };
+    match std {
+        Std::Year => append_int(out, f.year.rem_euclid(100), 2),
+        Std::LongYear => append_int(out, f.year, 4),
+        Std::Month => out.push_str(&LONG_MONTHS[f.month as usize - 1][..3]),
+        Std::LongMonth => out.push_str(LONG_MONTHS[f.month as usize - 1]),
+        Std::NumMonth => append_int(out, f.month.into(), 0),
+        Std::ZeroMonth => append_int(out, f.month.into(), 2),
+        Std::WeekDay => out.push_str(&LONG_DAYS[f.weekday][..3]),
+        Std::LongWeekDay => out.push_str(LONG_DAYS[f.weekday]),
+        Std::Day => append_int(out, f.day.into(), 0),
+        Std::UnderDay => {
+            if f.day < 10 {
+                out.push(' ');
+            }
+            append_int(out, f.day.into(), 0);
+        }
+        Std::ZeroDay => append_int(out, f.day.into(), 2),
+        Std::UnderYearDay => {
+            if f.yday < 100 {
+                out.push(' ');
+                if f.yday < 10 {
                     out.push(' ');
                 }
-                append_int(out, f.day.into(), 0);
             }
-            Std::ZeroDay => append_int(out, f.day.into(), 2),
-            Std::UnderYearDay => {
-                if f.yday < 100 {
-                    out.push(' ');
-                    if f.yday < 10 {
-                        out.push(' ');
-                    }
+            append_int(out, f.yday.into(), 0);
+        }
+        Std::ZeroYearDay => append_int(out, f.yday.into(), 3),
+        Std::Hour => append_int(out, f.hour.into(), 2),
+        Std::Hour12 | Std::ZeroHour12 => {
+            let hr = match f.hour % 12 {
+                0 => 12,
+                h => h,
+            };
+            append_int(out, hr.into(), if std == Std::Hour12 { 0 } else { 2 });
+        }
+        Std::Minute => append_int(out, f.min.into(), 0),
+        Std::ZeroMinute => append_int(out, f.min.into(), 2),
+        Std::Second => append_int(out, f.sec.into(), 0),
+        Std::ZeroSecond => append_int(out, f.sec.into(), 2),
+        Std::PM => out.push_str(if f.hour >= 12 { "PM" } else { "AM" }),
+        Std::Pm => out.push_str(if f.hour >= 12 { "pm" } else { "am" }),
+        Std::Iso8601Tz
+        | Std::Iso8601ColonTz
+        | Std::Iso8601SecondsTz
+        | Std::Iso8601ShortTz
+        | Std::Iso8601ColonSecondsTz
+            if offset == 0 =>
+        {
+            out.push('Z');
+        }
+        Std::Iso8601Tz
+        | Std::Iso8601ColonTz
+        | Std::Iso8601SecondsTz
+        | Std::Iso8601ShortTz
+        | Std::Iso8601ColonSecondsTz
+        | Std::NumTz
+        | Std::NumColonTz
+        | Std::NumSecondsTz
+        | Std::NumShortTz
+        | Std::NumColonSecondsTz => {
+            let mut zone = offset / 60;
+            let mut abs = offset;
+            if zone < 0 {
+                out.push('-');
+                zone = -zone;
+                abs = -abs;
+            } else {
+                out.push('+');
+            }
+            append_int(out, (zone / 60).into(), 2);
+            if matches!(
+                std,
+                Std::Iso8601ColonTz
+                    | Std::NumColonTz
+                    | Std::Iso8601ColonSecondsTz
+                    | Std::NumColonSecondsTz
+            ) {
+                out.push(':');
+            }
+            if !matches!(std, Std::NumShortTz | Std::Iso8601ShortTz) {
+                append_int(out, (zone % 60).into(), 2);
+            }
+            if matches!(
+                std,
+                Std::Iso8601SecondsTz
+                    | Std::NumSecondsTz
+                    | Std::NumColonSecondsTz
+                    | Std::Iso8601ColonSecondsTz
+            ) {
+                if matches!(std, Std::NumColonSecondsTz | Std::Iso8601ColonSecondsTz) {
+                    out.push(':');
                 }
-                append_int(out, f.yday.into(), 0);
+                append_int(out, (abs % 60).into(), 2);
             }
-            Std::ZeroYearDay => append_int(out, f.yday.into(), 3),
-            Std::Hour => append_int(out, f.hour.into(), 2),
-            Std::Hour12 | Std::ZeroHour12 => {
-                let hr = match f.hour % 12 {
-                    0 => 12,
-                    h => h,
-                };
-                append_int(out, hr.into(), if std == Std::Hour12 { 0 } else { 2 });
-            }
-            Std::Minute => append_int(out, f.min.into(), 0),
-            Std::ZeroMinute => append_int(out, f.min.into(), 2),
-            Std::Second => append_int(out, f.sec.into(), 0),
-            Std::ZeroSecond => append_int(out, f.sec.into(), 2),
-            Std::PM => out.push_str(if f.hour >= 12 { "PM" } else { "AM" }),
-            Std::Pm => out.push_str(if f.hour >= 12 { "pm" } else { "am" }),
-            Std::Iso8601Tz
-            | Std::Iso8601ColonTz
-            | Std::Iso8601SecondsTz
-            | Std::Iso8601ShortTz
-            | Std::Iso8601ColonSecondsTz
-                if offset == 0 =>
-            {
-                out.push('Z');
-            }
-            Std::Iso8601Tz
-            | Std::Iso8601ColonTz
-            | Std::Iso8601SecondsTz
-            | Std::Iso8601ShortTz
-            | Std::Iso8601ColonSecondsTz
-            | Std::NumTz
-            | Std::NumColonTz
-            | Std::NumSecondsTz
-            | Std::NumShortTz
-            | Std::NumColonSecondsTz => {
+        }
+        Std::Tz => {
+            if zone_name.is_empty() {
+                // No name: Go prints the -0700 form.
                 let mut zone = offset / 60;
-                let mut abs = offset;
                 if zone < 0 {
                     out.push('-');
                     zone = -zone;
-                    abs = -abs;
                 } else {
                     out.push('+');
                 }
                 append_int(out, (zone / 60).into(), 2);
-                if matches!(
-                    std,
-                    Std::Iso8601ColonTz
-                        | Std::NumColonTz
-                        | Std::Iso8601ColonSecondsTz
-                        | Std::NumColonSecondsTz
-                ) {
-                    out.push(':');
-                }
-                if !matches!(std, Std::NumShortTz | Std::Iso8601ShortTz) {
-                    append_int(out, (zone % 60).into(), 2);
-                }
-                if matches!(
-                    std,
-                    Std::Iso8601SecondsTz
-                        | Std::NumSecondsTz
-                        | Std::NumColonSecondsTz
-                        | Std::Iso8601ColonSecondsTz
-                ) {
-                    if matches!(std, Std::NumColonSecondsTz | Std::Iso8601ColonSecondsTz) {
-                        out.push(':');
-                    }
-                    append_int(out, (abs % 60).into(), 2);
-                }
+                append_int(out, (zone % 60).into(), 2);
+            } else {
+                out.push_str(zone_name);
             }
-            Std::Tz => {
-                if zone_name.is_empty() {
-                    // No name: Go prints the -0700 form.
-                    let mut zone = offset / 60;
-                    if zone < 0 {
-                        out.push('-');
-                        zone = -zone;
-                    } else {
-                        out.push('+');
-                    }
-                    append_int(out, (zone / 60).into(), 2);
-                    append_int(out, (zone % 60).into(), 2);
-                } else {
-                    out.push_str(zone_name);
-                }
-            }
-            Std::FracSecond0 { digits, sep } => append_nano(out, t.nanos, digits, sep, false),
-            Std::FracSecond9 { digits, sep } => append_nano(out, t.nanos, digits, sep, true),
         }
+        Std::FracSecond0 { digits, sep } => append_nano(out, t.nanos, digits, sep, false),
+        Std::FracSecond9 { digits, sep } => append_nano(out, t.nanos, digits, sep, true),
     }
 }
 

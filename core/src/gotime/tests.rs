@@ -315,6 +315,35 @@ proptest::proptest! {
         proptest::prop_assert_eq!(back, Ok(t));
     }
 
+    /// A layout split once formats every time as splitting it per call does: every element,
+    /// literal text around and between them, zones named, unnamed and UTC.
+    #[test]
+    fn a_layout_split_once_formats_like_format(
+        secs in -62_135_596_800i64..253_402_300_800,
+        nanos in 0u32..1_000_000_000,
+        off in -50_000i32..50_000,
+        named in proptest::bool::ANY,
+        which in 0usize..9,
+    ) {
+        let layouts = [
+            "2006 06 01 1 Jan January",
+            "02 2 _2 002 __2 x",
+            "15 03 3 04 4 05 5 PM pm",
+            "Mon Monday MST",
+            "-0700 -07:00 -07 -070000 -07:00:00",
+            "Z0700 Z07:00 Z07 Z070000 Z07:00:00",
+            ".000 ,000 .999 .999999999 .0 05.00x",
+            "2006-01-02T15:04:05.000-07:00",
+            "no elements at all",
+        ];
+        let layout = layouts[which];
+        let zone = (off != 0).then(|| fixed_zone(if named { "XT" } else { "" }, off.into()));
+        let t = Time { secs, nanos, zone };
+        let mut once = String::new();
+        Layout::new(layout).format_into(&mut once, &t);
+        proptest::prop_assert_eq!(once, format(&t, layout));
+    }
+
     #[test]
     fn date_matches_fields(secs in -62_135_596_800i64..253_402_300_800) {
         let t = Time { secs, nanos: 0, zone: None };

@@ -3,6 +3,7 @@
 use std::io::{BufWriter, Write};
 
 use plexus_core::cell::{CellError, csv_quote_into, write_cell};
+use plexus_core::gotime::Layout;
 use plexus_core::plan::FileColumn;
 use plexus_core::value::{Type, Value};
 
@@ -18,6 +19,8 @@ pub(crate) struct CsvSink {
     out: BufWriter<OutputFile>,
     separator: String,
     columns: Vec<FileColumn>,
+    /// Each datetime column's layout, split once.
+    layouts: Vec<Option<Layout>>,
     /// The line being built.
     line: String,
     /// One rendered cell, before quoting.
@@ -38,6 +41,7 @@ impl CsvSink {
             out: BufWriter::with_capacity(WRITE_BUF, file),
             separator: separator.to_owned(),
             columns: columns.to_vec(),
+            layouts: layouts(columns),
             line: String::with_capacity(256),
             cell: String::with_capacity(64),
             rows: 0,
@@ -84,8 +88,17 @@ enum RenderFailure {
 
 /// Appends `values` as one CSV data line (cells, separators, quoting, the final `\n`) to
 /// `line`; on failure `line` holds part of the row. What the sink writes, byte for byte.
+/// The layout of each datetime column (its format), split once for all its rows.
+fn layouts(columns: &[FileColumn]) -> Vec<Option<Layout>> {
+    columns
+        .iter()
+        .map(|c| (c.ty == Type::DateTime).then(|| Layout::new(&c.format)))
+        .collect()
+}
+
 fn render_line(
     columns: &[FileColumn],
+    layouts: &[Option<Layout>],
     separator: &str,
     cell: &mut String,
     line: &mut String,
@@ -106,10 +119,13 @@ fn render_line(
             line.push_str(separator);
         }
         cell.clear();
-        write_cell(cell, v, &col.format).map_err(|source| RenderFailure::Cell {
-            column: col.name.clone(),
-            source,
-        })?;
+        match (v, layouts.get(i).and_then(Option::as_ref)) {
+            (Value::Time(t), Some(layout)) => layout.format_into(cell, t),
+            _ => write_cell(cell, v, &col.format).map_err(|source| RenderFailure::Cell {
+                column: col.name.clone(),
+                source,
+            })?,
+        }
         csv_quote_into(line, cell);
     }
     line.push('\n');
@@ -123,6 +139,7 @@ fn render_line(
 pub struct LineRenderer {
     separator: String,
     columns: Vec<FileColumn>,
+    layouts: Vec<Option<Layout>>,
     line: String,
     cell: String,
 }
@@ -133,6 +150,7 @@ impl LineRenderer {
         Self {
             separator: separator.to_owned(),
             columns: columns.to_vec(),
+            layouts: layouts(columns),
             line: String::with_capacity(256),
             cell: String::with_capacity(64),
         }
@@ -144,6 +162,7 @@ impl LineRenderer {
         self.line.clear();
         let ok = render_line(
             &self.columns,
+            &self.layouts,
             &self.separator,
             &mut self.cell,
             &mut self.line,
@@ -161,6 +180,7 @@ impl RowSink for CsvSink {
     fn write_row(&mut self, values: &[Value]) -> Result<(), FileError> {
         let rendered = render_line(
             &self.columns,
+            &self.layouts,
             &self.separator,
             &mut self.cell,
             &mut self.line,
