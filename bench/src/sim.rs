@@ -678,6 +678,10 @@ impl<'a> Sim<'a> {
     /// `schedule::steal_target` for `me`, from one computation per simulated millisecond for
     /// nobody in particular (recomputed for `me` when `me` is the answer), for the same reason.
     fn steal_target(&mut self, me: PeerId, since: i64) -> Option<(PeerId, u32)> {
+        // `schedule::steal_target`'s own first check, which the shared answer skips.
+        if !self.ledger.may_steal(me) {
+            return None;
+        }
         let target = match self.steal_cache {
             Some((at, t)) if self.now < at + 1000 => t,
             _ => {
