@@ -17,21 +17,30 @@
 //! other voters only when executors are not voters), steals, backups, and the ledger's apply
 //! time per batch.
 //!
+//! With `--table-skew`, every file-reader node feeds a `table_table` node (`tab{k}` reads
+//! `read{k}`'s table): file readers write a share of their rows (`--table-keep`), and the
+//! ledger learns a table reader's rows only from those completions' `rows_out`, as in a real
+//! run. Its batches are drawn lognormally per node (`--sigma`), and `--table-huge` nodes are
+//! one batch of 10–30 times the median rows (`expected_batches_total: 1`), which the ledger's
+//! own cut (`raft/src/ledger/split.rs`) turns into parts when the node becomes claimable; the
+//! simulator runs each part for its slices' share of the batch's rows (rowids spread evenly)
+//! and reports how many batches were cut into how many parts.
+//!
 //! Not modelled: the delay of the executors' delta stream (every peer decides on the ledger as
 //! of the last apply), and cancelling the losing copy of a backup (it runs to its end; its
 //! completion is refused).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use plexus_core::plan::{FilePart, FileSplit, Plan, Reader};
-use plexus_core::task::BatchTask;
+use plexus_core::task::{BatchId, BatchTask, SLICES};
 use plexus_node::schedule;
 use plexus_raft::command::{PeerId, SealedClaim, TaskOutcome, TaskRef, TaskResult};
 use plexus_raft::group_commit::busy_window;
-use plexus_raft::{ClaimPolicy, Command, Event, Ledger, RunStatus};
+use plexus_raft::{ClaimPolicy, Command, Event, Ledger, NodeBatchStatus, RunStatus};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -99,6 +108,25 @@ pub struct SimArgs {
     /// Print the histories of the last N batches to finish (what the makespan waited for).
     #[arg(long, default_value_t = 0)]
     pub tail: usize,
+    /// Table-reader skew: every file-reader node feeds a `table_table` node downstream,
+    /// whose batches' rows the ledger learns only from the file readers' completions (as in
+    /// a real run), so an oversized one goes through the ledger's cut into parts. Each
+    /// table-reader node's batches are drawn lognormally (`--sigma`) around `--median-rows`,
+    /// and `--table-huge` of them are one batch of 10–30 times the median.
+    #[arg(long, default_value_t = false)]
+    pub table_skew: bool,
+    /// With `--table-skew`: table-reader nodes of lognormal batches (each reads the table of
+    /// a file-reader node of its own).
+    #[arg(long, default_value_t = 16)]
+    pub table_nodes: usize,
+    /// With `--table-skew`: table-reader nodes of one batch of 10–30 times the median rows
+    /// (`expected_batches_total: 1` over a table of that many rows).
+    #[arg(long, default_value_t = 5)]
+    pub table_huge: usize,
+    /// With `--table-skew`: the fraction of its rows a file reader writes (as a `having`
+    /// filter would), so the table readers' stage is that fraction of the file readers'.
+    #[arg(long, default_value_t = 0.25)]
+    pub table_keep: f64,
 }
 
 /// How much slower a slow peer runs.
@@ -148,7 +176,8 @@ struct SimPeer {
     backing: bool,
     /// Threads executing a task (the executor's `in_flight`).
     running: usize,
-    batch_ms: Option<f64>,
+    /// The peer's running mean batch time of each node, ms (the executor's `batch_ms`).
+    batch_ms: HashMap<String, f64>,
     reported_queued: u32,
     salt: u64,
     /// Threads blocked on the peer's claim, steal or backup in flight (as on the claim lock).
@@ -210,6 +239,12 @@ pub struct SimReport {
     pub leader_msgs_per_s: f64,
     /// Backups started, won, and seconds their losing copies ran.
     pub backups: (u64, u64, f64),
+    /// Table-reader batches (`--table-skew`; parts not counted).
+    pub table_batches: u64,
+    /// Batches the ledger cut into parts, and the parts they became.
+    pub cut: (u64, u64),
+    /// Whether every batch (every part of a cut one) ended final and successful.
+    pub all_success: bool,
 }
 
 impl SimReport {
@@ -228,7 +263,7 @@ struct Sim<'a> {
     events: Vec<Option<Ev>>,
     seq: u64,
     now: Us,
-    rows: &'a [u64],
+    w: &'a Workload,
     ms_per_row: f64,
     rng: ChaCha8Rng,
     /// `schedule::stragglers` as of a time, for every peer's `schedule::pick_backup`.
@@ -250,13 +285,168 @@ struct Sim<'a> {
 /// Batches per node: a node holds at most 32,767 (spec), so larger runs use several nodes.
 const PER_NODE: u32 = 25_000;
 
-/// A plan of independent file-reader nodes `read0`, `read1`, … with `rows.len()` batches in
-/// all, each node one file split into parts of the given rows (10 bytes a row; the file is
-/// never read), as `split` cuts a large file.
-fn plan(rows: &[u64]) -> Result<Plan> {
+/// What a simulated run processes: the rows of every file-reader batch (node `read{k}` holds
+/// `rows[starts[k]..starts[k + 1]]`) and, with `--table-skew`, a table-reader node `tab{k}`
+/// reading each file reader's table.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Rows of each file-reader batch, node after node.
+    pub rows: Vec<u64>,
+    /// Where each file-reader node's batches start in `rows`, and one past the last.
+    starts: Vec<usize>,
+    /// Batches of each table-reader node `tab{k}` (empty without `--table-skew`).
+    tables: Vec<u32>,
+    /// The rows each table-reader node reads: what its file reader wrote (the sum of its
+    /// batches' `rows_out`, as the ledger sums them from the completions).
+    table_rows: Vec<u64>,
+    /// The fraction of its rows a file reader writes (1 without table readers).
+    keep: f64,
+}
+
+impl Workload {
+    /// The workload `a` describes, drawn from `a.seed`.
+    pub fn new(a: &SimArgs) -> Self {
+        let rows = batch_rows(a);
+        if !a.table_skew {
+            let mut starts: Vec<usize> = (0..rows.len()).step_by(PER_NODE as usize).collect();
+            starts.push(rows.len());
+            return Self {
+                rows,
+                starts,
+                tables: Vec::new(),
+                table_rows: Vec::new(),
+                keep: 1.0,
+            };
+        }
+        let keep = a.table_keep.clamp(0.001, 1.0);
+        // A stream of its own, so the file readers' sizes are those of the same seed without
+        // table readers.
+        let mut rng = ChaCha8Rng::seed_from_u64(a.seed ^ 0x7AB1_E5CE_u64);
+        let uniform =
+            |r: &mut ChaCha8Rng| ((r.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let written = |r: u64| (r as f64 * keep).round() as u64;
+        let mut starts = vec![0usize];
+        let mut tables = Vec::new();
+        let mut at = 0usize;
+        // The huge ones first: a file reader of just enough batches to write 10–30 times the
+        // median rows, read by a table reader of one batch.
+        for _ in 0..a.table_huge {
+            let target = (a.median_rows as f64 * (10.0 + 20.0 * uniform(&mut rng))) as u64;
+            let mut sum = 0u64;
+            while sum < target && at < rows.len() {
+                sum += written(rows[at]);
+                at += 1;
+            }
+            starts.push(at);
+            tables.push(1);
+        }
+        // The rest in `table_nodes` file readers (more when a node would pass PER_NODE).
+        let rest = rows.len() - at;
+        let nodes = a.table_nodes.max(rest.div_ceil(PER_NODE as usize)).max(1);
+        let per = rest.div_ceil(nodes).max(1);
+        while at < rows.len() {
+            at = (at + per).min(rows.len());
+            starts.push(at);
+            tables.push(0);
+        }
+        let mut table_rows = Vec::with_capacity(tables.len());
+        for (k, b) in tables.iter_mut().enumerate() {
+            let total: u64 = rows[starts[k]..starts[k + 1]]
+                .iter()
+                .map(|r| written(*r))
+                .sum();
+            table_rows.push(total);
+            if *b == 0 {
+                // Batches of lognormal rows around the median: the table's rows over them.
+                let size = a.median_rows as f64 * (a.sigma * normal(&mut rng)).exp();
+                *b = ((total as f64 / size.max(1.0)).round() as u32).clamp(1, PER_NODE);
+            }
+        }
+        Self {
+            rows,
+            starts,
+            tables,
+            table_rows,
+            keep,
+        }
+    }
+
+    /// File-reader nodes.
+    fn files(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The rows of file-reader node `k`'s batches.
+    fn file(&self, k: usize) -> &[u64] {
+        match (self.starts.get(k), self.starts.get(k + 1)) {
+            (Some(&s), Some(&e)) => &self.rows[s..e],
+            _ => &[],
+        }
+    }
+
+    /// Batches of every table reader.
+    pub fn table_batches(&self) -> u64 {
+        self.tables.iter().map(|b| u64::from(*b)).sum()
+    }
+
+    /// The rows one whole batch of table reader `k` reads: its table's rows spread evenly
+    /// over its batches (rowids hash evenly over the token ranges).
+    fn table_batch_rows(&self, k: usize, batch_idx: u32) -> u64 {
+        let (Some(&total), Some(&b)) = (self.table_rows.get(k), self.tables.get(k)) else {
+            return 0;
+        };
+        let (b, i) = (u64::from(b.max(1)), u64::from(batch_idx));
+        total * (i + 1) / b - total * i / b
+    }
+
+    /// The rows a task reads: a file part's, or a table-reader batch's, or of one of its
+    /// parts, the slices' share of the batch's rows.
+    fn rows_in(&self, id: &BatchId) -> u64 {
+        if let Some(k) = id.node.strip_prefix("read").and_then(|k| k.parse().ok()) {
+            return self
+                .file(k)
+                .get(id.batch_idx as usize)
+                .copied()
+                .unwrap_or(0);
+        }
+        let Some(k) = id.node.strip_prefix("tab").and_then(|k| k.parse().ok()) else {
+            return 0;
+        };
+        let rows = self.table_batch_rows(k, id.batch_idx);
+        match id.part {
+            None => rows,
+            Some(p) => {
+                let at = |s: u32| rows * u64::from(s) / u64::from(SLICES);
+                at(p.end) - at(p.first)
+            }
+        }
+    }
+
+    /// The rows a task writes: a file reader its kept share (what the table readers read).
+    fn rows_out(&self, id: &BatchId) -> u64 {
+        let rows = self.rows_in(id);
+        if id.node.starts_with("read") && self.keep < 1.0 {
+            (rows as f64 * self.keep).round() as u64
+        } else {
+            rows
+        }
+    }
+
+    /// Every batch's rows, file readers then table readers (whole batches).
+    fn all_batches(&self) -> impl Iterator<Item = u64> + '_ {
+        let tables = (0..self.tables.len())
+            .flat_map(move |k| (0..self.tables[k]).map(move |i| self.table_batch_rows(k, i)));
+        self.rows.iter().copied().chain(tables)
+    }
+}
+
+/// A plan of independent file-reader nodes `read0`, `read1`, … over the workload's file
+/// batches, each node one file split into parts of the given rows (10 bytes a row; the file
+/// is never read), as `split` cuts a large file; with table readers, `tab{k}` reads
+/// `read{k}`'s table `t{k}` in its number of batches.
+pub fn plan(w: &Workload) -> Result<Plan> {
     let mut nodes = serde_json::Map::new();
-    let parts: Vec<&[u64]> = rows.chunks(PER_NODE as usize).collect();
-    for k in 0..parts.len() {
+    for k in 0..w.files() {
         nodes.insert(
             format!("read{k}"),
             serde_json::json!({
@@ -267,6 +457,16 @@ fn plan(rows: &[u64]) -> Result<Plan> {
                     "columns": {"col_a": {"col_type": "int", "csv": {"col_hdr": "a", "col_format": "%d"}}}
                 },
                 "w": {"name": format!("t{k}"), "fields": {"a": {"expression": "r.col_a", "type": "int"}}}
+            }),
+        );
+    }
+    for (k, b) in w.tables.iter().enumerate() {
+        nodes.insert(
+            format!("tab{k}"),
+            serde_json::json!({
+                "type": "table_table",
+                "r": {"table": format!("t{k}"), "expected_batches_total": b},
+                "w": {"name": format!("u{k}"), "fields": {"a": {"expression": "r.a", "type": "int"}}}
             }),
         );
     }
@@ -284,19 +484,33 @@ fn plan(rows: &[u64]) -> Result<Plan> {
     .context("the simulation's script")?;
     let mut plan = plexus_script::compile(&loaded).map_err(|d| anyhow::anyhow!("{d:?}"))?;
     for node in plan.nodes.iter_mut() {
-        // By the node's name, as `rows_index` reads it back: the plan need not keep the
-        // order the nodes were made in (`read10` may come before `read2`).
+        if let Some(k) = node.name.strip_prefix("tab") {
+            let batches = k.parse().ok().and_then(|k: usize| w.tables.get(k));
+            if !matches!(node.reader, Reader::Table(_)) || batches != Some(&node.batches) {
+                bail!(
+                    "node {} is not the table reader the simulation made",
+                    node.name
+                );
+            }
+            continue;
+        }
+        // By the node's name, as `Workload::rows_in` reads it back: the plan need not keep
+        // the order the nodes were made in (`read10` may come before `read2`).
         let k: usize = node
             .name
             .trim_start_matches("read")
             .parse()
             .unwrap_or(usize::MAX);
-        let (Reader::File(f), Some(sizes)) = (&mut node.reader, parts.get(k)) else {
+        let sizes = w.file(k);
+        let Reader::File(f) = &mut node.reader else {
             bail!(
                 "node {} is not the file reader the simulation made",
                 node.name
             );
         };
+        if sizes.is_empty() {
+            bail!("node {} has no batches in the simulation", node.name);
+        }
         let total: u64 = sizes.iter().sum();
         let mut before = 0u64;
         f.splits = sizes
@@ -317,12 +531,6 @@ fn plan(rows: &[u64]) -> Result<Plan> {
         node.batches = sizes.len() as u32;
     }
     Ok(plan)
-}
-
-/// Where a batch's rows are in the run's list.
-fn rows_index(t: &TaskRef) -> usize {
-    let node: usize = t.batch.node.trim_start_matches("read").parse().unwrap_or(0);
-    node * PER_NODE as usize + t.batch.batch_idx as usize
 }
 
 /// A standard normal draw (Box-Muller on two uniform draws).
@@ -432,7 +640,7 @@ impl<'a> Sim<'a> {
     /// How long `task` runs on peer `p`: its rows at the time per row, with noise, slower on
     /// a slow peer.
     fn exec_ms(&mut self, p: usize, task: &TaskRef) -> f64 {
-        let rows = self.rows.get(rows_index(task)).copied().unwrap_or(0) as f64;
+        let rows = self.w.rows_in(&task.batch) as f64;
         let noise = (self.a.noise * normal(&mut self.rng)).exp();
         let slow = if self.peers[p].slow { SLOW_FACTOR } else { 1.0 };
         rows * self.ms_per_row * noise * slow
@@ -470,6 +678,10 @@ impl<'a> Sim<'a> {
     /// `schedule::steal_target` for `me`, from one computation per simulated millisecond for
     /// nobody in particular (recomputed for `me` when `me` is the answer), for the same reason.
     fn steal_target(&mut self, me: PeerId, since: i64) -> Option<(PeerId, u32)> {
+        // `schedule::steal_target`'s own first check, which the shared answer skips.
+        if !self.ledger.may_steal(me) {
+            return None;
+        }
         let target = match self.steal_cache {
             Some((at, t)) if self.now < at + 1000 => t,
             _ => {
@@ -574,29 +786,40 @@ impl<'a> Sim<'a> {
             }
         }
         // The chunk size first, so the pick builds only the tasks claimed (the executor picks
-        // up to the bound and truncates; the tasks are the same).
+        // up to the bound and truncates; the tasks are the same, as a pick's first task does
+        // not depend on how many it takes): a pick of one tells the node and whether the
+        // ledger knows its batches' sizes, as the executor reads them off its first task.
         let claimable = self.ledger.claimable(&self.ks, 1);
-        let picked: Vec<BatchTask> = if claimable > 0 {
-            let live = self.live_peers(since);
-            // Every batch of the simulated plan is a part of a split file: the ledger knows
-            // its rows.
-            let n = schedule::chunk_size(
-                Duration::from_millis(self.a.window_ms),
-                self.peers[p].batch_ms,
-                true,
-                policy.claiming_threads(
-                    self.a.threads,
-                    self.peers[p].running,
-                    self.peers[p].batch_ms,
-                ),
-                policy.max_chunk,
-                claimable,
-                live,
-            );
+        let first = if claimable > 0 {
             self.ledger
-                .pick_chunk_for(me, None, n, self.peers[p].salt, None)
+                .pick_chunk_for(me, None, 1, self.peers[p].salt, None)
+                .into_iter()
+                .next()
         } else {
-            Vec::new()
+            None
+        };
+        let picked: Vec<BatchTask> = match first {
+            Some(first) => {
+                let live = self.live_peers(since);
+                let sized = self.ledger.size_known(&first.id());
+                let batch_ms = self.peers[p].batch_ms.get(&first.node).copied();
+                let n = schedule::chunk_size(
+                    Duration::from_millis(self.a.window_ms),
+                    batch_ms,
+                    sized,
+                    policy.claiming_threads(self.a.threads, self.peers[p].running, batch_ms),
+                    policy.max_chunk,
+                    claimable,
+                    live,
+                );
+                if n == 1 {
+                    vec![first]
+                } else {
+                    self.ledger
+                        .pick_chunk_for(me, None, n, self.peers[p].salt, None)
+                }
+            }
+            None => Vec::new(),
         };
         if !picked.is_empty() {
             let tasks = picked
@@ -630,15 +853,20 @@ impl<'a> Sim<'a> {
         if !self.peers[p].alive {
             return;
         }
-        let rows = self.rows.get(rows_index(&task)).copied().unwrap_or(0);
+        let (rows_in, rows_out) = (self.w.rows_in(&task.batch), self.w.rows_out(&task.batch));
         let peer = &mut self.peers[p];
         peer.running = peer.running.saturating_sub(1);
-        peer.batch_ms = Some(ClaimPolicy::DEFAULT.next_mean(peer.batch_ms, ms));
+        // Per node, as the executor keeps it (by plan and node).
+        let mean = peer.batch_ms.get(&task.batch.node).copied();
+        peer.batch_ms.insert(
+            task.batch.node.clone(),
+            ClaimPolicy::DEFAULT.next_mean(mean, ms),
+        );
         peer.outcomes.push(TaskResult {
             task,
             outcome: TaskOutcome::Done {
-                rows_in: rows,
-                rows_out: rows,
+                rows_in,
+                rows_out,
                 elapsed_ms: ms as u64,
             },
         });
@@ -802,8 +1030,8 @@ fn pick_peers(rng: &mut ChaCha8Rng, n: usize, count: usize) -> Vec<usize> {
     out
 }
 
-/// One simulated run on `n` peers over batches of `rows` rows.
-pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimReport> {
+/// One simulated run on `n` peers over the workload `w` (the plan [`plan`] made of it).
+pub fn simulate(a: &SimArgs, plan: &Plan, w: &Workload, n: usize) -> Result<SimReport> {
     if n < 2 {
         bail!("simulate at least 2 peers");
     }
@@ -814,7 +1042,8 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
     };
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed ^ n as u64);
     let ms_per_row = a.median_ms / a.median_rows.max(1) as f64;
-    let nominal = || rows.iter().map(|r| *r as f64 * ms_per_row);
+    // Table-reader batches whole: a central queue knows nothing of parts.
+    let nominal = || w.all_batches().map(|r| r as f64 * ms_per_row);
     let threads = n * a.threads;
     let ideal_ms = nominal().sum::<f64>() / threads as f64;
     // The best a scheduler that does not know sizes can do: one central queue in plan order,
@@ -848,7 +1077,7 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
             stealing: false,
             backing: false,
             running: 0,
-            batch_ms: None,
+            batch_ms: HashMap::new(),
             reported_queued: 0,
             salt: rng.next_u64(),
             waiting: Vec::new(),
@@ -863,7 +1092,7 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         events: Vec::new(),
         seq: 0,
         now: 0,
-        rows,
+        w,
         ms_per_row,
         rng: ChaCha8Rng::seed_from_u64(a.seed.wrapping_add(7)),
         stragglers: None,
@@ -924,8 +1153,21 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         .first()
         .and_then(|l| l.completed.as_ref().map(|c| c.0))
         .unwrap_or(0) as f64;
+    let (mut cut, mut all_success) = ((0u64, 0u64), true);
+    for nr in sim.ledger.run("sim", 1)?.nodes.values() {
+        if nr.parts_per_batch() > 1 {
+            cut.0 += u64::from(nr.batches_total());
+            cut.1 += u64::from(nr.units_total());
+        }
+        all_success &= nr.status == NodeBatchStatus::Success
+            && nr
+                .batches
+                .iter()
+                .all(|b| b.status == NodeBatchStatus::Success);
+    }
     let c = &sim.counts;
-    let b = rows.len() as f64;
+    let batches = w.rows.len() as u64 + w.table_batches();
+    let b = batches as f64;
     let secs = makespan_ms / 1000.0;
     let backups = sim.ledger.backup_counters();
     let report = SimReport {
@@ -944,12 +1186,15 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
             backups.won,
             backups.wasted_ms as f64 / 1000.0,
         ),
+        table_batches: w.table_batches(),
+        cut,
+        all_success,
     };
     println!(
         "peers {n:>5} ({voters} voters, {} executors) x {} threads, {} batches (median {} ms, sigma {}, noise {}), {} killed, {} slow (5x)",
         n - voters,
         a.threads,
-        rows.len(),
+        batches,
         a.median_ms,
         a.sigma,
         a.noise,
@@ -1001,6 +1246,22 @@ pub fn simulate(a: &SimArgs, plan: &Plan, rows: &[u64], n: usize) -> Result<SimR
         c.apply.as_secs_f64() * 1e6 / b,
         wall.elapsed().as_secs_f64()
     );
+    if report.table_batches > 0 {
+        let largest = (0..w.tables.len())
+            .map(|k| w.table_batch_rows(k, 0))
+            .max()
+            .unwrap_or(0);
+        println!(
+            "  table readers: {} batches in {} nodes (file readers keep {} of their rows; the largest batch {:.1}x the median rows); the ledger cut {} batches into {} parts; every batch final and success: {}",
+            report.table_batches,
+            w.tables.len(),
+            w.keep,
+            largest as f64 / a.median_rows.max(1) as f64,
+            report.cut.0,
+            report.cut.1,
+            if report.all_success { "yes" } else { "NO" },
+        );
+    }
     if a.tail > 0 {
         sim.print_tail(a.tail, &slow, &killed)?;
     }
@@ -1032,14 +1293,62 @@ impl Sim<'_> {
                 _ => "",
             }
         };
+        // Each node's span, last to end first: a table reader starts only once its creator
+        // ended, so a late creator shows up here before it shows in the batches below.
+        let mut spans: Vec<(i64, i64, &str, u32, u32)> = run
+            .nodes
+            .iter()
+            .map(|(name, nr)| {
+                let ts = nr
+                    .batches
+                    .iter()
+                    .flat_map(|b| b.history.iter().map(|h| h.ts_ms));
+                let (first, last) = ts.fold((i64::MAX, 0), |(f, l), t| (f.min(t), l.max(t)));
+                (
+                    last,
+                    first,
+                    name.as_str(),
+                    nr.batches_total(),
+                    nr.parts_per_batch(),
+                )
+            })
+            .collect();
+        spans.sort_unstable_by_key(|(last, ..)| Reverse(*last));
+        let names = |ps: &[usize]| {
+            ps.iter()
+                .map(|p| format!("n{}", p + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!("  slow peers: {}; killed: {}", names(slow), names(killed));
+        println!("  the last {n} nodes to end (first claim, last completion):");
+        for (last, first, name, batches, parts) in spans.into_iter().take(n) {
+            println!(
+                "    {name:<6} {batches:>5} batches x {parts:>2} parts: {:.2} s .. {:.2} s",
+                first as f64 / 1000.0,
+                last as f64 / 1000.0
+            );
+        }
         println!("  the last {n} batches to finish:");
         for (ts, name, i) in last.into_iter().take(n) {
-            let Some(b) = run.nodes.get(name).and_then(|nr| nr.batches.get(i)) else {
+            let Some(nr) = run.nodes.get(name) else {
                 continue;
             };
-            let rows = b.rows.unwrap_or(0);
+            let Some(b) = nr.batches.get(i) else {
+                continue;
+            };
+            // `i` is a unit: a batch, or a part of a cut one.
+            let (batch_idx, part) = nr.unit_id(i as u32);
+            let rows = self.w.rows_in(&BatchId {
+                keyspace: self.ks.clone(),
+                run_id: 1,
+                node: name.to_owned(),
+                batch_idx,
+                part,
+            });
+            let part = part.map_or(String::new(), |p| format!(" slices {}..{}", p.first, p.end));
             println!(
-                "    {name}/{i} finished {:.2} s: {rows} rows ({:.2} s nominal)",
+                "    {name}/{batch_idx}{part} finished {:.2} s: {rows} rows ({:.2} s nominal)",
                 ts as f64 / 1000.0,
                 rows as f64 * self.ms_per_row / 1000.0
             );
@@ -1071,10 +1380,10 @@ fn batch_rows(a: &SimArgs) -> Vec<u64> {
 
 /// `plexus-bench sim`.
 pub fn main(a: &SimArgs) -> Result<()> {
-    let rows = batch_rows(a);
-    let plan = plan(&rows)?;
+    let w = Workload::new(a);
+    let plan = plan(&w)?;
     for &n in &a.peers {
-        simulate(a, &plan, &rows, n)?;
+        simulate(a, &plan, &w, n)?;
     }
     Ok(())
 }
@@ -1109,13 +1418,54 @@ mod tests {
             "0.05",
         ])?;
         let a = cli.sim;
-        let rows = batch_rows(&a);
-        let plan = plan(&rows)?;
-        let r = simulate(&a, &plan, &rows, 20)?;
+        let w = Workload::new(&a);
+        let plan = plan(&w)?;
+        let r = simulate(&a, &plan, &w, 20)?;
         assert_eq!(r.voters, 3);
         assert!(r.pct_of_ideal() > 85.0, "{r:?}");
         assert!(r.entries_per_batch <= 3.0, "{r:?}");
         assert!(r.log_entries_per_batch < r.entries_per_batch, "{r:?}");
+        Ok(())
+    }
+
+    /// Table readers downstream of the file readers, two of them one batch of 10–30 times
+    /// the median rows, which the ledger knows only from the file readers' completions: the
+    /// ledger cuts them into parts (its own decision, `split.rs`; the simulator only runs
+    /// what it is handed), and every batch and part of the run ends final and successful,
+    /// deaths and slow peers included.
+    #[test]
+    fn oversized_table_reader_batches_are_cut_and_the_run_completes() -> Result<()> {
+        let seed = 3u64;
+        println!("seed {seed}");
+        let cli = Cli::try_parse_from([
+            "sim",
+            "--peers",
+            "20",
+            "--batches",
+            "2000",
+            "--table-skew",
+            "--table-nodes",
+            "4",
+            "--table-huge",
+            "2",
+            "--kill",
+            "0.05",
+            "--slow",
+            "0.05",
+            "--seed",
+            &seed.to_string(),
+        ])?;
+        let a = cli.sim;
+        let w = Workload::new(&a);
+        let plan = plan(&w)?;
+        let r = simulate(&a, &plan, &w, 20)?;
+        assert!(r.table_batches > 0, "{r:?}");
+        assert!(r.cut.0 >= 1, "no batch was cut (seed {seed}): {r:?}");
+        assert!(r.cut.1 > r.cut.0, "a cut batch has several parts: {r:?}");
+        assert!(
+            r.all_success,
+            "a batch or part is not final and successful: {r:?}"
+        );
         Ok(())
     }
 
@@ -1144,10 +1494,10 @@ mod tests {
             ])
         };
         let (alone, grouped) = (args("0")?.sim, args("10")?.sim);
-        let rows = batch_rows(&alone);
-        let plan = plan(&rows)?;
-        let alone = simulate(&alone, &plan, &rows, 200)?;
-        let grouped = simulate(&grouped, &plan, &rows, 200)?;
+        let w = Workload::new(&alone);
+        let plan = plan(&w)?;
+        let alone = simulate(&alone, &plan, &w, 200)?;
+        let grouped = simulate(&grouped, &plan, &w, 200)?;
         assert!(alone.rounds_per_s > 150.0, "{alone:?}");
         assert!(grouped.rounds_per_s <= 100.0, "{grouped:?}");
         assert!(

@@ -228,7 +228,12 @@ pub fn live_peers(ledger: &Ledger, me: PeerId, since_ms: i64) -> usize {
 
 /// The peer to steal from: the one with the most unstarted tasks as its last heartbeat said,
 /// heard from at or after `since_ms`; with how many tasks to ask it for (half, rounded up).
+/// None for a peer the ledger measured slow ([`Ledger::may_steal`]): its copy would finish
+/// after the victim's.
 pub fn steal_target(ledger: &Ledger, me: PeerId, since_ms: i64) -> Option<(PeerId, u32)> {
+    if !ledger.may_steal(me) {
+        return None;
+    }
     ledger
         .peer_leases()
         .iter()
@@ -613,6 +618,15 @@ mod tests {
         // At 60 s batch 0 is a straggler: the fast peer may back it up, the slow one not.
         assert!(backup_candidate(&l, 3, 60_000, &p).is_some());
         assert!(backup_candidate(&l, 1, 60_000, &p).is_none());
+        // Peer 2 reports queued tasks: the fast peer may steal them, the slow one not.
+        l.apply(Command::Heartbeat {
+            peer: 2,
+            queued: 4,
+            ts_ms: 1000,
+        })
+        .unwrap();
+        assert_eq!(steal_target(&l, 3, 0), Some((2, 2)));
+        assert_eq!(steal_target(&l, 1, 0), None);
     }
 
     #[test]

@@ -202,6 +202,43 @@ fn a_peer_measured_slow_takes_the_smallest_batches() {
     assert_eq!(idx(&l.pick_chunk_for(1, None, 1, 0, None)), [8]);
 }
 
+#[test]
+fn a_peer_measured_slow_takes_the_smallest_batches_across_nodes() {
+    // `a`: split parts the plan sizes; `f` (one file) writes `tf`, which `tab` reads in two
+    // batches, sized only once `f` completes.
+    let rows = [4000, 3000, 1500, 1200, 900, 800, 700, 600, 500, 400];
+    let plan = PlanBuilder::new()
+        .split_file("a", "ta", &rows)
+        .file("f", "tf", 1)
+        .table("tab", "tf", Some("tt"), 2, StartPolicy::Auto)
+        .build();
+    let mut l = started(plan, &["a", "f", "tab"]);
+    // Peer 1 runs a's two largest at 1 ms per row; peer 2 the next two at 5 ms per row.
+    let picked = l.pick_chunk_for(1, None, 2, 0, None);
+    let fast = claim(&mut l, 1, &picked, 0);
+    let picked = l.pick_chunk_for(2, None, 2, 0, None);
+    let slow = claim(&mut l, 2, &picked, 0);
+    l.apply(done(1, &fast[0], 4000, 4000, 4_000)).unwrap();
+    l.apply(done(1, &fast[1], 3000, 3000, 7_000)).unwrap();
+    l.apply(done(2, &slow[0], 1500, 7_500, 7_500)).unwrap();
+    l.apply(done(2, &slow[1], 1200, 6_000, 13_500)).unwrap();
+    assert!(l.is_slow(2) && !l.is_slow(1));
+    // f writes 2,000 rows: tab's batches are 1,000 rows, above a's largest left (900).
+    let f: Vec<BatchTask> = l
+        .ready_tasks()
+        .into_iter()
+        .filter(|t| t.node == "f")
+        .collect();
+    let f = claim(&mut l, 3, &f, 14_000);
+    l.apply(done(3, &f[0], 2000, 2000, 16_000)).unwrap();
+    let node = |t: &[BatchTask]| t.iter().map(|t| t.node.clone()).collect::<Vec<_>>();
+    // The fast peers take tab's, the longest; the slow one a's smallest, not tab's.
+    assert_eq!(node(&l.pick_chunk_for(1, None, 1, 0, None)), ["tab"]);
+    let picked = l.pick_chunk_for(2, None, 2, 0, None);
+    assert_eq!(node(&picked), ["a", "a"]);
+    assert_eq!(idx(&picked), [9, 8]);
+}
+
 /// A ledger whose batch 0 of node `a` is claimed by peer 1 at time 0 and backed up by peer 2
 /// at 5,000.
 fn backed_up() -> (Ledger, TaskRef) {

@@ -33,7 +33,7 @@ impl Ledger {
     /// only among the nodes the peer [`Ledger::may_join`], so a peer without a lookup node's
     /// right side leaves the node to the peers that built it unless its work is worth another
     /// build. A peer the ledger measured slow ([`Self::is_slow`]) takes the smallest batches
-    /// instead of the largest, so the longest batches run where they finish soonest and a
+    /// instead of the largest (from the ready node whose smallest batch is the shortest), so the longest batches run where they finish soonest and a
     /// slow peer's last claims are short; and none that it would finish after the rest of the
     /// run ([`ClaimPolicy::slow_may_claim`]).
     pub fn pick_chunk_for(
@@ -119,7 +119,13 @@ impl Ledger {
                 {
                     continue;
                 }
-                let rows = match nr.largest_unclaimed() {
+                // The end a pick starts at: the smallest batch for a slow peer.
+                let known = if smallest_first {
+                    nr.smallest_unclaimed()
+                } else {
+                    nr.largest_unclaimed()
+                };
+                let rows = match known {
                     Some((_, rows)) => Some(rows),
                     None => self
                         .input_rows(ks, run, name, reader_run, None)
@@ -136,9 +142,13 @@ impl Ledger {
                     next_ms: policy.predict_ms(rows, per_row, nr.mean_batch_ms()),
                 });
             }
-            // The first of the longest: plan order on ties.
+            // The first of the longest: plan order on ties. A slow peer takes the first of the
+            // shortest: smallest first across nodes too, not only within the node the fast
+            // peers would pick (at 1,000 peers the slow ones otherwise took a late-ready table
+            // reader's batches, unsized, in index order, and ran them last at 5x).
             let Some(best) = (0..ready.len()).reduce(|b, i| {
-                if ready[i].next_ms > ready[b].next_ms {
+                let (x, y) = (ready[i].next_ms, ready[b].next_ms);
+                if (smallest_first && x < y) || (!smallest_first && x > y) {
                     i
                 } else {
                     b

@@ -230,6 +230,11 @@ impl NodeRun {
         self.by_size.first().map(|(Reverse(r), i)| (*i, *r))
     }
 
+    /// The smallest batch in the pool whose rows are known, with its rows.
+    pub(super) fn smallest_unclaimed(&self) -> Option<(u32, u64)> {
+        self.by_size.last().map(|(Reverse(r), i)| (*i, *r))
+    }
+
     /// Unclaimed batches to pick, up to `max`: largest first when the plan tells their rows
     /// (smallest first with `smallest_first`; from `salt % spread` among them, so concurrent
     /// claimers spread), else from `salt % batches` in index order, wrapping.

@@ -65,6 +65,14 @@ impl Ledger {
             .is_some_and(|p| ClaimPolicy::DEFAULT.is_slow(&p.pace))
     }
 
+    /// Whether `peer` may steal unstarted tasks from other peers' deques
+    /// ([`ClaimPolicy::may_steal`]: not once measured slow).
+    pub fn may_steal(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(&peer)
+            .is_none_or(|p| ClaimPolicy::DEFAULT.may_steal(&p.pace))
+    }
+
     /// About how long a run's unclaimed batches still need, ms: their predicted work (their
     /// rows at their node's time per row where the plan tells them — the run's where the node
     /// has none —, else the node's mean batch time, else the run's) over the run's claimed
