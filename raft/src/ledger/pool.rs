@@ -10,7 +10,7 @@ use plexus_core::plan::{FilePart, PlanNode, Reader};
 use crate::command::PeerId;
 use crate::status::NodeBatchStatus;
 
-use super::state::{BatchState, Measured, NodeRun, Run};
+use super::state::{BatchState, Measured, NodeRun, Run, WrittenMemo};
 
 /// The rows of each batch of a split file reader, from the parts' row counters: a part reads
 /// up to the next part of the same file; the last part of a file is estimated from the bytes
@@ -102,6 +102,7 @@ impl NodeRun {
             measured: Measured::default(),
             holders: BTreeSet::new(),
             cold: Measured::default(),
+            written: WrittenMemo::default(),
         }
     }
 

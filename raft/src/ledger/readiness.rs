@@ -211,17 +211,25 @@ impl Ledger {
     }
 
     /// Rows `node` wrote in run `run_id`, summed over its batches' successful attempts; `None`
-    /// unless every batch succeeded with a count.
+    /// unless every batch succeeded with a count. Summed once the node is final (its batches
+    /// change no more), at every call before.
     pub(super) fn rows_written(&self, keyspace: &str, run_id: u32, node: &str) -> Option<u64> {
         let nr = self.run(keyspace, run_id).ok()?.nodes.get(node)?;
-        nr.batches.iter().try_fold(0u64, |sum, b| {
-            let last = b
-                .history
-                .iter()
-                .rev()
-                .find(|h| h.status == NodeBatchStatus::Success)?;
-            Some(sum + last.rows_out?)
-        })
+        let sum = || {
+            nr.batches.iter().try_fold(0u64, |sum, b| {
+                let last = b
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|h| h.status == NodeBatchStatus::Success)?;
+                Some(sum + last.rows_out?)
+            })
+        };
+        if nr.status.is_final() {
+            nr.written.get_or_init(sum)
+        } else {
+            sum()
+        }
     }
 
     /// The rows of the reader and the lookup table a batch of `node` reads, from what their

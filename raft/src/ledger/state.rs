@@ -207,6 +207,30 @@ pub struct NodeRun {
     /// (for a lookup node: the ones that built the right side), so the cost of a build is
     /// told apart from the time per row of a batch that found it built.
     pub(super) cold: Measured,
+    /// The rows the node wrote, once it is final ([`Ledger::rows_written`]): a pick reads
+    /// them for every ready table reader the node feeds, and summing its batches' histories
+    /// each time made every claim scan thousands of batches.
+    #[serde(skip)]
+    pub(super) written: WrittenMemo,
+}
+
+/// A sum over a final node's batches, made on first use and never changed after (a final
+/// node's batches take no new attempt). Not state: skipped in snapshots, and equal whether
+/// filled or not.
+#[derive(Clone, Debug, Default)]
+pub struct WrittenMemo(std::sync::OnceLock<Option<u64>>);
+
+impl WrittenMemo {
+    /// The value, computed by `f` the first time.
+    pub(super) fn get_or_init(&self, f: impl FnOnce() -> Option<u64>) -> Option<u64> {
+        *self.0.get_or_init(f)
+    }
+}
+
+impl PartialEq for WrittenMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Rows read and time taken by a node's successful batches, summed in integers so every peer
