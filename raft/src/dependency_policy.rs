@@ -68,7 +68,10 @@ pub struct ResolvedPolicy {
 /// every ready node at every claim: in the simulator's table-reader runs the rules' evaluation
 /// and the events' sort keys were about 40 % of the ledger's apply time.
 #[derive(Debug, Default)]
-struct Decisions(Mutex<HashMap<Vec<NodeRunEvent>, Result<Option<PolicyMatch>, PolicyError>>>);
+struct Decisions(Mutex<HashMap<Vec<NodeRunEvent>, Decision>>);
+
+/// What [`ResolvedPolicy::decide`] returns.
+type Decision = Result<Option<PolicyMatch>, PolicyError>;
 
 /// Distinct event lists a policy remembers before it forgets them all (a keyspace of many
 /// runs makes many).
