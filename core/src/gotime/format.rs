@@ -77,7 +77,7 @@ pub fn format_into(out: &mut String, t: &Time, layout: &str) {
 
 /// A Go layout split once into its literal text and elements, for formatting many times: a
 /// file column formats every row's datetime with the same layout, and splitting it again for
-/// each cell was a tenth of the formatting.
+/// each cell was about a fifth of the formatting in a 10 M-row output's profile.
 #[derive(Clone, Debug)]
 pub struct Layout {
     /// Literal text, then the element after it (`None` after the last text).
