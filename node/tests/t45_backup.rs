@@ -4,6 +4,10 @@
 //! first copy to complete wins and the other is cancelled within a page. The tables are
 //! byte-identical to an undisturbed run's, the history shows the batch done once and never
 //! failed, and the losing copy counts once as wasted, never as done or failed.
+//!
+//! The same two peers also cover a stolen task that reaches a peer whose copy of the ledger
+//! trails the leader's (a restarted or loaded peer): it waits for the copy to show the run,
+//! and is handed back to the pool if it never does; the batch never fails for it.
 
 mod common;
 
@@ -21,7 +25,7 @@ use plexus_core::plan::{
 };
 use plexus_core::value::Type;
 use plexus_node::exec::ExecContext;
-use plexus_node::ledger_client::{LedgerClient, LocalLedger};
+use plexus_node::ledger_client::{LedgerClient, LocalLedger, ProposeError, SharedLedger};
 use plexus_node::metrics::{Metrics, NodeTypeLabels};
 use plexus_node::seal::TaskSealer;
 use plexus_node::start_run::{RunStart, start_run};
@@ -30,7 +34,7 @@ use plexus_node::store::{
     TableSpec, WriteMode, WriteReport,
 };
 use plexus_node::worker::{Executor, ExecutorSettings, NoSink, Scope};
-use plexus_raft::{NodeBatchStatus, RunOutcome};
+use plexus_raft::{Command, Event, NodeBatchStatus, RunOutcome};
 
 /// Rows of the input file.
 const ROWS: usize = 800;
@@ -532,4 +536,175 @@ fn a_backup_that_wins_cancels_the_claim_and_changes_nothing() -> Result<()> {
 #[test]
 fn a_backup_that_loses_is_cancelled_and_changes_nothing() -> Result<()> {
     backup_race(false)
+}
+
+/// A peer's copy of the ledger that trails the leader's: commands commit on `leader`, and the
+/// copy shows them only once the test calls [`TrailingLedger::catch_up`].
+struct TrailingLedger {
+    leader: Arc<LocalLedger>,
+    copy: SharedLedger,
+}
+
+impl TrailingLedger {
+    /// The copy becomes the leader's ledger as it is now.
+    fn catch_up(&self) {
+        let now = self.leader.view().read().clone();
+        self.copy.update(|c| *c = now);
+    }
+}
+
+impl LedgerClient for TrailingLedger {
+    fn propose(&self, cmd: Command) -> Result<Vec<Event>, ProposeError> {
+        self.leader.propose(cmd)
+    }
+    fn view(&self) -> &SharedLedger {
+        &self.copy
+    }
+    fn name(&self) -> &str {
+        "n2"
+    }
+}
+
+/// Peer 1 claims every batch of `copy` and runs them slowly; peer 2, whose copy of the
+/// ledger has not applied the run's start yet, steals two of them (the transfer commits as
+/// `give_tasks` commits it). `catches_up`: peer 2's copy shows the run half a second later,
+/// else never. Either way the run succeeds with no failed batch: peer 2 runs the stolen
+/// batches once its copy shows the run, or hands them back and peer 1 runs them.
+fn stolen_by_a_trailing_peer(catches_up: bool) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(EmbeddedStore::open(dir.path())?);
+    let mut csv = "id,v\n".to_owned();
+    for i in 0..ROWS {
+        csv.push_str(&format!("{i},{}\n", (i * 7) % 13));
+    }
+    let url = dir.path().join("orders.csv");
+    std::fs::write(&url, csv)?;
+    let plan = plan(&url.display().to_string())?;
+    let ks = "stolen";
+    let (ledger, run_id) = start(&store, ks, &plan)?;
+    let trailing = Arc::new(TrailingLedger {
+        leader: ledger.clone(),
+        copy: SharedLedger::default(),
+    });
+    let slow1 = SlowStore::new(store.clone());
+    // About 4 s a batch: peer 1's own two outlast the 5 s a stolen task waits for its run, so
+    // a task handed back is peer 1's to claim again, not a backup it already started.
+    slow1.slow(100, None);
+    let sealer = TaskSealer::ephemeral()?;
+    // Sized for a thread per batch but run with one: its claim takes every batch of `copy`,
+    // and all but one wait in its deque.
+    let mut settings1 = ExecutorSettings::new(1, BATCHES as usize, sealer.clone());
+    settings1.max_chunk = BATCHES as usize;
+    let ex1 = Executor::with_settings(
+        ExecContext::new(Arc::new(slow1.clone())),
+        ledger.clone(),
+        settings1,
+    );
+    let ex2 = Executor::with_settings(
+        ExecContext::new(store.clone()),
+        trailing.clone(),
+        ExecutorSettings::new(2, 1, sealer),
+    );
+    let scope = Scope::Run {
+        keyspace: ks.into(),
+        run_id,
+    };
+    let stolen = std::thread::scope(|s| -> Result<usize> {
+        let h1 = s.spawn(|| ex1.work(0, &scope, &NoSink));
+        let h2 = s.spawn(|| ex2.work(0, &Scope::Any, &NoSink));
+        let stolen = (|| -> Result<usize> {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while ex1.queued() < 2 {
+                ensure!(
+                    Instant::now() < deadline,
+                    "peer 1 never queued two batches of copy"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let given = ex1.give_to(2, 2);
+            let events = ledger.propose(Command::TransferTasks {
+                from: 1,
+                to: 2,
+                to_worker: "n2".into(),
+                tasks: given.iter().map(|q| q.task.clone()).collect(),
+                ts_ms: plexus_node::clock::now_ms(),
+            })?;
+            let moved = events
+                .iter()
+                .filter(|e| matches!(e, Event::BatchTransferred { .. }))
+                .count();
+            ensure!(
+                moved == given.len() && moved > 0,
+                "{moved} of {} moved",
+                given.len()
+            );
+            ensure!(
+                trailing.copy.read().run(ks, run_id).is_err(),
+                "peer 2's copy already shows the run"
+            );
+            ex2.accept(given);
+            if catches_up {
+                std::thread::sleep(Duration::from_millis(500));
+                trailing.catch_up();
+            }
+            while !ledger.view().read().run(ks, run_id)?.outcome().is_final() {
+                ensure!(Instant::now() < deadline, "the run did not end in 60 s");
+                if catches_up {
+                    trailing.catch_up();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(moved)
+        })();
+        ex1.stop();
+        ex2.stop();
+        let r1 = h1.join().map_err(|_| anyhow::anyhow!("peer 1 panicked"))?;
+        let r2 = h2.join().map_err(|_| anyhow::anyhow!("peer 2 panicked"))?;
+        let stolen = stolen?;
+        r1.context("peer 1")?;
+        r2.context("peer 2")?;
+        Ok(stolen)
+    })?;
+
+    let l = ledger.view().read();
+    let history = l.batch_history(ks, run_id, "copy")?;
+    ensure!(
+        l.run(ks, run_id)?.outcome() == RunOutcome::Succeeded,
+        "the run did not succeed: {history:#?}"
+    );
+    ensure!(
+        history.iter().all(|h| h.status != NodeBatchStatus::Fail),
+        "a batch failed: {history:#?}"
+    );
+    let copied = raw(store.as_ref(), ks, "copy", run_id)?.len();
+    ensure!(copied == ROWS, "{copied} rows copied of {ROWS}");
+    let released = history
+        .iter()
+        .filter(|h| h.comment.contains("does not show the run yet"))
+        .count();
+    let ran = ex2.counters().executed.load(Ordering::SeqCst) as usize;
+    if catches_up {
+        // Then it backs up peer 1's slow claims too.
+        ensure!(ran >= stolen, "peer 2 ran {ran} of the {stolen} it stole");
+        ensure!(released == 0, "handed back: {history:#?}");
+    } else {
+        ensure!(ran == 0, "peer 2 ran {ran} batches without the run");
+        ensure!(
+            released == stolen,
+            "{released} of {stolen} handed back: {history:#?}"
+        );
+    }
+    Ok(())
+}
+
+/// A stolen task waits for its thief's copy of the ledger to show the run, then runs there.
+#[test]
+fn a_stolen_task_waits_for_a_trailing_copy_of_the_ledger() -> Result<()> {
+    stolen_by_a_trailing_peer(true)
+}
+
+/// A stolen task whose thief's copy never shows the run goes back to the pool, not to failure.
+#[test]
+fn a_stolen_task_a_trailing_peer_cannot_place_goes_back_to_the_pool() -> Result<()> {
+    stolen_by_a_trailing_peer(false)
 }

@@ -124,6 +124,10 @@ impl BatchSink for NoSink {
 /// How long an idle executor sleeps before looking at the ledger again without a change.
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
+/// How long a task waits for this process's copy of the ledger to show what it needs (its
+/// sealed bytes, its run) before it is released for another peer.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
+
 /// A claimed task in a deque: its claim and its sealed bytes.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueuedTask {
@@ -690,7 +694,7 @@ impl Executor {
             cause = %first, "task refused: it does not open; fetching it again from the ledger"
         );
         let view = self.ledger.view();
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + CATCH_UP_WAIT;
         let mut last = first.to_string();
         while Instant::now() < deadline && !self.is_stopping() {
             let seen = view.version();
@@ -707,16 +711,49 @@ impl Executor {
             }
             view.wait_change(seen, IDLE_POLL);
         }
-        tracing::error!(batch = %q.task.batch, worker = self.ledger.name(), cause = %last, "task does not open anywhere; releasing it");
+        tracing::error!(batch = %q.task.batch, worker = self.ledger.name(), cause = %last, "task does not open anywhere");
+        self.release(q, &format!("cannot open the task: {last}"));
+        None
+    }
+
+    /// Whether this process's copy of the ledger holds the task's keyspace (this incarnation
+    /// or a later one), run and plan, waiting up to [`CATCH_UP_WAIT`] for them. A stolen task
+    /// is handed over once its transfer commits on the leader, and can reach a peer whose
+    /// copy has not yet applied the commands that started its run (a peer just restarted,
+    /// or loaded): run at once, the batch would fail for a keyspace this peer "does not
+    /// know", and a plan error is never retried.
+    fn knows_run_of(&self, task: &BatchTask) -> bool {
+        let view = self.ledger.view();
+        let deadline = Instant::now() + CATCH_UP_WAIT;
+        loop {
+            let seen = view.version();
+            let known = {
+                let l = view.read();
+                l.keyspace(&task.keyspace)
+                    .is_ok_and(|k| k.incarnation >= task.keyspace_incarnation)
+                    && l.run(&task.keyspace, task.run_id).is_ok()
+                    && l.plan(&task.plan_hash).is_some()
+            };
+            let now = Instant::now();
+            if known || now >= deadline || self.is_stopping() {
+                return known;
+            }
+            view.wait_change(seen, (deadline - now).min(IDLE_POLL));
+        }
+    }
+
+    /// Hands a claimed task that this process will not run back to the pool now, rather than
+    /// after its lease; a release that does not commit leaves it to lease expiry.
+    fn release(&self, q: &QueuedTask, why: &str) {
+        tracing::warn!(batch = %q.task.batch, attempt = q.task.attempt, worker = self.ledger.name(), why, "task released");
         let release = Command::ReleaseBatch {
             task: q.task.clone(),
-            reason: format!("{} cannot open the task: {last}", self.ledger.name()),
+            reason: format!("{} {why}", self.ledger.name()),
             ts_ms: now_ms(),
         };
         if let Err(e) = self.ledger.propose(release) {
             tracing::warn!(batch = %q.task.batch, cause = %e, "release not committed");
         }
-        None
     }
 
     /// Whether this process's copy of the ledger shows that the claim (or backup) `q` came
@@ -807,6 +844,10 @@ impl Executor {
             return Ok(());
         };
         let id = task.id();
+        if !self.knows_run_of(&task) {
+            self.release(&q, "its copy of the ledger does not show the run yet");
+            return Ok(());
+        }
         if !self.commit_start(&q, &task, &id, backup) {
             return Ok(());
         }
