@@ -824,26 +824,34 @@ fn top_with_shrinking_shared_key_prefixes_matches_a_stable_sort() -> Result<()> 
                 one.push(r)?;
                 spilled.push(r)?;
             }
-            // Three shares of pages of 64 rows handed out in turn, as a parallel top does.
-            let mut shares = Vec::new();
-            for _ in 0..3 {
-                shares.push(TopBuffer::new(&top, &columns)?);
-            }
-            for (seq, r) in rows.iter().enumerate() {
-                let Some(share) = shares.get_mut((seq / 64) % 3) else {
-                    bail!("no share");
-                };
-                share.push_at(r, seq as u64)?;
-            }
-            let mut merged: Option<TopBuffer> = None;
-            for mut share in shares {
-                share.seal();
-                match &mut merged {
-                    Some(m) => m.absorb(share),
-                    None => merged = Some(share),
+            // Three shares of pages of 64 rows handed out in turn, as a parallel top does,
+            // in memory and spilling: the merge compares keys past what all its runs share.
+            let shares = |spill: bool| -> Result<TopBuffer> {
+                let mut shares = Vec::new();
+                for _ in 0..3 {
+                    let share = TopBuffer::new(&top, &columns)?;
+                    shares.push(match spill {
+                        true => share.with_spill(4096, dir.path()),
+                        false => share,
+                    });
                 }
-            }
-            let merged = merged.context("no shares")?;
+                for (seq, r) in rows.iter().enumerate() {
+                    let Some(share) = shares.get_mut((seq / 64) % 3) else {
+                        bail!("no share");
+                    };
+                    share.push_at(r, seq as u64)?;
+                }
+                let mut merged: Option<TopBuffer> = None;
+                for mut share in shares {
+                    share.seal()?;
+                    match &mut merged {
+                        Some(m) => m.absorb(share),
+                        None => merged = Some(share),
+                    }
+                }
+                merged.context("no shares")
+            };
+            let (merged, merged_spilled) = (shares(false)?, shares(true)?);
             // The reference: each row's order key built directly, then a stable sort.
             let mut keyed = Vec::with_capacity(n);
             for r in &rows {
@@ -866,6 +874,7 @@ fn top_with_shrinking_shared_key_prefixes_matches_a_stable_sort() -> Result<()> 
             assert_eq!(one.into_sorted()?, want, "one buffer: {ctx}");
             assert_eq!(spilled.into_sorted()?, want, "spilled: {ctx}");
             assert_eq!(merged.into_sorted()?, want, "shares: {ctx}");
+            assert_eq!(merged_spilled.into_sorted()?, want, "spilled shares: {ctx}");
         }
     }
     Ok(())
@@ -1461,7 +1470,7 @@ fn top_of_rendered_lines_writes_the_same_bytes_as_top_of_values() -> Result<()> 
         assert!(spilled.spilled_runs() > 0, "seed {seed}: no spill");
         let mut merged: Option<TopBuffer> = None;
         for mut s in shares {
-            s.seal();
+            s.seal()?;
             match &mut merged {
                 Some(m) => m.absorb(s),
                 None => merged = Some(s),

@@ -174,7 +174,8 @@ fn parallel_top(
             let (types, table_name) = (&input.types, table_name.as_str());
             workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
                 top_worker(rx, types, table_name, out, &mut buf)?;
-                buf.seal();
+                // Not a row's failure: after any row's, in the batch's first-failure order.
+                buf.seal().map_err(|e| (u64::MAX, output_err(e)))?;
                 Ok(buf)
             }));
         }

@@ -175,45 +175,80 @@ fn key_head(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// Narrows `shared`, a prefix of every key so far (`None`: no key yet), to one that `prefix`
+/// starts with too.
+fn narrow(shared: &mut Option<Vec<u8>>, prefix: &[u8]) {
+    match shared {
+        Some(s) => s.truncate(common_prefix(s, prefix)),
+        None => *shared = Some(prefix.to_vec()),
+    }
+}
+
 /// Length of the common prefix of `a` and `b`.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The head entry of one source of the k-way merge of spilled runs: its span copied into a
-/// buffer the source reuses for its next entry. Ordered by `(key, seq, source)`, since the
-/// sources' heads follow different prefixes.
-struct Merged {
+/// The head entry of one source of the k-way merge: a spilled run's entry read into a buffer
+/// the source reuses, or a kept row's span borrowed from the arena. Ordered by
+/// `(key, seq, source)`, since the sources' entries follow different prefixes.
+struct Merged<'a> {
+    /// The 8 key bytes after the `skip` every key of the merge starts with, as in
+    /// [`Entry::head`]: most comparisons of the heap end here, without reaching the span.
+    head: u64,
+    skip: usize,
     key_len: usize,
     seq: u64,
-    data: Vec<u8>,
+    span: Span<'a>,
     src: usize,
 }
 
-impl Merged {
+/// The key and row of a [`Merged`] head.
+enum Span<'a> {
+    /// Read from a run file into this buffer.
+    Read(Vec<u8>),
+    /// A row held in memory, where it is.
+    Kept(&'a [u8]),
+}
+
+impl Merged<'_> {
+    fn bytes(&self) -> &[u8] {
+        match &self.span {
+            Span::Read(data) => data,
+            Span::Kept(span) => span,
+        }
+    }
+
     fn key(&self) -> &[u8] {
-        self.data.get(..self.key_len).unwrap_or_default()
+        self.bytes().get(..self.key_len).unwrap_or_default()
+    }
+
+    /// The key after the bytes every key of the merge starts with.
+    fn key_rest(&self) -> &[u8] {
+        let key = self.key();
+        key.get(self.skip..).unwrap_or(key)
     }
 }
 
-impl PartialEq for Merged {
+impl PartialEq for Merged<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 
-impl Eq for Merged {}
+impl Eq for Merged<'_> {}
 
-impl PartialOrd for Merged {
+impl PartialOrd for Merged<'_> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Merged {
+impl Ord for Merged<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key()
-            .cmp(other.key())
+        self.head
+            .cmp(&other.head)
+            .then_with(|| self.key_rest().cmp(other.key_rest()))
             .then_with(|| self.seq.cmp(&other.seq))
             .then_with(|| self.src.cmp(&other.src))
     }
@@ -229,6 +264,8 @@ struct Spill {
     dir: Option<tempfile::TempDir>,
     /// Run files, each sorted by `(key, seq)`.
     runs: Vec<PathBuf>,
+    /// A prefix every key of every run starts with (`None` before the first run).
+    shared: Option<Vec<u8>>,
     /// Directories of absorbed buffers' runs, deleted with this buffer.
     absorbed_dirs: Vec<tempfile::TempDir>,
 }
@@ -259,9 +296,10 @@ pub struct TopBuffer {
     prefix: Option<Vec<u8>>,
     scratch: Vec<u8>,
     spill: Option<Spill>,
-    /// `rows` is a concatenation of a few runs each sorted by `(key, seq)` (sealed buffers
-    /// absorbed, see [`TopBuffer::absorb`]): a stable sort merges them in linear time.
-    presorted: bool,
+    /// Set when `rows` is a concatenation of runs each sorted by `(key, seq)` (sealed buffers,
+    /// see [`TopBuffer::absorb`]): where each run starts. The output merges them as sources
+    /// beside the spilled runs, so no thread sorts them again.
+    sorted_from: Option<Vec<usize>>,
     /// Renders kept rows into their output lines (see the module doc); `None`: values.
     render: Option<LineRenderer>,
 }
@@ -332,7 +370,7 @@ impl TopBuffer {
             prefix: None,
             scratch: Vec::new(),
             spill: None,
-            presorted: false,
+            sorted_from: None,
             render: None,
         })
     }
@@ -352,6 +390,7 @@ impl TopBuffer {
             base: dir.into(),
             dir: None,
             runs: Vec::new(),
+            shared: None,
             absorbed_dirs: Vec::new(),
         });
         self
@@ -369,7 +408,7 @@ impl TopBuffer {
     /// share) and later merged with the others by [`TopBuffer::absorb`]. Do not mix with
     /// [`TopBuffer::push`].
     pub fn push_at(&mut self, row: &[Value], seq: u64) -> Result<(), FileError> {
-        self.presorted = false;
+        self.sorted_from = None;
         if self.limit == 0 {
             return Ok(());
         }
@@ -465,11 +504,15 @@ impl TopBuffer {
         self.rows.iter().map(Entry::held).sum()
     }
 
-    /// Copies the kept rows' spans into a fresh arena, dropping what cuts left behind.
+    /// Copies the kept rows' spans into a fresh arena in the order of `rows`, dropping what
+    /// cuts left behind.
     fn compact(&mut self) {
         let mut fresh = Arena::default();
-        for e in &mut self.rows {
-            (e.chunk, e.off) = fresh.push(e.span(&self.arena));
+        for block in self.rows.chunks_mut(GATHER_BLOCK) {
+            touch(block, &self.arena);
+            for e in block {
+                (e.chunk, e.off) = fresh.push(e.span(&self.arena));
+            }
         }
         self.arena = fresh;
     }
@@ -569,6 +612,9 @@ impl TopBuffer {
         };
         let path = dir.path().join(format!("run-{:05}", s.runs.len()));
         s.runs.push(path.clone());
+        if !self.rows.is_empty() {
+            narrow(&mut s.shared, self.prefix.as_deref().unwrap_or_default());
+        }
         self.sort();
         let file = crate::fsmode::create_private_file(&path).map_err(spill_err(&path))?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
@@ -603,14 +649,24 @@ impl TopBuffer {
     }
 
     /// Cuts the rows in memory to the `limit` smallest and sorts them, so that the thread
-    /// that filled a share does this work rather than the one merging the shares.
-    pub fn seal(&mut self) {
-        // The sealed share waits for the others beside them: drop what the cut left behind.
-        if self.cut() {
+    /// that filled a share does this work rather than the one merging the shares. The
+    /// merge, on one thread, then reads them in order: spilled as a last run when the
+    /// buffer spills already or holds over half its memory, else copied into a fresh arena
+    /// in sorted order (read in key order from where they arrived, each was a cache miss).
+    pub fn seal(&mut self) -> Result<(), FileError> {
+        self.cut();
+        let spills = self
+            .spill
+            .as_ref()
+            .is_some_and(|s| !s.runs.is_empty() || self.held() > s.max_bytes / 2);
+        if spills && !self.rows.is_empty() {
+            self.spill_run()?;
+        } else {
+            self.sort();
             self.compact();
         }
-        self.sort();
-        self.presorted = true;
+        self.sorted_from = Some(vec![0]);
+        Ok(())
     }
 
     /// Takes over the kept rows and spilled runs of `other`, a buffer of the same `top` given
@@ -618,14 +674,24 @@ impl TopBuffer {
     /// that [`TopBuffer::for_each_sorted`] yields the `limit` smallest rows of both shares,
     /// exactly as one buffer given every row in arrival order would. Seal both first.
     pub fn absorb(&mut self, mut other: Self) {
-        self.presorted = self.presorted && other.presorted;
+        let at = self.rows.len();
+        let starts = self.sorted_from.take().zip(other.sorted_from.take());
         self.append_rows(&mut other);
+        self.sorted_from = starts.map(|(mut ours, theirs)| {
+            if self.rows.len() > at {
+                ours.extend(theirs.iter().map(|s| s + at));
+            }
+            ours
+        });
         // A bound holds for the share that set it only: rows of the other share with the
         // same key may arrive earlier.
         self.bound = None;
         if let Some(theirs) = other.spill.take() {
             match &mut self.spill {
                 Some(ours) => {
+                    if let Some(shared) = &theirs.shared {
+                        narrow(&mut ours.shared, shared);
+                    }
                     ours.runs.extend(theirs.runs);
                     ours.absorbed_dirs.extend(theirs.dir);
                     ours.absorbed_dirs.extend(theirs.absorbed_dirs);
@@ -659,17 +725,27 @@ impl TopBuffer {
         mut self,
         mut f: impl FnMut(SortedRow<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
-        if self.presorted {
-            // Sealed shares: a stable sort merges the sorted runs in linear time; the
-            // `limit` smallest are then a prefix.
-            let (arena, skip) = (&self.arena, self.skip());
-            self.rows.sort_by(|a, b| a.cmp_in(b, arena, skip));
-            self.rows.truncate(self.limit);
-        } else {
-            self.cut();
-            self.sort();
-        }
-        let runs = self.spill.take().map(|s| (s.runs, s.dir, s.absorbed_dirs));
+        let starts = match self.sorted_from.take() {
+            Some(starts) => starts,
+            None => {
+                self.cut();
+                self.sort();
+                vec![0]
+            }
+        };
+        // The sorted runs in memory, each cut to the limit (sealed) or all of `rows`.
+        let sorted: Vec<&[Entry]> = starts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &from)| {
+                let to = starts.get(i + 1).copied().unwrap_or(self.rows.len());
+                self.rows.get(from..to).filter(|r| !r.is_empty())
+            })
+            .collect();
+        let runs = self
+            .spill
+            .take()
+            .map(|s| (s.runs, s.shared, s.dir, s.absorbed_dirs));
         let emit = |row: &[u8], f: &mut dyn FnMut(SortedRow<'_>) -> Result<(), E>| match row
             .split_first()
         {
@@ -680,16 +756,19 @@ impl TopBuffer {
             }
             .into()),
         };
-        let Some((runs, _dir, _absorbed)) = runs.filter(|(r, _, _)| !r.is_empty()) else {
-            for block in self.rows.chunks(GATHER_BLOCK) {
+        let (runs, mut shared, _dir, _absorbed) = runs.unwrap_or_default();
+        if runs.is_empty() && sorted.len() <= 1 {
+            let rows = sorted.first().copied().unwrap_or_default();
+            let rows = rows.get(..self.limit).unwrap_or(rows);
+            for block in rows.chunks(GATHER_BLOCK) {
                 touch(block, &self.arena);
                 for e in block {
                     emit(e.row(&self.arena), &mut f)?;
                 }
             }
             return Ok(());
-        };
-        // A k-way merge: one reader per run plus the in-memory rows as the last source.
+        }
+        // A k-way merge: one reader per run file, then the sorted runs in memory.
         let mut readers = runs
             .iter()
             .map(|p| {
@@ -698,38 +777,29 @@ impl TopBuffer {
                     .map_err(spill_err(p))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if !self.rows.is_empty() {
+            narrow(&mut shared, self.prefix.as_deref().unwrap_or_default());
+        }
+        let skip = shared.map_or(0, |s| s.len());
         let arena = &self.arena;
-        let mut memory = self.rows.iter();
-        // The next entry of source `src` into `m`'s buffer; false when the source is done.
-        let mut refill = |m: &mut Merged| -> Result<bool, FileError> {
-            match readers.get_mut(m.src) {
-                Some((r, p)) => match read_entry_into(r, &mut m.data).map_err(spill_err(p))? {
-                    Some((key_len, seq)) => {
-                        (m.key_len, m.seq) = (key_len, seq);
-                        Ok(true)
-                    }
-                    None => Ok(false),
-                },
-                None => match memory.next() {
-                    Some(e) => {
-                        m.data.clear();
-                        m.data.extend_from_slice(e.span(arena));
-                        (m.key_len, m.seq) = (e.key_len as usize, e.seq);
-                        Ok(true)
-                    }
-                    None => Ok(false),
-                },
-            }
-        };
-        let mut heap: BinaryHeap<std::cmp::Reverse<Merged>> = BinaryHeap::new();
-        for src in 0..=runs.len() {
+        let files = readers.len();
+        let mut memory: Vec<std::slice::Iter<'_, Entry>> =
+            sorted.iter().map(|rows| rows.iter()).collect();
+        let mut heap: BinaryHeap<std::cmp::Reverse<Merged<'_>>> = BinaryHeap::new();
+        for src in 0..files + sorted.len() {
             let mut m = Merged {
+                head: 0,
+                skip,
                 key_len: 0,
                 seq: 0,
-                data: Vec::new(),
+                span: if src < files {
+                    Span::Read(Vec::new())
+                } else {
+                    Span::Kept(&[])
+                },
                 src,
             };
-            if refill(&mut m)? {
+            if next_head(&mut m, &mut readers, &mut memory, arena)? {
                 heap.push(std::cmp::Reverse(m));
             }
         }
@@ -738,9 +808,9 @@ impl TopBuffer {
             let Some(std::cmp::Reverse(mut m)) = heap.pop() else {
                 break;
             };
-            emit(m.data.get(m.key_len..).unwrap_or_default(), &mut f)?;
+            emit(m.bytes().get(m.key_len..).unwrap_or_default(), &mut f)?;
             left -= 1;
-            if refill(&mut m)? {
+            if next_head(&mut m, &mut readers, &mut memory, arena)? {
                 heap.push(std::cmp::Reverse(m));
             }
         }
@@ -755,6 +825,48 @@ impl TopBuffer {
             Ok(())
         })?;
         Ok(out)
+    }
+}
+
+/// The next entry of `m`'s source into `m`: source `i` is the `i`-th run file of `readers`,
+/// then the `i - readers.len()`-th sorted run of `memory` (spans of `arena`); false when the
+/// source is done.
+fn next_head<'a>(
+    m: &mut Merged<'a>,
+    readers: &mut [(BufReader<File>, PathBuf)],
+    memory: &mut [std::slice::Iter<'a, Entry>],
+    arena: &'a Arena,
+) -> Result<bool, FileError> {
+    match &mut m.span {
+        Span::Read(data) => {
+            let Some((r, p)) = readers.get_mut(m.src) else {
+                return Ok(false);
+            };
+            match read_entry_into(r, data).map_err(spill_err(p))? {
+                Some((key_len, seq)) => {
+                    (m.key_len, m.seq) = (key_len, seq);
+                    m.head = key_head(m.key_rest());
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
+        Span::Kept(span) => {
+            let next = m
+                .src
+                .checked_sub(readers.len())
+                .and_then(|i| memory.get_mut(i))
+                .and_then(Iterator::next);
+            match next {
+                Some(e) => {
+                    *span = e.span(arena);
+                    (m.key_len, m.seq) = (e.key_len as usize, e.seq);
+                    m.head = key_head(m.key_rest());
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
     }
 }
 
