@@ -315,6 +315,19 @@ fn start(store: &Arc<EmbeddedStore>, ks: &str, plan: &Plan) -> Result<(Arc<Local
     Ok((ledger, started.run_id))
 }
 
+/// An embedded store in `dir` and the [`plan`] over a file of [`ROWS`] orders written there.
+fn store_and_plan(dir: &std::path::Path) -> Result<(Arc<EmbeddedStore>, Plan)> {
+    let store = Arc::new(EmbeddedStore::open(dir)?);
+    let mut csv = "id,v\n".to_owned();
+    for i in 0..ROWS {
+        csv.push_str(&format!("{i},{}\n", (i * 7) % 13));
+    }
+    let url = dir.join("orders.csv");
+    std::fs::write(&url, csv)?;
+    let plan = plan(&url.display().to_string())?;
+    Ok((store, plan))
+}
+
 /// A counter of `m`'s family for node type `ty`.
 fn count(
     f: &prometheus_client::metrics::family::Family<
@@ -343,14 +356,7 @@ fn batches(m: &Metrics, ty: &str) -> (u64, u64, u64) {
 /// backup, slow on that batch, is cancelled.
 fn backup_race(backup_wins: bool) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(EmbeddedStore::open(dir.path())?);
-    let mut csv = "id,v\n".to_owned();
-    for i in 0..ROWS {
-        csv.push_str(&format!("{i},{}\n", (i * 7) % 13));
-    }
-    let url = dir.path().join("orders.csv");
-    std::fs::write(&url, csv)?;
-    let plan = plan(&url.display().to_string())?;
+    let (store, plan) = store_and_plan(dir.path())?;
 
     // The undisturbed run: one executor, no backups.
     let (calm, calm_run) = start(&store, "calm", &plan)?;
@@ -572,14 +578,7 @@ impl LedgerClient for TrailingLedger {
 /// batches once its copy shows the run, or hands them back and peer 1 runs them.
 fn stolen_by_a_trailing_peer(catches_up: bool) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(EmbeddedStore::open(dir.path())?);
-    let mut csv = "id,v\n".to_owned();
-    for i in 0..ROWS {
-        csv.push_str(&format!("{i},{}\n", (i * 7) % 13));
-    }
-    let url = dir.path().join("orders.csv");
-    std::fs::write(&url, csv)?;
-    let plan = plan(&url.display().to_string())?;
+    let (store, plan) = store_and_plan(dir.path())?;
     let ks = "stolen";
     let (ledger, run_id) = start(&store, ks, &plan)?;
     let trailing = Arc::new(TrailingLedger {
