@@ -51,8 +51,8 @@ use super::cache::{cache_key, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
-    Built, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight,
-    partition_of,
+    Built, EncodedRows, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS,
+    SpilledRight, encoded_row, partition_of,
 };
 use super::scan::decode_projected;
 use super::write::{field_err, key_into};
@@ -390,12 +390,10 @@ fn build(
     let compact_bytes = limits.compact.load(Ordering::Relaxed);
     let compact = limits.decoded_over.load(Ordering::Relaxed);
     let total: usize = done.iter().map(|p| p.rowids.len()).sum();
-    let arena_total: usize = done.iter().map(|p| p.arena.len()).sum();
     let keys_total: usize = done.iter().map(|p| p.keys.bytes_len()).sum();
     let mut ix = RightIndex {
         rows: Vec::new(),
-        arena: Vec::new(),
-        ends: Offsets::default(),
+        encoded: Vec::new(),
         compact,
         rowids: Vec::new(),
         map: KeyIndex::default(),
@@ -406,36 +404,35 @@ fn build(
         },
     };
     let mut keys = FlatKeys::default();
-    // The first range's buffers become the index's and grow in place (a large buffer is
-    // remapped, not copied), so the table's encoded rows and keys are not held twice.
-    let mut done = done.into_iter();
-    if let Some(first) = done.next() {
+    // Encoded rows stay in their ranges' buffers. Of the rest, the first range's buffers
+    // become the index's and grow in place (a large buffer is remapped, not copied).
+    let mut first = 0;
+    for (i, p) in done.into_iter().enumerate() {
+        let n = p.rowids.len();
         if compact {
-            ix.arena = first.arena;
-            ix.arena.reserve_exact(arena_total - ix.arena.len());
-            ix.ends = first.ends;
-            ix.ends.reserve_total(total);
-        } else {
-            ix.rows = first.rows;
-            ix.rows.reserve_exact(total - ix.rows.len());
+            ix.encoded.push(EncodedRows {
+                first,
+                arena: p.arena,
+                ends: p.ends,
+            });
         }
-        ix.rowids = first.rowids;
-        ix.rowids.reserve_exact(total - ix.rowids.len());
-        keys = first.keys;
-        keys.reserve_total(keys_total, total);
-    }
-    for p in done {
-        if compact {
-            let base = ix.arena.len();
-            ix.arena.extend_from_slice(&p.arena);
-            for e in p.ends.iter() {
-                ix.ends.push(e + base);
+        if i == 0 {
+            if !compact {
+                ix.rows = p.rows;
+                ix.rows.reserve_exact(total - ix.rows.len());
             }
+            ix.rowids = p.rowids;
+            ix.rowids.reserve_exact(total - ix.rowids.len());
+            keys = p.keys;
+            keys.reserve_total(keys_total, total);
         } else {
-            ix.rows.extend(p.rows);
+            if !compact {
+                ix.rows.extend(p.rows);
+            }
+            ix.rowids.extend(p.rowids);
+            keys.append(&p.keys);
         }
-        ix.rowids.extend(p.rowids);
-        keys.append(&p.keys);
+        first += n;
     }
     // A store that scans in token order (CQL) gives each key's rows out of rowid order: put
     // the rows in rowid order, so matches come in rowid order as with the other strategies.
@@ -443,7 +440,7 @@ fn build(
         in_rowid_order(&mut ix, &mut keys)?;
     }
     // Row positions are `u32`s: the build checks that they fit.
-    ix.map = KeyIndex::build(&keys)?;
+    ix.map = KeyIndex::build(&keys, threads as usize)?;
     Ok(Built::Index(Arc::new(ix)))
 }
 
@@ -459,15 +456,18 @@ fn in_rowid_order(ix: &mut RightIndex, keys: &mut FlatKeys) -> Result<(), BatchE
         keys.push(old_keys.get(i).ok_or_else(broken)?);
     }
     if ix.compact {
-        let (arena, ends) = (std::mem::take(&mut ix.arena), std::mem::take(&mut ix.ends));
-        ix.arena.reserve_exact(arena.len());
-        ix.ends.reserve_total(ends.len());
+        let old = std::mem::take(&mut ix.encoded);
+        let mut sorted = EncodedRows::default();
+        sorted
+            .arena
+            .reserve_exact(old.iter().map(|r| r.arena.len()).sum());
+        sorted.ends.reserve_total(order.len());
         for &(_, i) in &order {
-            let span = ends.span(i).ok_or_else(broken)?;
-            ix.arena
-                .extend_from_slice(arena.get(span).ok_or_else(broken)?);
-            ix.ends.push(ix.arena.len());
+            let row = encoded_row(&old, i).ok_or_else(broken)?;
+            sorted.arena.extend_from_slice(row);
+            sorted.ends.push(sorted.arena.len());
         }
+        ix.encoded = vec![sorted];
     } else {
         let mut old_rows = std::mem::take(&mut ix.rows);
         for &(_, i) in &order {

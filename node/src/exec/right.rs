@@ -31,15 +31,70 @@ pub const SPILL_PARTITIONS: usize = 16;
 /// and its arena offset, and the arena holds the key's length and bytes followed by its
 /// positions: two lines, usually adjacent. Keys are hashed with xxh3 (short, well mixed byte strings; no HashDoS
 /// concern: keys come from our own tables).
+///
+/// The table is cut into `2^shard_bits` equal regions, the top bits of a key's hash choosing
+/// its region, so that [`KeyIndex::build`] lays out each region and the arena part of its keys
+/// on a thread of its own: built on one thread, the index of the 10 M-row lookup benchmark
+/// kept the other core idle for about 1.4 s while every lookup waited for it.
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
-    /// Open addressing with linear probing, a power of two long and at most
-    /// [`MAX_LOAD_PERCENT`] full (so a probe always reaches an empty slot); a slot with
-    /// `count == 0` is empty.
+    /// Open addressing with linear probing inside each region, each region a power of two
+    /// long and at most [`MAX_LOAD_PERCENT`] full (so a probe always reaches an empty slot);
+    /// a slot with `count == 0` is empty.
     slots: Vec<Slot>,
     /// Per key: its length (`u32` little-endian), its bytes, then its `count` row positions
     /// (`u32` little-endian), ascending.
     arena: Vec<u8>,
+    /// Log2 of the number of regions of `slots`.
+    shard_bits: u32,
+}
+
+/// Keys below which a [`KeyIndex`] is built on one thread: starting threads would cost more
+/// than the work they share.
+const PARALLEL_BUILD_KEYS: usize = 1 << 16;
+
+/// The region of a key with `hash` in a table of `2^bits` regions: the hash's top bits (its
+/// low bits choose the slot inside the region).
+fn shard_of(hash: u64, bits: u32) -> usize {
+    match bits {
+        0 => 0,
+        b => (hash >> (64 - b)) as usize,
+    }
+}
+
+/// Runs `f` on each item, each on a thread of its own when there are several; `None` for an
+/// item whose thread panicked.
+fn on_threads<I: Send, T: Send>(items: Vec<I>, f: impl Fn(I) -> T + Sync) -> Vec<Option<T>> {
+    if items.len() <= 1 {
+        return items.into_iter().map(|i| Some(f(i))).collect();
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.into_iter().map(|i| s.spawn(move || f(i))).collect();
+        handles.into_iter().map(|h| h.join().ok()).collect()
+    })
+}
+
+/// The distinct keys of one region, found by [`KeyIndex::build`].
+struct ShardKeys {
+    /// Each distinct key's hash and number (numbered in order of first appearance).
+    ids: IdTable,
+    /// Per key number: its first row and its row count.
+    first: Vec<u32>,
+    count: Vec<u32>,
+    /// The key number of each of the region's rows, in row order.
+    id_of_row: Vec<u32>,
+}
+
+impl ShardKeys {
+    /// Arena bytes of the region's keys: per key its length, bytes and positions.
+    fn arena_bytes(&self, keys: &FlatKeys) -> usize {
+        self.first
+            .iter()
+            .zip(&self.count)
+            .map(|(&r, &c)| 4 + keys.get(r as usize).map_or(0, <[u8]>::len) + 4 * c as usize)
+            .sum()
+    }
 }
 
 /// How full a [`KeyIndex`]'s slot table may be, in percent. Linear probing over 16-byte
@@ -274,82 +329,74 @@ impl<K: AsRef<[u8]>> FromIterator<K> for FlatKeys {
 }
 
 impl KeyIndex {
-    /// The index of rows `0..keys.len()`, row `i` having key `keys.get(i)`.
+    /// The index of rows `0..keys.len()`, row `i` having key `keys.get(i)`, built on up to
+    /// `threads` threads (a power of two of them, one region each); the same positions for
+    /// any `threads`.
     ///
     /// The table is sized by the distinct keys, found first in a table that doubles as they
     /// come: sized by rows (a key per row at most), the 10 M-row lookup benchmark's 5 M keys
     /// had twice the slots, 0.8 GB of them, at the build's peak.
-    pub(crate) fn build(keys: &FlatKeys) -> Result<Self, Inconsistency> {
+    pub(crate) fn build(keys: &FlatKeys, threads: usize) -> Result<Self, Inconsistency> {
         let overflow = || Inconsistency::Broken("hash join index overflow");
+        let panicked = || Inconsistency::Broken("a thread building a hash join index panicked");
         // Rows are numbered in `u32`s (positions, and the build's temporaries).
         u32::try_from(keys.len()).map_err(|_| overflow())?;
-        // Distinct keys numbered in order of first appearance: each one's first row and row
-        // count, each row's key number.
-        let mut ids = IdTable::with_capacity(keys.len().min(1 << 12));
-        let mut first: Vec<u32> = Vec::new();
-        let mut count: Vec<u32> = Vec::new();
-        let mut id_of_row: Vec<u32> = Vec::with_capacity(keys.len());
-        for row in 0..keys.len() {
-            let key = keys.get(row).ok_or_else(overflow)?;
-            let id = ids.find_or_insert(xxh3_64(key), first.len() as u32, |id| {
-                first.get(id as usize).and_then(|&r| keys.get(r as usize)) == Some(key)
-            });
-            if id as usize == first.len() {
-                first.push(row as u32);
-                count.push(1);
-            } else if let Some(c) = count.get_mut(id as usize) {
-                *c += 1;
+        let shard_bits = match keys.len() {
+            n if n < PARALLEL_BUILD_KEYS => 0,
+            _ => threads.clamp(1, 64).ilog2(),
+        };
+        let shards = 1usize << shard_bits;
+        // Every row's key hash, each thread hashing one range of rows.
+        let mut hashes = vec![0u64; keys.len()];
+        let per = keys.len().div_ceil(shards).max(1);
+        let ranges: Vec<_> = hashes.chunks_mut(per).enumerate().collect();
+        on_threads(ranges, |(c, out)| {
+            for (i, h) in out.iter_mut().enumerate() {
+                *h = xxh3_64(keys.get(c * per + i).unwrap_or_default());
             }
-            id_of_row.push(id);
+        })
+        .into_iter()
+        .collect::<Option<Vec<()>>>()
+        .ok_or_else(panicked)?;
+        let hashes = &hashes;
+        let found = on_threads((0..shards).collect(), |s| {
+            distinct_keys(keys, hashes, s, shard_bits)
+        });
+        let mut parts = Vec::with_capacity(shards);
+        for f in found {
+            parts.push(f.ok_or_else(panicked)??);
         }
-        // The arena: per key, its bytes then room for its positions; `at` is where the next
-        // position of each key goes.
-        let bytes: usize = first
-            .iter()
-            .zip(&count)
-            .map(|(&r, &c)| 4 + keys.get(r as usize).map_or(0, <[u8]>::len) + 4 * c as usize)
-            .sum();
-        let mut arena = Vec::with_capacity(bytes);
-        let mut at: Vec<usize> = Vec::with_capacity(first.len());
-        for (&r, &c) in first.iter().zip(&count) {
-            let key = keys.get(r as usize).unwrap_or_default();
-            let key_len = u32::try_from(key.len()).map_err(|_| overflow())?;
-            arena.extend_from_slice(&key_len.to_le_bytes());
-            arena.extend_from_slice(key);
-            at.push(arena.len());
-            arena.resize(arena.len() + 4 * c as usize, 0);
+        // Equal regions, each sized for the largest region's keys.
+        let most = parts.iter().map(|p| p.first.len()).max().unwrap_or(0);
+        let region = slot_count(most);
+        let mut slots = vec![Slot::default(); region << shard_bits];
+        let sizes: Vec<usize> = parts.iter().map(|p| p.arena_bytes(keys)).collect();
+        let mut arena = vec![0u8; sizes.iter().sum()];
+        // Each region's keys get their own part of the arena, in region order.
+        let mut jobs = Vec::with_capacity(shards);
+        let mut rest: &mut [u8] = &mut arena;
+        let mut base = 0;
+        for (((s, part), size), slots) in parts
+            .into_iter()
+            .enumerate()
+            .zip(&sizes)
+            .zip(slots.chunks_mut(region))
+        {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(*size);
+            rest = tail;
+            jobs.push((s, part, base, mine, slots));
+            base += size;
         }
-        let mut slots = vec![Slot::default(); slot_count(first.len())];
-        let mask = slots.len() - 1;
-        for e in ids.entries.iter().filter(|e| e.id != EMPTY_ID) {
-            let i = e.id as usize;
-            let (Some(&r), Some(&c), Some(&pos)) = (first.get(i), count.get(i), at.get(i)) else {
-                return Err(overflow());
-            };
-            let key_len = keys.get(r as usize).map_or(0, <[u8]>::len);
-            let mut s = e.hash as usize & mask;
-            while slots.get(s).is_some_and(|x| x.count > 0) {
-                s = (s + 1) & mask;
-            }
-            if let Some(slot) = slots.get_mut(s) {
-                *slot = Slot {
-                    off: (pos - key_len - 4) as u64,
-                    tag: tag_of(e.hash),
-                    count: c,
-                };
-            }
+        for done in on_threads(jobs, |(s, part, base, arena, slots)| {
+            lay_out(keys, hashes, (s, shard_bits), part, (base, arena), slots)
+        }) {
+            done.ok_or_else(panicked)??;
         }
-        drop(ids);
-        // Rows go in ascending order, so each key's positions are ascending.
-        for (row, &id) in id_of_row.iter().enumerate() {
-            let pos = at.get_mut(id as usize).ok_or_else(overflow)?;
-            let Some(dest) = arena.get_mut(*pos..*pos + 4) else {
-                return Err(overflow());
-            };
-            dest.copy_from_slice(&(row as u32).to_le_bytes());
-            *pos += 4;
-        }
-        Ok(Self { slots, arena })
+        Ok(Self {
+            slots,
+            arena,
+            shard_bits,
+        })
     }
 
     /// Positions of the rows with this key, ascending.
@@ -366,9 +413,11 @@ impl KeyIndex {
         }
         let hash = xxh3_64(key);
         let tag = tag_of(hash);
-        let mask = self.slots.len() - 1;
+        let region = self.slots.len() >> self.shard_bits;
+        let base = shard_of(hash, self.shard_bits) * region;
+        let mask = region - 1;
         let mut s = hash as usize & mask;
-        while let Some(slot) = self.slots.get(s) {
+        while let Some(slot) = self.slots.get(base + s) {
             if slot.count == 0 {
                 return &[];
             }
@@ -400,6 +449,101 @@ impl KeyIndex {
     }
 }
 
+/// The distinct keys of region `s` of `2^bits` (the rows whose hash falls in it), numbered in
+/// order of first appearance.
+fn distinct_keys(
+    keys: &FlatKeys,
+    hashes: &[u64],
+    s: usize,
+    bits: u32,
+) -> Result<ShardKeys, Inconsistency> {
+    let overflow = || Inconsistency::Broken("hash join index overflow");
+    let mut part = ShardKeys {
+        ids: IdTable::with_capacity((hashes.len() >> bits).min(1 << 12)),
+        first: Vec::new(),
+        count: Vec::new(),
+        id_of_row: Vec::with_capacity((hashes.len() >> bits) + (hashes.len() >> bits) / 8),
+    };
+    for (row, &hash) in hashes.iter().enumerate() {
+        if shard_of(hash, bits) != s {
+            continue;
+        }
+        let key = keys.get(row).ok_or_else(overflow)?;
+        let (first, count) = (&mut part.first, &mut part.count);
+        let id = part.ids.find_or_insert(hash, first.len() as u32, |id| {
+            first.get(id as usize).and_then(|&r| keys.get(r as usize)) == Some(key)
+        });
+        if id as usize == first.len() {
+            first.push(row as u32);
+            count.push(1);
+        } else if let Some(c) = count.get_mut(id as usize) {
+            *c += 1;
+        }
+        part.id_of_row.push(id);
+    }
+    Ok(part)
+}
+
+/// Writes region `s` of `2^bits`: its keys and their positions into `arena` (its part of the
+/// index's arena, starting at offset `base` of the whole), and a slot per key into `slots`.
+fn lay_out(
+    keys: &FlatKeys,
+    hashes: &[u64],
+    (s, bits): (usize, u32),
+    part: ShardKeys,
+    (base, arena): (usize, &mut [u8]),
+    slots: &mut [Slot],
+) -> Result<(), Inconsistency> {
+    let overflow = || Inconsistency::Broken("hash join index overflow");
+    // Per key its length and bytes, then room for its positions; `at` is where the next
+    // position of each key goes.
+    let mut at: Vec<usize> = Vec::with_capacity(part.first.len());
+    let mut w = 0;
+    for (&r, &c) in part.first.iter().zip(&part.count) {
+        let key = keys.get(r as usize).unwrap_or_default();
+        let key_len = u32::try_from(key.len()).map_err(|_| overflow())?;
+        let head = arena.get_mut(w..w + 4 + key.len()).ok_or_else(overflow)?;
+        head[..4].copy_from_slice(&key_len.to_le_bytes());
+        head[4..].copy_from_slice(key);
+        w += 4 + key.len();
+        at.push(w);
+        w += 4 * c as usize;
+    }
+    let mask = slots.len() - 1;
+    for e in part.ids.entries.iter().filter(|e| e.id != EMPTY_ID) {
+        let i = e.id as usize;
+        let (Some(&r), Some(&c), Some(&pos)) = (part.first.get(i), part.count.get(i), at.get(i))
+        else {
+            return Err(overflow());
+        };
+        let key_len = keys.get(r as usize).map_or(0, <[u8]>::len);
+        let mut s = e.hash as usize & mask;
+        while slots.get(s).is_some_and(|x| x.count > 0) {
+            s = (s + 1) & mask;
+        }
+        if let Some(slot) = slots.get_mut(s) {
+            *slot = Slot {
+                off: (base + pos - key_len - 4) as u64,
+                tag: tag_of(e.hash),
+                count: c,
+            };
+        }
+    }
+    drop(part.ids);
+    // The region's rows in ascending order, so each key's positions are ascending.
+    let mine = hashes
+        .iter()
+        .enumerate()
+        .filter(|&(_, &h)| shard_of(h, bits) == s);
+    for ((row, _), &id) in mine.zip(&part.id_of_row) {
+        let pos = at.get_mut(id as usize).ok_or_else(overflow)?;
+        let dest = arena.get_mut(*pos..*pos + 4).ok_or_else(overflow)?;
+        dest.copy_from_slice(&(row as u32).to_le_bytes());
+        *pos += 4;
+    }
+    Ok(())
+}
+
 /// The in-memory right side of one lookup: decoded rows, or — when those would not fit but
 /// the encoded rows do (about a quarter of the memory) — the encoded rows back to back, decoded
 /// per match.
@@ -407,10 +551,12 @@ impl KeyIndex {
 pub(crate) struct RightIndex {
     /// Valid right rows, decoded, in rowid order; empty when compact.
     pub(crate) rows: Vec<Vec<Value>>,
-    /// Compact form: the encoded rows back to back, and each row's end offset in `arena`.
-    pub(crate) arena: Vec<u8>,
-    pub(crate) ends: Offsets,
-    /// Whether the rows are held encoded (`arena`) rather than decoded (`rows`).
+    /// Compact form: the encoded rows, in the ranges the build's threads scanned, in position
+    /// order. One buffer meant copying every range after the first into it, on one thread
+    /// while every lookup of the side waited: about 1 s of fresh pages faulted and cleared for
+    /// the 10 M-row lookup benchmark's right side.
+    pub(crate) encoded: Vec<EncodedRows>,
+    /// Whether the rows are held encoded (`encoded`) rather than decoded (`rows`).
     pub(crate) compact: bool,
     /// The rowid of each row (for error locations).
     pub(crate) rowids: Vec<Rowid>,
@@ -429,8 +575,25 @@ impl RightIndex {
 
     /// The encoded row at `pos` of a compact index.
     pub(crate) fn encoded(&self, pos: usize) -> Option<&[u8]> {
-        self.arena.get(self.ends.span(pos)?)
+        encoded_row(&self.encoded, pos)
     }
+}
+
+/// Encoded rows back to back, the rows at positions `first..` of a [`RightIndex`].
+#[derive(Debug, Default)]
+pub(crate) struct EncodedRows {
+    /// Position of the first row.
+    pub(crate) first: usize,
+    /// The rows' bytes.
+    pub(crate) arena: Vec<u8>,
+    /// Each row's end in `arena`.
+    pub(crate) ends: Offsets,
+}
+
+/// The encoded row at `pos` of `ranges` (ascending `first`, a few of them).
+pub(crate) fn encoded_row(ranges: &[EncodedRows], pos: usize) -> Option<&[u8]> {
+    let r = ranges.iter().rev().find(|r| r.first <= pos)?;
+    r.arena.get(r.ends.span(pos - r.first)?)
 }
 
 /// The right side of one lookup spilled to hash-partitioned files.
@@ -567,13 +730,23 @@ mod tests {
     }
 
     /// The key index against a map of keys to their rows, on random keys with many repeats,
-    /// empty keys and keys that are prefixes of others, and probes of absent keys.
+    /// empty keys and keys that are prefixes of others, and probes of absent keys; built on
+    /// one, two, three and four threads (sharded past [`PARALLEL_BUILD_KEYS`] keys).
     #[test]
     fn key_index_finds_every_key_s_rows_in_order() -> Result<(), Inconsistency> {
         let seed = plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "key_index");
         let mut rng = crate::store::suite::Rng::new(seed);
         // 20,000 rows hold more distinct keys than the table starts with: it doubles.
-        for n in [0usize, 1, 2, 7, 100, 5000, 20_000] {
+        for n in [
+            0usize,
+            1,
+            2,
+            7,
+            100,
+            5000,
+            20_000,
+            PARALLEL_BUILD_KEYS + 3001,
+        ] {
             let keys: Vec<Vec<u8>> = (0..n)
                 .map(|_| {
                     let k = rng.below(1 + n as u64 / 3);
@@ -584,21 +757,37 @@ mod tests {
                     }
                 })
                 .collect();
-            let ix = KeyIndex::build(&keys.iter().collect())?;
             let mut want: std::collections::BTreeMap<&[u8], Vec<u32>> = Default::default();
             for (row, k) in keys.iter().enumerate() {
                 want.entry(k.as_slice()).or_default().push(row as u32);
             }
-            assert_eq!(ix.len(), want.len(), "seed {seed}, n {n}");
-            // At most 70 % full, and not twice the slots that needs.
-            assert!(ix.slots.len() * 7 >= want.len() * 10 && ix.slots.len() > want.len());
-            assert!(ix.slots.len() <= 8 || ix.slots.len() * 7 <= want.len() * 20);
-            for (k, rows) in &want {
-                assert_eq!(&ix.get(k).collect::<Vec<_>>(), rows, "seed {seed}, n {n}");
-            }
-            for absent in [&b"absent"[..], b"-key-", b"\0"] {
-                if !want.contains_key(absent) {
-                    assert_eq!(ix.get(absent).count(), 0, "seed {seed}, n {n}");
+            let flat: FlatKeys = keys.iter().collect();
+            for threads in [1, 2, 3, 4] {
+                let ix = KeyIndex::build(&flat, threads)?;
+                let at = format!("seed {seed}, n {n}, threads {threads}");
+                let regions = 1usize << ix.shard_bits;
+                let sharded = n >= PARALLEL_BUILD_KEYS && threads > 1;
+                assert_eq!(
+                    regions,
+                    if sharded { 1 << threads.ilog2() } else { 1 },
+                    "{at}"
+                );
+                assert_eq!(ix.len(), want.len(), "{at}");
+                // Each region at most 70 % full; one region not twice the slots it needs.
+                for r in ix.slots.chunks(ix.slots.len() / regions) {
+                    let used = r.iter().filter(|s| s.count > 0).count();
+                    assert!(used * 100 <= r.len() * MAX_LOAD_PERCENT, "{at}");
+                }
+                if regions == 1 {
+                    assert!(ix.slots.len() <= 8 || ix.slots.len() * 7 <= want.len() * 20);
+                }
+                for (k, rows) in &want {
+                    assert_eq!(&ix.get(k).collect::<Vec<_>>(), rows, "{at}");
+                }
+                for absent in [&b"absent"[..], b"-key-", b"\0"] {
+                    if !want.contains_key(absent) {
+                        assert_eq!(ix.get(absent).count(), 0, "{at}");
+                    }
                 }
             }
         }
