@@ -10,6 +10,7 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use plexus_core::plan::Compression;
 
+use super::local_writer::LocalWriter;
 use super::{FileError, local_path};
 use crate::remote::{FileAccess, Location, RangedFile, RangedReader, RemoteWrite, redact};
 
@@ -217,8 +218,8 @@ pub(crate) struct OutputFile {
 
 /// Where an output file's bytes go.
 enum Destination {
-    /// A local file.
-    Local(File),
+    /// A local file, written by a thread of its own.
+    Local(LocalWriter),
     /// A remote upload (S3 multipart, SFTP write).
     Remote(Box<dyn RemoteWrite>),
 }
@@ -231,7 +232,10 @@ pub(crate) fn create_output(url: &str) -> Result<OutputFile, FileError> {
             path: path.display().to_string(),
             source,
         })?;
-        Destination::Local(f)
+        Destination::Local(LocalWriter::new(f).map_err(|source| FileError::Create {
+            path: path.display().to_string(),
+            source,
+        })?)
     } else {
         Destination::Remote(FileAccess::global().create(url)?)
     };
@@ -243,7 +247,7 @@ impl OutputFile {
     /// file's size.
     pub(crate) fn finish(self) -> io::Result<u64> {
         match self.dest {
-            Destination::Local(f) => f.sync_data()?,
+            Destination::Local(w) => w.finish()?.sync_data()?,
             Destination::Remote(w) => w.finish().map_err(io::Error::other)?,
         }
         Ok(self.written)

@@ -20,6 +20,7 @@ mod error;
 mod fastcell;
 mod glob;
 mod gocsv;
+mod local_writer;
 mod location;
 mod parquet_sink;
 mod parquet_source;
