@@ -37,8 +37,9 @@ enum Job {
 /// A local file whose bytes are written by a thread of its own (see the module doc).
 ///
 /// Errors of the writer thread surface at the next [`Write`] call, at [`LocalWriter::finish`]
-/// or at a flush; a writer dropped without `finish` waits for its thread, so no byte of it is
-/// written after it is gone (a retry may be writing the same path by then).
+/// or at a flush; a writer dropped without `finish` writes what it holds and waits for its
+/// thread, so no byte of it is written after it is gone (a retry may be writing the same
+/// path by then).
 pub(crate) struct LocalWriter {
     buf: Vec<u8>,
     jobs: Option<mpsc::SyncSender<Job>>,
@@ -192,7 +193,10 @@ impl Write for LocalWriter {
 }
 
 impl Drop for LocalWriter {
+    /// Writes what is buffered, as a dropped `BufWriter` does (a cancelled batch's file keeps
+    /// its header), then waits for the thread.
     fn drop(&mut self) {
+        let _ = self.hand_off();
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -235,6 +239,18 @@ mod tests {
         }
         w.finish()?;
         assert_eq!(std::fs::read(&path)?, want, "seed {seed}");
+        Ok(())
+    }
+
+    /// A writer dropped without `finish` has written every byte once the drop returns.
+    #[test]
+    fn a_dropped_writer_leaves_its_bytes() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("out.csv");
+        let mut w = LocalWriter::new(File::create(&path)?)?;
+        w.write_all(b"header\n")?;
+        drop(w);
+        assert_eq!(std::fs::read(&path)?, b"header\n");
         Ok(())
     }
 
