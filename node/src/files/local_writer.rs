@@ -111,17 +111,14 @@ impl LocalWriter {
 
     /// Ends the thread and returns why it stopped early (it only does on an error).
     fn stop(&mut self) -> io::Error {
-        self.jobs = None;
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(Err(e))) => e,
-            Some(Err(_)) => io::Error::other("the thread writing an output file panicked"),
-            Some(Ok(Ok(_))) | None => io::Error::other("the output file's writer has stopped"),
+        match self.join() {
+            Err(e) => e,
+            Ok(_) => io::Error::other("the output file's writer has stopped"),
         }
     }
 
-    /// Writes what is left, waits for the thread and returns the file, every byte written.
-    pub(crate) fn finish(mut self) -> io::Result<File> {
-        self.hand_off()?;
+    /// Closes the queue and waits for the thread: the file, or the thread's error.
+    fn join(&mut self) -> io::Result<File> {
         self.jobs = None;
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(done)) => done,
@@ -130,6 +127,12 @@ impl LocalWriter {
             )),
             None => Err(io::Error::other("the output file's writer has stopped")),
         }
+    }
+
+    /// Writes what is left, waits for the thread and returns the file, every byte written.
+    pub(crate) fn finish(mut self) -> io::Result<File> {
+        self.hand_off()?;
+        self.join()
     }
 }
 
@@ -197,10 +200,7 @@ impl Drop for LocalWriter {
     /// its header), then waits for the thread.
     fn drop(&mut self) {
         let _ = self.hand_off();
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = self.join();
     }
 }
 
