@@ -21,7 +21,9 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
 use super::hashjoin::{right_side, side_part};
 use super::processor::Processor;
-use super::right::{KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
+use super::right::{
+    KeyMap, PROBE_GROUP, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
+};
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table_reader};
 use crate::store::{Rowid, TableRef};
@@ -302,15 +304,22 @@ fn hash_matches(
     bf.key_of_left.extend(0..n);
     bf.match_start.clear();
     bf.match_items.clear();
-    for key in &bf.keys[..n] {
-        bf.match_start.push(bf.match_items.len());
-        for ri in ix.get(key) {
-            let ri = ri as usize;
-            let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
-                return Err(Inconsistency::Broken("hash join index points past its rows").into());
-            };
-            if passes(l, row, rowid, right_name)? {
-                bf.match_items.push(ri);
+    let mut spans = Vec::with_capacity(PROBE_GROUP);
+    for group in bf.keys[..n].chunks(PROBE_GROUP) {
+        spans.clear();
+        ix.map.find_group(group, &mut spans);
+        for span in spans.drain(..) {
+            bf.match_start.push(bf.match_items.len());
+            for ri in ix.map.positions_at(span) {
+                let ri = ri as usize;
+                let (Some(row), Some(&rowid)) = (ix.rows.get(ri), ix.rowids.get(ri)) else {
+                    return Err(
+                        Inconsistency::Broken("hash join index points past its rows").into(),
+                    );
+                };
+                if passes(l, row, rowid, right_name)? {
+                    bf.match_items.push(ri);
+                }
             }
         }
     }
@@ -335,33 +344,41 @@ fn compact_matches(
     let mut seen: KeyMap<&[u8], (usize, usize)> =
         KeyMap::with_capacity_and_hasher(n, Default::default());
     let mut nr = 0usize;
-    for key in &bf.keys[..n] {
-        let start = bf.match_items.len();
-        bf.match_start.push(start);
-        if let Some(&(first, end)) = seen.get(key.as_slice()) {
-            bf.match_items.extend_from_within(first..end);
-            continue;
-        }
-        for ri in ix.get(key) {
-            let ri = ri as usize;
-            let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
-                return Err(Inconsistency::Broken("hash join index points past its rows").into());
-            };
-            ensure_len(&mut bf.right, nr + 1);
-            decode_projected(
-                bytes,
-                &l.types,
-                &bf.needed,
-                &mut bf.right[nr],
-                right_name,
-                rowid,
-            )?;
-            if passes(l, &bf.right[nr], rowid, right_name)? {
-                bf.match_items.push(nr);
-                nr += 1;
+    let mut spans = Vec::with_capacity(PROBE_GROUP);
+    for group in bf.keys[..n].chunks(PROBE_GROUP) {
+        spans.clear();
+        ix.map.find_group(group, &mut spans);
+        ix.warm_encoded(spans.iter().flat_map(|s| ix.map.positions_at(s.clone())));
+        for (key, span) in group.iter().zip(spans.drain(..)) {
+            let start = bf.match_items.len();
+            bf.match_start.push(start);
+            if let Some(&(first, end)) = seen.get(key.as_slice()) {
+                bf.match_items.extend_from_within(first..end);
+                continue;
             }
+            for ri in ix.map.positions_at(span) {
+                let ri = ri as usize;
+                let (Some(bytes), Some(&rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
+                    return Err(
+                        Inconsistency::Broken("hash join index points past its rows").into(),
+                    );
+                };
+                ensure_len(&mut bf.right, nr + 1);
+                decode_projected(
+                    bytes,
+                    &l.types,
+                    &bf.needed,
+                    &mut bf.right[nr],
+                    right_name,
+                    rowid,
+                )?;
+                if passes(l, &bf.right[nr], rowid, right_name)? {
+                    bf.match_items.push(nr);
+                    nr += 1;
+                }
+            }
+            seen.insert(key.as_slice(), (start, bf.match_items.len()));
         }
-        seen.insert(key.as_slice(), (start, bf.match_items.len()));
     }
     bf.match_start.push(bf.match_items.len());
     Ok(())
