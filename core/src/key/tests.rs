@@ -679,3 +679,141 @@ proptest! {
         prop_assert_eq!(fast, Some(format!("{f:066.32}")));
     }
 }
+
+// ---- order keys ----
+
+/// A value of `ty`, edge cases (extremes, NaN, infinities, -0.0, wide floats, non-ASCII
+/// text, text past the string length) among ordinary ones.
+fn any_value(ty: Type) -> BoxedStrategy<Value> {
+    match ty {
+        Type::Int => prop_oneof![
+            Just(i64::MIN),
+            Just(i64::MAX),
+            Just(-1i64),
+            Just(0i64),
+            -1000i64..1000,
+            any::<i64>()
+        ]
+        .prop_map(Value::Int)
+        .boxed(),
+        Type::Float => prop_oneof![
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(-0.0f64),
+            Just(0.0f64),
+            Just(1e40f64),
+            Just(-1e40f64),
+            -1e3f64..1e3,
+            prop::num::f64::NORMAL,
+        ]
+        .prop_map(Value::Float)
+        .boxed(),
+        Type::Decimal2 => (-100_000i64..100_000)
+            .prop_map(|c| Value::Decimal(Decimal::new(c, 2)))
+            .boxed(),
+        Type::DateTime => prop_oneof![
+            Just(i64::MIN / 4),
+            -1_000_000i64..1_000_000,
+            any::<i32>().prop_map(i64::from)
+        ]
+        .prop_map(|s| Value::Time(Time::from_unix_millis(s.saturating_mul(1000))))
+        .boxed(),
+        Type::Bool => any::<bool>().prop_map(Value::Bool).boxed(),
+        Type::String => prop_oneof![
+            "[a-c]{0,3}",
+            "[a-zA-Z ]{0,20}",
+            "\\PC{0,24}",
+            "[éÉßa]{0,12}"
+        ]
+        .prop_map(|s| Value::str(&s))
+        .boxed(),
+    }
+}
+
+/// A definition of one to three components of any type and direction, case-insensitive
+/// strings last only (as [`orders_compactly`] requires), short string lengths so values
+/// are cut; with two rows' values for it.
+fn def_and_rows() -> impl Strategy<Value = (IndexDef, Vec<Value>, Vec<Value>)> {
+    let types = [
+        Type::Int,
+        Type::Float,
+        Type::Decimal2,
+        Type::DateTime,
+        Type::Bool,
+        Type::String,
+    ];
+    prop::collection::vec(
+        (
+            prop::sample::select(types.to_vec()),
+            any::<bool>(),
+            any::<bool>(),
+        ),
+        1..4,
+    )
+    .prop_flat_map(|comps| {
+        let n = comps.len();
+        let components: Vec<KeyComponent> = comps
+            .iter()
+            .enumerate()
+            .map(|(i, &(ty, desc, ignore))| KeyComponent {
+                field: format!("c{i}"),
+                ty,
+                dir: if desc { SortDir::Desc } else { SortDir::Asc },
+                case: if ty == Type::String && ignore && i + 1 == n {
+                    CaseMode::IgnoreCase
+                } else {
+                    CaseMode::Sensitive
+                },
+                string_len: 16,
+            })
+            .collect();
+        let row = || {
+            components
+                .iter()
+                .map(|c| any_value(c.ty))
+                .collect::<Vec<_>>()
+        };
+        let d = IndexDef {
+            kind: IndexKind::NonUnique,
+            components: components.clone(),
+        };
+        (Just(d), row(), row())
+    })
+}
+
+proptest! {
+    #[test]
+    fn order_keys_order_as_keys_do((d, a, b) in def_and_rows()) {
+        prop_assert!(orders_compactly(&d));
+        let ra: Vec<&Value> = a.iter().collect();
+        let rb: Vec<&Value> = b.iter().collect();
+        let (ka, kb) = (build_key(&d, &ra).unwrap(), build_key(&d, &rb).unwrap());
+        let (mut oa, mut ob) = (Vec::new(), Vec::new());
+        build_order_key_into(&mut oa, &d, &ra).unwrap();
+        build_order_key_into(&mut ob, &d, &rb).unwrap();
+        prop_assert_eq!(oa.cmp(&ob), ka.cmp(&kb), "{} {:?} {:?}", d, a, b);
+        // Descending parts are half as long, the others the same.
+        prop_assert!(oa.len() <= ka.len());
+    }
+}
+
+#[test]
+fn order_keys_halve_descending_parts_and_refuse_inner_case_insensitive_strings() {
+    let d = def("non_unique(i(desc), s)");
+    let v = [&Value::Int(5), &Value::str("x")];
+    let mut o = Vec::new();
+    build_order_key_into(&mut o, &d, &v).unwrap();
+    let k = build_key(&d, &v).unwrap();
+    assert_eq!(o.len(), 21 + 64);
+    assert_eq!(k.len(), 42 + 64);
+    assert_eq!(o[..21], b"000000000000000000005".map(|b| 255 - b));
+    assert_eq!(o[21..], k[42..]);
+    assert!(orders_compactly(&def("non_unique(s(ignore_case))")));
+    assert!(orders_compactly(&def("non_unique(i, s(ignore_case))")));
+    assert!(!orders_compactly(&def("non_unique(s(ignore_case), i)")));
+    // An error leaves the buffer as it was.
+    let mut o = b"kept".to_vec();
+    build_order_key_into(&mut o, &d, &[&Value::str("x"), &Value::Int(1)]).unwrap_err();
+    assert_eq!(o, b"kept");
+}

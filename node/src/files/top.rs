@@ -17,7 +17,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 
-use plexus_core::key::{IndexDef, build_key_into};
+use plexus_core::key::{
+    IndexDef, KeyError, build_key_into, build_order_key_into, orders_compactly,
+};
 use plexus_core::plan::{FileColumn, Top};
 use plexus_core::value::Value;
 
@@ -270,6 +272,9 @@ struct Spill {
     absorbed_dirs: Vec<tempfile::TempDir>,
 }
 
+/// Appends a row's order key to a buffer (see [`TopBuffer`]'s `encode`).
+type KeyEncoder = fn(&mut Vec<u8>, &IndexDef, &[&Value]) -> Result<(), KeyError>;
+
 /// Keeps the `limit` rows with the smallest order keys and yields them ascending; equal keys
 /// keep their arrival order (Capillaries leaves ties unspecified, a stable order makes outputs
 /// reproducible).
@@ -280,6 +285,9 @@ struct Spill {
 /// of a large `top` the most expensive part of a file writer.
 pub struct TopBuffer {
     def: IndexDef,
+    /// Builds a row's order key: [`build_order_key_into`] (descending components half as long)
+    /// wherever it orders as Capillaries' key does, else that key itself.
+    encode: KeyEncoder,
     /// Writer column index of every order component.
     cols: Vec<usize>,
     limit: usize,
@@ -359,8 +367,14 @@ impl TopBuffer {
             top.limit
         };
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let encode: KeyEncoder = if orders_compactly(&top.order) {
+            build_order_key_into
+        } else {
+            build_key_into
+        };
         Ok(Self {
             def: top.order.clone(),
+            encode,
             cols,
             limit,
             rows: Vec::with_capacity(limit.min(4096)),
@@ -425,10 +439,10 @@ impl TopBuffer {
             n += 1;
         }
         let built = if self.cols.len() <= STACK_KEY_COMPONENTS {
-            build_key_into(&mut self.scratch, &self.def, &refs[..n])
+            (self.encode)(&mut self.scratch, &self.def, &refs[..n])
         } else {
             let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
-            build_key_into(&mut self.scratch, &self.def, &values)
+            (self.encode)(&mut self.scratch, &self.def, &values)
         };
         built.map_err(|e| FileError::TopKey {
             source: Box::new(e),
