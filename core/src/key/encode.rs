@@ -24,7 +24,7 @@ pub fn build_key_into(
     def: &IndexDef,
     values: &[&Value],
 ) -> Result<(), KeyError> {
-    build_key_with(out, def, values, complement_hex)
+    build_key_with(out, def, values, DescForm::Hex)
 }
 
 /// Whether [`build_order_key_into`] orders keys of `def` as [`build_key_into`] does: every
@@ -53,16 +53,24 @@ pub fn build_order_key_into(
     def: &IndexDef,
     values: &[&Value],
 ) -> Result<(), KeyError> {
-    build_key_with(out, def, values, complement)
+    build_key_with(out, def, values, DescForm::Complement)
 }
 
-/// The work of [`build_key_into`] and [`build_order_key_into`]: `desc` rewrites a descending
-/// component's bytes from the given start.
+/// How a descending component's bytes are written.
+#[derive(Clone, Copy)]
+enum DescForm {
+    /// Capillaries' key: the lower-case hex of each 255−b.
+    Hex,
+    /// An order key: each 255−b itself.
+    Complement,
+}
+
+/// The work of [`build_key_into`] and [`build_order_key_into`].
 fn build_key_with(
     out: &mut Vec<u8>,
     def: &IndexDef,
     values: &[&Value],
-    desc: fn(&mut Vec<u8>, usize),
+    desc: DescForm,
 ) -> Result<(), KeyError> {
     if values.len() != def.components.len() {
         return Err(KeyError::ValueCount {
@@ -101,7 +109,10 @@ fn build_key_with(
             }
         }
         if comp.dir == SortDir::Desc {
-            desc(out, start);
+            match desc {
+                DescForm::Hex => complement_hex(out, start),
+                DescForm::Complement => complement(&mut out[start..]),
+            }
         }
     }
     Ok(())
@@ -489,9 +500,9 @@ pub(super) fn mn_ranges() -> Option<&'static [(char, char)]> {
         .as_deref()
 }
 
-/// A descending order key component: replaces the bytes from `start` on by 255−b.
-fn complement(out: &mut Vec<u8>, start: usize) {
-    for b in &mut out[start..] {
+/// A descending order key component: replaces each byte b by 255−b.
+fn complement(bytes: &mut [u8]) {
+    for b in bytes {
         *b = 255 - *b;
     }
 }
