@@ -363,16 +363,7 @@ fn compact_matches(
                         Inconsistency::Broken("hash join index points past its rows").into(),
                     );
                 };
-                ensure_len(&mut bf.right, nr + 1);
-                decode_projected(
-                    bytes,
-                    &l.types,
-                    &bf.needed,
-                    &mut bf.right[nr],
-                    right_name,
-                    rowid,
-                )?;
-                if passes(l, &bf.right[nr], rowid, right_name)? {
+                if decode_right(l, right_name, (&mut bf.right, &bf.needed), nr, bytes, rowid)? {
                     bf.match_items.push(nr);
                     nr += 1;
                 }
@@ -382,6 +373,22 @@ fn compact_matches(
     }
     bf.match_start.push(bf.match_items.len());
     Ok(())
+}
+
+/// Decodes right row `rowid` (encoded as `bytes`) into `right[nr]`, the columns `needed`
+/// marks, and says whether it passes the lookup's filter.
+fn decode_right(
+    l: &LookupStage,
+    right_name: &str,
+    (right, needed): (&mut Vec<Vec<Value>>, &[bool]),
+    nr: usize,
+    bytes: &[u8],
+    rowid: Rowid,
+) -> Result<bool, BatchErrorKind> {
+    ensure_len(right, nr + 1);
+    let row = &mut right[nr];
+    decode_projected(bytes, &l.types, needed, row, right_name, rowid)?;
+    passes(l, row, rowid, right_name)
 }
 
 /// The distinct keys of the first `n` left rows, sorted, into `bf.dkeys[..nk]`, and each
@@ -434,16 +441,7 @@ fn grace_matches(
             let Some(&k) = map.get(rec.key) else {
                 return Ok(());
             };
-            ensure_len(right, nr + 1);
-            decode_projected(
-                rec.row,
-                &l.types,
-                cols,
-                &mut right[nr],
-                right_name,
-                rec.rowid,
-            )?;
-            if passes(l, &right[nr], rec.rowid, right_name)? {
+            if decode_right(l, right_name, (right, cols), nr, rec.row, rec.rowid)? {
                 if let Some(f) = found.get_mut(k) {
                     f.push((rec.rowid, nr));
                 }
@@ -524,16 +522,14 @@ fn point_matches(
                 bf.fetched.push(None);
                 continue;
             };
-            ensure_len(&mut bf.right, nr + 1);
-            decode_projected(
-                &bytes,
-                &l.types,
-                &bf.needed,
-                &mut bf.right[nr],
+            if decode_right(
+                l,
                 right_name,
+                (&mut bf.right, &bf.needed),
+                nr,
+                &bytes,
                 rowid,
-            )?;
-            if passes(l, &bf.right[nr], rowid, right_name)? {
+            )? {
                 bf.fetched.push(Some(nr));
                 nr += 1;
             } else {
