@@ -630,13 +630,13 @@ impl RightIndex {
         encoded_row(&self.encoded, pos)
     }
 
-    /// Loads the start of each compact row at `positions` (at most [`WARM_ROWS`] of them),
-    /// every row's offsets before any row's bytes, so that their cache misses overlap before
-    /// the rows are decoded one by one (each a miss for its end offset, then for its bytes).
+    /// Loads the start of each compact row at `positions` (the first [`WARM_ROWS`] within the
+    /// rows), every row's offsets before any row's bytes, so that the misses of the rows'
+    /// decoding one by one (its end offset, then its bytes) overlap.
     pub(crate) fn warm_encoded(&self, positions: impl Iterator<Item = u32>) {
         let mut starts = [(0usize, 0usize); WARM_ROWS];
         let mut n = 0;
-        for (s, pos) in starts.iter_mut().zip(positions) {
+        for pos in positions.take(WARM_ROWS) {
             let pos = pos as usize;
             if let Some((r, range)) = self
                 .encoded
@@ -645,6 +645,7 @@ impl RightIndex {
                 .rev()
                 .find(|(_, r)| r.first <= pos)
                 && let Some(span) = range.ends.span(pos - range.first)
+                && let Some(s) = starts.get_mut(n)
             {
                 *s = (r, span.start);
                 n += 1;
