@@ -640,6 +640,10 @@ pub trait Store: Send + Sync {
 
     /// Writes rows with their index entries (see [`WriteMode`]); duplicates are reported in
     /// the [`WriteReport`], not as an error. Every row needs one key per index of `spec`.
+    /// A batch's execution writes each of its rowids once, and a re-run writes the same rows
+    /// in the same calls: the embedded backend names a call's rows of a batch by the batch and
+    /// the rowid of the call's first row in it, so a later call that starts the batch's rows
+    /// with the same rowid replaces them.
     fn write_rows(
         &self,
         keyspace: &str,

@@ -165,9 +165,13 @@ fn point_reads_and_scans_across_segments() {
         for call in 0..40u32 {
             let n = 1 + rng.below(300) as usize;
             let rows: Vec<RowWrite> = (0..n)
-                .map(|_| {
-                    // One in five rowids is an earlier one: a later write of it wins.
-                    let rowid = if !ids.is_empty() && rng.below(5) == 0 {
+                .map(|i| {
+                    // One in five rowids is an earlier one: a later write of it wins. Never
+                    // the call's first: a call is named by its batch and first rowid, so one
+                    // starting where an earlier call of its batch started is that call's
+                    // re-run and replaces it (`Store::write_rows`; seed 1796445565369985409
+                    // drew such a call).
+                    let rowid = if i > 0 && !ids.is_empty() && rng.below(5) == 0 {
                         ids[rng.below(ids.len() as u64) as usize]
                     } else {
                         rng.rowid()
