@@ -314,6 +314,17 @@ pub enum FilePart {
         /// The file's length when it was split; a different length fails the batch.
         file_len: u64,
     },
+    /// Part `index` of the `parts` equal byte ranges of a CSV file of `file_len` bytes: its
+    /// record boundaries are found when a batch runs (the first record boundary at or after
+    /// each range's first byte), not when the plan is made, so making the plan reads no input.
+    CsvCut {
+        /// Which range, from 0.
+        index: u32,
+        /// How many ranges the file was cut into.
+        parts: u32,
+        /// The file's length when the plan was made; a different length fails the batch.
+        file_len: u64,
+    },
     /// Parquet row groups `start..end`.
     ParquetGroups {
         /// First row group.
@@ -819,6 +830,15 @@ impl fmt::Display for Plan {
                             } => writeln!(
                                 f,
                                 "    batch {i}: url {} bytes {start}..{end} of {file_len}, lines before {lines_before}, records before {records_before}, rows before {rows_before}",
+                                sp.url_idx
+                            )?,
+                            FilePart::CsvCut {
+                                index,
+                                parts,
+                                file_len,
+                            } => writeln!(
+                                f,
+                                "    batch {i}: url {} range {index} of {parts} of {file_len} bytes, cut at record boundaries when run",
                                 sp.url_idx
                             )?,
                             FilePart::ParquetGroups {

@@ -23,7 +23,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use planner::SplitSettings;
 use planner::run::{RunSettings, StoreKind};
-use plexus_core::plan::{Plan, Reader};
+use plexus_core::plan::{FilePart, Plan, Reader};
 use plexus_node::local_run::Silent;
 use plexus_node::store::{EmbeddedStore, Store, TableRef};
 
@@ -326,6 +326,79 @@ fn csv_split_into_byte_ranges_equals_one_batch() -> Result<()> {
             "{n} parts of {part} bytes differ from one batch"
         );
     }
+    Ok(())
+}
+
+/// Making the plan reads no CSV input: its parts are equal byte ranges whose record
+/// boundaries the batches find. A file that changes after the plan fails the batches that
+/// read it, naming the file and both lengths, and the run does not succeed.
+#[test]
+fn csv_ranges_are_cut_when_run_and_a_changed_file_fails_the_run() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("items.csv");
+    write_csv(&input, 2000)?;
+    let script = script(dir.path(), &input, false)?;
+    let script = script.to_string_lossy().into_owned();
+    let plan = planner::build_plan_with(&script, None, &split_small(4096))
+        .map_err(|e| anyhow::anyhow!("{}", e.lines().join("\n")))?;
+    let len = std::fs::metadata(&input)?.len();
+    let parts: Vec<&FilePart> = plan
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.reader {
+            Reader::File(f) => Some(f.splits.iter().map(|s| &s.part)),
+            Reader::Table(_) => None,
+        })
+        .flatten()
+        .collect();
+    ensure!(
+        parts.len() as u64 == len.div_ceil(4096),
+        "{} parts",
+        parts.len()
+    );
+    ensure!(
+        parts.iter().enumerate().all(|(i, p)| matches!(p,
+            FilePart::CsvCut { index, file_len, .. } if *index as usize == i && *file_len == len)),
+        "parts {parts:?}"
+    );
+    std::fs::write(
+        &input,
+        [std::fs::read(&input)?, b"9999,x,1.00,c1\n".to_vec()].concat(),
+    )?;
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&out_dir)?;
+    let settings = RunSettings {
+        script,
+        params: None,
+        keyspace: Some("changed".into()),
+        data_dir: dir.path().join("data_changed"),
+        threads: Some(2),
+        memory_budget: None,
+        python: None,
+        python_args: Vec::new(),
+        start_nodes: vec!["read".into()],
+        exec_node: false,
+        store: StoreKind::Embedded,
+        cql_contact_points: String::new(),
+        cql_config: None,
+        capi: None,
+        tracing: None,
+    };
+    let report = planner::run::run(&plan, &settings, &Silent)?;
+    ensure!(!report.outcome.is_success(), "outcome {:?}", report.outcome);
+    let read = report
+        .nodes
+        .iter()
+        .find(|n| n.name == "read")
+        .context("read node")?;
+    let expected = format!("{} bytes, the plan was made for {len}", len + 15);
+    ensure!(
+        read.errors
+            .iter()
+            .any(|e| e.contains("items.csv") && e.contains(&expected)),
+        "errors {:?}",
+        read.errors
+    );
     Ok(())
 }
 

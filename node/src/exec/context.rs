@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::budget::{MIN_BUDGET, default_memory_budget};
 use super::cache::{DEFAULT_HASH_JOIN_MAX_ROWS, LookupCache};
 use super::write::CompletedBatches;
+use crate::files::CsvCuts;
 use crate::pycalc::PyPool;
 use crate::store::Store;
 
@@ -38,6 +39,8 @@ pub struct ExecContext {
     pub lookup_cache: Arc<LookupCache>,
     /// The batches finished so far of nodes writing a unique index, shared by every clone.
     pub completed: Arc<CompletedBatches>,
+    /// Record boundaries of split CSV files found so far, shared by every clone.
+    pub csv_cuts: Arc<CsvCuts>,
     /// The memory budget this context was derived from (bytes; see [`default_memory_budget`]).
     pub memory_budget: usize,
     /// Right tables over the hash-join limits are spilled to hash partitions and joined
@@ -101,6 +104,7 @@ impl ExecContext {
             hash_join_max_bytes: 0,
             lookup_cache: Arc::new(LookupCache::default()),
             completed: Arc::new(CompletedBatches::default()),
+            csv_cuts: Arc::new(CsvCuts::default()),
             memory_budget: 0,
             grace_join: true,
             grace_window_bytes: 0,

@@ -56,15 +56,10 @@ fn run(
             batches: reader.batch_count(),
         })
     })?;
-    let first_row = match *input.part {
-        FilePart::Whole => 0,
-        FilePart::CsvRange { rows_before, .. } | FilePart::ParquetGroups { rows_before, .. } => {
-            rows_before
-        }
-    };
     let url = input.url.to_owned();
     let start = Instant::now();
-    let mut source = open_batch_source(reader, &input).map_err(input_err)?;
+    let opened = open_batch_source(reader, &input, &b.ctx.csv_cuts).map_err(input_err)?;
+    let (mut source, first_row) = (opened.rows, opened.rows_before);
     stats.read += start.elapsed();
     let width = reader.columns.len();
     let mut chunk = Vec::new();

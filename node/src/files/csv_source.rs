@@ -69,16 +69,27 @@ impl CsvSource {
         columns: &[ReaderColumn],
         part: &FilePart,
     ) -> Result<Self, FileError> {
-        let FilePart::CsvRange {
-            start,
-            end,
-            lines_before,
-            records_before,
-            file_len,
-            ..
-        } = *part
-        else {
-            return Self::open(url, settings, columns);
+        let (start, end, lines_before, records_before, file_len) = match *part {
+            FilePart::CsvRange {
+                start,
+                end,
+                lines_before,
+                records_before,
+                file_len,
+                ..
+            } => (start, end, lines_before, records_before, file_len),
+            // Moved to record boundaries first (`open_batch_source`); never read whole.
+            FilePart::CsvCut { .. } => {
+                return Err(FileError::Read {
+                    path: super::location::display(url),
+                    source: std::io::Error::other(
+                        "a CSV range was read before its record boundaries were found",
+                    ),
+                });
+            }
+            FilePart::Whole | FilePart::ParquetGroups { .. } => {
+                return Self::open(url, settings, columns);
+            }
         };
         let display = super::location::display(url);
         check_separator(&display, settings.separator)?;

@@ -5,7 +5,8 @@
 //! Layout:
 //! * [`open_source`] → [`RowSource`]: one per reader URL, rows aligned with
 //!   `FileReader::columns`; [`open_batch_source`]: one per batch, a whole URL or the part of a
-//!   large file that [`split_inputs`] cut for the batch (`split.rs`);
+//!   large file that [`split_inputs`] cut for the batch (`split.rs`), a CSV part's record
+//!   boundaries found by [`CsvCuts`] when the batch runs (`cuts.rs`);
 //! * [`create_sink`] → [`RowSink`]: one per output file, rows aligned with `FileWriter::columns`;
 //! * [`TopBuffer`]: the bounded "smallest `limit` keys" buffer of `top`;
 //! * [`proto_script_csv`] / [`proto_script_parquet`]: the generated two-node script.
@@ -16,6 +17,7 @@
 
 mod csv_sink;
 mod csv_source;
+mod cuts;
 mod error;
 mod fastcell;
 mod glob;
@@ -31,11 +33,13 @@ mod top;
 use std::path::PathBuf;
 
 use plexus_core::plan::{
-    BatchInput, CsvReaderSettings, FileReader, FileReaderFormat, FileWriter, FileWriterFormat,
+    BatchInput, CsvReaderSettings, FilePart, FileReader, FileReaderFormat, FileWriter,
+    FileWriterFormat,
 };
 use plexus_core::value::Value;
 
 pub use csv_sink::LineRenderer;
+pub use cuts::CsvCuts;
 pub use error::FileError;
 pub use glob::{GlobError, expand_globs};
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
@@ -122,25 +126,47 @@ pub fn open_source(reader: &FileReader, url: &str) -> Result<Box<dyn RowSource>,
     }
 }
 
+/// The rows one batch of a file reader reads, and how many data rows of its file come before
+/// them (the rowid sequence number of its first row).
+pub struct BatchSource {
+    /// The rows.
+    pub rows: Box<dyn RowSource>,
+    /// Data rows of the file before the batch's first.
+    pub rows_before: u64,
+}
+
 /// Opens the rows one batch of a file reader reads: a whole URL, or the part of a large file
-/// the splitter cut for it ([`split_inputs`]).
+/// the splitter cut for it ([`split_inputs`]), a CSV range moved to record boundaries through
+/// `cuts` first.
 pub fn open_batch_source(
     reader: &FileReader,
     input: &BatchInput<'_>,
-) -> Result<Box<dyn RowSource>, FileError> {
-    match &reader.format {
-        FileReaderFormat::Csv(settings) => Ok(Box::new(csv_source::CsvSource::open_part(
+    cuts: &CsvCuts,
+) -> Result<BatchSource, FileError> {
+    let part = match &reader.format {
+        FileReaderFormat::Csv(settings) => cuts.resolve(input.url, settings, input.part)?,
+        FileReaderFormat::Parquet => input.part.clone(),
+    };
+    let rows_before = match part {
+        FilePart::CsvRange { rows_before, .. } | FilePart::ParquetGroups { rows_before, .. } => {
+            rows_before
+        }
+        FilePart::Whole | FilePart::CsvCut { .. } => 0,
+    };
+    let rows: Box<dyn RowSource> = match &reader.format {
+        FileReaderFormat::Csv(settings) => Box::new(csv_source::CsvSource::open_part(
             input.url,
             settings,
             &reader.columns,
-            input.part,
-        )?)),
-        FileReaderFormat::Parquet => Ok(Box::new(parquet_source::ParquetSource::open_part(
+            &part,
+        )?),
+        FileReaderFormat::Parquet => Box::new(parquet_source::ParquetSource::open_part(
             input.url,
             &reader.columns,
-            input.part,
-        )?)),
-    }
+            &part,
+        )?),
+    };
+    Ok(BatchSource { rows, rows_before })
 }
 
 /// The renderer of the lines `writer`'s sink writes, for formats written line by line (CSV);

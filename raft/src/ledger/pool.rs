@@ -12,7 +12,8 @@ use crate::status::NodeBatchStatus;
 
 use super::state::{BatchState, Measured, NodeRun, Run, WrittenMemo};
 
-/// The rows of each batch of a split file reader, from the parts' row counters: a part reads
+/// The rows of each batch of a split file reader, from the parts' row counters where the plan
+/// holds them (Parquet row groups, CSV ranges cut before the run): a part reads
 /// up to the next part of the same file; the last part of a file is estimated from the bytes
 /// or row groups of the parts before it. `None` where nothing tells (whole files, tables).
 fn planned_rows(n: &PlanNode) -> Vec<Option<u64>> {
@@ -25,7 +26,8 @@ fn planned_rows(n: &PlanNode) -> Vec<Option<u64>> {
     }
     // (rows before, size in bytes or groups) of a part.
     let counters = |part: &FilePart| match part {
-        FilePart::Whole => None,
+        // A CSV range cut when it runs: its rows are not known before.
+        FilePart::Whole | FilePart::CsvCut { .. } => None,
         FilePart::CsvRange {
             start,
             end,
