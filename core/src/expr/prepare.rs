@@ -9,8 +9,9 @@ use super::ast::{Ast, Expr, FieldRef, MONTHS, WFMODEL, int_literal};
 use super::error::{EvalError, ExprError};
 use super::fast::Fast;
 use super::ops::{AggFunc, BinaryOp, UnaryOp};
-use super::regex_go;
 use super::scope::Scope;
+use super::val::{Ctx, Val};
+use super::{funcs, regex_go};
 use crate::value::Value;
 
 /// Whether decimal arithmetic results are rounded to 2 places after every operation (§5.6).
@@ -226,6 +227,35 @@ struct Compiler<'s> {
     refs: Vec<FieldRef>,
 }
 
+/// A call of `func` on `args`, or its value when every argument is a constant and `func`
+/// is pure (all but `time.Now`): `time.Parse("2006-01-02", "{start_date}")` in a `having` was
+/// parsed again for every row. A call that fails stays a call, so it fails on each row
+/// exactly as before (with the row's location); a function's result never depends on the
+/// rounding of its caller, so the value is the one every row would compute.
+fn fold_call(func: Func, args: Box<[Node]>) -> Node {
+    let consts: Option<Vec<Val<'_>>> = args
+        .iter()
+        .map(|a| match a {
+            Node::Const(v) => Some(Val::Ref(v)),
+            _ => None,
+        })
+        .collect();
+    let folded = match consts {
+        Some(mut vals) if func != Func::TimeNow => {
+            let ctx = Ctx {
+                rounding: Rounding::None,
+                agg: None,
+            };
+            funcs::call(func, &mut vals, ctx).ok().map(Val::into_owned)
+        }
+        _ => None,
+    };
+    match folded {
+        Some(v) => Node::Const(v),
+        None => Node::Call { func, args },
+    }
+}
+
 /// Go `strconv.ParseFloat` of a float literal the Go scanner accepted, range errors ignored
 /// (spec §5.3): `1e400` is +Inf, `1e-400` is 0, `1_0.5` is 10.5, `0x1p-2` is 0.25.
 pub(crate) fn float_literal(text: &str) -> Option<f64> {
@@ -361,10 +391,7 @@ impl Compiler<'_> {
                                 args: nodes,
                             }
                         }
-                        _ => Node::Call {
-                            func: f,
-                            args: nodes,
-                        },
+                        _ => fold_call(f, nodes),
                     }
                 } else {
                     Node::FailAfter {

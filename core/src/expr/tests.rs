@@ -908,3 +908,39 @@ fn compiled_expressions_are_shareable_across_threads() {
     assert_send_sync::<EvalError>();
     assert_send_sync::<ExprError>();
 }
+
+/// Calls whose arguments are all constants are evaluated once, when the expression is
+/// prepared: the value is the one every row computed, a call that fails stays a call and fails
+/// on each row with the same message, and `time.Now()` is never fixed.
+#[test]
+fn constant_calls_are_folded_when_prepared() {
+    let folded = |src: &str| {
+        let ast = parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let c = prepare(&ast, &scope()).unwrap_or_else(|e| panic!("{src}: {e}"));
+        matches!(c.root, prepare::Node::Const(_))
+    };
+    let parse_2018 = r#"time.Parse("2006-01-02 15:04:05", "2018-01-01 00:00:00")"#;
+    assert!(folded(parse_2018));
+    assert_eq!(
+        ev(parse_2018),
+        Value::Time(gotime::date(2018, 1, 1, 0, 0, 0, 0, None))
+    );
+    // Nested calls fold from the inside out; len keeps its Go int.
+    assert!(folded(r#"time.Unix(time.Parse("2006", "2020"))"#));
+    assert!(folded(r#"len("abc")"#));
+    assert_eq!(ev(r#"len("abc")"#), Value::GoInt(3));
+    assert_eq!(
+        ev(
+            r#"r.t >= time.Parse("2006-01-02", "2020-01-02") && r.t <= time.Parse("2006-01-02", "2020-01-03")"#
+        ),
+        b(true)
+    );
+    // A failing call is evaluated per row, as before.
+    assert!(!folded(r#"time.Parse("2006-01-02", "x")"#));
+    err_has(
+        r#"time.Parse("2006-01-02", "x")"#,
+        "cannot evaluate time.Parse()",
+    );
+    assert!(!folded("time.Now()"));
+    assert!(!folded(r#"time.Parse("2006-01-02", r.s)"#));
+}
