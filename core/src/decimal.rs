@@ -165,7 +165,23 @@ pub fn fixed2_into(out: &mut String, d: &Decimal) {
         r = Decimal::ZERO;
     }
     r.rescale(2);
-    let _ = write!(out, "{r}");
+    // The common case by integer arithmetic: Decimal's own Display took 1 % of a lookup run
+    // writing 18 M decimal cells.
+    let mantissa = r.mantissa();
+    match u64::try_from(mantissa.unsigned_abs()) {
+        Ok(cents) if r.scale() == 2 => {
+            if mantissa < 0 {
+                out.push('-');
+            }
+            let _ = write!(out, "{}.", cents / 100);
+            let frac = (cents % 100) as u8;
+            out.push(char::from(b'0' + frac / 10));
+            out.push(char::from(b'0' + frac % 10));
+        }
+        _ => {
+            let _ = write!(out, "{r}");
+        }
+    }
 }
 
 /// `d` rounded half away from zero with exactly two fraction digits (`-0.5` → `-0.50`).
@@ -378,6 +394,13 @@ mod tests {
         assert_eq!(fixed2(&d("2.675")), "2.68");
         assert_eq!(fixed2(&d("-0.001")), "0.00");
         assert_eq!(fixed2(&d("1234567.891")), "1234567.89");
+        assert_eq!(fixed2(&d("-1234567.895")), "-1234567.90");
+        assert_eq!(fixed2(&d("0.07")), "0.07");
+        assert_eq!(fixed2(&d("-0.07")), "-0.07");
+        assert_eq!(
+            fixed2(&d("79228162514264337593543950335")),
+            "79228162514264337593543950335"
+        );
         let mut s = String::from("x");
         canonical_into(&mut s, &d("1.10"));
         fixed2_into(&mut s, &d("1.1"));
@@ -428,6 +451,21 @@ mod tests {
         fn exact_parse_round_trips_canonical(m in proptest::num::i64::ANY, scale in 0u32..=18) {
             let d = Decimal::new(m, scale);
             proptest::prop_assert_eq!(parse_exact(&canonical(&d)), Ok(d.normalize()));
+        }
+
+        /// The integer path of `fixed2_into` writes what Decimal's Display writes.
+        #[test]
+        fn fixed2_is_the_rounded_display(hi in proptest::num::i64::ANY, lo in proptest::num::u32::ANY, neg: bool, scale in 0u32..=28) {
+            let d = Decimal::from_i128_with_scale(
+                (i128::from(hi) << 32 | i128::from(lo)) % 10i128.pow(28) * if neg { -1 } else { 1 },
+                scale,
+            );
+            let mut r = round2(d);
+            if r.is_zero() {
+                r = Decimal::ZERO;
+            }
+            r.rescale(2);
+            proptest::prop_assert_eq!(fixed2(&d), r.to_string());
         }
     }
 
