@@ -314,17 +314,6 @@ pub enum FilePart {
         /// The file's length when it was split; a different length fails the batch.
         file_len: u64,
     },
-    /// Part `index` of the `parts` equal byte ranges of a CSV file of `file_len` bytes: its
-    /// record boundaries are found when a batch runs (the first record boundary at or after
-    /// each range's first byte), not when the plan is made, so making the plan reads no input.
-    CsvCut {
-        /// Which range, from 0.
-        index: u32,
-        /// How many ranges the file was cut into.
-        parts: u32,
-        /// The file's length when the plan was made; a different length fails the batch.
-        file_len: u64,
-    },
     /// Parquet row groups `start..end`.
     ParquetGroups {
         /// First row group.
@@ -333,6 +322,18 @@ pub enum FilePart {
         end: u32,
         /// Rows in the groups before `start`: the rowid sequence number of the first row.
         rows_before: u64,
+    },
+    /// Part `index` of the `parts` equal byte ranges of a CSV file of `file_len` bytes: its
+    /// record boundaries are found when a batch runs (the first record boundary at or after
+    /// each range's first byte), not when the plan is made, so making the plan reads no input.
+    /// The last variant, so that plans encoded before it existed decode as they did.
+    CsvCut {
+        /// Which range, from 0.
+        index: u32,
+        /// How many ranges the file was cut into.
+        parts: u32,
+        /// The file's length when the plan was made; a different length fails the batch.
+        file_len: u64,
     },
 }
 
