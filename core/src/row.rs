@@ -330,7 +330,6 @@ impl<'a> Reader<'a> {
         Some(slice)
     }
 
-    /// A LEB128 u64 of at most 10 bytes; `column` only labels errors.
     /// Passes over a string cell, checked as decoding checks it (length, UTF-8) without
     /// building the string, so a skipped column costs no allocation.
     fn skip_str(&mut self, column: usize) -> Result<(), RowError> {
@@ -346,6 +345,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// A LEB128 u64 of at most 10 bytes; `column` only labels errors.
     fn varint(&mut self, column: usize) -> Result<u64, RowError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {

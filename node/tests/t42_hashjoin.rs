@@ -907,6 +907,56 @@ fn a_right_side_the_ledger_says_will_not_fit_decoded_is_built_compact() -> Resul
     Ok(())
 }
 
+/// A right side that goes compact part-way builds only the key's columns of the rows after
+/// that point; the others are still checked: a damaged string fails the lookup, naming the
+/// right table and the rowid, whether its row was decoded whole or only checked.
+#[test]
+fn a_damaged_string_in_a_right_row_fails_the_lookup_built_or_only_checked() -> Result<()> {
+    let (plan, _) = plan_all();
+    // Three build pages: the ledger's count makes the side compact at the first page's end,
+    // so the scan decodes the third page's kept columns no more.
+    let extra: Vec<(i64, Vec<Value>)> = (0..9000i64)
+        .map(|i| (1000 + i, item(10_000 + i, 2 + i % 3, "1.00", "many")))
+        .collect();
+    let items = (7 + extra.len()) as u64;
+    // The last row in rowid order: with one build thread, on the third page.
+    let damaged_rowid = 1_000_000i64;
+    let schema = &plan.tables["items"];
+    let mut damaged = row_write(schema, damaged_rowid, &item(99_999, 1, "1.00", "zz"))?;
+    let at = damaged
+        .row
+        .windows(2)
+        .position(|w| w == b"zz")
+        .ok_or_else(|| anyhow::anyhow!("encoded row holds no \"zz\""))?;
+    damaged.row[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    let (_d0, probe_store) = seeded_with_items(&plan, &extra)?;
+    let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
+    let limit = nu.max(u) * 6 / 5;
+    for (label, ledger_rows) in [("decoded", items), ("compact", 10 * items)] {
+        let (_d, store) = seeded_with_items(&plan, &extra)?;
+        let spec = source_spec_as(&plan, "items", "items", SRC);
+        store.write_rows(KS, &spec, std::slice::from_ref(&damaged), WriteMode::Insert)?;
+        let mut ctx = ExecContext::new(store.clone()).with_hash_join_limits(1 << 30, limit);
+        ctx.build_threads = 1;
+        let err = run_node_with_rows(
+            store.as_ref(),
+            &ctx,
+            &plan,
+            "nu_inner_ng_all",
+            2,
+            (None, Some(ledger_rows)),
+        )
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("{label}: a damaged right row read as a success"))?;
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("items") && msg.contains(&format!("rowid {damaged_rowid}")),
+            "{label}: {msg}"
+        );
+    }
+    Ok(())
+}
+
 /// A right side (with the folds per key over it) is released when the last batch of the
 /// plan's lookups on it is done: held while any of them has a batch to run (no second build),
 /// gone after, and a later batch builds it again.

@@ -584,7 +584,7 @@ fn fold_scan(
         l,
         right,
         index,
-        ((0, 1), &scan_needed),
+        ((0, 1), || scan_needed.as_slice()),
         |rowid, bytes, key, values| {
             if !buffered {
                 if prev.is_some_and(|p| rowid <= p) {
@@ -764,7 +764,7 @@ fn fold_part<'a>(
         spec.0,
         right,
         index,
-        (part, needed),
+        (part, || needed),
         |rowid, _, key, values| {
             if limits.stop.load(Ordering::Relaxed) {
                 return Ok(false);

@@ -184,18 +184,19 @@ pub(crate) fn scan_valid(
     part: (u32, u32),
     f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
-    scan_valid_projected(b, l, right, index, (part, &[]), f)
+    scan_valid_projected(b, l, right, index, (part, || &[]), f)
 }
 
 /// [`scan_valid`] building only the columns `needed` marks (all when it is empty; it must
 /// mark the key's): a reader of a few columns saves the others' allocations. A damaged row
-/// fails the same way.
-pub(crate) fn scan_valid_projected(
+/// fails the same way. `needed` is asked once per page, so a reader that learns half-way
+/// that it keeps no decoded rows can narrow the rest of the scan to the key.
+pub(crate) fn scan_valid_projected<'n>(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
-    (part, needed): ((u32, u32), &[bool]),
+    (part, needed): ((u32, u32), impl Fn() -> &'n [bool]),
     mut f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
@@ -210,6 +211,7 @@ pub(crate) fn scan_valid_projected(
         let page = store
             .scan_batch(ks, right, part.0, part.1, BUILD_PAGE, resume)
             .map_err(BatchErrorKind::store("scan_batch"))?;
+        let needed = needed();
         let mut n = 0;
         for (rowid, bytes) in page.iter() {
             if n == keys.len() {
@@ -353,9 +355,17 @@ fn build(
             }
         }
     }
+    let mut key_only = vec![false; l.types.len()];
+    for &k in &l.index_pos {
+        match key_only.get_mut(k) {
+            Some(slot) => *slot = true,
+            None => key_only = Vec::new(),
+        }
+    }
     let scan = Scan {
         columns,
         needed: &needed,
+        key_only: &key_only,
         limits: &limits,
     };
     let parts: Vec<Result<Option<Part>, BatchErrorKind>> = if threads == 1 {
@@ -532,6 +542,9 @@ struct Scan<'a> {
     columns: &'a [bool],
     /// The columns decoded (all when empty): those kept and the key's.
     needed: &'a [bool],
+    /// The columns decoded once the side is known to stay compact (all when empty): the
+    /// key's, since no decoded row is kept then.
+    key_only: &'a [bool],
     /// The limits shared by the ranges.
     limits: &'a Limits,
 }
@@ -554,10 +567,19 @@ fn scan_part(
         l,
         right,
         index,
-        (part, scan.needed),
+        // Once any range has gone compact no range keeps decoded rows: decoding the kept
+        // columns would allocate their strings only to drop them.
+        (part, || {
+            if limits.decoded_over.load(Ordering::Relaxed) {
+                scan.key_only
+            } else {
+                scan.needed
+            }
+        }),
         |rowid, bytes, key, values| {
             // The row as the side keeps it: the columns no lookup on the side reads are reduced
-            // to their shortest cell (the row was checked whole by the scan's decode).
+            // to their shortest cell (the scan's decode checked every cell of the row, the
+            // ones it did not build too).
             let start = p.arena.len();
             if scan.columns.is_empty() {
                 p.arena.extend_from_slice(bytes);
