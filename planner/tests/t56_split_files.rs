@@ -11,6 +11,8 @@
 //! downstream reader sees the file's rows in the file's order, and the three rowid ranges of
 //! `write_out` each hold about a third of the file.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,6 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use planner::SplitSettings;
-use planner::run::{RunSettings, StoreKind};
 use plexus_core::plan::{FilePart, Plan, Reader};
 use plexus_node::local_run::Silent;
 use plexus_node::store::{EmbeddedStore, Store, TableRef};
@@ -187,23 +188,8 @@ fn run(
     let _ = std::fs::remove_dir_all(&out_dir);
     std::fs::create_dir_all(&out_dir)?;
     let data_dir = dir.join(format!("data_{batches}"));
-    let settings = RunSettings {
-        script: script.clone(),
-        params: None,
-        keyspace: Some("split".into()),
-        data_dir: data_dir.clone(),
-        threads: Some(threads),
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
-        start_nodes: vec!["read".into()],
-        exec_node: false,
-        store: StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
-    };
+    let settings =
+        common::embedded_run(script.clone(), "read", threads, ("split", data_dir.clone()));
     let report = planner::run::run(&plan, &settings, &Silent)?;
     ensure!(
         report.status == plexus_raft::RunStatus::Complete,
@@ -367,23 +353,12 @@ fn csv_ranges_are_cut_when_run_and_a_changed_file_fails_the_run() -> Result<()> 
     )?;
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir)?;
-    let settings = RunSettings {
+    let settings = common::embedded_run(
         script,
-        params: None,
-        keyspace: Some("changed".into()),
-        data_dir: dir.path().join("data_changed"),
-        threads: Some(2),
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
-        start_nodes: vec!["read".into()],
-        exec_node: false,
-        store: StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
-    };
+        "read",
+        2,
+        ("changed", dir.path().join("data_changed")),
+    );
     let report = planner::run::run(&plan, &settings, &Silent)?;
     ensure!(!report.outcome.is_success(), "outcome {:?}", report.outcome);
     let read = report

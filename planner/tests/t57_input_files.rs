@@ -2,13 +2,14 @@
 //! suffix, or by `r.csv.compression` for other names; several gzip members or zstd frames),
 //! and `r.urls` glob patterns. Each run writes the same output files as the plain, listed run.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use planner::SplitSettings;
-use planner::run::{RunSettings, StoreKind};
 use plexus_node::local_run::Silent;
 
 /// CSV text with a header, quoted fields holding separators and newlines, and `rows` rows.
@@ -106,23 +107,7 @@ fn run(dir: &Path, script: &Path) -> Result<(Vec<u8>, u32)> {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out)?;
     let data = tempfile::tempdir()?;
-    let settings = RunSettings {
-        script,
-        params: None,
-        keyspace: Some("inputs".into()),
-        data_dir: data.path().to_owned(),
-        threads: Some(2),
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
-        start_nodes: vec!["read".into()],
-        exec_node: false,
-        store: StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
-    };
+    let settings = common::embedded_run(script, "read", 2, ("inputs", data.path().to_owned()));
     let report = planner::run::run(&plan, &settings, &Silent)?;
     if let Some(n) = report.failed().next() {
         bail!("node {} failed: {}", n.name, n.errors.join("; "));

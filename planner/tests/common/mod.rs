@@ -50,3 +50,30 @@ pub(crate) fn url(path: &Path) -> String {
 /// The conformance params with some values replaced (see the testkit).
 #[allow(unused_imports)]
 pub(crate) use plexus_testkit::conformance::params_with;
+
+/// Settings of an embedded-store run of `script` from node `start` on `threads` executor
+/// threads, in `keyspace` with its store in `data_dir`; nothing else set.
+pub(crate) fn embedded_run(
+    script: String,
+    start: &str,
+    threads: usize,
+    (keyspace, data_dir): (&str, PathBuf),
+) -> planner::run::RunSettings {
+    planner::run::RunSettings {
+        script,
+        params: None,
+        keyspace: Some(keyspace.into()),
+        data_dir,
+        threads: Some(threads),
+        memory_budget: None,
+        python: None,
+        python_args: Vec::new(),
+        start_nodes: vec![start.into()],
+        exec_node: false,
+        store: planner::run::StoreKind::Embedded,
+        cql_contact_points: String::new(),
+        cql_config: None,
+        capi: None,
+        tracing: None,
+    }
+}
