@@ -302,21 +302,13 @@ fn run_single(
     cql: &str,
 ) -> Result<RunReport> {
     let settings = planner::run::RunSettings {
-        script: args.script.clone(),
         params: Some(params.to_owned()),
         keyspace: Some(args.keyspace.clone()),
-        data_dir: dir.join("data"),
         threads: Some(args.threads),
-        memory_budget: None,
         python: Some(args.python.clone()),
-        python_args: Vec::new(),
-        start_nodes: Vec::new(),
-        exec_node: false,
         store: planner::run::StoreKind::Cql,
         cql_contact_points: cql.to_owned(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
+        ..planner::run::RunSettings::new(args.script.clone(), dir.join("data"))
     };
     planner::run::run(plan, &settings, &Silent)
 }

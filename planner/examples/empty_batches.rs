@@ -73,21 +73,10 @@ fn main() -> Result<()> {
 
     // The peer in the same run: `planner run` on its own embedded store.
     let settings = planner::run::RunSettings {
-        script: script.clone(),
-        params: None,
         keyspace: Some("empty_local".into()),
-        data_dir: tmp.path().join("local"),
         threads: Some(threads),
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
         start_nodes: vec!["read".into()],
-        exec_node: false,
-        store: planner::run::StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
+        ..planner::run::RunSettings::new(script.clone(), tmp.path().join("local"))
     };
     let started = Instant::now();
     let report = planner::run::run(&plan, &settings, &Silent)?;

@@ -285,21 +285,11 @@ fn main() -> Result<()> {
     let params = params.to_string_lossy().into_owned();
     let plan = planner::build_plan(&script, Some(&params))?;
     let settings = planner::run::RunSettings {
-        script: script.clone(),
         params: Some(params),
         keyspace: Some("lookup_bench".into()),
-        data_dir: dir.join("data"),
         threads: args.threads,
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
         start_nodes: INGEST.iter().map(|s| (*s).to_string()).collect(),
-        exec_node: false,
-        store: planner::run::StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
+        ..planner::run::RunSettings::new(script.clone(), dir.join("data"))
     };
     // `--otlp`: spans exported to an in-process OTLP receiver (the telemetry overhead).
     let receiver = if args.otlp {

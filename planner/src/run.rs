@@ -54,6 +54,32 @@ pub struct RunSettings {
 
 pub use plexus_node::store::StoreKind;
 
+impl RunSettings {
+    /// A run of `script` with every other setting at its default: the embedded store in
+    /// `data_dir`, no params, the script's keyspace, every core, the default memory budget,
+    /// the Capillaries settings' interpreter (else `python3`), every file-reading node.
+    /// Callers set what they need on top.
+    pub fn new(script: String, data_dir: PathBuf) -> Self {
+        Self {
+            script,
+            params: None,
+            keyspace: None,
+            data_dir,
+            store: StoreKind::Embedded,
+            cql_contact_points: String::new(),
+            cql_config: None,
+            threads: None,
+            memory_budget: None,
+            python: None,
+            python_args: Vec::new(),
+            start_nodes: Vec::new(),
+            exec_node: false,
+            capi: None,
+            tracing: None,
+        }
+    }
+}
+
 /// The keyspace a script runs in when none is given: its file stem, made a valid name.
 pub fn default_keyspace(script: &str) -> String {
     let stem = Path::new(script)

@@ -415,21 +415,11 @@ impl InProcess {
 
     fn settings(&self, script: &str, params: Option<&str>, keyspace: &str) -> RunSettings {
         RunSettings {
-            script: script.to_string(),
             params: params.map(str::to_string),
             keyspace: Some(keyspace.to_string()),
-            data_dir: self.target.data_dir.clone(),
             store: self.target.kind,
-            cql_contact_points: String::new(),
-            cql_config: None,
-            threads: None,
-            memory_budget: None,
-            python: None,
-            python_args: Vec::new(),
-            start_nodes: Vec::new(),
-            exec_node: false,
             capi: Some(self.capi.clone()),
-            tracing: None,
+            ..RunSettings::new(script.to_string(), self.target.data_dir.clone())
         }
     }
 

@@ -50,21 +50,12 @@ pub fn exec(a: &ExecArgs) -> Result<ExitCode> {
         started.elapsed().as_secs_f64()
     );
     let settings = planner::run::RunSettings {
-        script: a.script.clone(),
         params: Some(a.params.clone()),
         keyspace: Some(a.keyspace.clone()),
-        data_dir: a.data_dir.clone(),
         threads: Some(a.threads),
         memory_budget: a.memory_budget,
         python: a.python.clone(),
-        python_args: Vec::new(),
-        start_nodes: Vec::new(),
-        exec_node: false,
-        store: planner::run::StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
+        ..planner::run::RunSettings::new(a.script.clone(), a.data_dir.clone())
     };
     let progress = planner::progress::RunProgress::new();
     let report = planner::run::run(&plan, &settings, &progress)?;

@@ -60,20 +60,9 @@ pub(crate) fn embedded_run(
     (keyspace, data_dir): (&str, PathBuf),
 ) -> planner::run::RunSettings {
     planner::run::RunSettings {
-        script,
-        params: None,
         keyspace: Some(keyspace.into()),
-        data_dir,
         threads: Some(threads),
-        memory_budget: None,
-        python: None,
-        python_args: Vec::new(),
         start_nodes: vec![start.into()],
-        exec_node: false,
-        store: planner::run::StoreKind::Embedded,
-        cql_contact_points: String::new(),
-        cql_config: None,
-        capi: None,
-        tracing: None,
+        ..planner::run::RunSettings::new(script, data_dir)
     }
 }
