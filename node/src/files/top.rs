@@ -967,7 +967,11 @@ mod tests {
     fn emptied_chunks_are_filled_again_and_an_oversized_one_freed() {
         let mut a = Arena::default();
         let row = [7u8; 1000];
-        let fill = |a: &mut Arena| (0..3000).for_each(|_| drop(a.push(&row)));
+        let fill = |a: &mut Arena| {
+            for _ in 0..3000 {
+                a.push(&row);
+            }
+        };
         fill(&mut a);
         a.push(&vec![1u8; 2 * CHUNK_BYTES]);
         let usual: Vec<usize> = a.chunks[..3].iter().map(|c| c.as_ptr() as usize).collect();
