@@ -41,10 +41,10 @@ struct Arena {
     chunks: Vec<Vec<u8>>,
     /// Bytes appended since the arena was last cleared (what the budget counts).
     used: usize,
-    /// Emptied chunks, filled again before any new one is allocated: after a spill or a
-    /// compaction the buffer refills memory it already touched instead of faulting in fresh
-    /// pages (three quarters of a large `top`'s page faults, bench/RESULTS.md). Never more
-    /// than the buffer held before, so the budget still bounds it.
+    /// Chunks a spill emptied, filled again before any new one is allocated: the buffer
+    /// refills memory it already touched instead of faulting in fresh pages (three quarters
+    /// of a large `top`'s page faults, bench/RESULTS.md). Never more than the buffer held
+    /// before, so the budget still bounds it.
     spare: Vec<Vec<u8>>,
 }
 
@@ -961,8 +961,8 @@ fn read_entry_into(r: &mut impl Read, data: &mut Vec<u8>) -> std::io::Result<Opt
 mod tests {
     use super::*;
 
-    /// Rows pushed after a spill or a compaction fill the chunks the arena already had, not
-    /// new ones; a chunk an entry larger than the usual size got of its own is freed.
+    /// Rows pushed after a spill's `recycle` fill the chunks the arena already had, not new
+    /// ones; a chunk an entry larger than the usual size got of its own is freed.
     #[test]
     fn emptied_chunks_are_filled_again_and_an_oversized_one_freed() {
         let mut a = Arena::default();
