@@ -9,7 +9,7 @@ use super::ast::{Ast, Expr, FieldRef, MONTHS, WFMODEL, int_literal};
 use super::error::{EvalError, ExprError};
 use super::fast::Fast;
 use super::ops::{AggFunc, BinaryOp, UnaryOp};
-use super::scope::Scope;
+use super::scope::{Alias, Scope};
 use super::val::{Ctx, Val};
 use super::{funcs, regex_go};
 use crate::value::Value;
@@ -200,6 +200,19 @@ impl Compiled {
     /// The canonical text of the source expression.
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// The alias and slot of the one field the expression is, when it is nothing else
+    /// (`r.x`): its value is that field's unchanged, so a writer may copy the field's
+    /// stored cell instead of evaluating it.
+    pub fn bare_field(&self) -> Option<(Alias, usize)> {
+        match &self.root {
+            Node::Field { alias, idx, .. } => {
+                let alias = *Alias::ALL.get(usize::from(*alias))?;
+                Some((alias, usize::try_from(*idx).ok()?))
+            }
+            _ => None,
+        }
     }
 }
 

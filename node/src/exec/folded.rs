@@ -56,10 +56,10 @@ use plexus_core::value::{Type, Value};
 
 use super::batch::BatchRun;
 use super::cache::{cache_key, lock};
+use super::cells::right_columns_read;
 use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::scan_valid_projected;
-use super::lookup::right_columns_read;
 use super::right::{Built, KeyMap};
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, field_err};

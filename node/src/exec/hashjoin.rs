@@ -24,7 +24,7 @@
 //! A right table whose decoded rows exceed the byte limit but whose encoded rows fit is kept
 //! compact: the encoded rows back to back in one buffer, decoded per match (about a quarter of
 //! the memory, a decode per match more CPU). Either form holds only the columns some lookup of
-//! the plan on the side reads (`lookup::side_columns_read`); the others, the key column
+//! the plan on the side reads (`cells::side_columns_read`); the others, the key column
 //! usually among them, take one byte encoded and none decoded.
 //!
 //! A right table over the limits is spilled instead (when `ExecContext::grace_join` is on):

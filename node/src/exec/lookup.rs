@@ -11,11 +11,12 @@ use std::time::Instant;
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
 use plexus_core::key::IndexKind;
-use plexus_core::plan::{JoinType, Plan, Writer};
+use plexus_core::plan::JoinType;
 use plexus_core::value::Value;
 
 use super::batch::{BatchRun, BatchStats};
 use super::cache::cache_key;
+use super::cells::{CellPlan, covers, emit_cells, right_columns_read, side_columns_read};
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
@@ -24,7 +25,7 @@ use super::processor::Processor;
 use super::right::{
     KeyMap, PROBE_GROUP, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
 };
-use super::scan::{Page, Scan, decode_projected};
+use super::scan::{Page, Scan, decode_projected, decode_spans};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table_reader};
 use crate::store::{Rowid, TableRef};
 
@@ -34,20 +35,37 @@ pub(crate) struct Lookup {
     pub(crate) input: TableInput,
     pub(crate) stage: LookupStage,
     pub(crate) out: TableOut,
+    /// Output rows encoded from their inputs' cells, where the writer allows it.
+    pub(crate) cells: Option<CellPlan>,
+}
+
+impl Lookup {
+    /// The processor of a lookup, with its [`CellPlan`] when one applies.
+    pub(crate) fn new(input: TableInput, stage: LookupStage, out: TableOut) -> Self {
+        let cells = CellPlan::new(&input.types, &stage, &out);
+        Self {
+            input,
+            stage,
+            out,
+            cells,
+        }
+    }
 }
 
 impl Processor for Lookup {
     fn run(&self, b: &BatchRun<'_>, stats: &mut BatchStats) -> Result<(), BatchErrorKind> {
         write_table_reader(b, &self.out, stats, |w, stats| {
-            run_lookup(b, &self.input, &self.stage, &self.out, w, stats)
+            run_lookup(b, self, w, stats)
         })
     }
 }
 
 /// Buffers reused across the pages of a batch.
 #[derive(Default)]
-struct Bufs {
-    left: Vec<Vec<Value>>,
+pub(crate) struct Bufs {
+    pub(crate) left: Vec<Vec<Value>>,
+    /// Cell boundaries of each left row, kept when its cells are copied ([`CellPlan`]).
+    pub(crate) left_spans: Vec<Vec<u32>>,
     /// Lookup key of each left row.
     keys: Vec<Vec<u8>>,
     /// Left rows in key order.
@@ -55,92 +73,27 @@ struct Bufs {
     /// Distinct keys of the page, sorted (the store sweeps them in order).
     dkeys: Vec<Vec<u8>>,
     /// Distinct-key index of each left row.
-    key_of_left: Vec<usize>,
+    pub(crate) key_of_left: Vec<usize>,
     /// (distinct key, rowid) from the index, by key then rowid.
     pairs: Vec<(usize, Rowid)>,
     /// Rowids to fetch, sorted, deduplicated.
     fetch: Vec<Rowid>,
     /// Index into `right` of each fetched rowid; `None` for orphans and filtered-out rows.
     fetched: Vec<Option<usize>>,
-    right: Vec<Vec<Value>>,
+    pub(crate) right: Vec<Vec<Value>>,
+    /// With a [`CellPlan`], the position in the compact side of each row of `right` and
+    /// its cell boundaries.
+    pub(crate) right_at: Vec<usize>,
+    pub(crate) right_spans: Vec<Vec<u32>>,
     /// Matches per distinct key: `match_items[match_start[k]..match_start[k + 1]]`.
-    match_start: Vec<usize>,
-    match_items: Vec<usize>,
-    row: Vec<Value>,
+    pub(crate) match_start: Vec<usize>,
+    pub(crate) match_items: Vec<usize>,
+    pub(crate) row: Vec<Value>,
     /// Accumulators of a grouped row, one slot per output field (see [`grouped_row`]).
     accs: Vec<Option<Accumulator>>,
     /// The right columns the lookup reads (see [`right_columns_read`]): right rows decoded
     /// per window build only these.
     needed: Vec<bool>,
-}
-
-/// Which columns of the right rows lookup `l` writing `out` reads: those its output fields
-/// and its filter name as `l.*`. Empty (every column) if a name is not a right field.
-pub(crate) fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
-    let mut needed = vec![false; l.types.len()];
-    let refs = out
-        .fields
-        .iter()
-        .flat_map(|f| f.expr.field_refs())
-        .chain(l.filter.iter().flat_map(|f| f.field_refs()));
-    for r in refs.filter(|r| r.alias == "l") {
-        match needed.get_mut(
-            l.names
-                .iter()
-                .position(|n| *n == r.field)
-                .unwrap_or(usize::MAX),
-        ) {
-            Some(slot) => *slot = true,
-            None => return Vec::new(),
-        }
-    }
-    needed
-}
-
-/// Which columns of the right rows any lookup of `plan` on `l`'s right table and index reads
-/// (its output fields, `having` and filter naming them as `l.*`): a right side is shared by
-/// those lookups, and a compact one keeps only these columns (the key column, which its index
-/// holds anyway, was a third of the 10 M-row lookup benchmark's side). Empty (every column)
-/// if a name is not a right field or an expression does not parse, or a lookup writes files.
-pub(crate) fn side_columns_read(plan: &Plan, l: &LookupStage) -> Vec<bool> {
-    let mut needed = vec![false; l.types.len()];
-    for n in &plan.nodes {
-        let Some(x) = &n.lookup else { continue };
-        if x.table != l.table || x.index_name != l.index_name {
-            continue;
-        }
-        let Writer::Table(w) = &n.writer else {
-            return Vec::new();
-        };
-        let exprs = w
-            .fields
-            .iter()
-            .map(|f| &f.expr)
-            .chain(&w.having)
-            .chain(&x.filter);
-        for e in exprs {
-            let Ok(refs) = e.ast.field_refs(false) else {
-                return Vec::new();
-            };
-            for r in refs.iter().filter(|r| r.alias == "l") {
-                let c = l.names.iter().position(|name| *name == r.field);
-                match c.and_then(|c| needed.get_mut(c)) {
-                    Some(slot) => *slot = true,
-                    None => return Vec::new(),
-                }
-            }
-        }
-    }
-    needed
-}
-
-/// Whether a right side keeping the columns `side` marks (all when empty) holds every column
-/// `needed` marks (all when empty).
-pub(crate) fn covers(side: &[bool], needed: &[bool]) -> bool {
-    side.is_empty()
-        || (!needed.is_empty()
-            && needed.len() == side.len()
-            && needed.iter().zip(side).all(|(&n, &s)| s || !n))
 }
 
 /// Grows `v` to at least `n` elements, keeping existing allocations for reuse.
@@ -155,12 +108,11 @@ fn ensure_len<T: Default>(v: &mut Vec<T>, n: usize) {
 /// strategy writes the same rows with the same rowids.
 fn run_lookup(
     b: &BatchRun<'_>,
-    input: &TableInput,
-    l: &LookupStage,
-    out: &TableOut,
+    p: &Lookup,
     w: &mut RowWriter<'_>,
     stats: &mut BatchStats,
 ) -> Result<(), BatchErrorKind> {
+    let (input, l, out) = (&p.input, &p.stage, &p.out);
     let mut scan = Scan::new(b, &input.table, input.page_size)?;
     let right_table = b.lookup_table(&l.table);
     let right_name = right_table.storage_name();
@@ -220,13 +172,35 @@ fn run_lookup(
         ensure_len(&mut bf.left, n);
         ensure_len(&mut bf.keys, n);
         let lookup_start = Instant::now();
+        // Output rows copy cells only from a compact side, which holds its rows encoded.
+        let cells = match &side {
+            RightSide::Index(ix) if ix.compact => p.cells.as_ref(),
+            _ => None,
+        };
+        if cells.is_some() {
+            ensure_len(&mut bf.left_spans, n);
+        }
 
         // 1. Keys from the join_on fields with the lookup index's definition.
         // Quirk (spec §7.4, §14 #33): Capillaries takes the values from left fields named like
         // the index components; we use the join_on fields in order (equivalent for every
         // valid script).
         for (i, (rowid, bytes)) in window.iter().enumerate() {
-            scan.decode(rowid, bytes, &input.types, &mut bf.left[i])?;
+            match cells {
+                Some(_) => {
+                    let (row, spans) = (&mut bf.left[i], &mut bf.left_spans[i]);
+                    decode_spans(
+                        bytes,
+                        &input.types,
+                        &[],
+                        row,
+                        spans,
+                        &scan.table_name,
+                        rowid,
+                    )?;
+                }
+                None => scan.decode(rowid, bytes, &input.types, &mut bf.left[i])?,
+            }
             bf.keys[i].clear();
             key_into(&mut bf.keys[i], &l.index, &l.join_pos, &bf.left[i])
                 .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))?;
@@ -246,7 +220,12 @@ fn run_lookup(
                 continue;
             }
             RightSide::Index(ix) if ix.compact => {
-                compact_matches(ix, l, &right_name, bf, n)?;
+                compact_matches(ix, l, &right_name, bf, n, cells)?;
+                if let Some(plan) = cells {
+                    stats.lookup += lookup_start.elapsed();
+                    emit_cells(&window, &scan, l, out, plan, w, ix, bf)?;
+                    continue;
+                }
             }
             RightSide::Index(ix) => {
                 hash_matches(ix, l, &right_name, bf, n)?;
@@ -329,13 +308,16 @@ fn hash_matches(
 
 /// Hash join over a compact index: like [`hash_matches`], decoding each match into
 /// `bf.right`. A key repeated in the window reuses its first occurrence's decoded matches, so
-/// each right row is decoded once per window, not once per matching left row.
+/// each right row is decoded once per window, not once per matching left row. With `cells`,
+/// only the columns it evaluates are built, and each row's position and cell boundaries are
+/// kept for copying.
 fn compact_matches(
     ix: &RightIndex,
     l: &LookupStage,
     right_name: &str,
     bf: &mut Bufs,
     n: usize,
+    cells: Option<&CellPlan>,
 ) -> Result<(), BatchErrorKind> {
     bf.key_of_left.clear();
     bf.key_of_left.extend(0..n);
@@ -363,7 +345,23 @@ fn compact_matches(
                         Inconsistency::Broken("hash join index points past its rows").into(),
                     );
                 };
-                if decode_right(l, right_name, (&mut bf.right, &bf.needed), nr, bytes, rowid)? {
+                let (needed, spans) = match cells {
+                    Some(plan) => {
+                        ensure_len(&mut bf.right_at, nr + 1);
+                        ensure_len(&mut bf.right_spans, nr + 1);
+                        bf.right_at[nr] = ri;
+                        (&plan.right_needed, Some(&mut bf.right_spans[nr]))
+                    }
+                    None => (&bf.needed, None),
+                };
+                if decode_right(
+                    l,
+                    right_name,
+                    (&mut bf.right, needed, spans),
+                    nr,
+                    bytes,
+                    rowid,
+                )? {
                     bf.match_items.push(nr);
                     nr += 1;
                 }
@@ -376,18 +374,22 @@ fn compact_matches(
 }
 
 /// Decodes right row `rowid` (encoded as `bytes`) into `right[nr]`, the columns `needed`
-/// marks, and says whether it passes the lookup's filter.
+/// marks, its cell boundaries into `spans` when given, and says whether it passes the
+/// lookup's filter.
 fn decode_right(
     l: &LookupStage,
     right_name: &str,
-    (right, needed): (&mut Vec<Vec<Value>>, &[bool]),
+    (right, needed, spans): (&mut Vec<Vec<Value>>, &[bool], Option<&mut Vec<u32>>),
     nr: usize,
     bytes: &[u8],
     rowid: Rowid,
 ) -> Result<bool, BatchErrorKind> {
     ensure_len(right, nr + 1);
     let row = &mut right[nr];
-    decode_projected(bytes, &l.types, needed, row, right_name, rowid)?;
+    match spans {
+        Some(spans) => decode_spans(bytes, &l.types, needed, row, spans, right_name, rowid)?,
+        None => decode_projected(bytes, &l.types, needed, row, right_name, rowid)?,
+    }
     passes(l, row, rowid, right_name)
 }
 
@@ -441,7 +443,7 @@ fn grace_matches(
             let Some(&k) = map.get(rec.key) else {
                 return Ok(());
             };
-            if decode_right(l, right_name, (right, cols), nr, rec.row, rec.rowid)? {
+            if decode_right(l, right_name, (right, cols, None), nr, rec.row, rec.rowid)? {
                 if let Some(f) = found.get_mut(k) {
                     f.push((rec.rowid, nr));
                 }
@@ -525,7 +527,7 @@ fn point_matches(
             if decode_right(
                 l,
                 right_name,
-                (&mut bf.right, &bf.needed),
+                (&mut bf.right, &bf.needed, None),
                 nr,
                 &bytes,
                 rowid,

@@ -330,7 +330,7 @@ fn register(
             Box::new(TableTable { input, out })
         }
         (Input::Table(input), Stage::Lookup(stage), Output::Table(out)) => {
-            Box::new(Lookup { input, stage, out })
+            Box::new(Lookup::new(input, stage, out))
         }
         (Input::Table(input), Stage::Tag(criteria), Output::Table(out)) => Box::new(Tag {
             input,

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use plexus_core::row::RowError;
 use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
@@ -147,11 +148,33 @@ pub(crate) fn decode_projected(
     table: &str,
     rowid: Rowid,
 ) -> Result<(), BatchErrorKind> {
-    plexus_core::row::decode_row_projected_into(bytes, types, needed, out).map_err(|source| {
+    plexus_core::row::decode_row_projected_into(bytes, types, needed, out)
+        .map_err(undecodable(table, rowid))
+}
+
+/// The error of row `rowid` of `table` failing to decode.
+fn undecodable(table: &str, rowid: Rowid) -> impl FnOnce(RowError) -> BatchErrorKind + '_ {
+    move |source| {
         BatchErrorKind::Internal(Inconsistency::Undecodable {
             table: table.to_owned(),
             rowid,
             source,
         })
-    })
+    }
+}
+
+/// Decodes a stored row of `table` like [`decode_projected`] and sets `spans` to its cell
+/// boundaries (see [`plexus_core::row::decode_row_spans_into`]), for a row whose cells are
+/// copied into the rows it produces.
+pub(crate) fn decode_spans(
+    bytes: &[u8],
+    types: &[Type],
+    needed: &[bool],
+    out: &mut Vec<Value>,
+    spans: &mut Vec<u32>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::decode_row_spans_into(bytes, types, needed, out, spans)
+        .map_err(undecodable(table, rowid))
 }

@@ -289,6 +289,45 @@ impl<'a> RowWriter<'a> {
         }
         // Not timed per row: a clock read per row cost 3.5 % of ingest CPU (issue #25). Encoding
         // and keying count as the caller's compute; `write_time` is the store's write calls.
+        let out = self.out;
+        let slot = self.next_slot()?;
+        encode_row(&mut slot.row, &out.types, w).map_err(|e| {
+            let name = match &e {
+                plexus_core::row::RowError::TypeMismatch { column, .. }
+                | plexus_core::row::RowError::DecimalOutOfRange { column, .. }
+                | plexus_core::row::RowError::DateTimeOutOfRange { column, .. } => out
+                    .fields
+                    .get(*column)
+                    .map_or_else(String::new, |f| f.name.clone()),
+                _ => String::new(),
+            };
+            field_err(loc, "field", &name, e)
+        })?;
+        for (key, idx) in slot.keys.iter_mut().zip(&out.indexes) {
+            key.clear();
+            build_index_key(key, idx, w, loc)?;
+        }
+        self.queued()
+    }
+
+    /// Queues a row that `encode` writes into its (empty) buffer: a writer without `having`
+    /// and indexes, whose rows need no values ([`super::cells`]).
+    pub(crate) fn push_encoded(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), BatchErrorKind>,
+    ) -> Result<(), BatchErrorKind> {
+        if self.out.having.is_some() || !self.out.indexes.is_empty() {
+            return Err(
+                Inconsistency::Broken("an encoded row for a writer that needs values").into(),
+            );
+        }
+        let slot = self.next_slot()?;
+        encode(&mut slot.row)?;
+        self.queued()
+    }
+
+    /// The buffer of the next row, with its rowid set and its encoded row empty.
+    fn next_slot(&mut self) -> Result<&mut RowWrite, BatchErrorKind> {
         if self.used == self.pending.len() {
             self.pending.push(RowWrite {
                 rowid: 0,
@@ -301,23 +340,11 @@ impl<'a> RowWriter<'a> {
         let slot = &mut self.pending[self.used];
         slot.rowid = self.given.unwrap_or_else(|| rowid(self.seed, seq));
         slot.row.clear();
-        encode_row(&mut slot.row, &self.out.types, w).map_err(|e| {
-            let name = match &e {
-                plexus_core::row::RowError::TypeMismatch { column, .. }
-                | plexus_core::row::RowError::DecimalOutOfRange { column, .. }
-                | plexus_core::row::RowError::DateTimeOutOfRange { column, .. } => self
-                    .out
-                    .fields
-                    .get(*column)
-                    .map_or_else(String::new, |f| f.name.clone()),
-                _ => String::new(),
-            };
-            field_err(loc, "field", &name, e)
-        })?;
-        for (key, idx) in slot.keys.iter_mut().zip(&self.out.indexes) {
-            key.clear();
-            build_index_key(key, idx, w, loc)?;
-        }
+        Ok(slot)
+    }
+
+    /// Counts the row [`RowWriter::next_slot`] gave as queued, writing the queue when full.
+    fn queued(&mut self) -> Result<(), BatchErrorKind> {
         self.used += 1;
         if self.used >= self.flush_rows {
             self.flush()?;

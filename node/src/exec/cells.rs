@@ -1,0 +1,244 @@
+//! The cells of a lookup's rows: which right columns a lookup decodes, and output rows
+//! encoded from the stored cells of their left and right rows (#25 item 3). Most lookup
+//! fields are a bare `r.x` or `l.y`: evaluating one clones the decoded value, encoding copies
+//! it back into bytes, and the row's drop releases it. A [`CellPlan`] copies such a field's
+//! cell from the encoded row it came from instead, so a right row's copied strings are never
+//! built. Only rows that do not outlive their page are treated so: the left page and the
+//! compact right side hold the bytes until the rows are written.
+
+use plexus_core::expr::{Alias, Rounding, Vars};
+use plexus_core::plan::{JoinType, Plan, Writer};
+use plexus_core::row::{RowError, copy_cell, encode_cell, encode_header};
+use plexus_core::value::{Type, Value};
+
+use super::compiled::{LookupStage, OutField, TableOut};
+use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::lookup::{Bufs, unmatched_row};
+use super::right::RightIndex;
+use super::scan::{Page, Scan};
+use super::write::{RowWriter, eval_field, field_err};
+
+/// Where one output field's cell comes from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// This column of the left row, copied.
+    Left(usize),
+    /// This column of the right row, copied.
+    Right(usize),
+    /// Evaluated from the decoded rows.
+    Computed,
+}
+
+/// How a non-grouped lookup encodes its output rows: a field that is nothing but a left or
+/// right field of its own type is copied as stored, the others are evaluated. Only for a
+/// writer without `having` and indexes, which would need every field's value.
+#[derive(Debug)]
+pub(crate) struct CellPlan {
+    sources: Vec<Source>,
+    /// The right columns to decode: those the computed fields and the filter read (the
+    /// copied ones are checked, not built).
+    pub(crate) right_needed: Vec<bool>,
+}
+
+impl CellPlan {
+    /// The plan for lookup `l` writing `out`, or `None` when the lookup groups, the writer
+    /// has `having` or indexes, or no field can be copied.
+    pub(crate) fn new(left_types: &[Type], l: &LookupStage, out: &TableOut) -> Option<Self> {
+        if l.group || out.having.is_some() || !out.indexes.is_empty() {
+            return None;
+        }
+        let sources: Vec<Source> = out
+            .fields
+            .iter()
+            .map(|f| match f.expr.bare_field() {
+                Some((Alias::R, c)) if left_types.get(c) == Some(&f.ty) => Source::Left(c),
+                Some((Alias::L, c)) if l.types.get(c) == Some(&f.ty) => Source::Right(c),
+                _ => Source::Computed,
+            })
+            .collect();
+        if sources.iter().all(|s| matches!(s, Source::Computed)) {
+            return None;
+        }
+        let computed = out
+            .fields
+            .iter()
+            .zip(&sources)
+            .filter(|(_, s)| matches!(s, Source::Computed))
+            .map(|(f, _)| f);
+        Some(Self {
+            right_needed: columns_read(l, computed)?,
+            sources,
+        })
+    }
+
+    /// Encodes the output row of `left` matched with `right` (each its decoded values, its
+    /// encoded bytes and their cell boundaries) into `buf`.
+    fn encode(
+        &self,
+        out: &TableOut,
+        buf: &mut Vec<u8>,
+        left: Cells<'_>,
+        right: Cells<'_>,
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        encode_header(buf, self.sources.len());
+        let vars = Vars::new()
+            .with(Alias::R, left.values)
+            .with(Alias::L, right.values);
+        for (column, (f, source)) in out.fields.iter().zip(&self.sources).enumerate() {
+            let written = match *source {
+                Source::Left(c) => left.copy(buf, column, f, c),
+                Source::Right(c) => right.copy(buf, column, f, c),
+                Source::Computed => {
+                    let v = eval_field(f, &vars, Rounding::To2, loc)?;
+                    encode_cell(buf, column, f.ty, &v)
+                }
+            };
+            written.map_err(|e| field_err(loc, "field", &f.name, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// One input row: its decoded values, its encoded bytes and their cell boundaries.
+#[derive(Clone, Copy)]
+struct Cells<'a> {
+    values: &'a [Value],
+    bytes: &'a [u8],
+    spans: &'a [u32],
+}
+
+impl Cells<'_> {
+    /// Copies cell `c` as the cell of output column `column` (field `f`).
+    fn copy(
+        &self,
+        buf: &mut Vec<u8>,
+        column: usize,
+        f: &OutField,
+        c: usize,
+    ) -> Result<(), RowError> {
+        let (Some(&start), Some(&end)) = (self.spans.get(c), self.spans.get(c + 1)) else {
+            return Err(RowError::Truncated { column });
+        };
+        let cell = self
+            .bytes
+            .get(start as usize..end as usize)
+            .ok_or(RowError::Truncated { column })?;
+        copy_cell(buf, column, f.ty, cell)
+    }
+}
+
+/// Step 4 of a lookup over a compact right side with a [`CellPlan`]: the output rows of the
+/// page's left rows in page order, as [`super::lookup`]'s `emit` writes them, each matched
+/// row encoded from the cells of its left row and of its right row in `ix`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_cells(
+    page: &Page,
+    scan: &Scan<'_>,
+    l: &LookupStage,
+    out: &TableOut,
+    plan: &CellPlan,
+    w: &mut RowWriter<'_>,
+    ix: &RightIndex,
+    bf: &mut Bufs,
+) -> Result<(), BatchErrorKind> {
+    for (i, (rowid, bytes)) in page.iter().enumerate() {
+        let loc = || scan.loc(rowid);
+        w.input(rowid);
+        let k = bf.key_of_left[i];
+        let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
+        if matches.is_empty() {
+            if l.join_type == JoinType::Left {
+                unmatched_row(out, false, &bf.left[i], &mut bf.row, &loc)?;
+                w.push(&bf.row, &loc)?;
+            }
+            continue;
+        }
+        let left = Cells {
+            values: &bf.left[i],
+            bytes,
+            spans: &bf.left_spans[i],
+        };
+        for &nr in matches {
+            let bytes = ix.encoded(bf.right_at[nr]).ok_or(Inconsistency::Broken(
+                "hash join index points past its rows",
+            ))?;
+            let right = Cells {
+                values: &bf.right[nr],
+                bytes,
+                spans: &bf.right_spans[nr],
+            };
+            w.push_encoded(|buf| plan.encode(out, buf, left, right, &loc))?;
+        }
+    }
+    Ok(())
+}
+
+/// Which columns of the right rows lookup `l` writing `out` reads: those its output fields
+/// and its filter name as `l.*`. Empty (every column) if a name is not a right field.
+pub(crate) fn right_columns_read(l: &LookupStage, out: &TableOut) -> Vec<bool> {
+    columns_read(l, out.fields.iter()).unwrap_or_default()
+}
+
+/// Which columns of the right rows `fields` and the filter of lookup `l` read as `l.*`;
+/// `None` if a name is not a right field.
+pub(crate) fn columns_read<'f>(
+    l: &LookupStage,
+    fields: impl Iterator<Item = &'f OutField>,
+) -> Option<Vec<bool>> {
+    let mut needed = vec![false; l.types.len()];
+    let refs = fields
+        .flat_map(|f| f.expr.field_refs())
+        .chain(l.filter.iter().flat_map(|f| f.field_refs()));
+    for r in refs.filter(|r| r.alias == "l") {
+        let c = l.names.iter().position(|n| *n == r.field)?;
+        *needed.get_mut(c)? = true;
+    }
+    Some(needed)
+}
+
+/// Which columns of the right rows any lookup of `plan` on `l`'s right table and index reads
+/// (its output fields, `having` and filter naming them as `l.*`): a right side is shared by
+/// those lookups, and a compact one keeps only these columns (the key column, which its index
+/// holds anyway, was a third of the 10 M-row lookup benchmark's side). Empty (every column)
+/// if a name is not a right field or an expression does not parse, or a lookup writes files.
+pub(crate) fn side_columns_read(plan: &Plan, l: &LookupStage) -> Vec<bool> {
+    let mut needed = vec![false; l.types.len()];
+    for n in &plan.nodes {
+        let Some(x) = &n.lookup else { continue };
+        if x.table != l.table || x.index_name != l.index_name {
+            continue;
+        }
+        let Writer::Table(w) = &n.writer else {
+            return Vec::new();
+        };
+        let exprs = w
+            .fields
+            .iter()
+            .map(|f| &f.expr)
+            .chain(&w.having)
+            .chain(&x.filter);
+        for e in exprs {
+            let Ok(refs) = e.ast.field_refs(false) else {
+                return Vec::new();
+            };
+            for r in refs.iter().filter(|r| r.alias == "l") {
+                let c = l.names.iter().position(|name| *name == r.field);
+                match c.and_then(|c| needed.get_mut(c)) {
+                    Some(slot) => *slot = true,
+                    None => return Vec::new(),
+                }
+            }
+        }
+    }
+    needed
+}
+
+/// Whether a right side keeping the columns `side` marks (all when empty) holds every column
+/// `needed` marks (all when empty).
+pub(crate) fn covers(side: &[bool], needed: &[bool]) -> bool {
+    side.is_empty()
+        || (!needed.is_empty()
+            && needed.len() == side.len()
+            && needed.iter().zip(side).all(|(&n, &s)| s || !n))
+}
