@@ -261,6 +261,16 @@ const GROUPED: &[Wf<'static>] = &[
     ("last", Type::String, "l.product", Some("none")),
 ];
 
+/// Every field a bare left or right field: over a compact side, the output rows are copied
+/// cell by cell and the right rows build no value at all.
+const COPIED: &[Wf<'static>] = &[
+    ("order_id", Type::Int, "r.order_id", None),
+    ("status", Type::String, "r.status", None),
+    ("item_id", Type::Int, "l.item_id", Some("999")),
+    ("product", Type::String, "l.product", None),
+    ("price", Type::Decimal2, "l.price", Some("-1")),
+];
+
 const SELF: &[Wf<'static>] = &[
     ("item_id", Type::Int, "r.item_id", None),
     ("product", Type::String, "r.product", None),
@@ -301,6 +311,21 @@ fn plan_all() -> (Plan, Vec<String>) {
                 names.push(name);
             }
         }
+        let name = format!(
+            "nu_{}_copied",
+            if join == JoinType::Inner {
+                "inner"
+            } else {
+                "left"
+            }
+        );
+        add(
+            &mut plan,
+            lookup_node(
+                &name, "orders", 2, nu.0, nu.1, nu.2, join, false, None, COPIED,
+            ),
+        );
+        names.push(name);
         let name = format!(
             "u_{}",
             if join == JoinType::Inner {

@@ -36,8 +36,12 @@ enum Source {
 pub(crate) struct CellPlan {
     sources: Vec<Source>,
     /// The right columns to decode: those the computed fields and the filter read (the
-    /// copied ones are checked, not built).
+    /// copied ones are checked, not built; with none, a right row builds no value at all).
     pub(crate) right_needed: Vec<bool>,
+    /// The left columns to decode (all when empty): in an inner join whose computed fields
+    /// read no `r.*` field, the `join_on` fields alone (an unmatched row of a left join
+    /// evaluates every field from the left row).
+    pub(crate) left_needed: Vec<bool>,
 }
 
 impl CellPlan {
@@ -59,14 +63,26 @@ impl CellPlan {
         if sources.iter().all(|s| matches!(s, Source::Computed)) {
             return None;
         }
-        let computed = out
-            .fields
-            .iter()
-            .zip(&sources)
-            .filter(|(_, s)| matches!(s, Source::Computed))
-            .map(|(f, _)| f);
+        let computed = || {
+            out.fields
+                .iter()
+                .zip(&sources)
+                .filter(|(_, s)| matches!(s, Source::Computed))
+                .map(|(f, _)| f)
+        };
+        let reads_left = computed().any(|f| f.expr.field_refs().iter().any(|r| r.alias == "r"));
+        let left_needed = if l.join_type == JoinType::Inner && !reads_left {
+            let mut needed = vec![false; left_types.len()];
+            for &p in &l.join_pos {
+                *needed.get_mut(p)? = true;
+            }
+            needed
+        } else {
+            Vec::new()
+        };
         Some(Self {
-            right_needed: columns_read(l, computed)?,
+            right_needed: columns_read(l, computed())?,
+            left_needed,
             sources,
         })
     }

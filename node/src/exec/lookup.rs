@@ -25,7 +25,7 @@ use super::processor::Processor;
 use super::right::{
     KeyMap, PROBE_GROUP, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
 };
-use super::scan::{Page, Scan, decode_projected, decode_spans};
+use super::scan::{Page, Scan, decode_projected, decode_spans, row_spans};
 use super::write::{RowWriter, check_type, eval_field, field_err, key_into, write_table_reader};
 use crate::store::{Rowid, TableRef};
 
@@ -187,12 +187,12 @@ fn run_lookup(
         // valid script).
         for (i, (rowid, bytes)) in window.iter().enumerate() {
             match cells {
-                Some(_) => {
+                Some(plan) => {
                     let (row, spans) = (&mut bf.left[i], &mut bf.left_spans[i]);
                     decode_spans(
                         bytes,
                         &input.types,
-                        &[],
+                        &plan.left_needed,
                         row,
                         spans,
                         &scan.table_name,
@@ -387,6 +387,11 @@ fn decode_right(
     ensure_len(right, nr + 1);
     let row = &mut right[nr];
     match spans {
+        // Every cell copied, none evaluated: the row builds no value.
+        Some(spans) if !needed.is_empty() && !needed.contains(&true) => {
+            row.clear();
+            row_spans(bytes, &l.types, spans, right_name, rowid)?;
+        }
         Some(spans) => decode_spans(bytes, &l.types, needed, row, spans, right_name, rowid)?,
         None => decode_projected(bytes, &l.types, needed, row, right_name, rowid)?,
     }

@@ -178,3 +178,15 @@ pub(crate) fn decode_spans(
     plexus_core::row::decode_row_spans_into(bytes, types, needed, out, spans)
         .map_err(undecodable(table, rowid))
 }
+
+/// Checks a stored row of `table` and sets `spans` to its cell boundaries, building no
+/// value (see [`plexus_core::row::row_spans_into`]): for a row whose cells are all copied.
+pub(crate) fn row_spans(
+    bytes: &[u8],
+    types: &[Type],
+    spans: &mut Vec<u32>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::row_spans_into(bytes, types, spans).map_err(undecodable(table, rowid))
+}
