@@ -22,7 +22,7 @@ use super::compiled::{FileOut, TableInput};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::processor::Processor;
 use super::scan::{Page, Scan, decode};
-use super::write::{check_type, field_err};
+use super::write::{check_type, field_err, take_columns, taken_columns};
 use crate::files::{
     FileError, SortedRow, TopBuffer, create_sink, line_renderer, resolve_url_template,
 };
@@ -32,6 +32,17 @@ use crate::files::{
 pub(crate) struct TableFile {
     pub(crate) input: TableInput,
     pub(crate) out: FileOut,
+    /// The columns taken out of the decoded input row ([`taken_columns`]).
+    pub(crate) takes: Vec<Option<usize>>,
+}
+
+impl TableFile {
+    /// The processor writing `input` through `out`.
+    pub(crate) fn new(input: TableInput, out: FileOut) -> Self {
+        let exprs = out.columns.iter().map(|(_, ty, e)| (e, *ty));
+        let takes = taken_columns(exprs, &input.types);
+        Self { input, out, takes }
+    }
 }
 
 impl Processor for TableFile {
@@ -47,7 +58,7 @@ impl Processor for TableFile {
                 let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |stats, _, r, loc| {
-                    if compute_row(out, r, &mut row, loc)? {
+                    if compute_row(out, r, &self.takes, &mut row, loc)? {
                         sink.write_row(&row).map_err(output_err)?;
                         stats.rows_out += 1;
                     }
@@ -55,13 +66,13 @@ impl Processor for TableFile {
                 })?;
                 None
             }
-            Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, input, out, t, stats)?),
+            Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, self, t, stats)?),
             Some(t) => {
                 let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
                 let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |_, _, r, loc| {
-                    if compute_row(out, r, &mut row, loc)? {
+                    if compute_row(out, r, &self.takes, &mut row, loc)? {
                         push_top(&mut buf, &row, None, loc)?;
                     }
                     Ok(())
@@ -94,19 +105,25 @@ impl Processor for TableFile {
 /// Computes the file row of reader row `r` into `row`; false when `having` drops it.
 fn compute_row(
     out: &FileOut,
-    r: &[Value],
+    r: &mut [Value],
+    takes: &[Option<usize>],
     row: &mut Vec<Value>,
     loc: &dyn Fn() -> RowLoc,
 ) -> Result<bool, BatchErrorKind> {
     let vars = Vars::new().with(Alias::R, r);
     row.clear();
-    for (name, ty, expr) in &out.columns {
+    for ((name, ty, expr), take) in out.columns.iter().zip(takes) {
+        if take.is_some() {
+            row.push(Value::Bool(false));
+            continue;
+        }
         let v = expr
             .eval(&vars, Rounding::To2)
             .map_err(|e| field_err(loc, "column", name, e))?;
         check_type(&v, *ty).map_err(|e| field_err(loc, "column", name, e))?;
         row.push(v);
     }
+    take_columns(r, takes, row);
     match &out.having {
         None => Ok(true),
         Some(h) => h
@@ -154,11 +171,11 @@ type WorkerFailure = (u64, BatchErrorKind);
 /// The batch's `top` computed on `ctx.top_threads` threads (see the module doc).
 fn parallel_top(
     b: &BatchRun<'_>,
-    input: &TableInput,
-    out: &FileOut,
+    p: &TableFile,
     t: &Top,
     stats: &mut BatchStats,
 ) -> Result<TopBuffer, BatchErrorKind> {
+    let (input, out, takes) = (&p.input, &p.out, p.takes.as_slice());
     let threads = b.ctx.top_threads.max(1);
     let top_bytes = b.ctx.top_bytes_now();
     let mut scan = Scan::new(b, &input.table, input.page_size)?;
@@ -173,7 +190,7 @@ fn parallel_top(
             let mut buf = new_top(b, out, t, top_bytes / threads)?;
             let (types, table_name) = (&input.types, table_name.as_str());
             workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
-                top_worker(rx, types, table_name, out, &mut buf)?;
+                top_worker(rx, types, table_name, (out, takes), &mut buf)?;
                 // Not a row's failure: after any row's, in the batch's first-failure order.
                 buf.seal().map_err(|e| (u64::MAX, output_err(e)))?;
                 Ok(buf)
@@ -226,7 +243,7 @@ fn top_worker(
     pages: mpsc::Receiver<(u64, Page)>,
     types: &[Type],
     table_name: &str,
-    out: &FileOut,
+    (out, takes): (&FileOut, &[Option<usize>]),
     buf: &mut TopBuffer,
 ) -> Result<(), WorkerFailure> {
     let mut r = Vec::with_capacity(types.len());
@@ -238,7 +255,7 @@ fn top_worker(
                 rowid,
             };
             let step = decode(bytes, types, &mut r, table_name, rowid)
-                .and_then(|()| compute_row(out, &r, &mut row, &loc))
+                .and_then(|()| compute_row(out, &mut r, takes, &mut row, &loc))
                 .and_then(|keep| match keep {
                     true => push_top(buf, &row, Some(seq), &loc),
                     false => Ok(()),

@@ -327,7 +327,7 @@ fn register(
             Box::new(FileTable { reader, out })
         }
         (Input::Table(input), Stage::Plain, Output::Table(out)) => {
-            Box::new(TableTable { input, out })
+            Box::new(TableTable::new(input, out))
         }
         (Input::Table(input), Stage::Lookup(stage), Output::Table(out)) => {
             Box::new(Lookup::new(input, stage, out))
@@ -341,7 +341,7 @@ fn register(
             Box::new(PyCalc { input, stage, out })
         }
         (Input::Table(input), Stage::Plain, Output::File(out)) => {
-            Box::new(TableFile { input, out })
+            Box::new(TableFile::new(input, out))
         }
         (Input::File(_), _, _) => return Err("a file reader cannot have a lookup or processor"),
         (Input::Table(_), _, Output::File(_)) => {

@@ -103,8 +103,8 @@ impl<'a> Scan<'a> {
     }
 
     /// Calls `f(stats, rowid, row, loc)` for every row of the batch in rowid order, each
-    /// decoded with `types` into one buffer reused for the whole batch; stops at the first
-    /// error.
+    /// decoded with `types` into one buffer reused for the whole batch (`f` may take values
+    /// out of it); stops at the first error.
     pub(crate) fn for_each_row(
         &mut self,
         types: &[Type],
@@ -112,7 +112,7 @@ impl<'a> Scan<'a> {
         mut f: impl FnMut(
             &mut BatchStats,
             Rowid,
-            &[Value],
+            &mut [Value],
             &dyn Fn() -> RowLoc,
         ) -> Result<(), BatchErrorKind>,
     ) -> Result<(), BatchErrorKind> {
@@ -120,7 +120,7 @@ impl<'a> Scan<'a> {
         while let Some(page) = self.next_page(stats)? {
             for (rowid, bytes) in page.iter() {
                 self.decode(rowid, bytes, types, &mut r)?;
-                f(stats, rowid, &r, &|| self.loc(rowid))?;
+                f(stats, rowid, &mut r, &|| self.loc(rowid))?;
             }
         }
         Ok(())

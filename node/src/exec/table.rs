@@ -6,20 +6,29 @@
 //! rowid order, so re-runs keep the same row. Quirk (§14 #54): no orphan non-unique index rows
 //! are written for dropped duplicates (the store writes a row's entries only if it is kept).
 
-use plexus_core::expr::{Alias, Rounding, Vars};
-
 use super::batch::{BatchRun, BatchStats};
 use super::compiled::{TableInput, TableOut};
 use super::error::BatchErrorKind;
 use super::processor::Processor;
 use super::scan::Scan;
-use super::write::write_table_reader;
+use super::write::{taken_columns, write_table_reader};
 
 /// table_table and distinct_table.
 #[derive(Debug)]
 pub(crate) struct TableTable {
     pub(crate) input: TableInput,
     pub(crate) out: TableOut,
+    /// The fields taken out of the decoded input row ([`taken_columns`]).
+    pub(crate) takes: Vec<Option<usize>>,
+}
+
+impl TableTable {
+    /// The processor reading `input` into `out`.
+    pub(crate) fn new(input: TableInput, out: TableOut) -> Self {
+        let exprs = out.fields.iter().map(|f| (&f.expr, f.ty));
+        let takes = taken_columns(exprs, &input.types);
+        Self { input, out, takes }
+    }
 }
 
 impl Processor for TableTable {
@@ -30,7 +39,7 @@ impl Processor for TableTable {
             let mut row = Vec::with_capacity(out.fields.len());
             scan.for_each_row(&input.types, stats, |_, rowid, r, loc| {
                 w.input(rowid);
-                out.compute(&Vars::new().with(Alias::R, r), Rounding::To2, &mut row, loc)?;
+                out.compute_taking(r, &self.takes, &mut row, loc)?;
                 w.push(&row, loc)
             })
         })

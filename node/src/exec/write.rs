@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use plexus_core::expr::{Alias, Rounding, Vars};
+use plexus_core::expr::{Alias, Compiled, Rounding, Vars};
 use plexus_core::key::build_key_into;
 use plexus_core::row::encode_row;
 use plexus_core::task::{BatchTask, SLICES, rowid, slice_seq};
@@ -103,6 +103,27 @@ impl TableOut {
         Ok(())
     }
 
+    /// [`TableOut::compute`] for a row read from one table (`r.*` only), taking the
+    /// [`taken_columns`] `takes` names out of `r` instead of cloning them.
+    pub(crate) fn compute_taking(
+        &self,
+        r: &mut [Value],
+        takes: &[Option<usize>],
+        w: &mut Vec<Value>,
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        w.clear();
+        let vars = Vars::new().with(Alias::R, r);
+        for (f, take) in self.fields.iter().zip(takes) {
+            w.push(match take {
+                Some(_) => Value::Bool(false),
+                None => eval_field(f, &vars, Rounding::To2, loc)?,
+            });
+        }
+        take_columns(r, takes, w);
+        Ok(())
+    }
+
     /// Evaluates `having` on the computed row (no intermediate rounding, spec §5.6).
     pub(crate) fn having(
         &self,
@@ -114,6 +135,42 @@ impl TableOut {
             Some(h) => h
                 .eval_bool(&Vars::new().with(Alias::W, w), Rounding::None)
                 .map_err(|e| field_err(loc, "having", h.text(), e)),
+        }
+    }
+}
+
+/// Which of `exprs` (each with its declared type) may take its value out of the decoded
+/// input row instead of cloning it: a bare `r.x` of its own type whose field no other of
+/// `exprs` reads. Taking a value saves the clone's and the release's reference counting of
+/// every string such a column copies through.
+pub(crate) fn taken_columns<'e>(
+    exprs: impl Iterator<Item = (&'e Compiled, Type)> + Clone,
+    input_types: &[Type],
+) -> Vec<Option<usize>> {
+    let readers = |name: &str| {
+        exprs
+            .clone()
+            .flat_map(|(e, _)| e.field_refs())
+            .filter(|r| r.alias == Alias::R.name() && r.field == name)
+            .count()
+    };
+    exprs
+        .clone()
+        .map(|(e, ty)| match (e.bare_field(), e.field_refs()) {
+            (Some((Alias::R, c)), [only]) if input_types.get(c) == Some(&ty) => {
+                (readers(&only.field) == 1).then_some(c)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Moves into `w` the values `takes` names from the decoded input row `r`, leaving
+/// placeholders there: the step after every other column was evaluated from `r`.
+pub(crate) fn take_columns(r: &mut [Value], takes: &[Option<usize>], w: &mut [Value]) {
+    for (slot, take) in w.iter_mut().zip(takes) {
+        if let Some(v) = take.and_then(|c| r.get_mut(c)) {
+            *slot = std::mem::replace(v, Value::Bool(false));
         }
     }
 }
@@ -543,5 +600,64 @@ impl CompletedBatches {
         if complete {
             store.table_complete(&task.keyspace, &spec);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use plexus_core::expr::{Scope, parse, prepare};
+
+    use super::*;
+
+    /// Compiles `text` over the input row `r.s` (string), `r.n` (int), `r.d` (decimal2).
+    fn expr(text: &str) -> Compiled {
+        let scope = Scope::new().with_alias(
+            Alias::R,
+            [("s", Type::String), ("n", Type::Int), ("d", Type::Decimal2)],
+        );
+        let ast = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        prepare(&ast, &scope).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn takes(columns: &[(&str, Type)]) -> Vec<Option<usize>> {
+        let exprs: Vec<(Compiled, Type)> = columns.iter().map(|&(t, ty)| (expr(t), ty)).collect();
+        let input = [Type::String, Type::Int, Type::Decimal2];
+        taken_columns(exprs.iter().map(|(e, ty)| (e, *ty)), &input)
+    }
+
+    #[test]
+    fn only_a_bare_field_of_its_own_type_read_once_is_taken() {
+        // Bare fields of their own type, each read once: taken.
+        assert_eq!(
+            takes(&[("r.d", Type::Decimal2), ("r.s", Type::String)]),
+            [Some(2), Some(0)]
+        );
+        // A field another column also reads stays in the row: cloned.
+        assert_eq!(
+            takes(&[
+                ("r.s", Type::String),
+                ("len(r.s)", Type::Int),
+                ("r.n", Type::Int)
+            ]),
+            [None, None, Some(1)]
+        );
+        assert_eq!(
+            takes(&[("r.s", Type::String), ("r.s", Type::String)]),
+            [None, None]
+        );
+        // A declared type that differs is evaluated, so the mismatch is reported.
+        assert_eq!(takes(&[("r.n", Type::String)]), [None]);
+    }
+
+    #[test]
+    fn taken_values_leave_placeholders_and_the_rest_untouched() {
+        let mut r = vec![Value::str("abc"), Value::Int(7), Value::Bool(true)];
+        let mut w = vec![Value::Bool(false), Value::Int(1), Value::Bool(false)];
+        take_columns(&mut r, &[Some(1), None, Some(0)], &mut w);
+        assert_eq!(w, [Value::Int(7), Value::Int(1), Value::str("abc")]);
+        assert_eq!(
+            r,
+            [Value::Bool(false), Value::Bool(false), Value::Bool(true)]
+        );
     }
 }
