@@ -311,14 +311,12 @@ fn plan_all() -> (Plan, Vec<String>) {
                 names.push(name);
             }
         }
-        let name = format!(
-            "nu_{}_copied",
-            if join == JoinType::Inner {
-                "inner"
-            } else {
-                "left"
-            }
-        );
+        let side = if join == JoinType::Inner {
+            "inner"
+        } else {
+            "left"
+        };
+        let name = format!("nu_{side}_copied");
         add(
             &mut plan,
             lookup_node(
@@ -326,14 +324,7 @@ fn plan_all() -> (Plan, Vec<String>) {
             ),
         );
         names.push(name);
-        let name = format!(
-            "u_{}",
-            if join == JoinType::Inner {
-                "inner"
-            } else {
-                "left"
-            }
-        );
+        let name = format!("u_{side}");
         add(
             &mut plan,
             lookup_node(
