@@ -81,9 +81,9 @@ pub(crate) struct Bufs {
     /// Index into `right` of each fetched rowid; `None` for orphans and filtered-out rows.
     fetched: Vec<Option<usize>>,
     pub(crate) right: Vec<Vec<Value>>,
-    /// With a [`CellPlan`], the position in the compact side of each row of `right` and
-    /// its cell boundaries.
+    /// With a [`CellPlan`], the position in the compact side of each row of `right`.
     pub(crate) right_at: Vec<usize>,
+    /// With a [`CellPlan`], the cell boundaries of each row of `right`.
     pub(crate) right_spans: Vec<Vec<u32>>,
     /// Matches per distinct key: `match_items[match_start[k]..match_start[k + 1]]`.
     pub(crate) match_start: Vec<usize>,
