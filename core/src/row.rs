@@ -383,21 +383,56 @@ fn offset(pos: usize) -> Result<u32, RowError> {
     })
 }
 
+/// One cell decoded without copying its text ([`decode_row_refs_into`]): what a reader needs
+/// of a row that does not outlive the bytes it was decoded from (#25 item 3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellRef<'a> {
+    /// A string cell's text, borrowed from the encoded row.
+    Str(&'a str),
+    /// A cell of any other type, decoded (which allocates nothing).
+    Value(Value),
+}
+
+/// Decodes one row like [`decode_row_projected_into`], pushing into `out` (cleared first)
+/// only the columns `wanted` marks, in column order, each read in place: a string borrows
+/// `bytes` instead of being built. Every cell is checked as decoding checks it, so a row fails
+/// exactly as there.
+pub fn decode_row_refs_into<'a>(
+    bytes: &'a [u8],
+    schema: &[Type],
+    wanted: &[bool],
+    out: &mut Vec<CellRef<'a>>,
+) -> Result<(), RowError> {
+    out.clear();
+    let mut r = Reader { bytes, pos: 0 };
+    let stored = r.varint(schema.len())?;
+    if stored != schema.len() as u64 {
+        return Err(RowError::ColumnCount {
+            expected: schema.len(),
+            stored,
+        });
+    }
+    for (column, &ty) in schema.iter().enumerate() {
+        let want = wanted.get(column).copied().unwrap_or(false);
+        match ty {
+            Type::String if want => out.push(CellRef::Str(r.str_cell(column)?)),
+            Type::String => r.skip_str(column)?,
+            _ if want => out.push(CellRef::Value(decode_cell(&mut r, column, ty)?)),
+            _ => {
+                decode_cell(&mut r, column, ty)?;
+            }
+        }
+    }
+    match bytes.len() - r.pos {
+        0 => Ok(()),
+        extra => Err(RowError::TrailingBytes { extra }),
+    }
+}
+
 /// Decodes the cell of `column` (of type `ty`) at the reader's position.
 fn decode_cell(r: &mut Reader<'_>, column: usize, ty: Type) -> Result<Value, RowError> {
     Ok(match ty {
-        Type::String => {
-            let len = r.varint(column)?;
-            let raw = usize::try_from(len)
-                .ok()
-                .and_then(|len| r.take(len))
-                .ok_or(RowError::Truncated { column })?;
-            let s = std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
-                column,
-                reason: "string is not valid UTF-8",
-            })?;
-            Value::Str(Arc::from(s))
-        }
+        Type::String => Value::Str(Arc::from(r.str_cell(column)?)),
         Type::Int => Value::Int(unzigzag(r.varint(column)?)),
         Type::Float => {
             let raw = r.take(8).ok_or(RowError::Truncated { column })?;
@@ -438,6 +473,11 @@ impl<'a> Reader<'a> {
     /// Passes over a string cell, checked as decoding checks it (length, UTF-8) without
     /// building the string, so a skipped column costs no allocation.
     fn skip_str(&mut self, column: usize) -> Result<(), RowError> {
+        self.str_cell(column).map(|_| ())
+    }
+
+    /// The text of the string cell at the position, borrowed from the bytes.
+    fn str_cell(&mut self, column: usize) -> Result<&'a str, RowError> {
         let len = self.varint(column)?;
         let raw = usize::try_from(len)
             .ok()
@@ -446,8 +486,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(raw).map_err(|_| RowError::Corrupt {
             column,
             reason: "string is not valid UTF-8",
-        })?;
-        Ok(())
+        })
     }
 
     /// A LEB128 u64 of at most 10 bytes; `column` only labels errors.
@@ -924,6 +963,42 @@ mod tests {
                 prop_assert_eq!(&c, &e, "column {}", column);
                 if c.is_ok() {
                     prop_assert_eq!(&copied, &encoded, "column {}", column);
+                }
+            }
+        }
+
+        /// Cells read in place are the decoded values of the wanted columns (strings
+        /// borrowed), and a row fails to be read so exactly where decoding it fails.
+        #[test]
+        fn cells_read_in_place_equal_decoded_cells_and_fail_alike(
+            cells in prop::collection::vec(arb_cell(), 0..12),
+            mask in any::<u16>(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<u8>(),
+        ) {
+            let (schema, wanted, encodings) = encodings(cells, mask, cut, flip);
+            for bytes in encodings.iter().map(Vec::as_slice) {
+                let mut full = Vec::new();
+                let decoded = decode_row_into(bytes, &schema, &mut full);
+                let mut refs = vec![CellRef::Str("stale")];
+                let read = decode_row_refs_into(bytes, &schema, &wanted, &mut refs);
+                prop_assert_eq!(&decoded, &read);
+                if decoded.is_err() {
+                    continue;
+                }
+                let expected: Vec<&Value> =
+                    full.iter().zip(&wanted).filter(|(_, w)| **w).map(|(v, _)| v).collect();
+                prop_assert_eq!(refs.len(), expected.len());
+                for (got, want) in refs.iter().zip(expected) {
+                    match (got, want) {
+                        (CellRef::Str(s), Value::Str(w)) => prop_assert_eq!(*s, &**w),
+                        // NaN is not equal to itself: the bits are what must match.
+                        (CellRef::Value(Value::Float(a)), Value::Float(b)) => {
+                            prop_assert_eq!(a.to_bits(), b.to_bits());
+                        }
+                        (CellRef::Value(v), w) => prop_assert_eq!(v, w),
+                        (got, want) => prop_assert!(false, "{:?} read for {:?}", got, want),
+                    }
                 }
             }
         }

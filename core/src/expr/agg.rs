@@ -12,6 +12,7 @@ use super::prepare::{Compiled, Node, Rounding};
 use super::scope::Vars;
 use super::val::{Ctx, Val, describe};
 use crate::decimal::round2;
+use crate::row::CellRef;
 use crate::value::{Type, Value};
 
 impl fmt::Display for AggFunc {
@@ -67,6 +68,21 @@ impl PartialEq for Accumulator {
             && self.state == other.state
             && self.count == other.count
             && self.rounding == other.rounding
+    }
+}
+
+/// Folds `s` into a string min (`is_min`) or max `acc` when `on`.
+fn min_max_str(acc: &mut String, s: &str, is_min: bool, on: bool) {
+    // Quirk (spec §5.10): an empty accumulator is always replaced, and "" is never the min
+    // unless all values are "". Decision: an empty value therefore never replaces a non-empty
+    // min (the spec's stated outcome).
+    if on
+        && (acc.is_empty()
+            || (is_min && !s.is_empty() && s.as_bytes() < acc.as_bytes())
+            || (!is_min && s.as_bytes() > acc.as_bytes()))
+    {
+        acc.clear();
+        acc.push_str(s);
     }
 }
 
@@ -145,6 +161,62 @@ impl Accumulator {
         compiled.with_args(args, vars, ctx, |a| self.fold(*func, a, sep.as_deref()))
     }
 
+    /// Folds in one matching row of an aggregate whose argument is a bare field
+    /// ([`Compiled::aggregate_field`]), given that field's stored cell (`None` for `count()`):
+    /// the state [`Accumulator::update`] reaches on the decoded row, without building a
+    /// string argument (#25 item 3). On error the running state is left as it was; the error
+    /// may word a wrong argument differently, so a caller that reports errors re-runs
+    /// [`Accumulator::update`] for the message.
+    pub fn update_cell(
+        &mut self,
+        compiled: &Compiled,
+        cell: Option<&CellRef<'_>>,
+        rounding: Rounding,
+    ) -> Result<(), EvalError> {
+        let Node::Agg { func, sep, .. } = &compiled.root else {
+            return Err(EvalError::AggNotEnabled { func: self.func });
+        };
+        self.rounding = rounding;
+        let sep = sep.as_deref();
+        match cell {
+            None => self.fold(*func, &[], sep),
+            Some(CellRef::Value(v)) => self.fold(*func, &[Val::Ref(v)], sep),
+            Some(CellRef::Str(s)) => match (*func, &mut self.state, sep) {
+                (AggFunc::StringAgg, State::Unknown | State::Str(_), Some(sep)) => {
+                    self.append_str(s, sep, true);
+                    Ok(())
+                }
+                (AggFunc::Min | AggFunc::Max, state @ (State::Unknown | State::Str(_)), _) => {
+                    if let State::Unknown = state {
+                        *state = State::Str(String::new());
+                    }
+                    if let State::Str(acc) = state {
+                        min_max_str(acc, s, *func == AggFunc::Min, true);
+                    }
+                    Ok(())
+                }
+                // Anything else fails: the decoded path words the error.
+                _ => self.fold(*func, &[Val::Own(Value::str(s))], sep),
+            },
+        }
+    }
+
+    /// Appends `s` to a string_agg's text when `on` (after `sep` unless the text is empty).
+    fn append_str(&mut self, s: &str, sep: &str, on: bool) {
+        if let State::Unknown = self.state {
+            self.state = State::Str(String::new());
+        }
+        if let (State::Str(acc), true) = (&mut self.state, on) {
+            // Quirk (spec §5.10): separator only when the text so far is non-empty.
+            if acc.is_empty() {
+                self.count += 1;
+            } else {
+                acc.push_str(sep);
+            }
+            acc.push_str(s);
+        }
+    }
+
     fn type_changed(&self, v: &Value) -> EvalError {
         EvalError::AggTypeChanged {
             func: self.func,
@@ -197,18 +269,7 @@ impl Accumulator {
                         detail: format!("invalid argument {}", describe(&args[0])).into(),
                     });
                 };
-                if let State::Unknown = self.state {
-                    self.state = State::Str(String::new());
-                }
-                if let (State::Str(acc), true) = (&mut self.state, on) {
-                    // Quirk (spec §5.10): separator only when the text so far is non-empty.
-                    if acc.is_empty() {
-                        self.count += 1;
-                    } else {
-                        acc.push_str(sep);
-                    }
-                    acc.push_str(s);
-                }
+                self.append_str(s, sep, on);
                 Ok(())
             }
         }
@@ -320,17 +381,7 @@ impl Accumulator {
                 true
             }
             (State::Str(acc), Value::Str(s)) => {
-                // Quirk (spec §5.10): an empty accumulator is always replaced, and "" is never
-                // the min unless all values are "". Decision: an empty value therefore never
-                // replaces a non-empty min (the spec's stated outcome).
-                if on
-                    && (acc.is_empty()
-                        || (is_min && !s.is_empty() && s.as_bytes() < acc.as_bytes())
-                        || (!is_min && s.as_bytes() > acc.as_bytes()))
-                {
-                    acc.clear();
-                    acc.push_str(s);
-                }
+                min_max_str(acc, s, is_min, on);
                 true
             }
             _ => false,

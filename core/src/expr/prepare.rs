@@ -206,13 +206,41 @@ impl Compiled {
     /// (`r.x`): its value is that field's unchanged, so a writer may copy the field's
     /// stored cell instead of evaluating it.
     pub fn bare_field(&self) -> Option<(Alias, usize)> {
-        match &self.root {
-            Node::Field { alias, idx, .. } => {
-                let alias = *Alias::ALL.get(usize::from(*alias))?;
-                Some((alias, usize::try_from(*idx).ok()?))
+        field_slot(&self.root)
+    }
+
+    /// The argument of a root aggregate that reads one field and nothing else: `Some(None)`
+    /// for `count()`, `Some(Some(field))` for `sum(l.x)`, `min(l.x)`, … and
+    /// `string_agg(l.x, ",")` (its separator a literal): an accumulator may then be fed the
+    /// field's stored cell ([`super::Accumulator::update_cell`]). `None` for any other shape.
+    pub fn aggregate_field(&self) -> Option<Option<(Alias, usize)>> {
+        let Node::Agg { func, args, sep } = &self.root else {
+            return None;
+        };
+        if self.root_aggregate() != Some(*func) {
+            return None;
+        }
+        match (&**args, func) {
+            ([], AggFunc::Count) => Some(None),
+            ([x], AggFunc::Sum | AggFunc::Avg | AggFunc::Min | AggFunc::Max) => {
+                Some(Some(field_slot(x)?))
+            }
+            ([x, Node::Const(_)], AggFunc::StringAgg) if sep.is_some() => {
+                Some(Some(field_slot(x)?))
             }
             _ => None,
         }
+    }
+}
+
+/// The alias and slot of `node` when it is a field.
+fn field_slot(node: &Node) -> Option<(Alias, usize)> {
+    match node {
+        Node::Field { alias, idx, .. } => Some((
+            *Alias::ALL.get(usize::from(*alias))?,
+            usize::try_from(*idx).ok()?,
+        )),
+        _ => None,
     }
 }
 

@@ -287,3 +287,92 @@ proptest! {
         exercise(&toks.join(if spaced { " " } else { "" }));
     }
 }
+
+/// A value of column type `ty` from `n`, `text` and `small`, small numbers and short or
+/// empty strings often, so that aggregates tie, change and cross zero.
+fn column_value(ty: Type, n: i64, text: &str, small: bool) -> Value {
+    let n = if small { n % 7 } else { n };
+    match ty {
+        Type::String => Value::str(if small {
+            &text[..text.char_indices().nth(2).map_or(text.len(), |(i, _)| i)]
+        } else {
+            text
+        }),
+        Type::Int => Value::Int(n),
+        Type::Float => Value::Float(n as f64 / 8.0),
+        Type::Bool => Value::Bool(n & 1 == 1),
+        Type::DateTime => Value::Time(crate::value::Time::from_unix_millis(n >> 2)),
+        Type::Decimal2 => Value::Decimal(rust_decimal::Decimal::new(n >> 12, 2)),
+    }
+}
+
+proptest! {
+    /// An accumulator fed a bare field's cells (strings borrowed) reaches the state, the
+    /// final value and the failures that evaluating the decoded rows reaches, for every
+    /// aggregate of that shape over every column type.
+    #[test]
+    fn aggregates_fed_cells_equal_aggregates_fed_rows(
+        column in 0usize..6,
+        func in prop::sample::select(&["count()", "sum", "avg", "min", "max", "string_agg"][..]),
+        rows in prop::collection::vec((any::<i64>(), any::<String>(), any::<bool>()), 0..24),
+    ) {
+        let (name, ty) = [
+            ("i", Type::Int),
+            ("f", Type::Float),
+            ("d", Type::Decimal2),
+            ("s", Type::String),
+            ("b", Type::Bool),
+            ("t", Type::DateTime),
+        ][column];
+        let src = match func {
+            "count()" => func.to_owned(),
+            "string_agg" => format!("string_agg(r.{name}, \"; \")"),
+            f => format!("{f}(r.{name})"),
+        };
+        let c = prepare(&parse(&src).unwrap(), &scope()).unwrap();
+        let arg = c.aggregate_field().unwrap();
+        let slot = scope().resolve("r", name).unwrap().1;
+        prop_assert_eq!(arg, (func != "count()").then_some((Alias::R, slot)));
+        let mut by_row = c.new_accumulator().unwrap();
+        let mut by_cell = by_row.clone();
+        let mut r = row();
+        for (n, text, small) in &rows {
+            let v = column_value(ty, *n, text, *small);
+            r[slot] = v.clone();
+            let a = by_row.update(&c, &Vars::new().with(Alias::R, &r), Rounding::To2);
+            let cell = match &v {
+                Value::Str(s) => crate::row::CellRef::Str(s),
+                v => crate::row::CellRef::Value(v.clone()),
+            };
+            let b = by_cell.update_cell(&c, arg.map(|_| &cell), Rounding::To2);
+            prop_assert_eq!(a.is_ok(), b.is_ok(), "{} on {:?}", src, v);
+            prop_assert_eq!(&by_row, &by_cell, "{} on {:?}", src, v);
+            prop_assert_eq!(by_row.heap_bytes(), by_cell.heap_bytes());
+        }
+        prop_assert_eq!(by_row.finish(), by_cell.finish());
+    }
+}
+
+#[test]
+fn only_aggregates_of_one_bare_field_read_cells() {
+    let sc = scope();
+    let arg = |src: &str| {
+        prepare(&parse(src).unwrap(), &sc)
+            .unwrap()
+            .aggregate_field()
+    };
+    let s = sc.resolve("r", "s").unwrap().1;
+    assert_eq!(arg("count()"), Some(None));
+    assert_eq!(arg("max(r.s)"), Some(Some((Alias::R, s))));
+    assert_eq!(arg("string_agg(r.s, \",\")"), Some(Some((Alias::R, s))));
+    for other in [
+        "sum(r.i + 1)",
+        "sum_if(r.i, r.b)",
+        "count_if(r.b)",
+        "string_agg_if(r.s, \",\", r.b)",
+        "r.s",
+        "len(r.s)",
+    ] {
+        assert_eq!(arg(other), None, "{other}");
+    }
+}

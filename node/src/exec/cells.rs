@@ -3,20 +3,23 @@
 //! fields are a bare `r.x` or `l.y`: evaluating one clones the decoded value, encoding copies
 //! it back into bytes, and the row's drop releases it. A [`CellPlan`] copies such a field's
 //! cell from the encoded row it came from instead, so a right row's copied strings are never
-//! built. Only rows that do not outlive their page are treated so: the left page and the
-//! compact right side hold the bytes until the rows are written.
+//! built. A grouped lookup's [`GroupCells`] feeds its aggregates the right rows' cells read in
+//! place, strings borrowed. Only rows that do not outlive their page are treated so: the left
+//! page and the compact right side hold the bytes until the rows are written.
 
-use plexus_core::expr::{Alias, Rounding, Vars};
+use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
 use plexus_core::plan::{JoinType, Plan, Writer};
-use plexus_core::row::{RowError, copy_cell, encode_cell, encode_header};
+use plexus_core::row::{
+    CellRef, RowError, copy_cell, decode_row_refs_into, encode_cell, encode_header,
+};
 use plexus_core::value::{Type, Value};
 
 use super::compiled::{LookupStage, OutField, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::lookup::{Bufs, unmatched_row};
+use super::lookup::{Bufs, grouped_row, unmatched_row};
 use super::right::RightIndex;
-use super::scan::{Page, Scan};
-use super::write::{RowWriter, eval_field, field_err};
+use super::scan::{Page, Scan, decode_projected};
+use super::write::{RowWriter, check_type, eval_field, field_err};
 
 /// Where one output field's cell comes from.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +189,162 @@ pub(crate) fn emit_cells(
             };
             w.push_encoded(|buf| plan.encode(out, buf, left, right, &loc))?;
         }
+    }
+    Ok(())
+}
+
+/// How a grouped lookup over a compact right side folds its matches from their cells
+/// (#25 item 3): when every aggregate is `count()` or reads one bare `l.*` field
+/// ([`plexus_core::expr::Compiled::aggregate_field`]) and no other field reads `l.*`, a
+/// matched right row builds no value. It is read once, in place, each aggregate fed its
+/// field's cell (a string borrowed from the side's bytes); the other fields are evaluated from
+/// the left row.
+#[derive(Debug)]
+pub(crate) struct GroupCells {
+    /// Per output field: `Some` for an aggregate, holding the position among the cells read
+    /// of the column it reads (`None` for `count()`); `None` for a field of the left row alone.
+    args: Vec<Option<Option<usize>>>,
+    /// The right columns the aggregates read.
+    wanted: Vec<bool>,
+    /// The right columns to decode before the fold: those the filter reads.
+    pub(crate) right_needed: Vec<bool>,
+}
+
+impl GroupCells {
+    /// The plan for lookup `l` writing `out`, or `None` when the lookup does not group or a
+    /// field is of another shape.
+    pub(crate) fn new(l: &LookupStage, out: &TableOut) -> Option<Self> {
+        if !l.group {
+            return None;
+        }
+        let mut wanted = vec![false; l.types.len()];
+        let mut read = Vec::with_capacity(out.fields.len());
+        for f in &out.fields {
+            read.push(match (&f.agg, f.expr.aggregate_field()) {
+                (Some(_), Some(None)) => Some(None),
+                (Some(_), Some(Some((Alias::L, c)))) => {
+                    *wanted.get_mut(c)? = true;
+                    Some(Some(c))
+                }
+                (None, _) if !f.refs_lookup => None,
+                _ => return None,
+            });
+        }
+        // Cells come in column order: a column's position is the wanted ones before it.
+        let position = |c: usize| wanted[..c].iter().filter(|w| **w).count();
+        Some(Self {
+            args: read
+                .into_iter()
+                .map(|a| a.map(|c| c.map(position)))
+                .collect(),
+            wanted,
+            right_needed: columns_read(l, std::iter::empty())?,
+        })
+    }
+
+    /// The grouped row of `left` over `matches` (rows of `ix` at `at`) into `row`, the state of
+    /// each aggregate in `accs`, each row's cells read into `cells`; `None` on any error,
+    /// which the caller has the decoded rows report.
+    #[allow(clippy::too_many_arguments)]
+    fn fold<'ix>(
+        &self,
+        (l, out): (&LookupStage, &TableOut),
+        ix: &'ix RightIndex,
+        left: &[Value],
+        (at, matches): (&[usize], &[usize]),
+        cells: &mut Vec<CellRef<'ix>>,
+        accs: &mut Vec<Option<Accumulator>>,
+        row: &mut Vec<Value>,
+    ) -> Option<()> {
+        accs.clear();
+        accs.extend(out.fields.iter().map(|f| f.agg.clone()));
+        for &nr in matches {
+            let bytes = ix.encoded(*at.get(nr)?)?;
+            decode_row_refs_into(bytes, &l.types, &self.wanted, cells).ok()?;
+            for ((f, acc), arg) in out.fields.iter().zip(accs.iter_mut()).zip(&self.args) {
+                if let (Some(a), Some(arg)) = (acc, arg) {
+                    let cell = match *arg {
+                        Some(i) => Some(cells.get(i)?),
+                        None => None,
+                    };
+                    a.update_cell(&f.expr, cell, Rounding::To2).ok()?;
+                }
+            }
+        }
+        // The other fields read no `l.*` field: the left row alone gives their value
+        // (evaluated as the last match's, without intermediate rounding, spec §5.10).
+        let vars = Vars::new().with(Alias::R, left);
+        row.clear();
+        for (f, acc) in out.fields.iter().zip(accs.iter()) {
+            let v = match acc {
+                Some(a) => a.finish().ok()?,
+                None => f.expr.eval(&vars, Rounding::None).ok()?,
+            };
+            check_type(&v, f.ty).ok()?;
+            row.push(v);
+        }
+        Some(())
+    }
+}
+
+/// Step 4 of a grouped lookup over a compact right side with a [`GroupCells`]: the output
+/// rows of the page's left rows in page order, as [`super::lookup`]'s `emit` writes them.
+/// A row the cells cannot fold (any error) is folded again from its decoded matches, which
+/// report the error as the field-by-field definition does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_grouped_cells(
+    page: &Page,
+    scan: &Scan<'_>,
+    (l, right_name): (&LookupStage, &str),
+    out: &TableOut,
+    plan: &GroupCells,
+    w: &mut RowWriter<'_>,
+    ix: &RightIndex,
+    bf: &mut Bufs,
+) -> Result<(), BatchErrorKind> {
+    let mut cells = Vec::new();
+    for (i, (rowid, _)) in page.iter().enumerate() {
+        let loc = || scan.loc(rowid);
+        w.input(rowid);
+        let k = bf.key_of_left[i];
+        let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
+        let left = &bf.left[i];
+        if matches.is_empty() {
+            if l.join_type == JoinType::Left {
+                unmatched_row(out, true, left, &mut bf.row, &loc)?;
+                w.push(&bf.row, &loc)?;
+            }
+            continue;
+        }
+        let folded = plan.fold(
+            (l, out),
+            ix,
+            left,
+            (&bf.right_at, matches),
+            &mut cells,
+            &mut bf.accs,
+            &mut bf.row,
+        );
+        if folded.is_none() {
+            let mut right = Vec::with_capacity(matches.len());
+            for &nr in matches {
+                let ri = *bf
+                    .right_at
+                    .get(nr)
+                    .ok_or(Inconsistency::Broken("grouped lookup match past its rows"))?;
+                let (Some(bytes), Some(&right_rowid)) = (ix.encoded(ri), ix.rowids.get(ri)) else {
+                    return Err(
+                        Inconsistency::Broken("hash join index points past its rows").into(),
+                    );
+                };
+                let mut values = Vec::new();
+                decode_projected(bytes, &l.types, &[], &mut values, right_name, right_rowid)?;
+                right.push(values);
+            }
+            let all: Vec<usize> = (0..right.len()).collect();
+            grouped_row(out, left, &right, &all, &mut bf.accs, &mut bf.row, &loc)?;
+        }
+        w.push(&bf.row, &loc)?;
     }
     Ok(())
 }

@@ -16,7 +16,10 @@ use plexus_core::value::Value;
 
 use super::batch::{BatchRun, BatchStats};
 use super::cache::cache_key;
-use super::cells::{CellPlan, covers, emit_cells, right_columns_read, side_columns_read};
+use super::cells::{
+    CellPlan, GroupCells, covers, emit_cells, emit_grouped_cells, right_columns_read,
+    side_columns_read,
+};
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
@@ -37,17 +40,21 @@ pub(crate) struct Lookup {
     pub(crate) out: TableOut,
     /// Output rows encoded from their inputs' cells, where the writer allows it.
     pub(crate) cells: Option<CellPlan>,
+    /// Grouped rows folded from the right rows' cells, where the fields allow it.
+    pub(crate) grouped: Option<GroupCells>,
 }
 
 impl Lookup {
-    /// The processor of a lookup, with its [`CellPlan`] when one applies.
+    /// The processor of a lookup, with its [`CellPlan`] or [`GroupCells`] when one applies.
     pub(crate) fn new(input: TableInput, stage: LookupStage, out: TableOut) -> Self {
         let cells = CellPlan::new(&input.types, &stage, &out);
+        let grouped = GroupCells::new(&stage, &out);
         Self {
             input,
             stage,
             out,
             cells,
+            grouped,
         }
     }
 }
@@ -81,7 +88,8 @@ pub(crate) struct Bufs {
     /// Index into `right` of each fetched rowid; `None` for orphans and filtered-out rows.
     fetched: Vec<Option<usize>>,
     pub(crate) right: Vec<Vec<Value>>,
-    /// With a [`CellPlan`], the position in the compact side of each row of `right`.
+    /// With a [`CellPlan`] or [`GroupCells`], the position in the compact side of each row
+    /// of `right`.
     pub(crate) right_at: Vec<usize>,
     /// With a [`CellPlan`], the cell boundaries of each row of `right`.
     pub(crate) right_spans: Vec<Vec<u32>>,
@@ -90,7 +98,7 @@ pub(crate) struct Bufs {
     pub(crate) match_items: Vec<usize>,
     pub(crate) row: Vec<Value>,
     /// Accumulators of a grouped row, one slot per output field (see [`grouped_row`]).
-    accs: Vec<Option<Accumulator>>,
+    pub(crate) accs: Vec<Option<Accumulator>>,
     /// The right columns the lookup reads (see [`right_columns_read`]): right rows decoded
     /// per window build only these.
     needed: Vec<bool>,
@@ -173,9 +181,9 @@ fn run_lookup(
         ensure_len(&mut bf.keys, n);
         let lookup_start = Instant::now();
         // Output rows copy cells only from a compact side, which holds its rows encoded.
-        let cells = match &side {
-            RightSide::Index(ix) if ix.compact => p.cells.as_ref(),
-            _ => None,
+        let (cells, grouped) = match &side {
+            RightSide::Index(ix) if ix.compact => (p.cells.as_ref(), p.grouped.as_ref()),
+            _ => (None, None),
         };
         if cells.is_some() {
             ensure_len(&mut bf.left_spans, n);
@@ -220,10 +228,21 @@ fn run_lookup(
                 continue;
             }
             RightSide::Index(ix) if ix.compact => {
-                compact_matches(ix, l, &right_name, bf, n, cells)?;
+                let kept = match (cells, grouped) {
+                    (Some(plan), _) => Kept::Spans(&plan.right_needed),
+                    (_, Some(plan)) => Kept::Positions(&plan.right_needed),
+                    _ => Kept::Decoded,
+                };
+                compact_matches(ix, l, &right_name, bf, n, kept)?;
                 if let Some(plan) = cells {
                     stats.lookup += lookup_start.elapsed();
                     emit_cells(&window, &scan, l, out, plan, w, ix, bf)?;
+                    continue;
+                }
+                if let Some(plan) = grouped {
+                    stats.lookup += lookup_start.elapsed();
+                    let (l, right) = (l, right_name.as_str());
+                    emit_grouped_cells(&window, &scan, (l, right), out, plan, w, ix, bf)?;
                     continue;
                 }
             }
@@ -306,18 +325,30 @@ fn hash_matches(
     Ok(())
 }
 
+/// What [`compact_matches`] keeps of each matched right row.
+#[derive(Clone, Copy)]
+enum Kept<'a> {
+    /// The row decoded in the lookup's columns (`Bufs::needed`).
+    Decoded,
+    /// The row decoded in these columns, its position in the side and its cell boundaries:
+    /// a [`CellPlan`] copies its other cells.
+    Spans(&'a [bool]),
+    /// The row decoded in these columns (not at all when there are none and no filter) and
+    /// its position: a [`GroupCells`] reads the row itself.
+    Positions(&'a [bool]),
+}
+
 /// Hash join over a compact index: like [`hash_matches`], decoding each match into
-/// `bf.right`. A key repeated in the window reuses its first occurrence's decoded matches, so
-/// each right row is decoded once per window, not once per matching left row. With `cells`,
-/// only the columns it evaluates are built, and each row's position and cell boundaries are
-/// kept for copying.
+/// `bf.right` as `kept` says. A key repeated in the window reuses its first occurrence's
+/// decoded matches, so each right row is decoded once per window, not once per matching
+/// left row.
 fn compact_matches(
     ix: &RightIndex,
     l: &LookupStage,
     right_name: &str,
     bf: &mut Bufs,
     n: usize,
-    cells: Option<&CellPlan>,
+    kept: Kept<'_>,
 ) -> Result<(), BatchErrorKind> {
     bf.key_of_left.clear();
     bf.key_of_left.extend(0..n);
@@ -345,14 +376,24 @@ fn compact_matches(
                         Inconsistency::Broken("hash join index points past its rows").into(),
                     );
                 };
-                let (needed, spans) = match cells {
-                    Some(plan) => {
+                let (needed, spans) = match kept {
+                    Kept::Decoded => (bf.needed.as_slice(), None),
+                    Kept::Spans(columns) => {
                         ensure_len(&mut bf.right_at, nr + 1);
                         ensure_len(&mut bf.right_spans, nr + 1);
                         bf.right_at[nr] = ri;
-                        (&plan.right_needed, Some(&mut bf.right_spans[nr]))
+                        (columns, Some(&mut bf.right_spans[nr]))
                     }
-                    None => (&bf.needed, None),
+                    Kept::Positions(columns) => {
+                        ensure_len(&mut bf.right_at, nr + 1);
+                        bf.right_at[nr] = ri;
+                        if l.filter.is_none() && !columns.contains(&true) {
+                            bf.match_items.push(nr);
+                            nr += 1;
+                            continue;
+                        }
+                        (columns, None)
+                    }
                 };
                 if decode_right(
                     l,
@@ -670,7 +711,7 @@ pub(crate) fn unmatched_row(
 /// is evaluated once, since every match gives it the same value. Any error falls back to
 /// [`grouped_row_by_field`], the field-by-field definition, so the error reported is the one
 /// it reports (the first failing field, not the first failing match).
-fn grouped_row(
+pub(crate) fn grouped_row(
     out: &TableOut,
     left: &[Value],
     right: &[Vec<Value>],
