@@ -16,10 +16,10 @@ use plexus_core::value::{Type, Value};
 
 use super::compiled::{LookupStage, OutField, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::lookup::{Bufs, grouped_row, unmatched_row};
+use super::lookup::{Bufs, finish_grouped_row, grouped_row, unmatched_row};
 use super::right::RightIndex;
 use super::scan::{Page, Scan, decode_projected};
-use super::write::{RowWriter, check_type, eval_field, field_err};
+use super::write::{RowWriter, eval_field, field_err};
 
 /// Where one output field's cell comes from.
 #[derive(Debug, Clone, Copy)]
@@ -271,19 +271,9 @@ impl GroupCells {
                 }
             }
         }
-        // The other fields read no `l.*` field: the left row alone gives their value
-        // (evaluated as the last match's, without intermediate rounding, spec §5.10).
-        let vars = Vars::new().with(Alias::R, left);
+        // The other fields read no `l.*` field: the left row alone gives their value.
         row.clear();
-        for (f, acc) in out.fields.iter().zip(accs.iter()) {
-            let v = match acc {
-                Some(a) => a.finish().ok()?,
-                None => f.expr.eval(&vars, Rounding::None).ok()?,
-            };
-            check_type(&v, f.ty).ok()?;
-            row.push(v);
-        }
-        Some(())
+        finish_grouped_row(out, accs, &Vars::new().with(Alias::R, left), row)
     }
 }
 

@@ -760,10 +760,22 @@ fn grouped_row_one_pass(
     let vars = Vars::new()
         .with(Alias::R, left)
         .with(Alias::L, right.get(last)?);
-    for (f, acc) in out.fields.iter().zip(accs.iter()) {
+    finish_grouped_row(out, accs, &vars, row)
+}
+
+/// Appends to `row` each field of a grouped row: an aggregate's final value from `accs`, any
+/// other field evaluated over `vars` (the last match's) without intermediate rounding (spec
+/// §5.10); `None` on any error or a value of another type than the field's.
+pub(crate) fn finish_grouped_row(
+    out: &TableOut,
+    accs: &[Option<Accumulator>],
+    vars: &Vars<'_>,
+    row: &mut Vec<Value>,
+) -> Option<()> {
+    for (f, acc) in out.fields.iter().zip(accs) {
         let v = match acc {
             Some(a) => a.finish().ok()?,
-            None => f.expr.eval(&vars, Rounding::None).ok()?,
+            None => f.expr.eval(vars, Rounding::None).ok()?,
         };
         check_type(&v, f.ty).ok()?;
         row.push(v);
