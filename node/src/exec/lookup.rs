@@ -241,7 +241,7 @@ fn run_lookup(
                 }
                 if let Some(plan) = grouped {
                     stats.lookup += lookup_start.elapsed();
-                    let (l, right) = (l, right_name.as_str());
+                    let right = right_name.as_str();
                     emit_grouped_cells(&window, &scan, (l, right), out, plan, w, ix, bf)?;
                     continue;
                 }
