@@ -278,13 +278,7 @@ fn decode_cells(
         out.reserve(schema.len());
     }
     let mut r = Reader { bytes, pos: 0 };
-    let stored = r.varint(schema.len())?;
-    if stored != schema.len() as u64 {
-        return Err(RowError::ColumnCount {
-            expected: schema.len(),
-            stored,
-        });
-    }
+    r.header(schema.len())?;
     if let Some(spans) = spans.as_deref_mut() {
         spans.clear();
         spans.push(offset(r.pos)?);
@@ -310,10 +304,7 @@ fn decode_cells(
             spans.push(offset(r.pos)?);
         }
     }
-    match bytes.len() - r.pos {
-        0 => Ok(()),
-        extra => Err(RowError::TrailingBytes { extra }),
-    }
+    r.end()
 }
 
 /// Appends to `out` the encoded row `bytes` with every column `needed` does not mark (a
@@ -344,13 +335,7 @@ fn project_cells(
     out: &mut Vec<u8>,
 ) -> Result<(), RowError> {
     let mut r = Reader { bytes, pos: 0 };
-    let stored = r.varint(schema.len())?;
-    if stored != schema.len() as u64 {
-        return Err(RowError::ColumnCount {
-            expected: schema.len(),
-            stored,
-        });
-    }
+    r.header(schema.len())?;
     out.extend_from_slice(&bytes[..r.pos]);
     for (column, &ty) in schema.iter().enumerate() {
         let start = r.pos;
@@ -368,10 +353,7 @@ fn project_cells(
             out.push(0);
         }
     }
-    match bytes.len() - r.pos {
-        0 => Ok(()),
-        extra => Err(RowError::TrailingBytes { extra }),
-    }
+    r.end()
 }
 
 /// A position in an encoded row as a span boundary: rows are far below 4 GiB (a store page
@@ -405,13 +387,7 @@ pub fn decode_row_refs_into<'a>(
 ) -> Result<(), RowError> {
     out.clear();
     let mut r = Reader { bytes, pos: 0 };
-    let stored = r.varint(schema.len())?;
-    if stored != schema.len() as u64 {
-        return Err(RowError::ColumnCount {
-            expected: schema.len(),
-            stored,
-        });
-    }
+    r.header(schema.len())?;
     for (column, &ty) in schema.iter().enumerate() {
         let want = wanted.get(column).copied().unwrap_or(false);
         match ty {
@@ -423,10 +399,7 @@ pub fn decode_row_refs_into<'a>(
             }
         }
     }
-    match bytes.len() - r.pos {
-        0 => Ok(()),
-        extra => Err(RowError::TrailingBytes { extra }),
-    }
+    r.end()
 }
 
 /// Decodes the cell of `column` (of type `ty`) at the reader's position.
@@ -462,6 +435,26 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// Reads a row's column count and checks it against the schema's `columns`.
+    fn header(&mut self, columns: usize) -> Result<(), RowError> {
+        let stored = self.varint(columns)?;
+        if stored != columns as u64 {
+            return Err(RowError::ColumnCount {
+                expected: columns,
+                stored,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that the row ends at the position: no bytes after its last cell.
+    fn end(&self) -> Result<(), RowError> {
+        match self.bytes.len() - self.pos {
+            0 => Ok(()),
+            extra => Err(RowError::TrailingBytes { extra }),
+        }
+    }
+
     /// The next `n` bytes, or `None` if fewer remain.
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
