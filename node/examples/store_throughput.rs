@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use plexus_node::store::{
-    EmbeddedStore, IndexKind, IndexSpec, RowWrite, Store, TableRef, TableSpec, WriteMode,
+    EmbeddedStore, IndexKind, IndexSpec, RowWrite, Share, Store, TableRef, TableSpec, WriteMode,
 };
 
 /// splitmix64: cheap, deterministic "hash" rowids over the whole i64 range.
@@ -114,7 +114,8 @@ fn main() -> Result<()> {
                     while start < n {
                         let rows: Vec<RowWrite> =
                             (start..(start + batch).min(n)).map(make_row).collect();
-                        let report = store.write_rows(ks, spec, &rows, WriteMode::Insert)?;
+                        let report =
+                            store.write_rows(ks, spec, Share::WHOLE, &rows, WriteMode::Insert)?;
                         anyhow::ensure!(report.duplicates.is_empty(), "unexpected duplicates");
                         done += report.rows_written as u64;
                         start += threads * batch;

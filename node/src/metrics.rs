@@ -25,8 +25,8 @@ use prometheus_client::registry::Registry;
 use crate::console::guard::{HttpGuard, is_state_change};
 use crate::console::{Console, HttpRequest, HttpResponse};
 use crate::store::{
-    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef, TableSpec,
-    WriteMode, WriteReport,
+    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Share, Store, StoreError, TableRef,
+    TableSpec, WriteMode, WriteReport,
 };
 
 /// Labels of the per-node-type batch metrics.
@@ -714,12 +714,35 @@ impl Store for MeteredStore {
         &self,
         keyspace: &str,
         spec: &TableSpec,
+        share: Share,
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
         self.timed("write", || {
-            self.inner.write_rows(keyspace, spec, rows, mode)
+            self.inner.write_rows(keyspace, spec, share, rows, mode)
         })
+    }
+    fn share_begins(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+    ) -> Result<(), StoreError> {
+        self.timed("write", || {
+            self.inner.share_begins(keyspace, spec, batch, share)
+        })
+    }
+    fn share_ends(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+        completed: bool,
+    ) {
+        self.inner
+            .share_ends(keyspace, spec, batch, share, completed);
     }
     fn get_rows(
         &self,

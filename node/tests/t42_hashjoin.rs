@@ -23,7 +23,7 @@ use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
     DEFAULT_POINT_READ_DIVISOR, ExecContext, execute, prepare_node, table_spec,
 };
-use plexus_node::store::{EmbeddedStore, Store, TableRef, WriteMode};
+use plexus_node::store::{EmbeddedStore, Share, Store, TableRef, WriteMode};
 
 const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
@@ -102,7 +102,7 @@ fn seed(
         writes.push(row_write(schema, *rowid, r)?);
     }
     Ok(store
-        .write_rows(KS, &spec, &writes, WriteMode::Insert)?
+        .write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?
         .duplicates
         .len())
 }
@@ -989,7 +989,13 @@ fn a_damaged_string_in_a_right_row_fails_the_lookup_built_or_only_checked() -> R
     for (label, ledger_rows) in [("decoded", items), ("compact", 10 * items)] {
         let (_d, store) = seeded_with_items(&plan, &extra)?;
         let spec = source_spec_as(&plan, "items", "items", SRC);
-        store.write_rows(KS, &spec, std::slice::from_ref(&damaged), WriteMode::Insert)?;
+        store.write_rows(
+            KS,
+            &spec,
+            Share::WHOLE,
+            std::slice::from_ref(&damaged),
+            WriteMode::Insert,
+        )?;
         let mut ctx = ExecContext::new(store.clone()).with_hash_join_limits(1 << 30, limit);
         ctx.build_threads = 1;
         let err = run_node_with_rows(

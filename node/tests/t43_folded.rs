@@ -20,7 +20,7 @@ use plexus_core::plan::{
 use plexus_core::task::BatchTask;
 use plexus_core::value::{Type, Value};
 use plexus_node::exec::{ExecContext, execute, prepare_node, table_spec};
-use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, RowidRange, Store, WriteMode};
+use plexus_node::store::{CqlConfig, CqlStore, EmbeddedStore, RowidRange, Share, Store, WriteMode};
 use plexus_testkit::cql::CqlDouble;
 use plexus_testkit::seed::Rng;
 use plexus_testkit::usage::cpu_seconds;
@@ -193,7 +193,7 @@ fn write(store: &dyn Store, plan: &Plan, table: &str, rows: &[(i64, Vec<Value>)]
         for (rowid, r) in chunk {
             writes.push(row_write(schema, *rowid, r)?);
         }
-        store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+        store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
     }
     Ok(())
 }
@@ -925,7 +925,7 @@ fn a_damaged_right_row_fails_the_fold_as_before() -> Result<()> {
         .context("the marker is in the encoded row")?;
     rw.row[at..at + 4].copy_from_slice(&[0xff; 4]);
     let spec = source_spec(&plan, "rights", SRC);
-    store.write_rows(KS, &spec, &[rw], WriteMode::Insert)?;
+    store.write_rows(KS, &spec, Share::WHOLE, &[rw], WriteMode::Insert)?;
     let mut hash = fold_ctx(&store, 1);
     hash.fold_grouped_lookups = false;
     let want = error_of(store.as_ref(), &hash, &plan, "damaged", 2)?;
@@ -982,11 +982,11 @@ fn many_rights(rows: u64, keys: u64) -> Result<(Plan, tempfile::TempDir, Arc<dyn
         ];
         writes.push(row_write(schema, rng.below(u64::MAX) as i64, &row)?);
         if writes.len() == 5000 {
-            store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+            store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
             writes.clear();
         }
     }
-    store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+    store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
     let lefts: Vec<(i64, Vec<Value>)> = (0..20)
         .map(|n| {
             (

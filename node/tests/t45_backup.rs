@@ -30,8 +30,8 @@ use plexus_node::metrics::{Metrics, NodeTypeLabels};
 use plexus_node::seal::TaskSealer;
 use plexus_node::start_run::{RunStart, start_run};
 use plexus_node::store::{
-    EmbeddedStore, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef,
-    TableSpec, WriteMode, WriteReport,
+    EmbeddedStore, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Share, Store, StoreError,
+    TableRef, TableSpec, WriteMode, WriteReport,
 };
 use plexus_node::worker::{Executor, ExecutorSettings, NoSink, Scope};
 use plexus_raft::{Command, Event, NodeBatchStatus, RunOutcome};
@@ -103,10 +103,31 @@ impl Store for SlowStore {
         &self,
         keyspace: &str,
         spec: &TableSpec,
+        share: Share,
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
-        self.inner.write_rows(keyspace, spec, rows, mode)
+        self.inner.write_rows(keyspace, spec, share, rows, mode)
+    }
+    fn share_begins(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+    ) -> Result<(), StoreError> {
+        self.inner.share_begins(keyspace, spec, batch, share)
+    }
+    fn share_ends(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+        completed: bool,
+    ) {
+        self.inner
+            .share_ends(keyspace, spec, batch, share, completed);
     }
     fn get_rows(
         &self,

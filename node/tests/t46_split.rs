@@ -26,7 +26,7 @@ use plexus_core::value::{Type, Value};
 use plexus_node::exec::{Cancel, ExecContext, execute, execute_part, prepare_node, table_spec};
 use plexus_node::pycalc::{PyPool, PyPoolConfig};
 use plexus_node::store::{
-    CqlConfig, CqlStore, EmbeddedStore, IndexKind, RowidRange, Store, TableRef, WriteMode,
+    CqlConfig, CqlStore, EmbeddedStore, IndexKind, RowidRange, Share, Store, TableRef, WriteMode,
 };
 use plexus_testkit::cql::CqlDouble;
 use plexus_testkit::seed::Rng;
@@ -270,7 +270,7 @@ fn write(store: &dyn Store, plan: &Plan, table: &str, rows: &[(i64, Vec<Value>)]
             .iter()
             .map(|(rowid, r)| row_write(schema, *rowid, r))
             .collect::<Result<Vec<_>>>()?;
-        store.write_rows(KS, &spec, &writes, WriteMode::Insert)?;
+        store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::processor::Processor;
 use super::write::{RowWriter, write_table};
 use crate::files::{FileError, open_batch_source};
+use crate::store::Share;
 
 /// Rows taken from the file per chunk.
 const CHUNK_ROWS: usize = 1000;
@@ -32,7 +33,8 @@ impl Processor for FileTable {
             .reader
             .batch_input(b.task.batch_idx)
             .map_or(b.task.batch_idx, |i| i.url_idx);
-        write_table(b, &self.out, row_batch, stats, |w, stats| {
+        let share = Share::of_file_batch(b.task.batch_idx);
+        write_table(b, &self.out, row_batch, share, stats, |w, stats| {
             run(b, &self.reader, &self.out, w, stats)
         })
     }

@@ -19,7 +19,7 @@ use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use crate::store::{
-    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, Slices, Store, StoreError, TableRef,
+    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, Share, Slices, Store, StoreError, TableRef,
     TableSpec, WriteMode,
 };
 
@@ -214,6 +214,8 @@ pub(crate) struct RowWriter<'a> {
     seed: u64,
     /// The batch being written, stored with every row.
     batch_idx: u32,
+    /// The share of the batch this execution writes.
+    share: Share,
     /// Sequence number of the next row: its position among the rows the batch writes, in
     /// deterministic read order, so that re-running the batch rewrites the same rowids.
     seq: u64,
@@ -237,14 +239,15 @@ pub(crate) struct RowWriter<'a> {
 }
 
 impl<'a> RowWriter<'a> {
-    /// A writer of batch `b` for `out` into `spec` with rowids from `seed`, storing
-    /// `batch_idx` with every row.
+    /// A writer of `share` of batch `b` for `out` into `spec` with rowids from `seed`,
+    /// storing `batch_idx` with every row.
     pub(crate) fn new(
         b: &'a BatchRun<'_>,
         spec: TableSpec,
         out: &'a TableOut,
         seed: u64,
         batch_idx: u32,
+        share: Share,
     ) -> Self {
         Self {
             store: b.ctx.store.as_ref(),
@@ -254,6 +257,7 @@ impl<'a> RowWriter<'a> {
             out,
             seed,
             batch_idx,
+            share,
             seq: 0,
             given: None,
             slicing: None,
@@ -422,7 +426,7 @@ impl<'a> RowWriter<'a> {
         let rows = &self.pending[..self.used];
         let report = self
             .store
-            .write_rows(self.keyspace, &self.spec, rows, self.out.mode)
+            .write_rows(self.keyspace, &self.spec, self.share, rows, self.out.mode)
             .map_err(BatchErrorKind::store("write_rows"))?;
         self.rows_written += report.rows_written as u64;
         self.bytes_written += rows.iter().map(|r| r.row.len() as u64).sum::<u64>();
@@ -517,32 +521,47 @@ pub(crate) fn write_table_reader(
 ) -> Result<(), BatchErrorKind> {
     let range = RowidRange::for_batch(b.task.batch_idx, b.task.batches_total)
         .map_err(BatchErrorKind::store("scan_batch"))?;
-    write_table(b, out, b.task.batch_idx, stats, |w, stats| {
-        w.slice_by_input(range);
-        f(w, stats)
-    })
+    write_table(
+        b,
+        out,
+        b.task.batch_idx,
+        Share::of_slices(b.part),
+        stats,
+        |w, stats| {
+            w.slice_by_input(range);
+            f(w, stats)
+        },
+    )
 }
 
-/// Runs `f` with the writer of the batch's table, then flushes it and records the write
-/// figures in `stats`. `row_batch` is the batch index stored with the rows and seeding their
-/// rowids. Rows computed before an error are still written, as Capillaries' asynchronous
-/// writes are (spec §7.1), except after a cancel; the first error wins.
+/// Runs `f` with the writer of `share` of the batch's table, then flushes it and records the
+/// write figures in `stats`. `row_batch` is the batch index stored with the rows and seeding
+/// their rowids. Rows computed before an error are still written, as Capillaries' asynchronous
+/// writes are (spec §7.1), except after a cancel; the first error wins. What earlier
+/// executions of the share wrote is dropped first ([`Store::share_begins`]), so the table ends
+/// holding this execution's rows of the share only.
 pub(crate) fn write_table(
     b: &BatchRun<'_>,
     out: &TableOut,
     row_batch: u32,
+    share: Share,
     stats: &mut BatchStats,
     f: impl FnOnce(&mut RowWriter<'_>, &mut BatchStats) -> Result<(), BatchErrorKind>,
 ) -> Result<(), BatchErrorKind> {
     let spec = table_spec(b.plan, &b.task.node, b.task.run_id).ok_or(BatchErrorKind::Internal(
         Inconsistency::Broken("node has no table writer in the plan"),
     ))?;
+    b.ctx
+        .store
+        .share_begins(&b.task.keyspace, &spec, row_batch, share)
+        .map_err(BatchErrorKind::store("share_begins"))?;
     let mut w = RowWriter::new(
         b,
         spec,
         out,
         plexus_core::task::rowid_seed(&b.task.node, row_batch),
         row_batch,
+        share,
     );
     let r = f(&mut w, stats);
     // A cancelled batch stops without its last flush: nothing is written after the cancel.
@@ -550,6 +569,10 @@ pub(crate) fn write_table(
         Err(BatchErrorKind::Cancelled) => Ok(()),
         _ => w.finish(),
     };
+    let completed = r.is_ok() && finished.is_ok();
+    b.ctx
+        .store
+        .share_ends(&b.task.keyspace, &w.spec, row_batch, share, completed);
     stats.rows_out = w.rows_written;
     stats.bytes_out = w.bytes_written;
     stats.duplicates_skipped = w.duplicates_skipped;

@@ -1,12 +1,13 @@
 //! The embedded backend (the default, one machine): rows in immutable segment files, indexes
 //! in immutable run files, their manifests and the workflow records in one fjall database.
 //!
-//! Directory layout (format version 2, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
+//! Directory layout (format version 3, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
 //! - `index/`: the fjall database;
 //! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables;
 //! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of indexes.
 //!
-//! Files: this one is the `Store` impl; `layout` names fjall keyspaces and encodes keys;
+//! Files: this one is the `Store` impl; `write` is the write path (a call's segment and runs,
+//! a share's earlier calls dropped); `layout` names fjall keyspaces and encodes keys;
 //! `tables` holds each table's segments (or each index's runs) and finds them at open;
 //! `segment` is one row file, `run` one index run; `format` the version check; `syncer` the
 //! thread that fsyncs published files while the run goes on.
@@ -16,17 +17,22 @@
 //! [`segment`]). A table is written batch by batch and never updated in place, so an LSM tree's
 //! memtables, flushes and compactions bought nothing for rows: a segment is written once,
 //! sequentially, and read by offset. The segment is published by its manifest entry in the data
-//! table's fjall tree (`batch u32 BE ‖ part` → `generation u64 BE`, where the part is the first
-//! rowid of the call in input order), committed in the same fjall write batch as the call's index
-//! entries. A file no manifest entry names is invisible and removed at the next open, so a
-//! crash mid-write never leaves a half-visible segment. A re-run of a batch writes the same
-//! calls again, so each new segment replaces the old one of the same (batch, part) whole;
-//! the old file is deleted when its last reader lets go.
+//! table's fjall tree (`batch u32 BE ‖ share first u32 BE ‖ share end u32 BE ‖ first rowid` →
+//! `generation u64 BE`: the share of the batch whose execution made the call, and the rowid of
+//! the call's first row in input order), committed in the same fjall write batch as the call's
+//! index entries. A file no manifest entry names is invisible and removed at the next open, so
+//! a crash mid-write never leaves a half-visible segment. An execution of a share of a batch
+//! begins by unpublishing, in one commit, every segment and run of the batch that executions of
+//! overlapping shares wrote ([`Store::share_begins`]); the parts a batch runs as at one time
+//! never overlap, so a re-run replaces exactly what the earlier execution wrote, however it
+//! was cut into calls and whatever rows it wrote. A call with the key of a published segment
+//! (the same rows written again) replaces it whole. A replaced or dropped file is deleted when
+//! its last reader lets go.
 //!
 //! Non-unique indexes are per-batch sorted runs (see [`run`]): with each segment, one run per
 //! non-unique index of the table holds the segment's entries (key hash, key, rowids), under
 //! the segment's generation and published by a manifest entry of the same key in the index's
-//! fjall tree, in the same fjall write batch; a re-run replaces it with the segment. The runs
+//! fjall tree, in the same fjall write batch; it is replaced or dropped with the segment. The runs
 //! are merged into one directory on the first lookup or count after a change. Lookups through
 //! a hash join scan the right table and never read its index, so for them the runs are never
 //! merged at all. Dropping the data table leaves its indexes' runs (orphans, as in Cassandra).
@@ -42,9 +48,10 @@
 //! thread (first writer wins), so their runs are loaded into an in-memory claim map on the
 //! index's first use after open (see [`claims`]), which every publication then updates. The
 //! claims are checked and made under the index's lock, held until the call's runs are
-//! published, so two executor threads cannot both claim a key. A re-run replaces the batch's
-//! run and so releases keys its rows no longer hold (the CQL store keeps such entries; re-runs
-//! write the same rows, so this never differs in practice).
+//! published, so two executor threads cannot both claim a key. A re-run of a share first drops
+//! the earlier execution's runs and so releases their keys, which its rows may then hold under
+//! other rowids (the CQL store keeps such entries: a re-run there writes the same rows, under
+//! the same rowids, or fails on a duplicate key).
 //!
 //! fjall keyspaces are named `<keyspace>#<kind>#<table>_<run>` with kind `d` (data: the
 //! segment manifest), `u` (unique index) or `n` (non-unique index), the latter two holding
@@ -60,15 +67,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::{
-    Duplicate, IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError,
-    TableRef, TableSpec, WriteMode, WriteReport, check_write, validate_keyspace_name,
-    validate_table_name,
+    IndexKind, MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Share, Store, StoreError,
+    TableRef, TableSpec, WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
 };
 
 mod claims;
@@ -78,12 +84,11 @@ mod run;
 mod segment;
 mod syncer;
 mod tables;
+mod write;
 
 use claims::Claims;
 pub(crate) use format::describe as describe_format;
-use layout::{
-    Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, meta_name, segment_err, table_name,
-};
+use layout::{Kind, fjall_err, invalid, meta_name, segment_err, table_name};
 use run::{Run, RunDirectory, key_hash};
 use segment::{BlockCache, Directory, ScanBlocks, Segment};
 use syncer::Syncer;
@@ -133,34 +138,6 @@ pub struct EmbeddedStore {
     ddl: Mutex<()>,
     /// One mutex per unique index (and per run counter), by fjall keyspace name.
     key_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-}
-
-/// Files one write call wrote and has not published yet: retired (deleted) on drop, so a call
-/// that fails midway leaves none of them behind.
-#[derive(Default)]
-struct Unpublished {
-    segments: Vec<(SegmentKey, Segment)>,
-    /// (position among the table's non-unique indexes, key, run).
-    runs: Vec<(usize, SegmentKey, Run)>,
-    /// (position among the table's unique indexes, key, run, the keys it lists).
-    unique_runs: Vec<(usize, SegmentKey, Run, Listed)>,
-}
-
-/// (key hash, row) of the unique keys a call's rows hold after it, one row per key.
-type Listed = Vec<(u128, usize)>;
-
-impl Drop for Unpublished {
-    fn drop(&mut self) {
-        for (_, s) in &self.segments {
-            s.retire();
-        }
-        for (_, _, r) in &self.runs {
-            r.file.retire();
-        }
-        for (_, _, r, _) in &self.unique_runs {
-            r.file.retire();
-        }
-    }
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -556,271 +533,36 @@ impl Store for EmbeddedStore {
         &self,
         keyspace: &str,
         spec: &TableSpec,
+        share: Share,
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
-        let unique = check_write(spec, rows, mode)?;
-        let data = self.table(keyspace, Kind::Data, &spec.data)?;
-        let mut indexes = Vec::with_capacity(spec.indexes.len());
-        for index in &spec.indexes {
-            indexes.push(self.table(keyspace, Kind::of_index(index.kind), &index.table)?);
-        }
-        if rows.is_empty() {
-            return Ok(WriteReport::default());
-        }
+        self.write_call(keyspace, spec, share, rows, mode)
+    }
 
-        // Lock every unique index in name order (no lock-order deadlocks between writers),
-        // until the call's runs are published: its claims are checked and made under it.
-        let mut unique_files: Vec<(String, Arc<TableData>)> = Vec::new();
-        for &u in &unique {
-            let index = &spec.indexes[u].table;
-            let name = table_name(keyspace, Kind::Unique, index);
-            if !unique_files.iter().any(|(n, _)| *n == name) {
-                unique_files.push((name, self.files(keyspace, Kind::Unique, index)?));
-            }
-        }
-        unique_files.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut guards: Vec<MutexGuard<'_, TableState>> = unique_files
-            .iter()
-            .map(|(_, d)| d.state.lock().unwrap_or_else(PoisonError::into_inner))
-            .collect();
-        // The guard of each unique index, by position in `unique`.
-        let guard_of: Vec<usize> = unique
-            .iter()
-            .map(|&u| {
-                let name = table_name(keyspace, Kind::Unique, &spec.indexes[u].table);
-                unique_files
-                    .iter()
-                    .position(|(n, _)| *n == name)
-                    .unwrap_or(0)
-            })
-            .collect();
-        for (g, &u) in guard_of.iter().zip(&unique) {
-            claims_of(&mut guards[*g]).map_err(segment_err(
-                keyspace,
-                &spec.indexes[u].table,
-                "write_rows",
-            ))?;
-        }
+    fn share_begins(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+    ) -> Result<(), StoreError> {
+        self.drop_share(keyspace, spec, batch, share)
+    }
 
-        let mut keep = vec![true; rows.len()];
-        let mut duplicates = Vec::new();
-        // Per unique index: (key hash, row) of the keys this call's rows hold after it (new
-        // claims and keys their own rowid already held), one row per key.
-        let mut listed: Vec<Listed> = Vec::with_capacity(unique.len());
-        for (&u, &g) in unique.iter().zip(&guard_of) {
-            let table = &spec.indexes[u].table;
-            let claims = guards[g].claims.as_ref();
-            // Stable sort by key hash: rows with equal keys stay in input order, so the first
-            // of them claims the key.
-            let mut order: Vec<(u128, usize)> = rows
-                .iter()
-                .enumerate()
-                .map(|(r, row)| (key_hash(&row.keys[u]), r))
-                .collect();
-            order.sort_by_key(|e| e.0);
-            let mut held = Vec::new();
-            let mut at = 0;
-            while at < order.len() {
-                let (hash, first) = order[at];
-                let key = &rows[first].keys[u];
-                let mut end = at + 1;
-                while end < order.len() && order[end].0 == hash {
-                    if rows[order[end].1].keys[u] != *key {
-                        return Err(corrupt(
-                            keyspace,
-                            table,
-                            "two keys share a 128-bit index hash",
-                        ));
-                    }
-                    end += 1;
-                }
-                let mut holder = match claims {
-                    Some(c) => {
-                        c.holder(hash, key)
-                            .map_err(segment_err(keyspace, table, "write_rows"))?
-                    }
-                    None => None,
-                };
-                let mut lister = None;
-                for &(_, r) in &order[at..end] {
-                    let rowid = rows[r].rowid;
-                    match holder {
-                        None => {
-                            holder = Some(rowid);
-                            lister = Some(r);
-                        }
-                        // The row's own earlier write (a rerun of the batch): not a duplicate,
-                        // and the rerun's run lists the key again.
-                        Some(h) if h == rowid => {
-                            lister = lister.or(Some(r));
-                        }
-                        Some(h) => {
-                            duplicates.push(Duplicate {
-                                row: r,
-                                index: u,
-                                key: key.clone(),
-                                existing_rowid: h,
-                            });
-                            if mode == WriteMode::Distinct {
-                                keep[r] = false;
-                            }
-                        }
-                    }
-                }
-                if let Some(r) = lister {
-                    held.push((hash, r));
-                }
-                at = end;
-            }
-            listed.push(held);
+    fn share_ends(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+        completed: bool,
+    ) {
+        // A table dropped meanwhile took its executions with it.
+        if let Ok(table) = self.files(keyspace, Kind::Data, &spec.data) {
+            let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.executions.end(batch, share, completed);
         }
-        duplicates.sort_by_key(|d| (d.row, d.index));
-
-        // Manifest entries only: one per segment and per index run.
-        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 4 * spec.indexes.len() + 4);
-        // Stable: rows with equal rowids stay in input order, so the last one written wins.
-        let mut kept: Vec<usize> = (0..rows.len()).filter(|&r| keep[r]).collect();
-        kept.sort_by_key(|&r| rows[r].rowid);
-        let table = self.files(keyspace, Kind::Data, &spec.data)?;
-        let non_unique: Vec<usize> = (0..spec.indexes.len())
-            .filter(|&i| spec.indexes[i].kind == IndexKind::NonUnique)
-            .collect();
-        let index_files = non_unique
-            .iter()
-            .map(|&i| self.files(keyspace, Kind::NonUnique, &spec.indexes[i].table))
-            .collect::<Result<Vec<_>, _>>()?;
-        // Retired (their files deleted) unless published below.
-        let mut written = Unpublished::default();
-        let mut batches: Vec<u32> = kept.iter().map(|&r| rows[r].batch_idx).collect();
-        batches.sort_unstable();
-        batches.dedup();
-        let mut buf = Vec::new();
-        let mut entries: Vec<(u128, Rowid, &[u8])> = Vec::new();
-        for b in batches {
-            let mut mine: Vec<usize> = Vec::with_capacity(kept.len());
-            for &r in &kept {
-                if rows[r].batch_idx != b {
-                    continue;
-                }
-                match mine.last_mut() {
-                    Some(last) if rows[*last].rowid == rows[r].rowid => *last = r,
-                    _ => mine.push(r),
-                }
-            }
-            // The call's first row of the batch (kept or not) names the segment, so the re-run
-            // of the batch (the same rows in the same calls) replaces it.
-            let Some(first) = rows.iter().position(|r| r.batch_idx == b) else {
-                continue;
-            };
-            let key = (b, rows[first].rowid);
-            let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-            let segment = Segment::write(
-                &table.dir,
-                generation,
-                mine.iter()
-                    .map(|&r| (rows[r].rowid, rows[r].row.as_slice())),
-                &mut buf,
-            )
-            .map_err(segment_err(keyspace, &spec.data, "write_rows"))?;
-            batch.insert(&data, &manifest_key(key)[..], &generation.to_be_bytes()[..]);
-            written.segments.push((key, segment));
-            // Each non-unique index gets the batch's entries as one sorted run under the same
-            // generation and key, published in the same fjall batch as the segment.
-            for (n, &i) in non_unique.iter().enumerate() {
-                entries.clear();
-                entries.extend(mine.iter().map(|&r| {
-                    let k = rows[r].keys[i].as_slice();
-                    (key_hash(k), rows[r].rowid, k)
-                }));
-                // `mine` holds each rowid once, so no (hash, rowid) pair comes twice.
-                entries.sort_unstable_by_key(|e| (e.0, e.1));
-                let run = Run::write(&index_files[n].dir, generation, &entries, &mut buf)
-                    .map_err(segment_err(keyspace, &spec.indexes[i].table, "write_rows"))?;
-                batch.insert(
-                    &indexes[i],
-                    &manifest_key(key)[..],
-                    &generation.to_be_bytes()[..],
-                );
-                written.runs.push((n, key, run));
-            }
-            // Each unique index likewise gets the keys the batch's rows hold.
-            for (n, &u) in unique.iter().enumerate() {
-                let mine: Listed = listed[n]
-                    .iter()
-                    .copied()
-                    .filter(|&(_, r)| rows[r].batch_idx == b)
-                    .collect();
-                entries.clear();
-                entries.extend(
-                    mine.iter()
-                        .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
-                );
-                entries.sort_unstable_by_key(|e| (e.0, e.1));
-                let dir = &unique_files[guard_of[n]].1.dir;
-                let run = Run::write(dir, generation, &entries, &mut buf).map_err(segment_err(
-                    keyspace,
-                    &spec.indexes[u].table,
-                    "write_rows",
-                ))?;
-                batch.insert(
-                    &indexes[u],
-                    &manifest_key(key)[..],
-                    &generation.to_be_bytes()[..],
-                );
-                written.unique_runs.push((n, key, run, mine));
-            }
-        }
-        // An index's runs are only written under its data table's lock, so they are published
-        // in commit order too.
-        let mut state = table.state.lock().unwrap_or_else(PoisonError::into_inner);
-        batch.commit().map_err(|e| fjall_err("write_rows", e))?;
-        let segments = std::mem::take(&mut written.segments);
-        let runs = std::mem::take(&mut written.runs);
-        let unique_runs = std::mem::take(&mut written.unique_runs);
-        if !segments.is_empty() {
-            for (key, segment) in segments {
-                self.syncer.queue(segment.path().to_path_buf());
-                if let Some(old) = state.segments.insert(key, Arc::new(segment)) {
-                    old.retire();
-                }
-            }
-            state.directory = None;
-        }
-        for (n, key, run) in runs {
-            self.syncer.queue(run.file.path().to_path_buf());
-            let mut index = index_files[n]
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
-                old.file.retire();
-            }
-            index.run_directory = None;
-        }
-        for (n, key, run, mine) in unique_runs {
-            self.syncer.queue(run.file.path().to_path_buf());
-            let u = unique[n];
-            let index = &mut guards[guard_of[n]];
-            if let Some(old) = index.runs.insert(key, Arc::new(run)) {
-                old.file.retire();
-            }
-            if let Some(claims) = index.claims.as_mut() {
-                claims
-                    .publish(
-                        key,
-                        mine.iter()
-                            .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
-                    )
-                    .map_err(segment_err(keyspace, &spec.indexes[u].table, "write_rows"))?;
-            }
-        }
-        drop(state);
-        drop(guards);
-        Ok(WriteReport {
-            rows_written: kept.len(),
-            duplicates,
-        })
     }
 
     fn get_rows(

@@ -46,7 +46,7 @@ fn non_unique_entries_are_runs_read_on_first_use() {
             })
             .collect();
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
     };
     let index_dir = dir.path().join(SEGMENTS_DIR).join("ks").join("n_00001");
@@ -150,7 +150,7 @@ fn data_survives_reopen() {
         store.create_keyspace("persist_dropped").expect("create");
         store.create_table(ks, &s).expect("create");
         store
-            .write_rows(ks, &s, &rows, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
         store.put_meta(ks, b"run/1", b"start").expect("put");
         assert_eq!(store.next_run_id(ks).expect("next"), 1);
@@ -174,7 +174,13 @@ fn data_survives_reopen() {
     assert_eq!(holders, want);
     // Duplicate detection still sees the keys written before the reopen.
     let report = store
-        .write_rows(ks, &s, &[row(5, b"x", &[b"id0", b"c0"])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &s,
+            Share::WHOLE,
+            &[row(5, b"x", &[b"id0", b"c0"])],
+            WriteMode::Insert,
+        )
         .expect("write");
     assert_eq!(report.duplicates.len(), 1);
 }
@@ -200,7 +206,7 @@ fn shared_between_threads_as_arc() {
                         })
                         .collect();
                     let report = dyn_store
-                        .write_rows(ks, &s, &rows, WriteMode::Insert)
+                        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
                         .expect("write");
                     assert!(report.duplicates.is_empty());
                 }
@@ -234,14 +240,14 @@ fn scans_read_each_segment_through_its_held_block_and_see_changes() {
         .collect();
     for call in rows.chunks(50) {
         store
-            .write_rows(ks, &s, call, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, call, WriteMode::Insert)
             .expect("write");
     }
     let small: Vec<RowWrite> = (0..500)
         .map(|_| row(rng.rowid(), &rng.bytes(40), &[]))
         .collect();
     store
-        .write_rows(ks, &other, &small, WriteMode::Insert)
+        .write_rows(ks, &other, Share::WHOLE, &small, WriteMode::Insert)
         .expect("write");
     assert!(full_scan(&*store, ks, &s.data, 7) == sorted(&rows));
 
@@ -256,7 +262,7 @@ fn scans_read_each_segment_through_its_held_block_and_see_changes() {
         store.create_table(ks, &s).expect("create");
         for call in rows.chunks(50) {
             store
-                .write_rows(ks, &s, call, WriteMode::Insert)
+                .write_rows(ks, &s, Share::WHOLE, call, WriteMode::Insert)
                 .expect("write");
         }
     };
@@ -278,7 +284,7 @@ fn scans_read_each_segment_through_its_held_block_and_see_changes() {
         .collect();
     let (before, after) = scan_around(&store, ks, &s.data, || {
         store
-            .write_rows(ks, &s, &newer, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, &newer, WriteMode::Insert)
             .expect("rewrite");
     });
     assert!(
@@ -382,7 +388,7 @@ fn a_complete_tables_claims_leave_memory_and_come_back_from_its_runs() {
         .collect();
     for part in rows.chunks(1000) {
         store
-            .write_rows(ks, &s, part, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, part, WriteMode::Insert)
             .expect("write");
     }
     let unique = &s.indexes[0].table;
@@ -401,6 +407,7 @@ fn a_complete_tables_claims_leave_memory_and_come_back_from_its_runs() {
         .write_rows(
             ks,
             &s,
+            Share::WHOLE,
             &[row(7, b"x", &[b"id2999", b"c0"])],
             WriteMode::Insert,
         )

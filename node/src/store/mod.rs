@@ -122,6 +122,49 @@ pub struct RowWrite {
     pub keys: Vec<Vec<u8>>,
 }
 
+/// The share of a batch one execution writes, `first..end` in its writer's units: slices of
+/// a table-reader batch's range ([`Slices`]) or the part of a split file. The parts a batch is
+/// run as at one time never overlap, so an execution of a share overlapping another's is a
+/// re-run of those rows, and [`Store::share_begins`] may drop what the earlier one wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Share {
+    /// First unit of the share.
+    pub first: u32,
+    /// One past its last unit.
+    pub end: u32,
+}
+
+impl Share {
+    /// A whole batch, for writers that never run a batch in parts.
+    pub const WHOLE: Self = Self {
+        first: 0,
+        end: u32::MAX,
+    };
+
+    /// Part `slices` of a table-reader batch.
+    pub fn of_slices(slices: Slices) -> Self {
+        Self {
+            first: slices.first,
+            end: slices.end,
+        }
+    }
+
+    /// The part of a split input file that file-reader batch `batch` reads: every batch of a
+    /// file reader is a share of its own, since the rows of one file's parts all carry the
+    /// file's batch index.
+    pub fn of_file_batch(batch: u32) -> Self {
+        Self {
+            first: batch,
+            end: batch.saturating_add(1),
+        }
+    }
+
+    /// Whether the two shares hold a unit in common.
+    pub fn overlaps(self, other: Self) -> bool {
+        self.first < other.end && other.first < self.end
+    }
+}
+
 /// How [`Store::write_rows`] treats unique-index keys already held by another rowid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
@@ -640,17 +683,46 @@ pub trait Store: Send + Sync {
 
     /// Writes rows with their index entries (see [`WriteMode`]); duplicates are reported in
     /// the [`WriteReport`], not as an error. Every row needs one key per index of `spec`.
-    /// A batch's execution writes each of its rowids once, and a re-run writes the same rows
-    /// in the same calls: the embedded backend names a call's rows of a batch by the batch and
+    /// `share` is the share of the rows' batch whose execution makes the call. A batch's
+    /// execution writes each of its rowids once, and a re-run writes the same rows in the same
+    /// calls: the embedded backend names a call's rows of a batch by the batch, the share and
     /// the rowid of the call's first row in it, so a later call that starts the batch's rows
     /// with the same rowid replaces them.
     fn write_rows(
         &self,
         keyspace: &str,
         spec: &TableSpec,
+        share: Share,
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError>;
+
+    /// Starts an execution of `share` of batch `batch` writing into `spec`: drops what earlier
+    /// executions of overlapping shares of the batch wrote (rows, index entries, unique keys),
+    /// so the batch ends holding exactly what this execution writes, even where an earlier,
+    /// interrupted one wrote rows this one does not (its input changed, it cut its calls
+    /// differently) or holds unique keys under other rowids. The parts a batch runs as at one
+    /// time never overlap; a copy of the same work (a speculative backup) running or completed
+    /// in this process keeps its rows, since nothing is dropped then. The CQL backend keeps
+    /// those rows (see its impl). Every execution begun is ended with [`Store::share_ends`].
+    fn share_begins(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+    ) -> Result<(), StoreError>;
+
+    /// Ends the execution of `share` of batch `batch` that [`Store::share_begins`] began,
+    /// whatever its outcome: `completed` if it wrote all its rows.
+    fn share_ends(
+        &self,
+        keyspace: &str,
+        spec: &TableSpec,
+        batch: u32,
+        share: Share,
+        completed: bool,
+    );
 
     /// The rows with these rowids, `None` for missing ones (orphaned index entries).
     fn get_rows(

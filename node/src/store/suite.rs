@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, SLICES, Slices, Store, StoreError, TableRef,
-    TableSpec, WriteMode,
+    IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, SLICES, Share, Slices, Store, StoreError,
+    TableRef, TableSpec, WriteMode,
 };
 
 /// Generates one `#[test]` per suite case; `$make` is a closure returning a value that
@@ -310,7 +310,7 @@ pub fn write_and_read_rows(store: &dyn Store) {
         })
         .collect();
     let report = store
-        .write_rows(ks, &s, &rows, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
         .expect("write");
     assert_eq!(report.rows_written, rows.len());
     assert!(report.duplicates.is_empty());
@@ -331,7 +331,7 @@ pub fn write_and_read_rows(store: &dyn Store) {
     assert_eq!(got[got.len() - 2].as_deref(), Some(rows[0].row.as_slice()));
     assert!(store.get_rows(ks, &s.data, &[]).expect("empty").is_empty());
     let empty = store
-        .write_rows(ks, &s, &[], WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &[], WriteMode::Insert)
         .expect("empty write");
     assert_eq!(empty.rows_written, 0);
 
@@ -343,7 +343,7 @@ pub fn write_and_read_rows(store: &dyn Store) {
         row(-1, b"minus one", &[]),
     ];
     store
-        .write_rows(ks, &s, &edge, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &edge, WriteMode::Insert)
         .expect("write edges");
     let got = store
         .get_rows(ks, &s.data, &[i64::MIN, i64::MAX, 0, -1])
@@ -400,7 +400,7 @@ pub fn idempotent_rewrite(store: &dyn Store) {
         })
         .collect();
     let first = store
-        .write_rows(ks, &s, &rows, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
         .expect("write");
     assert!(first.duplicates.is_empty());
     let all_keys: Vec<Vec<u8>> = ids.iter().chain(custs.iter()).cloned().collect();
@@ -413,14 +413,14 @@ pub fn idempotent_rewrite(store: &dyn Store) {
     again.reverse();
     for chunk in again.chunks(64) {
         let report = store
-            .write_rows(ks, &s, chunk, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, chunk, WriteMode::Insert)
             .expect("rewrite");
         assert!(report.duplicates.is_empty(), "{:?}", report.duplicates);
         assert_eq!(report.rows_written, chunk.len());
     }
     // And in distinct mode: own rowids are not duplicates there either.
     let report = store
-        .write_rows(ks, &s, &rows, WriteMode::Distinct)
+        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Distinct)
         .expect("distinct rewrite");
     assert!(report.duplicates.is_empty());
     assert_eq!(report.rows_written, rows.len());
@@ -451,7 +451,7 @@ pub fn unique_duplicates_reported(store: &dyn Store) {
         row(2, b"two", &[b"k2", b"g"]),
     ];
     let report = store
-        .write_rows(ks, &s, &first, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &first, WriteMode::Insert)
         .expect("write");
     assert!(report.duplicates.is_empty());
 
@@ -466,7 +466,7 @@ pub fn unique_duplicates_reported(store: &dyn Store) {
         row(20, b"twenty", &[b"k9", b"h"]),
     ];
     let report = store
-        .write_rows(ks, &s, &second, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &second, WriteMode::Insert)
         .expect("write");
     assert_eq!(report.rows_written, second.len());
     let got: Vec<(usize, usize, &[u8], Rowid)> = report
@@ -525,7 +525,7 @@ pub fn distinct_first_key_wins(store: &dyn Store) {
         row(3, b"b", &[b"y", b"B"]),
     ];
     let report = store
-        .write_rows(ks, &s, &a, WriteMode::Distinct)
+        .write_rows(ks, &s, Share::WHOLE, &a, WriteMode::Distinct)
         .expect("write");
     assert_eq!(report.rows_written, 2);
     assert_eq!(report.duplicates.len(), 1);
@@ -536,7 +536,7 @@ pub fn distinct_first_key_wins(store: &dyn Store) {
     assert_eq!(report.duplicates[0].existing_rowid, 1);
     let b = [row(4, b"b2", &[b"z", b"B"]), row(5, b"c", &[b"z", b"C"])];
     let report = store
-        .write_rows(ks, &s, &b, WriteMode::Distinct)
+        .write_rows(ks, &s, Share::WHOLE, &b, WriteMode::Distinct)
         .expect("write");
     assert_eq!(report.rows_written, 1);
     assert_eq!(report.duplicates.len(), 1);
@@ -564,7 +564,13 @@ pub fn distinct_first_key_wins(store: &dyn Store) {
         store.create_table(ks, &bad).expect("create");
         let keys: Vec<&[u8]> = vec![b"k"; bad.indexes.len()];
         let err = store
-            .write_rows(ks, &bad, &[row(9, b"r", &keys)], WriteMode::Distinct)
+            .write_rows(
+                ks,
+                &bad,
+                Share::WHOLE,
+                &[row(9, b"r", &keys)],
+                WriteMode::Distinct,
+            )
             .expect_err("distinct needs exactly one unique index");
         assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err:?}");
     }
@@ -594,7 +600,7 @@ pub fn non_unique_lookups(store: &dyn Store) {
     }
     for chunk in rows.chunks(150) {
         store
-            .write_rows(ks, &s, chunk, WriteMode::Insert)
+            .write_rows(ks, &s, Share::WHOLE, chunk, WriteMode::Insert)
             .expect("write");
     }
     for v in expect.values_mut() {
@@ -645,7 +651,7 @@ pub fn orphaned_entries_are_none(store: &dyn Store) {
         row(2, b"old2", &[b"b", b"g"]),
     ];
     store
-        .write_rows(ks, &s, &old, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &old, WriteMode::Insert)
         .expect("write");
     // Losing the data rows but not the indexes leaves orphans, as a cleanup would.
     store.drop_table(ks, &s.data).expect("drop data");
@@ -653,7 +659,13 @@ pub fn orphaned_entries_are_none(store: &dyn Store) {
     assert!(store.table_exists(ks, &s.indexes[0].table).expect("exists"));
     store.create_table(ks, &s).expect("re-create");
     store
-        .write_rows(ks, &s, &[row(3, b"new", &[b"c", b"g"])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &s,
+            Share::WHOLE,
+            &[row(3, b"new", &[b"c", b"g"])],
+            WriteMode::Insert,
+        )
         .expect("write");
     let rowids = store
         .lookup_non_unique(ks, &s.indexes[1].table, &[b"g".to_vec()])
@@ -711,7 +723,7 @@ pub fn batch_scans_cover_every_row_once(store: &dyn Store) {
         rows.push(row(id, b"edge", &[]));
     }
     store
-        .write_rows(ks, &s, &rows, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
         .expect("write");
     let all: BTreeSet<Rowid> = rows.iter().map(|r| r.rowid).collect();
     assert_eq!(all.len(), rows.len());
@@ -824,7 +836,7 @@ pub fn part_scans_cover_their_batch_once(store: &dyn Store) {
         .map(|i| row(rng.rowid(), &i.to_le_bytes(), &[]))
         .collect();
     store
-        .write_rows(ks, &s, &rows, WriteMode::Insert)
+        .write_rows(ks, &s, Share::WHOLE, &rows, WriteMode::Insert)
         .expect("write");
     for n in [1u32, 3] {
         for i in 0..n {
@@ -869,12 +881,24 @@ pub fn run_suffixed_names_and_isolation(store: &dyn Store) {
     // The same key and rowid in both runs: no duplicate, since these are different tables.
     for (s, content) in [(&run1, b"run one"), (&run2, b"run two")] {
         let report = store
-            .write_rows(ks, s, &[row(7, content, &[b"o1"])], WriteMode::Insert)
+            .write_rows(
+                ks,
+                s,
+                Share::WHOLE,
+                &[row(7, content, &[b"o1"])],
+                WriteMode::Insert,
+            )
             .expect("write");
         assert!(report.duplicates.is_empty());
     }
     let report = store
-        .write_rows(ks, &run2, &[row(8, b"other", &[b"o1"])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &run2,
+            Share::WHOLE,
+            &[row(8, b"other", &[b"o1"])],
+            WriteMode::Insert,
+        )
         .expect("write");
     assert_eq!(report.duplicates.len(), 1);
     assert_eq!(
@@ -989,7 +1013,13 @@ pub fn drop_keyspace_removes_everything(store: &dyn Store) {
     );
     store.create_table(ks, &s).expect("create");
     store
-        .write_rows(ks, &s, &[row(1, b"r", &[b"k", b"k"])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &s,
+            Share::WHOLE,
+            &[row(1, b"r", &[b"k", b"k"])],
+            WriteMode::Insert,
+        )
         .expect("write");
     store.put_meta(ks, b"m", b"v").expect("put");
     store.next_run_id(ks).expect("next");
@@ -1027,13 +1057,25 @@ pub fn request_errors(store: &dyn Store) {
     assert!(matches!(err, StoreError::NoSuchKeyspace { .. }), "{err:?}");
     store.create_keyspace(ks).expect("create");
     let err = store
-        .write_rows(ks, &s, &[row(1, b"r", &[b"k"])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &s,
+            Share::WHOLE,
+            &[row(1, b"r", &[b"k"])],
+            WriteMode::Insert,
+        )
         .expect_err("no table");
     assert!(matches!(err, StoreError::NoSuchTable { .. }), "{err:?}");
     assert!(!err.is_retryable());
     store.create_table(ks, &s).expect("create");
     let err = store
-        .write_rows(ks, &s, &[row(1, b"r", &[])], WriteMode::Insert)
+        .write_rows(
+            ks,
+            &s,
+            Share::WHOLE,
+            &[row(1, b"r", &[])],
+            WriteMode::Insert,
+        )
         .expect_err("missing key");
     assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err:?}");
     assert_eq!(
@@ -1098,7 +1140,7 @@ pub fn concurrent_writers(store: &dyn Store) {
                         })
                         .collect();
                     let report = store
-                        .write_rows(ks, s, &rows, WriteMode::Insert)
+                        .write_rows(ks, s, Share::WHOLE, &rows, WriteMode::Insert)
                         .expect("write");
                     assert!(report.duplicates.is_empty());
                 }
@@ -1139,7 +1181,7 @@ pub fn concurrent_writers(store: &dyn Store) {
                             })
                             .collect();
                         let report = store
-                            .write_rows(ks, s, &rows, WriteMode::Distinct)
+                            .write_rows(ks, s, Share::WHOLE, &rows, WriteMode::Distinct)
                             .expect("write");
                         dups += report.duplicates.len();
                     }

@@ -10,7 +10,7 @@ use plexus_testkit::cql::{CqlDouble, FaultKind, StatementKind, Target};
 
 use super::{CqlConfig, CqlStore};
 use crate::store::suite::{Rng, fresh_keyspace, row, scan_whole_batch, spec};
-use crate::store::{IndexKind, RowWrite, Store, StoreError, WriteMode};
+use crate::store::{IndexKind, RowWrite, Share, Store, StoreError, WriteMode};
 
 /// A store connected to its own double; the store is dropped before the double.
 struct OnDouble {
@@ -143,7 +143,9 @@ fn write_workload(store: &dyn Store, ks: &str, rows: &[RowWrite], mode: WriteMod
     store.create_table(ks, &s).expect("create");
     let mut report = Vec::new();
     for chunk in rows.chunks(100) {
-        let r = store.write_rows(ks, &s, chunk, mode).expect("write");
+        let r = store
+            .write_rows(ks, &s, Share::WHOLE, chunk, mode)
+            .expect("write");
         report.push(format!("{} {:?}", r.rows_written, r.duplicates));
     }
     report
@@ -197,7 +199,13 @@ fn unavailable_beyond_budget_is_retryable_and_named() {
         FaultKind::Unavailable,
     );
     let err = store
-        .write_rows("unav", &s, &[row(1, b"r", &[])], WriteMode::Insert)
+        .write_rows(
+            "unav",
+            &s,
+            Share::WHOLE,
+            &[row(1, b"r", &[])],
+            WriteMode::Insert,
+        )
         .expect_err("unavailable");
     assert!(err.is_retryable(), "{err}");
     let StoreError::RetriesExhausted(e) = &err else {
@@ -229,13 +237,20 @@ fn duplicate_unique_key_gives_the_capillaries_report() {
     );
     store.create_table("dups", &s).expect("create");
     let first = store
-        .write_rows("dups", &s, &[row(1, b"a", &[b"o-1"])], WriteMode::Insert)
+        .write_rows(
+            "dups",
+            &s,
+            Share::WHOLE,
+            &[row(1, b"a", &[b"o-1"])],
+            WriteMode::Insert,
+        )
         .expect("write");
     assert!(first.duplicates.is_empty());
     let report = store
         .write_rows(
             "dups",
             &s,
+            Share::WHOLE,
             &[row(2, b"b", &[b"o-2"]), row(3, b"c", &[b"o-1"])],
             WriteMode::Insert,
         )
@@ -330,6 +345,7 @@ fn throughput_on_loopback() {
             .write_rows(
                 "bench",
                 &plain,
+                Share::WHOLE,
                 chunk_without_keys(chunk).as_slice(),
                 WriteMode::Insert,
             )
@@ -340,7 +356,7 @@ fn throughput_on_loopback() {
     let t = Instant::now();
     for chunk in rows.chunks(1000) {
         store
-            .write_rows("bench", &s, chunk, WriteMode::Insert)
+            .write_rows("bench", &s, Share::WHOLE, chunk, WriteMode::Insert)
             .expect("write");
     }
     let indexed = t.elapsed().as_secs_f64();
@@ -513,7 +529,7 @@ fn typed_columns_round_trip_exactly() {
         })
         .collect();
     let report = s
-        .write_rows(ks, &spec, &rows, WriteMode::Insert)
+        .write_rows(ks, &spec, Share::WHOLE, &rows, WriteMode::Insert)
         .expect("write");
     assert_eq!(report.rows_written, 2);
 
@@ -560,7 +576,7 @@ fn typed_columns_round_trip_exactly() {
         keys: vec![b"k99".to_vec()],
     }];
     let err = s
-        .write_rows(ks, &spec, &bad, WriteMode::Insert)
+        .write_rows(ks, &spec, Share::WHOLE, &bad, WriteMode::Insert)
         .expect_err("undecodable row");
     assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err}");
     assert_eq!(s.count_rows(ks, &table).expect("count"), 2);

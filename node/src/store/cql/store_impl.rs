@@ -9,8 +9,8 @@ use super::schema::{
 use super::session::CqlStore;
 use super::stmt::Stmt;
 use crate::store::{
-    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Store, StoreError, TableRef, TableSpec,
-    WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
+    MetaRecord, RowWrite, Rowid, RowidRange, ScanPage, Share, Store, StoreError, TableRef,
+    TableSpec, WriteMode, WriteReport, validate_keyspace_name, validate_table_name,
 };
 
 impl Store for CqlStore {
@@ -120,6 +120,7 @@ impl Store for CqlStore {
         &self,
         keyspace: &str,
         spec: &TableSpec,
+        _share: Share,
         rows: &[RowWrite],
         mode: WriteMode,
     ) -> Result<WriteReport, StoreError> {
@@ -128,6 +129,22 @@ impl Store for CqlStore {
             self.write_rows_async(keyspace, spec, rows, mode),
         )
     }
+
+    /// Keeps what earlier executions wrote: a re-run overwrites their rows by rowid, and
+    /// finding rows only an earlier execution wrote would take a scan of the table per
+    /// batch (Capillaries' clean-up, spec §9.7), which deterministic rowids made unneeded.
+    fn share_begins(
+        &self,
+        _keyspace: &str,
+        _spec: &TableSpec,
+        _batch: u32,
+        _share: Share,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Nothing to record: `share_begins` drops nothing.
+    fn share_ends(&self, _: &str, _: &TableSpec, _: u32, _: Share, _: bool) {}
 
     fn get_rows(
         &self,

@@ -115,6 +115,16 @@ impl Claims {
         self.holder(hash, key).ok().flatten()
     }
 
+    /// Releases the keys run `owner` lists that no other run took over: the run was dropped
+    /// without a successor.
+    pub(super) fn withdraw(&mut self, owner: SegmentKey) {
+        for hash in self.listed.remove(&owner).unwrap_or_default() {
+            if self.held.get(&hash).is_some_and(|c| c.owner == owner) {
+                self.held.remove(&hash);
+            }
+        }
+    }
+
     /// Replaces what run `owner` lists with `entries` (hash, rowid, key): its former keys
     /// that no other run took over are released, the new ones held by it.
     pub(super) fn publish<'k>(

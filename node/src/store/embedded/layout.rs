@@ -4,7 +4,7 @@
 //! holds the `Store` impl only).
 
 use super::segment::SegmentError;
-use crate::store::{IndexKind, Rowid, StoreError, TableRef};
+use crate::store::{IndexKind, Rowid, Share, StoreError, TableRef};
 
 /// What a fjall keyspace holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,22 +94,45 @@ pub(super) fn segment_err<'a>(
     }
 }
 
-/// A segment's (or index run's) place in its table: (batch, first rowid of the write call in
-/// input order).
-pub(super) type SegmentKey = (u32, i64);
+/// A segment's (or index run's) place in its table: the write call that wrote it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct SegmentKey {
+    /// The batch its rows belong to.
+    pub(super) batch: u32,
+    /// The share of the batch whose execution wrote it.
+    pub(super) share: Share,
+    /// The rowid of the call's first row of the batch, in input order.
+    pub(super) first: Rowid,
+}
 
-/// The manifest entry key of a segment or index run.
-pub(super) fn manifest_key((batch, part): SegmentKey) -> [u8; 12] {
-    let mut k = [0; 12];
-    k[..4].copy_from_slice(&batch.to_be_bytes());
-    k[4..].copy_from_slice(&encode_rowid(part));
+/// Bytes of a manifest entry's key.
+const MANIFEST_KEY_LEN: usize = 20;
+
+/// The manifest entry key of a segment or index run: batch, share and first rowid, each in
+/// an encoding whose byte order is the numeric order.
+pub(super) fn manifest_key(key: SegmentKey) -> [u8; MANIFEST_KEY_LEN] {
+    let mut k = [0; MANIFEST_KEY_LEN];
+    k[..4].copy_from_slice(&key.batch.to_be_bytes());
+    k[4..8].copy_from_slice(&key.share.first.to_be_bytes());
+    k[8..12].copy_from_slice(&key.share.end.to_be_bytes());
+    k[12..].copy_from_slice(&encode_rowid(key.first));
     k
 }
 
 /// A manifest entry: the segment's (or run's) key and generation.
 pub(super) fn decode_manifest(key: &[u8], value: &[u8]) -> Option<(SegmentKey, u64)> {
-    let batch = u32::from_be_bytes(key.get(..4)?.try_into().ok()?);
-    let part = decode_rowid(key.get(4..)?)?;
+    if key.len() != MANIFEST_KEY_LEN {
+        return None;
+    }
+    let word = |at: usize| Some(u32::from_be_bytes(key.get(at..at + 4)?.try_into().ok()?));
+    let key = SegmentKey {
+        batch: word(0)?,
+        share: Share {
+            first: word(4)?,
+            end: word(8)?,
+        },
+        first: decode_rowid(key.get(12..)?)?,
+    };
     let generation = u64::from_be_bytes(value.try_into().ok()?);
-    Some(((batch, part), generation))
+    Some((key, generation))
 }

@@ -57,7 +57,7 @@ fn crash_mid_run_is_invisible_and_cleaned_up() {
     let before = {
         let (store, s) = open_indexed(dir.path());
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
         store.sync().expect("sync");
         lookup(&store, &s, &["a", "b"])
@@ -89,7 +89,13 @@ fn crash_mid_run_is_invisible_and_cleaned_up() {
     );
     assert_eq!(run_files(dir.path()), files, "leftovers removed");
     store
-        .write_rows("ks", &s, &[keyed(1, 1, "a")], WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &[keyed(1, 1, "a")],
+            WriteMode::Insert,
+        )
         .expect("write");
     let newest = run_files(dir.path())
         .iter()
@@ -120,7 +126,7 @@ fn rerun_replaces_index_runs_whole() {
         call(1, 200, 300, "a"),
     ] {
         store
-            .write_rows("ks", &s, &c, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &c, WriteMode::Insert)
             .expect("write");
     }
     assert_eq!(lookup(&store, &s, &["a"]), vec![ids(0, 300)]);
@@ -128,7 +134,7 @@ fn rerun_replaces_index_runs_whole() {
     // Batch 0 again: its first call now writes fewer rows, its second another key.
     for c in [call(0, 0, 50, "a"), call(0, 100, 200, "b")] {
         store
-            .write_rows("ks", &s, &c, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &c, WriteMode::Insert)
             .expect("rerun");
     }
     let mut a = ids(0, 50);
@@ -187,7 +193,7 @@ fn lookups_across_runs_match_a_model() {
                 .collect()
         };
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
         // The last row of a rowid in a call is the one written.
         let mut last: BTreeMap<Rowid, String> = BTreeMap::new();
@@ -249,7 +255,7 @@ fn index_reader_during_rerun_sees_old_or_new_whole() {
         rowids.iter().map(|&r| keyed(r, 0, key)).collect()
     };
     store
-        .write_rows("ks", &s, &version(0), WriteMode::Insert)
+        .write_rows("ks", &s, Share::WHOLE, &version(0), WriteMode::Insert)
         .expect("write");
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -277,7 +283,7 @@ fn index_reader_during_rerun_sees_old_or_new_whole() {
     };
     for round in 1..=30u8 {
         store
-            .write_rows("ks", &s, &version(round), WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &version(round), WriteMode::Insert)
             .expect("rerun");
     }
     done.store(true, Ordering::Release);
@@ -297,7 +303,7 @@ fn damaged_run_is_corrupt_not_misread() {
         let (store, s) = open_indexed(dir.path());
         let rows: Vec<RowWrite> = (0..100).map(|i| keyed(i, 0, "key")).collect();
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
     }
     let files = run_files(dir.path());
@@ -344,11 +350,23 @@ fn unique_claims_follow_their_runs() {
         store.create_keyspace("ks").expect("keyspace");
         store.create_table("ks", &s).expect("table");
         let r = store
-            .write_rows("ks", &s, &call(0, 0, 100, 0), WriteMode::Insert)
+            .write_rows(
+                "ks",
+                &s,
+                Share::WHOLE,
+                &call(0, 0, 100, 0),
+                WriteMode::Insert,
+            )
             .expect("write");
         assert!(r.duplicates.is_empty());
         let r = store
-            .write_rows("ks", &s, &call(1, 50, 150, 7), WriteMode::Insert)
+            .write_rows(
+                "ks",
+                &s,
+                Share::WHOLE,
+                &call(1, 50, 150, 7),
+                WriteMode::Insert,
+            )
             .expect("write");
         let dups: Vec<(usize, Rowid)> = r
             .duplicates
@@ -376,13 +394,25 @@ fn unique_claims_follow_their_runs() {
     );
     // The same re-run again is no duplicate of itself.
     let r = store
-        .write_rows("ks", &s, &call(0, 0, 100, 0), WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &call(0, 0, 100, 0),
+            WriteMode::Insert,
+        )
         .expect("rerun");
     assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
     assert_eq!(holders(&store, &s, &keys), before);
     // Batch 0 re-run writing only k000..k049: k050..k099 are released.
     store
-        .write_rows("ks", &s, &call(0, 0, 50, 0), WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &call(0, 0, 50, 0),
+            WriteMode::Insert,
+        )
         .expect("rerun");
     let after: Vec<Option<Rowid>> = (0..150)
         .map(|i| match i {
@@ -398,7 +428,13 @@ fn unique_claims_follow_their_runs() {
     );
     // Batch 1 re-run now claims k050..k099 without duplicates.
     let r = store
-        .write_rows("ks", &s, &call(1, 50, 150, 7), WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &call(1, 50, 150, 7),
+            WriteMode::Insert,
+        )
         .expect("rerun");
     assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
     store.sync().expect("sync");
@@ -427,7 +463,13 @@ fn unpublished_unique_run_claims_nothing() {
         store.create_keyspace("ks").expect("keyspace");
         store.create_table("ks", &s).expect("table");
         store
-            .write_rows("ks", &s, &[unique_row(1, 0, "x")], WriteMode::Insert)
+            .write_rows(
+                "ks",
+                &s,
+                Share::WHOLE,
+                &[unique_row(1, 0, "x")],
+                WriteMode::Insert,
+            )
             .expect("write");
         let dir = other.path().join(SEGMENTS_DIR).join("ks").join("u_00001");
         let file = std::fs::read_dir(&dir)
@@ -444,7 +486,13 @@ fn unpublished_unique_run_claims_nothing() {
         store.create_keyspace("ks").expect("keyspace");
         store.create_table("ks", &s).expect("table");
         store
-            .write_rows("ks", &s, &[unique_row(2, 0, "y")], WriteMode::Insert)
+            .write_rows(
+                "ks",
+                &s,
+                Share::WHOLE,
+                &[unique_row(2, 0, "y")],
+                WriteMode::Insert,
+            )
             .expect("write");
         store.sync().expect("sync");
         let planted = dir
@@ -461,7 +509,13 @@ fn unpublished_unique_run_claims_nothing() {
     let keys = ["x".to_owned(), "y".to_owned()];
     assert_eq!(holders(&store, &s, &keys), vec![None, Some(2)]);
     let r = store
-        .write_rows("ks", &s, &[unique_row(3, 1, "x")], WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &[unique_row(3, 1, "x")],
+            WriteMode::Insert,
+        )
         .expect("write");
     assert!(r.duplicates.is_empty(), "{:?}", r.duplicates);
     assert_eq!(holders(&store, &s, &keys), vec![Some(3), Some(2)]);
@@ -495,7 +549,7 @@ fn distinct_reruns_keep_the_first_writer() {
     let mut kept = Vec::new();
     for b in 0..2 {
         let r = store
-            .write_rows("ks", &s, &call(b), WriteMode::Distinct)
+            .write_rows("ks", &s, Share::WHOLE, &call(b), WriteMode::Distinct)
             .expect("write");
         kept.push(r.rows_written);
     }
@@ -505,7 +559,7 @@ fn distinct_reruns_keep_the_first_writer() {
     assert_eq!(first.0[25], Some(1_015));
     for b in [1, 0, 1] {
         let r = store
-            .write_rows("ks", &s, &call(b), WriteMode::Distinct)
+            .write_rows("ks", &s, Share::WHOLE, &call(b), WriteMode::Distinct)
             .expect("rerun");
         assert_eq!(r.rows_written, kept[b as usize], "batch {b}");
     }

@@ -49,7 +49,7 @@ fn crash_mid_segment_is_invisible_and_cleaned_up() {
     let before = {
         let (store, s) = open_with_table(dir.path());
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
         store.sync().expect("sync");
         full_scan(&store, "ks", &s.data, 100)
@@ -77,7 +77,13 @@ fn crash_mid_segment_is_invisible_and_cleaned_up() {
     );
     // New segments get generations above every file seen, so never the leftovers' names.
     store
-        .write_rows("ks", &s, &[write(1, 1, b"new")], WriteMode::Insert)
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &[write(1, 1, b"new")],
+            WriteMode::Insert,
+        )
         .expect("write");
     let now = segment_files(dir.path(), "ks");
     assert_eq!(now.len(), 2);
@@ -112,14 +118,14 @@ fn rerun_replaces_segments_whole() {
             call(1, 200, 300, b'a'),
         ] {
             store
-                .write_rows("ks", &s, &c, WriteMode::Insert)
+                .write_rows("ks", &s, Share::WHOLE, &c, WriteMode::Insert)
                 .expect("write");
         }
         assert_eq!(segment_files(dir.path(), "ks").len(), 3);
         // Batch 0 again: the first call now writes fewer rows, the second other bytes.
         for c in [call(0, 0, 50, b'b'), call(0, 100, 200, b'b')] {
             store
-                .write_rows("ks", &s, &c, WriteMode::Insert)
+                .write_rows("ks", &s, Share::WHOLE, &c, WriteMode::Insert)
                 .expect("rerun");
         }
         assert_eq!(
@@ -146,6 +152,148 @@ fn rerun_replaces_segments_whole() {
     let store = EmbeddedStore::open(dir.path()).expect("reopen");
     assert_eq!(full_scan(&store, "ks", &s.data, 1000), expected);
     assert_eq!(segment_files(dir.path(), "ks").len(), 3);
+}
+
+/// An execution of a share that begins ([`Store::share_begins`]) drops what earlier executions
+/// of overlapping shares of its batch wrote, with their index entries and unique keys, so its
+/// rows may hold those keys under other rowids; whether the share is the same or the batch is
+/// cut into other parts, other parts and batches are untouched and the files go. What an
+/// execution running or completed in this process wrote (a copy of the same work) stays; after
+/// a restart, everything earlier may go.
+#[test]
+fn a_share_that_begins_drops_what_earlier_executions_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(
+        "t",
+        1,
+        &[("u", IndexKind::Unique), ("n", IndexKind::NonUnique)],
+    );
+    let (low, high) = (Share { first: 0, end: 32 }, Share { first: 32, end: 64 });
+    let whole = Share { first: 0, end: 64 };
+    let rowid = |i: i64, tag: u8| i * 1_000_003 + i64::from(tag);
+    let key = |i: i64| format!("k{i}").into_bytes();
+    let call = |batch: u32, from: i64, to: i64, tag: u8| -> Vec<RowWrite> {
+        (from..to)
+            .map(|i| RowWrite {
+                rowid: rowid(i, tag),
+                batch_idx: batch,
+                row: vec![tag, i as u8],
+                keys: vec![key(i), vec![tag]],
+            })
+            .collect()
+    };
+    // One execution: begins, writes its calls (batch, from, to, tag), ends.
+    let execute = |store: &EmbeddedStore,
+                   batch: u32,
+                   share: Share,
+                   calls: &[(i64, i64, u8)],
+                   completed: bool| {
+        store.share_begins("ks", &s, batch, share).expect("begins");
+        for &(from, to, tag) in calls {
+            let report = store
+                .write_rows(
+                    "ks",
+                    &s,
+                    share,
+                    &call(batch, from, to, tag),
+                    WriteMode::Insert,
+                )
+                .expect("write");
+            assert!(report.duplicates.is_empty(), "{:?}", report.duplicates);
+        }
+        store.share_ends("ks", &s, batch, share, completed);
+    };
+    let expected = |parts: &[(u32, i64, i64, u8)]| -> Vec<(Rowid, Vec<u8>)> {
+        let mut rows: Vec<(Rowid, Vec<u8>)> = parts
+            .iter()
+            .flat_map(|&(b, from, to, tag)| call(b, from, to, tag))
+            .map(|r| (r.rowid, r.row))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let files = |table: &str| {
+        std::fs::read_dir(dir.path().join(SEGMENTS_DIR).join("ks").join(table))
+            .expect("dir")
+            .count()
+    };
+    let (u, n) = (&s.indexes[0].table, &s.indexes[1].table);
+    let store = EmbeddedStore::open(dir.path()).expect("open");
+    store.create_keyspace("ks").expect("keyspace");
+    store.create_table("ks", &s).expect("table");
+    // Batch 0's low half fails after three calls; its high half and batch 1 complete.
+    execute(
+        &store,
+        0,
+        low,
+        &[(0, 100, b'a'), (100, 200, b'a'), (200, 300, b'a')],
+        false,
+    );
+    execute(&store, 0, high, &[(1000, 1100, b'a')], true);
+    execute(&store, 1, Share::WHOLE, &[(2000, 2100, b'a')], true);
+    assert_eq!(files("t_00001"), 5);
+
+    // The low half runs again, writing fewer rows whose keys the failed one's rows hold,
+    // under other rowids: no duplicates, since those rows went first, files and all.
+    store.share_begins("ks", &s, 0, low).expect("begins");
+    assert_eq!(
+        files("t_00001"),
+        2,
+        "the failed calls' segments are deleted"
+    );
+    assert_eq!(files("u_00001"), 2, "and their unique runs");
+    assert_eq!(files("n_00001"), 2, "and their non-unique runs");
+    store.share_ends("ks", &s, 0, low, false);
+    execute(&store, 0, low, &[(0, 50, b'b')], true);
+    let now = expected(&[
+        (0, 0, 50, b'b'),
+        (0, 1000, 1100, b'a'),
+        (1, 2000, 2100, b'a'),
+    ]);
+    assert_eq!(full_scan(&store, "ks", &s.data, 64), now);
+    assert_eq!(
+        store
+            .lookup_unique("ks", u, &[key(10), key(60), key(250), key(1050)])
+            .expect("unique"),
+        vec![Some(rowid(10, b'b')), None, None, Some(rowid(1050, b'a'))],
+        "keys only the failed calls held are released"
+    );
+    let by_tag = store
+        .lookup_non_unique("ks", n, &[vec![b'a'], vec![b'b']])
+        .expect("non-unique");
+    assert_eq!(by_tag[0].len(), 200, "batch 0's high half and batch 1");
+    assert_eq!(by_tag[1].len(), 50);
+
+    // Copies of completed or running work (the same rows in the same calls) drop nothing: a
+    // late backup of the whole batch cancelled after one call, and a copy of the low half
+    // cancelled before its first call while another runs.
+    execute(&store, 0, whole, &[(0, 5, b'b')], false);
+    store.share_begins("ks", &s, 0, low).expect("begins");
+    execute(&store, 0, low, &[], false);
+    store.share_ends("ks", &s, 0, low, true);
+    assert_eq!(full_scan(&store, "ks", &s.data, 64), now);
+    assert!(matches!(
+        store.share_begins("ks", &s, 0, Share { first: 3, end: 3 }),
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    store.sync().expect("sync");
+    drop(store);
+
+    // After a restart, the whole batch run again (another cut, another share) replaces both
+    // halves.
+    let store = EmbeddedStore::open(dir.path()).expect("reopen");
+    assert_eq!(full_scan(&store, "ks", &s.data, 1000), now);
+    execute(&store, 0, whole, &[(0, 10, b'd')], true);
+    let now = expected(&[(0, 0, 10, b'd'), (1, 2000, 2100, b'a')]);
+    assert_eq!(full_scan(&store, "ks", &s.data, 64), now);
+    assert_eq!(
+        store
+            .lookup_unique("ks", u, &[key(5), key(30), key(1050), key(2050)])
+            .expect("unique"),
+        vec![Some(rowid(5, b'd')), None, None, Some(rowid(2050, b'a'))]
+    );
+    assert_eq!(store.count_rows("ks", n).expect("count"), 110);
+    assert_eq!(files("t_00001"), 2);
 }
 
 /// Point reads and scans over many segments of several batches (rows of random sizes, some
@@ -185,7 +333,7 @@ fn point_reads_and_scans_across_segments() {
                 })
                 .collect();
             store
-                .write_rows("ks", &s, &rows, WriteMode::Insert)
+                .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
                 .expect("write");
             for r in rows {
                 ids.push(r.rowid);
@@ -245,7 +393,7 @@ fn reader_during_rerun_sees_old_or_new_whole() {
     let version =
         |tag: u8| -> Vec<RowWrite> { rowids.iter().map(|&r| write(r, 0, &[tag; 100])).collect() };
     store
-        .write_rows("ks", &s, &version(0), WriteMode::Insert)
+        .write_rows("ks", &s, Share::WHOLE, &version(0), WriteMode::Insert)
         .expect("write");
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
@@ -286,7 +434,7 @@ fn reader_during_rerun_sees_old_or_new_whole() {
         .collect();
     for round in 1..=30u8 {
         store
-            .write_rows("ks", &s, &version(round), WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &version(round), WriteMode::Insert)
             .expect("rerun");
     }
     done.store(true, Ordering::Release);
@@ -308,7 +456,7 @@ fn damaged_page_is_corrupt_not_misread() {
     {
         let (store, s) = open_with_table(dir.path());
         store
-            .write_rows("ks", &s, &rows, WriteMode::Insert)
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
             .expect("write");
     }
     let files = segment_files(dir.path(), "ks");
@@ -331,7 +479,7 @@ fn store_format_version_is_recorded_and_checked() {
     drop(EmbeddedStore::open(dir.path()).expect("new store"));
     assert!(EmbeddedStore::exists_in(dir.path()));
     let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
-    assert_eq!(recorded, "plexus-store-format 2\n");
+    assert_eq!(recorded, "plexus-store-format 3\n");
     drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
 
     // Today's layout before version 1: a fjall database at the top of the directory.
@@ -366,7 +514,7 @@ fn store_format_version_is_recorded_and_checked() {
         } => {
             assert_eq!(dir, old.path());
             assert_eq!(*found, None);
-            assert_eq!(*expected, 2);
+            assert_eq!(*expected, 3);
         }
         other => panic!("wrong error: {other}"),
     }
@@ -376,49 +524,55 @@ fn store_format_version_is_recorded_and_checked() {
         "{message}"
     );
     assert!(message.contains("no format version"), "{message}");
-    assert!(message.contains("format version 2"), "{message}");
+    assert!(message.contains("format version 3"), "{message}");
     assert_eq!(
         listing(old.path()),
         before,
         "refused directory left untouched"
     );
 
-    // Version 1 (indexes in fjall): refused, not read as runs that are missing.
-    let v1 = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        v1.path().join(format::FORMAT_FILE),
-        "plexus-store-format 1\n",
-    )
-    .expect("write");
-    std::fs::create_dir_all(v1.path().join(INDEX_DIR)).expect("index dir");
-    let before = listing(v1.path());
-    let err = EmbeddedStore::open(v1.path()).expect_err("version 1 refused");
-    assert!(
-        matches!(
-            err,
-            StoreError::UnsupportedFormat {
-                found: Some(1),
-                expected: 2,
-                ..
-            }
+    // Version 1 (indexes in fjall) and version 2 (segments named without their share):
+    // refused, not read as runs that are missing or as manifests of another shape.
+    for (version, described) in [
+        (1, "format version 1 (rows in segments, indexes in fjall)"),
+        (
+            2,
+            "format version 2 (segments named without the share of their batch)",
         ),
-        "{err}"
-    );
-    let message = err.to_string();
-    assert!(
-        message.contains("format version 1 (rows in segments, indexes in fjall)"),
-        "{message}"
-    );
-    assert!(message.contains("reads format version 2"), "{message}");
-    assert!(
-        message.contains(&v1.path().display().to_string()),
-        "{message}"
-    );
-    assert_eq!(
-        listing(v1.path()),
-        before,
-        "refused directory left untouched"
-    );
+    ] {
+        let old = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            old.path().join(format::FORMAT_FILE),
+            format!("plexus-store-format {version}\n"),
+        )
+        .expect("write");
+        std::fs::create_dir_all(old.path().join(INDEX_DIR)).expect("index dir");
+        let before = listing(old.path());
+        let err = EmbeddedStore::open(old.path()).expect_err("old version refused");
+        assert!(
+            matches!(
+                err,
+                StoreError::UnsupportedFormat {
+                    found: Some(v),
+                    expected: 3,
+                    ..
+                } if v == version
+            ),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(described), "{message}");
+        assert!(message.contains("reads format version 3"), "{message}");
+        assert!(
+            message.contains(&old.path().display().to_string()),
+            "{message}"
+        );
+        assert_eq!(
+            listing(old.path()),
+            before,
+            "refused directory left untouched"
+        );
+    }
 
     // A version from the future.
     std::fs::write(
@@ -432,7 +586,7 @@ fn store_format_version_is_recorded_and_checked() {
             err,
             StoreError::UnsupportedFormat {
                 found: Some(7),
-                expected: 2,
+                expected: 3,
                 ..
             }
         ),
@@ -440,7 +594,7 @@ fn store_format_version_is_recorded_and_checked() {
     );
     let message = err.to_string();
     assert!(message.contains("format version 7"), "{message}");
-    assert!(message.contains("format version 2"), "{message}");
+    assert!(message.contains("format version 3"), "{message}");
     assert!(
         message.contains(&dir.path().display().to_string()),
         "{message}"

@@ -12,6 +12,7 @@ use super::claims::Claims;
 use super::layout::{SegmentKey, decode_manifest, fjall_err, meta_name};
 use super::run::{Run, RunDirectory};
 use super::segment::{self, Directory, Segment};
+use super::write::Executions;
 use crate::store::StoreError;
 
 /// The files of one data table (segments) or one index (runs).
@@ -35,6 +36,8 @@ pub(super) struct TableState {
     pub(super) run_directory: Option<Arc<RunDirectory>>,
     /// The claims of a unique index's runs, loaded on first use and kept in step with them.
     pub(super) claims: Option<Claims>,
+    /// The executions of shares of the data table's batches this process began.
+    pub(super) executions: Executions,
 }
 
 impl TableData {
