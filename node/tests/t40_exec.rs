@@ -515,10 +515,9 @@ fn distinct_keeps_first_row_per_key() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn tag_and_denormalize_multi_tag() -> Result<()> {
-    let env = env()?;
-    let mut plan = base_plan(orders_fields());
+/// A tag_and_denormalize node `tags` over items: tag `cheap` for a price under 2, `p1` for
+/// product p1.
+fn tags_node() -> PlanNode {
     let mut n = node(
         "tags",
         NodeType::TableCustomTfmTable,
@@ -540,7 +539,14 @@ fn tag_and_denormalize_multi_tag() -> Result<()> {
             ("p1".into(), e("re.MatchString(`^p1$`, r.product)")),
         ],
     }));
-    add(&mut plan, n);
+    n
+}
+
+#[test]
+fn tag_and_denormalize_multi_tag() -> Result<()> {
+    let env = env()?;
+    let mut plan = base_plan(orders_fields());
+    add(&mut plan, tags_node());
     seed_sources(env.store.as_ref(), &plan, 1)?;
     assert_eq!(run_node(&env, &plan, "tags", 1)?, 4);
     // Item 10 matches both tags; item 11 none; 12 p1; 13 cheap.
@@ -941,28 +947,7 @@ fn a_re_run_after_a_crash_leaves_exactly_what_a_clean_run_writes() -> Result<()>
     );
     dist.rerun_policy = RerunPolicy::Fail;
     add(&mut plan, dist);
-    let mut tags = node(
-        "tags",
-        NodeType::TableCustomTfmTable,
-        table_reader("items", 1),
-        Writer::Table(table_writer(
-            "tags",
-            &[
-                ("tag", Type::String, "p.tag", None),
-                ("item_id", Type::Int, "r.item_id", None),
-            ],
-            None,
-            &[],
-        )),
-    );
-    tags.processor = Some(Processor::TagAndDenormalize(TagAndDenormalize {
-        tag_field: "tag".into(),
-        criteria: vec![
-            ("cheap".into(), e("r.price < 2")),
-            ("p1".into(), e("re.MatchString(`^p1$`, r.product)")),
-        ],
-    }));
-    add(&mut plan, tags);
+    add(&mut plan, tags_node());
     add(
         &mut plan,
         lookup_node("g_left", JoinType::Left, true, GROUPED),
