@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::store::Slices;
 use crate::store::suite::{Rng, full_scan, spec};
 
 fn write(rowid: Rowid, batch_idx: u32, bytes: &[u8]) -> RowWrite {
@@ -294,6 +295,135 @@ fn a_share_that_begins_drops_what_earlier_executions_wrote() {
     );
     assert_eq!(store.count_rows("ks", n).expect("count"), 110);
     assert_eq!(files("t_00001"), 2);
+}
+
+/// Executions of both halves of six batches on four threads at once, each half also run by
+/// a copy and by an execution that fails after its first call (in whatever order the threads
+/// reach them), while a fifth thread reads: nothing deadlocks, and the table and its indexes
+/// end holding every half's rows exactly once, before and after reopening.
+#[test]
+fn concurrent_executions_parts_and_copies_keep_every_row() {
+    const BATCHES: u32 = 6;
+    const ROWS: i64 = 60;
+    const CALL: usize = 20;
+    let seed = plexus_testkit::seed::seed(
+        "PLEXUS_TEST_SEED",
+        "concurrent_executions_parts_and_copies_keep_every_row",
+    );
+    let mut rng = Rng::new(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(
+        "t",
+        1,
+        &[("u", IndexKind::Unique), ("n", IndexKind::NonUnique)],
+    );
+    let store = Arc::new(EmbeddedStore::open(dir.path()).expect("open"));
+    store.create_keyspace("ks").expect("keyspace");
+    store.create_table("ks", &s).expect("table");
+    let cut = Slices::cut(2);
+    let halves: [Slices; 2] = [cut[0], cut[1]];
+    // The rows of half `h` of batch `b`, the same for every execution of it.
+    let rows_of = |b: u32, h: usize| -> Vec<RowWrite> {
+        (0..ROWS)
+            .map(|i| {
+                let unit = i64::from(b) * 2 + h as i64;
+                RowWrite {
+                    rowid: (unit << 32 | i).wrapping_mul(0x9E37_79B9),
+                    batch_idx: b,
+                    row: format!("{b}/{h}/{i}").into_bytes(),
+                    keys: vec![format!("k{unit}-{i}").into_bytes(), vec![(i % 5) as u8]],
+                }
+            })
+            .collect()
+    };
+    // (batch, half, whether the execution fails after its first call), three per half.
+    let mut jobs: Vec<(u32, usize, bool)> = (0..BATCHES)
+        .flat_map(|b| {
+            (0..halves.len()).flat_map(move |h| [(b, h, false), (b, h, false), (b, h, true)])
+        })
+        .collect();
+    for i in (1..jobs.len()).rev() {
+        jobs.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let jobs = Arc::new(Mutex::new(jobs));
+    let writing = Arc::new(AtomicBool::new(true));
+    let (done, finished) = std::sync::mpsc::channel();
+    for _ in 0..4 {
+        let (store, s, jobs, done) = (store.clone(), s.clone(), jobs.clone(), done.clone());
+        std::thread::spawn(move || {
+            loop {
+                let job = jobs.lock().expect("jobs").pop();
+                let Some((b, h, fails)) = job else { break };
+                let share = Share::of_slices(halves[h]);
+                store.share_begins("ks", &s, b, share).expect("begins");
+                let rows = rows_of(b, h);
+                let calls: Vec<&[RowWrite]> = rows.chunks(CALL).collect();
+                let made = if fails { &calls[..1] } else { &calls[..] };
+                for c in made {
+                    let report = store
+                        .write_rows("ks", &s, share, c, WriteMode::Insert)
+                        .expect("write");
+                    assert!(report.duplicates.is_empty(), "{:?}", report.duplicates);
+                }
+                store.share_ends("ks", &s, b, share, !fails);
+            }
+            done.send(()).expect("main waits");
+        });
+    }
+    drop(done);
+    let reader = {
+        let (store, s, writing) = (store.clone(), s.clone(), writing.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while writing.load(Ordering::SeqCst) {
+                let keys = vec![b"k0-1".to_vec(), b"k7-59".to_vec()];
+                store
+                    .lookup_unique("ks", &s.indexes[0].table, &keys)
+                    .expect("unique");
+                store
+                    .lookup_non_unique("ks", &s.indexes[1].table, &[vec![3]])
+                    .expect("non-unique");
+                let _ = full_scan(store.as_ref(), "ks", &s.data, 50);
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for _ in 0..4 {
+        finished
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("a writer stuck (seed {seed}): {e}"));
+    }
+    writing.store(false, Ordering::SeqCst);
+    assert!(reader.join().expect("reader") > 0);
+
+    let all: Vec<RowWrite> = (0..BATCHES)
+        .flat_map(|b| (0..halves.len()).flat_map(move |h| rows_of(b, h)))
+        .collect();
+    let mut expected: Vec<(Rowid, Vec<u8>)> =
+        all.iter().map(|r| (r.rowid, r.row.clone())).collect();
+    expected.sort();
+    let keys: Vec<Vec<u8>> = all.iter().map(|r| r.keys[0].clone()).collect();
+    let holders: Vec<Option<Rowid>> = all.iter().map(|r| Some(r.rowid)).collect();
+    let check = |store: &EmbeddedStore| {
+        assert_eq!(full_scan(store, "ks", &s.data, 64), expected, "seed {seed}");
+        assert_eq!(
+            store
+                .lookup_unique("ks", &s.indexes[0].table, &keys)
+                .expect("unique"),
+            holders,
+            "seed {seed}"
+        );
+        assert_eq!(
+            store.count_rows("ks", &s.indexes[1].table).expect("count"),
+            all.len() as u64,
+            "seed {seed}"
+        );
+    };
+    check(&store);
+    store.sync().expect("sync");
+    drop(store);
+    check(&EmbeddedStore::open(dir.path()).expect("reopen"));
 }
 
 /// Point reads and scans over many segments of several batches (rows of random sizes, some
