@@ -356,12 +356,12 @@ pub fn stop_run(target: &StoreTarget, keyspace: &str, run_id: u32, comment: &str
 
 /// `planner drop-keyspace`.
 pub fn drop_keyspace(target: &StoreTarget, keyspace: &str) -> Result<bool> {
-    let store = match target.open_existing() {
-        Ok(s) => s,
-        // No store: no keyspace to drop, and nothing is created to say so.
-        Err(_) if target.kind == StoreKind::Embedded => return Ok(false),
-        Err(e) => return Err(e),
-    };
+    // No store: no keyspace to drop, and nothing is created to say so. A store that cannot
+    // be opened (another format, held by another process) is an error, never "nothing there".
+    if target.kind == StoreKind::Embedded && !EmbeddedStore::exists_in(&target.data_dir) {
+        return Ok(false);
+    }
+    let store = target.open_existing()?;
     if !store.list_keyspaces()?.iter().any(|k| k == keyspace) {
         return Ok(false);
     }

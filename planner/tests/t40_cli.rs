@@ -283,6 +283,111 @@ fn drop_keyspace_of_an_unknown_keyspace_says_so() -> Result<()> {
     Ok(())
 }
 
+/// A data directory of the previous store format (version 2, segments named without their
+/// share) is refused by every command that opens it, naming the directory and both versions,
+/// and left exactly as it was: `planner run`, `history`, `drop-keyspace` and the toolbelt.
+#[test]
+fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(data.join("index"))?;
+    std::fs::write(data.join("PLEXUS-STORE-FORMAT"), "plexus-store-format 2\n")?;
+    let listing = || -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in walk(&data)? {
+            names.push(e.strip_prefix(&data)?.display().to_string());
+        }
+        names.sort();
+        Ok(names)
+    };
+    let before = listing()?;
+    let sample = workspace_dir().join("examples/roastery");
+    let params = params_with(
+        tmp.path(),
+        &sample.join("params.json"),
+        &[
+            ("dir_in", &url(&sample.join("data"))),
+            ("dir_py", &url(&sample)),
+            ("dir_out", &url(&tmp.path().join("out"))),
+        ],
+    )?;
+    let (data_url, params_url) = (url(&data), url(&params));
+    let commands: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "planner",
+            vec![
+                "run",
+                "examples/roastery/script.json",
+                "--params",
+                &params_url,
+                "--keyspace",
+                "roastery",
+                "--data-dir",
+                &data_url,
+            ],
+        ),
+        (
+            "planner",
+            vec![
+                "history",
+                "runs",
+                "--keyspace",
+                "roastery",
+                "--data-dir",
+                &data_url,
+            ],
+        ),
+        (
+            "planner",
+            vec!["drop-keyspace", "roastery", "--data-dir", &data_url],
+        ),
+        (
+            "capitoolbelt",
+            vec!["get_run_history", "-keyspace=roastery"],
+        ),
+    ];
+    for (bin, args) in &commands {
+        let exe = match *bin {
+            "planner" => env!("CARGO_BIN_EXE_planner"),
+            _ => env!("CARGO_BIN_EXE_capitoolbelt"),
+        };
+        let mut cmd = Command::new(exe);
+        cmd.args(args).current_dir(workspace_dir());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CAPI_") || k.starts_with("PLEXUS_") {
+                cmd.env_remove(k);
+            }
+        }
+        let out = cmd.env("PLEXUS_DATA_DIR", &data).output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success()
+                && err.contains(&data.display().to_string())
+                && err
+                    .contains("format version 2 (segments named without the share of their batch)")
+                && err.contains("reads format version 3"),
+            "{bin} {args:?} exited {:?}:\n{err}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        ensure!(listing()? == before, "{bin} {args:?} changed the directory");
+    }
+    Ok(())
+}
+
+/// Every path below `dir`, directories included.
+fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        if path.is_dir() {
+            out.extend(walk(&path)?);
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
+
 #[test]
 fn errors_say_each_thing_once() -> Result<()> {
     let tmp = tempfile::tempdir()?;
