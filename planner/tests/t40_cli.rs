@@ -285,7 +285,8 @@ fn drop_keyspace_of_an_unknown_keyspace_says_so() -> Result<()> {
 
 /// A data directory of the previous store format (version 2, segments named without their
 /// share) is refused by every command that opens it, naming the directory and both versions,
-/// and left exactly as it was: `planner run`, `history`, `drop-keyspace` and the toolbelt.
+/// and left exactly as it was: `planner run`, `history`, `drop-keyspace`, the toolbelt and
+/// `planner serve` (the console and its API).
 #[test]
 fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
     let tmp = tempfile::tempdir()?;
@@ -372,6 +373,35 @@ fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
         );
         ensure!(listing()? == before, "{bin} {args:?} changed the directory");
     }
+    // The console and its API: `planner serve` refuses to start on it.
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env_remove("PLEXUS_CLUSTER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = serve.try_wait()? {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            // Stopped by pid: it should never have started.
+            serve.kill()?;
+            serve.wait()?;
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().context("stderr")?, &mut err)?;
+    ensure!(
+        status.is_some_and(|s| !s.success())
+            && err.contains("format version 2 (segments named without the share of their batch)"),
+        "serve: {status:?}\n{err}"
+    );
+    ensure!(listing()? == before, "serve changed the directory");
     Ok(())
 }
 
