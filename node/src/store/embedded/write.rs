@@ -408,7 +408,7 @@ impl EmbeddedStore {
                 self.files(keyspace, kind, &index.table)?,
             ));
         }
-        let earlier = |k: &SegmentKey| k.batch == batch && k.share.overlaps(share);
+        let earlier = |k: &SegmentKey| k.share.overlaps(share);
         let of_batch = SegmentKey {
             batch,
             share: Share { first: 0, end: 0 },
@@ -483,7 +483,11 @@ impl EmbeddedStore {
         if segments.is_empty() && runs.iter().all(Vec::is_empty) {
             return Ok(());
         }
-        commit.commit().map_err(|e| fjall_err("share_begins", e))?;
+        if let Err(e) = commit.commit() {
+            // The execution does not begin after all: it has no end to wait for.
+            state.executions.end(batch, share, false);
+            return Err(fjall_err("share_begins", e));
+        }
 
         for key in &segments {
             if let Some(old) = state.segments.remove(key) {
