@@ -96,13 +96,26 @@ fn ts(ms: i64) -> Value {
 
 /// Writes `rows` (in schema field order) into `table` of `run` with rowids 1, 2, 3, …
 fn seed(store: &dyn Store, plan: &Plan, table: &str, run: u32, rows: &[Vec<Value>]) -> Result<()> {
+    seed_with(store, plan, table, run, rows, |i| i as i64 + 1)
+}
+
+/// Writes `rows` into `table` of `run`, row `i` with rowid `rowid(i)`.
+fn seed_with(
+    store: &dyn Store,
+    plan: &Plan,
+    table: &str,
+    run: u32,
+    rows: &[Vec<Value>],
+    rowid: impl Fn(usize) -> i64,
+) -> Result<()> {
     let schema = &plan.tables[table];
     let spec = source_spec(plan, table, run);
     store.create_table(KS, &spec)?;
-    let mut writes = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
-        writes.push(row_write(schema, i as i64 + 1, r)?);
-    }
+    let writes = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| row_write(schema, rowid(i), r))
+        .collect::<Result<Vec<_>, _>>()?;
     store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
     Ok(())
 }
@@ -869,17 +882,10 @@ fn seed_spread(
     run: u32,
     rows: &[Vec<Value>],
 ) -> Result<()> {
-    let schema = &plan.tables[table];
-    let spec = source_spec(plan, table, run);
-    store.create_table(KS, &spec)?;
     let step = u64::MAX / rows.len() as u64;
-    let writes = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| row_write(schema, ((i as u64 * step) ^ (1 << 63)) as i64, r))
-        .collect::<Result<Vec<_>, _>>()?;
-    store.write_rows(KS, &spec, Share::WHOLE, &writes, WriteMode::Insert)?;
-    Ok(())
+    seed_with(store, plan, table, run, rows, |i| {
+        ((i as u64 * step) ^ (1 << 63)) as i64
+    })
 }
 
 /// The store of `env` closed and opened again, as by a process that crashed and restarted,
