@@ -792,11 +792,14 @@ fn parallel_fold_errors_read_as_one_thread() -> Result<()> {
             5,
             "{threads} threads (seed {seed})"
         );
-        // Every case merges but the sums past the exactness bound.
-        assert_eq!(
-            ctx.lookup_cache.parallel_folds(),
-            4,
-            "{threads} threads (seed {seed})"
+        // The four other cases always merge. The overflow case merges only when no key's
+        // partial sums reach the exactness bound, which depends on the seed's data (seed
+        // 1796497946715919589 stays under it); either way its outputs and error were the
+        // single pass's, checked above.
+        let parallel = ctx.lookup_cache.parallel_folds();
+        assert!(
+            (4..=5).contains(&parallel),
+            "{threads} threads: {parallel} parallel folds (seed {seed})"
         );
     }
     Ok(())
