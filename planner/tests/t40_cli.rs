@@ -245,6 +245,35 @@ fn an_explicit_data_dir_wins_over_plexus_cluster() -> Result<()> {
     Ok(())
 }
 
+/// `history nodes` and `history batches` of a run the keyspace never had fail and say which;
+/// an empty CSV would read as a run in which no node ran.
+#[test]
+fn history_of_an_unknown_run_is_an_error() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    roastery_into(tmp.path(), &data)?;
+    for what in [
+        &["nodes", "--run-id", "7"][..],
+        &["nodes", "--run-id", "1", "--run-id", "7"][..],
+        &["batches", "--run-id", "7", "--node", "read_beans"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_planner"))
+            .arg("history")
+            .args(what)
+            .args(["--keyspace", "roastery", "--data-dir"])
+            .arg(&data)
+            .env_remove("PLEXUS_CLUSTER")
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(1) && out.stdout.is_empty() && err.contains("unknown run 7"),
+            "history {what:?} exited {:?}: {err}",
+            out.status.code()
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn a_read_of_an_unknown_keyspace_creates_nothing() -> Result<()> {
     let tmp = tempfile::tempdir()?;

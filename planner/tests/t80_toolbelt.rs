@@ -134,6 +134,26 @@ fn session(b: &Belt) -> Result<()> {
         "{nodes}"
     );
 
+    // A run the keyspace never had is an error, never an empty history that reads as "no
+    // node ran".
+    for args in [
+        &["get_node_history", "-keyspace=roastery", "-run_ids=1,7"][..],
+        &[
+            "get_batch_history",
+            "-keyspace=roastery",
+            "-run_id=7",
+            "-node=read_beans",
+        ][..],
+    ] {
+        let out = b.call(args)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success() && out.stdout.is_empty() && err.contains("unknown run 7"),
+            "{args:?} exited {:?}: {err}",
+            out.status.code()
+        );
+    }
+
     let batches = b.ok(&[
         "get_batch_history",
         "-keyspace=roastery",

@@ -43,7 +43,8 @@ impl Ledger {
     }
 
     /// Node history (`planner history nodes`, spec §9.9): per (run, node) the earliest start
-    /// and the latest final row, sorted by time, run id, batch index. Empty filters match all.
+    /// and the latest final row, sorted by time, run id, batch index. Empty filters match all;
+    /// a run id the keyspace never had is [`LedgerError::UnknownRun`].
     pub fn node_history(
         &self,
         keyspace: &str,
@@ -51,6 +52,13 @@ impl Ledger {
         nodes: &[&str],
     ) -> Result<Vec<NodeHistoryRow>, LedgerError> {
         let ks = self.keyspace(keyspace)?;
+        // A run asked for by id that the keyspace never had is an error, not an empty history.
+        if let Some(&run_id) = run_ids.iter().find(|id| !ks.runs.contains_key(id)) {
+            return Err(LedgerError::UnknownRun {
+                keyspace: keyspace.to_owned(),
+                run_id,
+            });
+        }
         let mut rows = Vec::new();
         for run in ks.runs.values() {
             if !run_ids.is_empty() && !run_ids.contains(&run.run_id) {
