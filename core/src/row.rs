@@ -22,7 +22,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 
 use crate::key::{decimal_to_f64, value_kind};
-use crate::value::{Time, Type, Value};
+use crate::value::{AsCell, CellView, Time, Type, Value};
 
 /// A row that cannot be encoded for its schema, or bytes that are not a valid encoded row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -373,6 +373,15 @@ pub enum CellRef<'a> {
     Str(&'a str),
     /// A cell of any other type, decoded (which allocates nothing).
     Value(Value),
+}
+
+impl AsCell for CellRef<'_> {
+    fn cell(&self) -> CellView<'_> {
+        match self {
+            Self::Str(s) => CellView::Str(s),
+            Self::Value(v) => CellView::Value(v),
+        }
+    }
 }
 
 /// Decodes one row like [`decode_row_projected_into`], pushing into `out` (cleared first)

@@ -161,6 +161,68 @@ pub enum Value {
     Location(Option<Arc<Zone>>),
 }
 
+/// A cell of a row about to be keyed or written, seen without copying: a value, or a
+/// string's text borrowed from where it was read (a stored row in its page, #25 item 3).
+#[derive(Debug, Clone, Copy)]
+pub enum CellView<'a> {
+    /// A value (a string value included).
+    Value(&'a Value),
+    /// A string's text.
+    Str(&'a str),
+}
+
+impl CellView<'_> {
+    /// The column type of the cell, `None` for the intermediate-only value variants.
+    pub fn column_type(&self) -> Option<Type> {
+        match self {
+            Self::Value(v) => v.column_type(),
+            Self::Str(_) => Some(Type::String),
+        }
+    }
+
+    /// The text of a string cell, `None` for any other.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Self::Value(Value::Str(s)) => Some(s),
+            Self::Value(_) => None,
+            Self::Str(s) => Some(s),
+        }
+    }
+
+    /// The cell as an owned value (a borrowed string is copied).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Self::Value(v) => (*v).clone(),
+            Self::Str(s) => Value::Str(Arc::from(*s)),
+        }
+    }
+}
+
+/// A row's cell as key builders and file writers read it ([`CellView`]): decoded values and
+/// cells read in place alike.
+pub trait AsCell {
+    /// The cell.
+    fn cell(&self) -> CellView<'_>;
+}
+
+impl AsCell for CellView<'_> {
+    fn cell(&self) -> CellView<'_> {
+        *self
+    }
+}
+
+impl AsCell for Value {
+    fn cell(&self) -> CellView<'_> {
+        CellView::Value(self)
+    }
+}
+
+impl<T: AsCell + ?Sized> AsCell for &T {
+    fn cell(&self) -> CellView<'_> {
+        (**self).cell()
+    }
+}
+
 impl Value {
     /// The column type of the value, `None` for the intermediate-only variants.
     pub fn column_type(&self) -> Option<Type> {

@@ -696,6 +696,140 @@ fn run_file_node(
     Ok(files)
 }
 
+/// A table_file whose columns are bare input fields builds its rows from the stored cells,
+/// strings borrowed from the page (#25 item 3): the files are byte-identical to the rows built
+/// as values (the same writer with a `having` that keeps every row, which takes the values
+/// path), with and without `top`, with a computed column beside the copied ones, with a string
+/// format other than `%s`, on one thread and two, spilled and in memory.
+#[test]
+fn table_file_rows_built_in_place_write_the_bytes_of_values() -> Result<()> {
+    let env = env()?;
+    let out_dir = tempfile::tempdir()?;
+    let spill_dir = tempfile::tempdir()?;
+    let mut plan = base_plan(orders_fields());
+    // (columns as (name, type, expression, format), top order).
+    type Shape = (
+        &'static [(&'static str, Type, &'static str, &'static str)],
+        Option<&'static str>,
+    );
+    let shapes: [(&str, Shape); 4] = [
+        (
+            "bare_top",
+            (
+                &[
+                    ("status", Type::String, "r.status", "%s"),
+                    ("id", Type::Int, "r.order_id", "%05d"),
+                    ("at", Type::DateTime, "r.ts", "2006-01-02 15:04:05.000"),
+                ],
+                Some("status(asc),id(desc)"),
+            ),
+        ),
+        (
+            "computed_top",
+            (
+                &[
+                    ("id", Type::Int, "r.order_id", "%d"),
+                    ("twice", Type::Int, "r.order_id * 2 + len(r.status)", "%d"),
+                    ("status", Type::String, "r.status", "%-12s"),
+                ],
+                Some("id(asc),status(asc)"),
+            ),
+        ),
+        (
+            "bare_plain",
+            (
+                &[
+                    ("at", Type::DateTime, "r.ts", "%s"),
+                    ("status", Type::String, "r.status", "%s"),
+                ],
+                None,
+            ),
+        ),
+        (
+            "computed_plain",
+            (
+                &[
+                    ("status", Type::String, "r.status", "%s"),
+                    ("shout", Type::String, "r.status + \"!\"", "%s"),
+                ],
+                None,
+            ),
+        ),
+    ];
+    for (name, (cols, order)) in &shapes {
+        for kept in ["in_place", "values"] {
+            let node_name = format!("{kept}_{name}");
+            let url = format!("{}/{node_name}_{{batch_idx}}.csv", out_dir.path().display());
+            let columns: Vec<FileColumn> = cols
+                .iter()
+                .map(|(n, t, x, f)| FileColumn {
+                    name: (*n).into(),
+                    ty: *t,
+                    expr: e(x),
+                    header: (*n).into(),
+                    format: (*f).into(),
+                    parquet_column: String::new(),
+                })
+                .collect();
+            let top = order.map(|o| {
+                let order = parse_order_expr(o, &|f| cols.iter().find(|c| c.0 == f).map(|c| c.1))
+                    .unwrap_or_else(|err| panic!("order: {err}"));
+                Top { order, limit: 2000 }
+            });
+            let mut n = node(
+                &node_name,
+                NodeType::TableFile,
+                table_reader("orders", 2),
+                Writer::File(FileWriter {
+                    url_template: url,
+                    format: FileWriterFormat::Csv {
+                        separator: ",".into(),
+                    },
+                    columns,
+                    having: (kept == "values").then(|| e("true")),
+                    top,
+                }),
+            );
+            n.batches = 2;
+            add(&mut plan, n);
+        }
+    }
+    // Commas (quoted), non-ASCII text, empty strings, and many ties.
+    let rows: Vec<Vec<Value>> = (0..3000)
+        .map(|i: i64| {
+            let status = match i % 5 {
+                0 => format!("a,b {}", i % 13),
+                1 => format!("Grüße {}", i % 7),
+                2 => String::new(),
+                _ => format!("s{}", i % 11),
+            };
+            vec![Value::Int(i * 7919 % 97), s(&status), ts(i * 1_234_567)]
+        })
+        .collect();
+    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    for (threads, spill) in [(1, false), (1, true), (2, false), (2, true)] {
+        let mut ctx = env.ctx.clone().with_spill_dir(spill_dir.path());
+        ctx.top_threads = threads;
+        if spill {
+            ctx.top_max_bytes = 4096;
+        }
+        for (name, _) in &shapes {
+            let in_place = run_file_node(&ctx, &plan, &format!("in_place_{name}"), out_dir.path())?;
+            let values = run_file_node(&ctx, &plan, &format!("values_{name}"), out_dir.path())?;
+            let lines: usize = values
+                .iter()
+                .map(|f| f.split(|&b| b == b'\n').count())
+                .sum();
+            assert!(lines > 2000, "{name}: {lines} lines");
+            assert_eq!(
+                in_place, values,
+                "{name}: {threads} threads, spilled: {spill}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `top` over its memory share spills sorted runs and merges them: the output files are
 /// byte-identical to the in-memory path, ties (many rows per amount) in arrival order, for a
 /// limit below the row count and for the default limit.

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use rust_decimal::Decimal;
 use unicode_normalization::UnicodeNormalization;
 
-use super::def::{CaseMode, IndexDef, KeyError, SortDir};
-use crate::value::{Type, Value};
+use super::def::{CaseMode, IndexDef, KeyComponent, KeyError, SortDir};
+use crate::value::{AsCell, CellView, Type, Value};
 
 /// Builds the key of one row: `values[i]` is the value of `def.components[i]` (spec §6.2).
 pub fn build_key(def: &IndexDef, values: &[&Value]) -> Result<Vec<u8>, KeyError> {
@@ -19,10 +19,10 @@ pub fn build_key(def: &IndexDef, values: &[&Value]) -> Result<Vec<u8>, KeyError>
 }
 
 /// Appends the key of one row to `out` (see [`build_key`]); on error `out` is left unchanged.
-pub fn build_key_into(
+pub fn build_key_into<C: AsCell>(
     out: &mut Vec<u8>,
     def: &IndexDef,
-    values: &[&Value],
+    values: &[C],
 ) -> Result<(), KeyError> {
     build_key_with(out, def, values, DescForm::Hex)
 }
@@ -48,10 +48,10 @@ pub fn orders_compactly(def: &IndexDef) -> bool {
 /// fixed width, and the comparison never crosses a component boundary at different offsets):
 /// for a `top` that sorts and spills millions of keys, where descending components doubled
 /// their size. On error `out` is left unchanged.
-pub fn build_order_key_into(
+pub fn build_order_key_into<C: AsCell>(
     out: &mut Vec<u8>,
     def: &IndexDef,
-    values: &[&Value],
+    values: &[C],
 ) -> Result<(), KeyError> {
     build_key_with(out, def, values, DescForm::Complement)
 }
@@ -66,10 +66,10 @@ enum DescForm {
 }
 
 /// The work of [`build_key_into`] and [`build_order_key_into`].
-fn build_key_with(
+fn build_key_with<C: AsCell>(
     out: &mut Vec<u8>,
     def: &IndexDef,
-    values: &[&Value],
+    values: &[C],
     desc: DescForm,
 ) -> Result<(), KeyError> {
     if values.len() != def.components.len() {
@@ -81,32 +81,22 @@ fn build_key_with(
     let origin = out.len();
     for (index, (comp, value)) in def.components.iter().zip(values).enumerate() {
         let start = out.len();
-        match (comp.ty, value) {
-            (Type::Int, Value::Int(v)) => push_int(out, *v),
-            (Type::Float, Value::Float(v)) => push_float(out, *v),
-            (Type::Decimal2, Value::Decimal(d)) => push_float(out, decimal_to_f64(d)),
-            (Type::DateTime, Value::Time(t)) => {
-                // Go: t.UnixMicro() + 62135596800000000, both with int64 wrap-around.
-                let micros = t
-                    .secs
-                    .wrapping_mul(1_000_000)
-                    .wrapping_add(i64::from(t.nanos / 1000))
-                    .wrapping_add(62_135_596_800_000_000);
-                push_go_020d(out, micros);
-            }
-            (Type::Bool, Value::Bool(b)) => out.push(if *b { b'T' } else { b'F' }),
-            (Type::String, Value::Str(s)) => {
+        let pushed = match value.cell() {
+            CellView::Str(s) if comp.ty == Type::String => {
                 push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);
+                Ok(())
             }
-            _ => {
-                out.truncate(origin);
-                return Err(KeyError::ValueType {
-                    index,
-                    field: comp.field.clone(),
-                    expected: comp.ty,
-                    actual: value_kind(value),
-                });
-            }
+            CellView::Str(_) => Err(Type::String.name()),
+            CellView::Value(value) => push_value(out, comp, value),
+        };
+        if let Err(actual) = pushed {
+            out.truncate(origin);
+            return Err(KeyError::ValueType {
+                index,
+                field: comp.field.clone(),
+                expected: comp.ty,
+                actual,
+            });
         }
         if comp.dir == SortDir::Desc {
             match desc {
@@ -114,6 +104,31 @@ fn build_key_with(
                 DescForm::Complement => complement(&mut out[start..]),
             }
         }
+    }
+    Ok(())
+}
+
+/// Appends the key bytes of `value` as component `comp`; the value's kind when it is not of
+/// the component's type.
+fn push_value(out: &mut Vec<u8>, comp: &KeyComponent, value: &Value) -> Result<(), &'static str> {
+    match (comp.ty, value) {
+        (Type::Int, Value::Int(v)) => push_int(out, *v),
+        (Type::Float, Value::Float(v)) => push_float(out, *v),
+        (Type::Decimal2, Value::Decimal(d)) => push_float(out, decimal_to_f64(d)),
+        (Type::DateTime, Value::Time(t)) => {
+            // Go: t.UnixMicro() + 62135596800000000, both with int64 wrap-around.
+            let micros = t
+                .secs
+                .wrapping_mul(1_000_000)
+                .wrapping_add(i64::from(t.nanos / 1000))
+                .wrapping_add(62_135_596_800_000_000);
+            push_go_020d(out, micros);
+        }
+        (Type::Bool, Value::Bool(b)) => out.push(if *b { b'T' } else { b'F' }),
+        (Type::String, Value::Str(s)) => {
+            push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);
+        }
+        _ => return Err(value_kind(value)),
     }
     Ok(())
 }

@@ -15,17 +15,19 @@ use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
 use plexus_core::plan::Top;
-use plexus_core::value::{Type, Value};
+use plexus_core::row::CellRef;
+use plexus_core::value::{AsCell, Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
 use super::compiled::{FileOut, TableInput};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::processor::Processor;
-use super::scan::{Page, Scan, decode};
+use super::scan::{Page, Scan, decode, decode_refs};
 use super::write::{check_type, field_err, take_columns, taken_columns};
 use crate::files::{
     FileError, SortedRow, TopBuffer, create_sink, line_renderer, resolve_url_template,
 };
+use crate::store::Rowid;
 
 /// table_file: a table reader and a file writer.
 #[derive(Debug)]
@@ -34,6 +36,105 @@ pub(crate) struct TableFile {
     pub(crate) out: FileOut,
     /// The columns taken out of the decoded input row ([`taken_columns`]).
     pub(crate) takes: Vec<Option<usize>>,
+    /// How rows are built from cells read in place, where they can be.
+    in_place: Option<InPlace>,
+}
+
+/// How a table_file builds its rows from cells read in place (#25 item 3): a column that is
+/// a bare input field of its own type is the stored cell, a string borrowed from the page it
+/// was read from, never built as a value. For a CSV writer without `having` (which reads
+/// every column as a value): its renderer and its `top` key read cells.
+#[derive(Debug)]
+struct InPlace {
+    /// The input columns decoded as cells: those file columns take, or all when a column
+    /// is computed.
+    wanted: Vec<bool>,
+    /// Per file column: the position of the cell it takes among the decoded ones; `None`:
+    /// computed.
+    from: Vec<Option<usize>>,
+    /// Per input column: the position of its cell among the decoded ones when computed
+    /// columns may read it (every column no other takes); empty when none is computed.
+    read: Vec<Option<usize>>,
+}
+
+impl InPlace {
+    /// The plan for `out` over input rows of `types`, `None` where rows are built as values.
+    fn new(out: &FileOut, types: &[Type], takes: &[Option<usize>]) -> Option<Self> {
+        if out.having.is_some() || line_renderer(&out.writer).is_none() {
+            return None;
+        }
+        let taken_text = takes
+            .iter()
+            .flatten()
+            .any(|&c| types.get(c) == Some(&Type::String));
+        if !taken_text {
+            return None;
+        }
+        // A computed column reads input values: every column is decoded then, and those no
+        // column takes are built as values for it.
+        let computed = takes.iter().any(Option::is_none);
+        let mut wanted = vec![computed; types.len()];
+        for &c in takes.iter().flatten() {
+            *wanted.get_mut(c)? = true;
+        }
+        // Decoded cells are pushed in column order: a column's cell is at its rank.
+        let rank = |c: usize| wanted.iter().take(c).filter(|&&w| w).count();
+        let from = takes.iter().map(|t| t.map(rank)).collect();
+        let taken = |c: usize| takes.contains(&Some(c));
+        let read = match computed {
+            false => Vec::new(),
+            true => (0..types.len()).map(|c| (!taken(c)).then_some(c)).collect(),
+        };
+        Some(Self { wanted, from, read })
+    }
+}
+
+/// The buffers of rows built in place from one page, whose cells borrow it.
+#[derive(Default)]
+struct CellRow<'p> {
+    /// The decoded cells of the input row.
+    refs: Vec<CellRef<'p>>,
+    /// The input row's values computed columns read.
+    values: Vec<Value>,
+    /// The file row.
+    row: Vec<CellRef<'p>>,
+}
+
+impl InPlace {
+    /// Builds into `b.row` the file row of `bytes`, stored row `rowid` of `table`.
+    fn compute<'p>(
+        &self,
+        (out, types): (&FileOut, &[Type]),
+        (bytes, rowid, table): (&'p [u8], Rowid, &str),
+        b: &mut CellRow<'p>,
+    ) -> Result<(), BatchErrorKind> {
+        let CellRow { refs, values, row } = b;
+        decode_refs(bytes, types, &self.wanted, refs, table, rowid)?;
+        values.clear();
+        values.extend(self.read.iter().map(|k| {
+            k.and_then(|k| refs.get(k))
+                .map_or(Value::Bool(false), |c| c.cell().to_value())
+        }));
+        let vars = Vars::new().with(Alias::R, values);
+        let loc = || RowLoc::Table {
+            table: table.to_owned(),
+            rowid,
+        };
+        row.clear();
+        for ((name, ty, expr), from) in out.columns.iter().zip(&self.from) {
+            match from.and_then(|k| refs.get(k)) {
+                Some(c) => row.push(c.clone()),
+                None => {
+                    let v = expr
+                        .eval(&vars, Rounding::To2)
+                        .map_err(|e| field_err(&loc, "column", name, e))?;
+                    check_type(&v, *ty).map_err(|e| field_err(&loc, "column", name, e))?;
+                    row.push(CellRef::Value(v));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl TableFile {
@@ -41,7 +142,13 @@ impl TableFile {
     pub(crate) fn new(input: TableInput, out: FileOut) -> Self {
         let exprs = out.columns.iter().map(|(_, ty, e)| (e, *ty));
         let takes = taken_columns(exprs, &input.types);
-        Self { input, out, takes }
+        let in_place = InPlace::new(&out, &input.types, &takes);
+        Self {
+            input,
+            out,
+            takes,
+            in_place,
+        }
     }
 }
 
@@ -53,8 +160,32 @@ impl Processor for TableFile {
         let mut sink = create_sink(&out.writer, &url).map_err(output_err)?;
         // Computing and writing rows counts as write time: the loop's time less its reads.
         let (start, read_before) = (Instant::now(), stats.read);
-        let top = match &out.writer.top {
-            None => {
+        let top = match (&out.writer.top, &self.in_place) {
+            (None, Some(ip)) => {
+                let mut scan = Scan::new(b, &input.table, input.page_size)?;
+                let mut render = line_renderer(&out.writer);
+                let mut line = Vec::new();
+                while let Some(page) = scan.next_page(stats)? {
+                    let mut cells = CellRow::default();
+                    for (rowid, bytes) in page.iter() {
+                        let at = (bytes, rowid, scan.table_name.as_str());
+                        ip.compute((out, &input.types), at, &mut cells)?;
+                        line.clear();
+                        let rendered = render
+                            .as_mut()
+                            .is_some_and(|r| r.render(&cells.row, &mut line));
+                        let written = match rendered {
+                            true => sink.write_rendered(&line),
+                            // The sink reports the row it refuses, as for values.
+                            false => sink.write_row(&values_of(&cells.row)),
+                        };
+                        written.map_err(output_err)?;
+                        stats.rows_out += 1;
+                    }
+                }
+                None
+            }
+            (None, None) => {
                 let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
                 scan.for_each_row(&input.types, stats, |stats, _, r, loc| {
@@ -66,8 +197,24 @@ impl Processor for TableFile {
                 })?;
                 None
             }
-            Some(t) if b.ctx.top_threads > 1 => Some(parallel_top(b, self, t, stats)?),
-            Some(t) => {
+            (Some(t), _) if b.ctx.top_threads > 1 => Some(parallel_top(b, self, t, stats)?),
+            (Some(t), Some(ip)) => {
+                let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
+                let mut scan = Scan::new(b, &input.table, input.page_size)?;
+                let mut seq = 0u64;
+                while let Some(page) = scan.next_page(stats)? {
+                    let mut cells = CellRow::default();
+                    for (rowid, bytes) in page.iter() {
+                        let at = (bytes, rowid, scan.table_name.as_str());
+                        ip.compute((out, &input.types), at, &mut cells)?;
+                        buf.push_cells_at(&cells.row, seq)
+                            .map_err(top_err(&|| scan.loc(rowid)))?;
+                        seq += 1;
+                    }
+                }
+                Some(buf)
+            }
+            (Some(t), None) => {
                 let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
                 let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut row = Vec::with_capacity(out.columns.len());
@@ -159,10 +306,20 @@ fn push_top(
         Some(seq) => buf.push_at(row, seq),
         None => buf.push(row),
     }
-    .map_err(|e| match e {
+    .map_err(top_err(loc))
+}
+
+/// The error of a row that a `top` buffer refuses: its order key's is the row's.
+fn top_err(loc: &dyn Fn() -> RowLoc) -> impl FnOnce(FileError) -> BatchErrorKind + '_ {
+    move |e| match e {
         FileError::TopKey { .. } => field_err(loc, "top.order", "", e),
         e => output_err(e),
-    })
+    }
+}
+
+/// The values of a row of cells, for a sink that reports why it refuses the row.
+fn values_of(row: &[CellRef<'_>]) -> Vec<Value> {
+    row.iter().map(|c| c.cell().to_value()).collect()
 }
 
 /// A failure of a parallel top's worker: the batch position of the failing row, and why.
@@ -176,6 +333,7 @@ fn parallel_top(
     stats: &mut BatchStats,
 ) -> Result<TopBuffer, BatchErrorKind> {
     let (input, out, takes) = (&p.input, &p.out, p.takes.as_slice());
+    let in_place = p.in_place.as_ref();
     let threads = b.ctx.top_threads.max(1);
     let top_bytes = b.ctx.top_bytes_now();
     let mut scan = Scan::new(b, &input.table, input.page_size)?;
@@ -190,7 +348,7 @@ fn parallel_top(
             let mut buf = new_top(b, out, t, top_bytes / threads)?;
             let (types, table_name) = (&input.types, table_name.as_str());
             workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
-                top_worker(rx, types, table_name, (out, takes), &mut buf)?;
+                top_worker(rx, types, table_name, (out, takes, in_place), &mut buf)?;
                 // Not a row's failure: after any row's, in the batch's first-failure order.
                 buf.seal().map_err(|e| (u64::MAX, output_err(e)))?;
                 Ok(buf)
@@ -243,23 +401,29 @@ fn top_worker(
     pages: mpsc::Receiver<(u64, Page)>,
     types: &[Type],
     table_name: &str,
-    (out, takes): (&FileOut, &[Option<usize>]),
+    (out, takes, in_place): (&FileOut, &[Option<usize>], Option<&InPlace>),
     buf: &mut TopBuffer,
 ) -> Result<(), WorkerFailure> {
     let mut r = Vec::with_capacity(types.len());
     let mut row = Vec::with_capacity(out.columns.len());
     for (first, page) in pages {
+        let mut cells = CellRow::default();
         for (seq, (rowid, bytes)) in (first..).zip(page.iter()) {
             let loc = || RowLoc::Table {
                 table: table_name.to_owned(),
                 rowid,
             };
-            let step = decode(bytes, types, &mut r, table_name, rowid)
-                .and_then(|()| compute_row(out, &mut r, takes, &mut row, &loc))
-                .and_then(|keep| match keep {
-                    true => push_top(buf, &row, Some(seq), &loc),
-                    false => Ok(()),
-                });
+            let step = match in_place {
+                Some(ip) => ip
+                    .compute((out, types), (bytes, rowid, table_name), &mut cells)
+                    .and_then(|()| buf.push_cells_at(&cells.row, seq).map_err(top_err(&loc))),
+                None => decode(bytes, types, &mut r, table_name, rowid)
+                    .and_then(|()| compute_row(out, &mut r, takes, &mut row, &loc))
+                    .and_then(|keep| match keep {
+                        true => push_top(buf, &row, Some(seq), &loc),
+                        false => Ok(()),
+                    }),
+            };
             step.map_err(|e| (seq, e))?;
         }
     }

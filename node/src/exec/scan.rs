@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use plexus_core::row::RowError;
+use plexus_core::row::{CellRef, RowError};
 use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
@@ -149,6 +149,20 @@ pub(crate) fn decode_projected(
     rowid: Rowid,
 ) -> Result<(), BatchErrorKind> {
     plexus_core::row::decode_row_projected_into(bytes, types, needed, out)
+        .map_err(undecodable(table, rowid))
+}
+
+/// Decodes the columns `wanted` marks of a stored row of `table` as cells read in place
+/// (strings borrowed from `bytes`; see [`plexus_core::row::decode_row_refs_into`]).
+pub(crate) fn decode_refs<'a>(
+    bytes: &'a [u8],
+    types: &[Type],
+    wanted: &[bool],
+    out: &mut Vec<CellRef<'a>>,
+    table: &str,
+    rowid: Rowid,
+) -> Result<(), BatchErrorKind> {
+    plexus_core::row::decode_row_refs_into(bytes, types, wanted, out)
         .map_err(undecodable(table, rowid))
 }
 

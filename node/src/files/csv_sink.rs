@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use plexus_core::cell::{CellError, csv_quote_into, write_cell};
 use plexus_core::gotime::Layout;
 use plexus_core::plan::FileColumn;
-use plexus_core::value::{Type, Value};
+use plexus_core::value::{AsCell, CellView, Type, Value};
 
 use super::location::{OutputFile, create_output, display};
 use super::{FileError, RowSink};
@@ -96,36 +96,50 @@ fn layouts(columns: &[FileColumn]) -> Vec<Option<Layout>> {
         .collect()
 }
 
-fn render_line(
+fn render_line<C: AsCell>(
     columns: &[FileColumn],
     layouts: &[Option<Layout>],
     separator: &str,
     cell: &mut String,
     line: &mut String,
-    values: &[Value],
+    values: &[C],
 ) -> Result<(), RenderFailure> {
     if values.len() != columns.len() {
         return Err(RenderFailure::Width);
     }
     for (i, (col, v)) in columns.iter().zip(values).enumerate() {
+        let v = v.cell();
         if v.column_type() != Some(col.ty) {
             return Err(RenderFailure::Type {
                 column: col.name.clone(),
                 expected: col.ty,
-                actual: v.go_type_name(),
+                actual: match v {
+                    CellView::Value(v) => v.go_type_name(),
+                    CellView::Str(_) => "string",
+                },
             });
         }
         if i > 0 {
             line.push_str(separator);
         }
         cell.clear();
-        match (v, layouts.get(i).and_then(Option::as_ref)) {
-            (Value::Time(t), Some(layout)) => layout.format_into(cell, t),
-            _ => write_cell(cell, v, &col.format).map_err(|source| RenderFailure::Cell {
-                column: col.name.clone(),
-                source,
-            })?,
-        }
+        let written = match (v, layouts.get(i).and_then(Option::as_ref)) {
+            (CellView::Value(Value::Time(t)), Some(layout)) => {
+                layout.format_into(cell, t);
+                Ok(())
+            }
+            // `%s` of a string is the string: most text columns of an output file.
+            (CellView::Str(s), _) if col.format == "%s" => {
+                cell.push_str(s);
+                Ok(())
+            }
+            (CellView::Str(_), _) => write_cell(cell, &v.to_value(), &col.format),
+            (CellView::Value(v), _) => write_cell(cell, v, &col.format),
+        };
+        written.map_err(|source| RenderFailure::Cell {
+            column: col.name.clone(),
+            source,
+        })?;
         csv_quote_into(line, cell);
     }
     line.push('\n');
@@ -158,7 +172,7 @@ impl LineRenderer {
 
     /// Appends the line of `values` to `out`; false (and `out` unchanged) when the sink would
     /// fail the row, which is then kept as values so the sink reports the failure in place.
-    pub fn render(&mut self, values: &[Value], out: &mut Vec<u8>) -> bool {
+    pub fn render<C: AsCell>(&mut self, values: &[C], out: &mut Vec<u8>) -> bool {
         self.line.clear();
         let ok = render_line(
             &self.columns,

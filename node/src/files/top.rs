@@ -21,7 +21,7 @@ use plexus_core::key::{
     IndexDef, KeyError, build_key_into, build_order_key_into, orders_compactly,
 };
 use plexus_core::plan::{FileColumn, Top};
-use plexus_core::value::Value;
+use plexus_core::value::{AsCell, CellView, Value};
 
 use super::{FileError, LineRenderer};
 
@@ -295,9 +295,6 @@ struct Spill {
     absorbed_dirs: Vec<tempfile::TempDir>,
 }
 
-/// Appends a row's order key to a buffer (see [`TopBuffer`]'s `encode`).
-type KeyEncoder = fn(&mut Vec<u8>, &IndexDef, &[&Value]) -> Result<(), KeyError>;
-
 /// Keeps the `limit` rows with the smallest order keys and yields them ascending; equal keys
 /// keep their arrival order (Capillaries leaves ties unspecified, a stable order makes outputs
 /// reproducible).
@@ -308,9 +305,10 @@ type KeyEncoder = fn(&mut Vec<u8>, &IndexDef, &[&Value]) -> Result<(), KeyError>
 /// of a large `top` the most expensive part of a file writer.
 pub struct TopBuffer {
     def: IndexDef,
-    /// Builds a row's order key: [`build_order_key_into`] (descending components half as long)
-    /// wherever it orders as Capillaries' key does, else that key itself.
-    encode: KeyEncoder,
+    /// Whether a row's order key is built by [`build_order_key_into`] (descending components
+    /// half as long), which is wherever it orders as Capillaries' key does, or else as that
+    /// key itself.
+    compact_keys: bool,
     /// Writer column index of every order component.
     cols: Vec<usize>,
     limit: usize,
@@ -390,14 +388,9 @@ impl TopBuffer {
             top.limit
         };
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let encode: KeyEncoder = if orders_compactly(&top.order) {
-            build_order_key_into
-        } else {
-            build_key_into
-        };
         Ok(Self {
             def: top.order.clone(),
-            encode,
+            compact_keys: orders_compactly(&top.order),
             cols,
             limit,
             rows: Vec::with_capacity(limit.min(4096)),
@@ -445,27 +438,54 @@ impl TopBuffer {
     /// share) and later merged with the others by [`TopBuffer::absorb`]. Do not mix with
     /// [`TopBuffer::push`].
     pub fn push_at(&mut self, row: &[Value], seq: u64) -> Result<(), FileError> {
+        self.offer(row, seq, |row, out| {
+            bincode::serde::encode_into_std_write(row, out, ROW_CONFIG).map(drop)
+        })
+    }
+
+    /// Offers one row of cells read in place (strings borrowed from their page), like
+    /// [`TopBuffer::push_at`]: the same key and the same kept bytes as for its values.
+    pub fn push_cells_at<C: AsCell>(&mut self, row: &[C], seq: u64) -> Result<(), FileError> {
+        self.offer(row, seq, |row, out| {
+            let values: Vec<Value> = row.iter().map(|c| c.cell().to_value()).collect();
+            bincode::serde::encode_into_std_write(&values, out, ROW_CONFIG).map(drop)
+        })
+    }
+
+    /// The work of [`TopBuffer::push_at`]: `serialise` appends the row's values when the
+    /// renderer does not take the row.
+    fn offer<C: AsCell>(
+        &mut self,
+        row: &[C],
+        seq: u64,
+        serialise: impl FnOnce(&[C], &mut Vec<u8>) -> Result<(), bincode::error::EncodeError>,
+    ) -> Result<(), FileError> {
         self.sorted_from = None;
         if self.limit == 0 {
             return Ok(());
         }
         self.scratch.clear();
-        // The order values by reference, on the stack when they are few (most orders): a
+        // The order cells by reference, on the stack when they are few (most orders): a
         // vector here was one allocation per row offered.
-        let mut refs: [&Value; STACK_KEY_COMPONENTS] = [&NO_VALUE; STACK_KEY_COMPONENTS];
+        let mut refs = [CellView::Value(&NO_VALUE); STACK_KEY_COMPONENTS];
         let mut n = 0;
         for (slot, v) in refs
             .iter_mut()
             .zip(self.cols.iter().filter_map(|&i| row.get(i)))
         {
-            *slot = v;
+            *slot = v.cell();
             n += 1;
         }
         let built = if self.cols.len() <= STACK_KEY_COMPONENTS {
-            (self.encode)(&mut self.scratch, &self.def, &refs[..n])
+            self.build_key(&refs[..n])
         } else {
-            let values: Vec<&Value> = self.cols.iter().filter_map(|&i| row.get(i)).collect();
-            (self.encode)(&mut self.scratch, &self.def, &values)
+            let values: Vec<CellView<'_>> = self
+                .cols
+                .iter()
+                .filter_map(|&i| row.get(i))
+                .map(AsCell::cell)
+                .collect();
+            self.build_key(&values)
         };
         built.map_err(|e| FileError::TopKey {
             source: Box::new(e),
@@ -491,11 +511,9 @@ impl TopBuffer {
         };
         if !rendered {
             self.scratch.push(ROW_VALUES);
-            bincode::serde::encode_into_std_write(row, &mut self.scratch, ROW_CONFIG).map_err(
-                |e| FileError::TopRow {
-                    reason: e.to_string(),
-                },
-            )?;
+            serialise(row, &mut self.scratch).map_err(|e| FileError::TopRow {
+                reason: e.to_string(),
+            })?;
         }
         let too_large = || FileError::TopRow {
             reason: format!("a row of {} bytes (4 GiB at most)", self.scratch.len()),
@@ -529,6 +547,14 @@ impl TopBuffer {
             }
         }
         Ok(())
+    }
+
+    /// Appends the order key of `cells` (the order components' cells) to `scratch`.
+    fn build_key(&mut self, cells: &[CellView<'_>]) -> Result<(), KeyError> {
+        match self.compact_keys {
+            true => build_order_key_into(&mut self.scratch, &self.def, cells),
+            false => build_key_into(&mut self.scratch, &self.def, cells),
+        }
     }
 
     /// Memory held: the arena's bytes (a cut's leftovers included) and the entries.
