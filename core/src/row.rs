@@ -95,7 +95,11 @@ pub enum RowError {
 
 /// Appends the encoding of `values` (one per column of `schema`) to `out`; on error `out` is
 /// left unchanged.
-pub fn encode_row(out: &mut Vec<u8>, schema: &[Type], values: &[Value]) -> Result<(), RowError> {
+pub fn encode_row<C: AsCell>(
+    out: &mut Vec<u8>,
+    schema: &[Type],
+    values: &[C],
+) -> Result<(), RowError> {
     if values.len() != schema.len() {
         return Err(RowError::ValueCount {
             expected: schema.len(),
@@ -110,10 +114,27 @@ pub fn encode_row(out: &mut Vec<u8>, schema: &[Type], values: &[Value]) -> Resul
     result
 }
 
-fn encode_cells(out: &mut Vec<u8>, schema: &[Type], values: &[Value]) -> Result<(), RowError> {
+fn encode_cells<C: AsCell>(
+    out: &mut Vec<u8>,
+    schema: &[Type],
+    values: &[C],
+) -> Result<(), RowError> {
     put_varint(out, schema.len() as u64);
     for (column, (&ty, value)) in schema.iter().zip(values).enumerate() {
-        encode_cell(out, column, ty, value)?;
+        match value.cell() {
+            CellView::Value(v) => encode_cell(out, column, ty, v)?,
+            CellView::Str(s) if ty == Type::String => {
+                put_varint(out, s.len() as u64);
+                out.extend_from_slice(s.as_bytes());
+            }
+            CellView::Str(_) => {
+                return Err(RowError::TypeMismatch {
+                    column,
+                    expected: ty,
+                    actual: Type::String.name(),
+                });
+            }
+        }
     }
     Ok(())
 }

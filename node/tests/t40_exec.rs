@@ -1581,6 +1581,156 @@ fn file_table_reads_csv_batches() -> Result<()> {
     Ok(())
 }
 
+/// A file_table reading strings from its CSV source: one node whose fields copy reader
+/// columns (rows written from the cells the source reads in place, #25 item 3) and the same
+/// node with a `having` that keeps every row (rows built as values).
+fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
+    let col = |name: &str, ty: Type, hdr: &str, format: &str, default: &str| ReaderColumn {
+        name: name.into(),
+        ty,
+        default_value: default.into(),
+        csv_idx: 0,
+        csv_header: hdr.into(),
+        csv_format: format.into(),
+        parquet_column: String::new(),
+    };
+    let index = format!("idx_{name}_who");
+    let mut n = node(
+        name,
+        NodeType::FileTable,
+        Reader::File(FileReader {
+            urls: vec![url.to_owned()],
+            format: FileReaderFormat::Csv(CsvReaderSettings {
+                hdr_line_idx: 0,
+                first_data_line_idx: 1,
+                separator: b',',
+                by_header: true,
+                compression: plexus_core::plan::Compression::Auto,
+            }),
+            columns: vec![
+                col("id", Type::Int, "id", "%d", ""),
+                col("note", Type::String, "note", "", "n/a"),
+                col("price", Type::Decimal2, "price", "%f", ""),
+                col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
+                col("who", Type::String, "who", "", ""),
+            ],
+            splits: Vec::new(),
+        }),
+        Writer::Table(table_writer(
+            name,
+            &[
+                ("id", Type::Int, "r.id", None),
+                ("note", Type::String, "r.note", None),
+                ("price", Type::Decimal2, "r.price", None),
+                ("shout", Type::String, "r.who + \"!\" + r.note", None),
+                ("ts", Type::DateTime, "r.ts", None),
+                ("who", Type::String, "r.who", None),
+            ],
+            having,
+            &[(&index, "non_unique(who)")],
+        )),
+    );
+    n.batches = 1;
+    n
+}
+
+/// A file_table whose fields copy CSV string columns writes them from the cells the source
+/// reads in place: the same rows under the same rowids, and the same index entries, as the
+/// rows built as values (quoted commas, non-ASCII text, empty cells taking a default, a
+/// computed field reading the copied columns, decimals of more than two places); a bad cell
+/// fails both alike, naming the file, line and column.
+#[test]
+fn file_table_rows_built_in_place_store_the_bytes_of_values() -> Result<()> {
+    let env = env()?;
+    let dir = tempfile::tempdir()?;
+    let mut csv = String::from("id,who,note,price,ts\n");
+    for i in 0..2500 {
+        let who = match i % 4 {
+            0 => format!("\"a,b {}\"", i % 17),
+            1 => format!("Grüße {}", i % 5),
+            2 => String::new(),
+            _ => format!("s{}", i % 23),
+        };
+        let note = if i % 3 == 0 {
+            String::new()
+        } else {
+            format!("n{i}")
+        };
+        csv.push_str(&format!(
+            "{i},{who},{note},{}.{:03},2020-01-02 03:{:02}:05\n",
+            i % 97,
+            i % 1000,
+            i % 60
+        ));
+    }
+    let url = write_file(dir.path(), "strings.csv", &csv)?;
+    let mut plan = base_plan(orders_fields());
+    add(&mut plan, csv_strings_node("in_place", &url, None));
+    add(&mut plan, csv_strings_node("values", &url, Some("true")));
+    assert_eq!(run_node(&env, &plan, "in_place", 1)?, 2500);
+    assert_eq!(run_node(&env, &plan, "values", 1)?, 2500);
+    let scan = |table: &str| -> Result<Vec<(i64, Vec<u8>)>> {
+        let mut all = Vec::new();
+        let mut resume = None;
+        loop {
+            let page = env
+                .store
+                .scan_batch(KS, &TableRef::new(table, 1), 0, 1, 1000, resume)?;
+            all.extend(page.iter().map(|(r, b)| (r, b.to_vec())));
+            match page.resume_after {
+                Some(r) => resume = Some(r),
+                None => return Ok(all),
+            }
+        }
+    };
+    let (in_place, values) = (scan("in_place")?, scan("values")?);
+    assert_eq!(in_place.len(), 2500);
+    assert!(in_place == values, "rows or rowids differ");
+    let def = &plan.tables["values"].indexes["idx_values_who"];
+    let keys: Vec<Vec<u8>> = ["a,b 3", "Grüße 2", "", "s7", "nobody"]
+        .iter()
+        .map(|who| {
+            let mut k = Vec::new();
+            plexus_core::key::build_key_into(&mut k, def, &[Value::str(who)])
+                .map(|()| k)
+                .map_err(|e| anyhow!("{e}"))
+        })
+        .collect::<Result<_>>()?;
+    let found = |index: &str| {
+        env.store
+            .lookup_non_unique(KS, &TableRef::new(index, 1), &keys)
+    };
+    let (a, b) = (found("idx_in_place_who")?, found("idx_values_who")?);
+    assert!(a.iter().take(4).all(|r| !r.is_empty()), "{a:?}");
+    assert_eq!(a, b);
+
+    // A cell that is not UTF-8 in a copied string column fails both paths alike.
+    let bad_url = dir.path().join("bad.csv");
+    let mut bad = b"id,who,note,price,ts\n1,ok,x,1.5,2020-01-02 03:04:05\n2,".to_vec();
+    bad.extend_from_slice(b"\xff\xfe,x,1.5,2020-01-02 03:04:05\n");
+    std::fs::write(&bad_url, bad)?;
+    let bad_url = bad_url.display().to_string();
+    let mut plan = base_plan(orders_fields());
+    add(&mut plan, csv_strings_node("bad_in_place", &bad_url, None));
+    add(
+        &mut plan,
+        csv_strings_node("bad_values", &bad_url, Some("true")),
+    );
+    let err = |name: &str| -> Result<String> {
+        let e = run_node(&env, &plan, name, 1)
+            .err()
+            .with_context(|| format!("{name} must fail"))?;
+        Ok(e.to_string().replace(name, "NODE"))
+    };
+    let (a, b) = (err("bad_in_place")?, err("bad_values")?);
+    assert_eq!(a, b);
+    assert!(
+        a.contains(&bad_url) && a.contains("line 3") && a.contains("who"),
+        "{a}"
+    );
+    Ok(())
+}
+
 #[test]
 fn file_table_bad_input_names_file_line_and_column() -> Result<()> {
     let dir = tempfile::tempdir()?;

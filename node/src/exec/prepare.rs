@@ -324,7 +324,7 @@ fn register(
 ) -> Result<Box<dyn Processor>, &'static str> {
     Ok(match (input, stage, output) {
         (Input::File(reader), Stage::Plain, Output::Table(out)) => {
-            Box::new(FileTable { reader, out })
+            Box::new(FileTable::new(reader, out))
         }
         (Input::Table(input), Stage::Plain, Output::Table(out)) => {
             Box::new(TableTable::new(input, out))

@@ -10,7 +10,7 @@ use plexus_core::expr::{Alias, Compiled, Rounding, Vars};
 use plexus_core::key::build_key_into;
 use plexus_core::row::encode_row;
 use plexus_core::task::{BatchTask, SLICES, rowid, slice_seq};
-use plexus_core::value::{Type, Value};
+use plexus_core::value::{AsCell, CellView, Type, Value};
 
 use plexus_core::plan::{Field, Plan, Writer};
 
@@ -33,28 +33,29 @@ static NO_VALUE: Value = Value::Bool(false);
 const STACK_KEY_COMPONENTS: usize = 8;
 
 /// Appends the key of `def` over `row[pos[i]]` to `out`.
-pub(crate) fn key_into(
+pub(crate) fn key_into<C: AsCell>(
     out: &mut Vec<u8>,
     def: &plexus_core::key::IndexDef,
     pos: &[usize],
-    row: &[Value],
+    row: &[C],
 ) -> Result<(), String> {
-    let value = |p: usize| {
+    let cell = |p: usize| {
         row.get(p)
+            .map(AsCell::cell)
             .ok_or_else(|| format!("no value at position {p}"))
     };
     if pos.len() <= STACK_KEY_COMPONENTS {
-        let mut refs: [&Value; STACK_KEY_COMPONENTS] = [&NO_VALUE; STACK_KEY_COMPONENTS];
-        for (slot, &p) in refs.iter_mut().zip(pos) {
-            *slot = value(p)?;
+        let mut cells = [CellView::Value(&NO_VALUE); STACK_KEY_COMPONENTS];
+        for (slot, &p) in cells.iter_mut().zip(pos) {
+            *slot = cell(p)?;
         }
-        build_key_into(out, def, &refs[..pos.len()]).map_err(|e| e.to_string())
+        build_key_into(out, def, &cells[..pos.len()]).map_err(|e| e.to_string())
     } else {
-        let refs = pos
+        let cells = pos
             .iter()
-            .map(|&p| value(p))
+            .map(|&p| cell(p))
             .collect::<Result<Vec<_>, _>>()?;
-        build_key_into(out, def, &refs).map_err(|e| e.to_string())
+        build_key_into(out, def, &cells).map_err(|e| e.to_string())
     }
 }
 
@@ -348,6 +349,28 @@ impl<'a> RowWriter<'a> {
         if !self.out.having(w, loc)? {
             return Ok(());
         }
+        self.queue(w, loc)
+    }
+
+    /// Builds the keys of row `w`, cells read in place (strings borrowed from where they were
+    /// read), and queues it: a writer without `having`, which would need every field's value.
+    pub(crate) fn push_cells<C: AsCell>(
+        &mut self,
+        w: &[C],
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        if self.out.having.is_some() {
+            return Err(Inconsistency::Broken("a row of cells for a writer with having").into());
+        }
+        self.queue(w, loc)
+    }
+
+    /// Encodes row `w`, builds its keys and queues it.
+    fn queue<C: AsCell>(
+        &mut self,
+        w: &[C],
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
         // Not timed per row: a clock read per row cost 3.5 % of ingest CPU (issue #25). Encoding
         // and keying count as the caller's compute; `write_time` is the store's write calls.
         let out = self.out;
@@ -472,10 +495,10 @@ impl<'a> RowWriter<'a> {
     }
 }
 
-fn build_index_key(
+fn build_index_key<C: AsCell>(
     out: &mut Vec<u8>,
     idx: &OutIndex,
-    w: &[Value],
+    w: &[C],
     loc: &dyn Fn() -> RowLoc,
 ) -> Result<(), BatchErrorKind> {
     key_into(out, &idx.def, &idx.pos, w).map_err(|e| field_err(loc, "index", &idx.name, e))

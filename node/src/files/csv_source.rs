@@ -4,11 +4,11 @@ use std::io::{BufReader, Read};
 
 use plexus_core::cell::read_cell;
 use plexus_core::plan::{CsvReaderSettings, FilePart, ReaderColumn};
-use plexus_core::value::Value;
+use plexus_core::value::{CellView, Type, Value};
 
 use super::fastcell::Fast;
 use super::gocsv::{GoCsvReader, Record};
-use super::{FileError, RowSource, row_slot};
+use super::{FileError, RowSource, recycle, row_slot};
 
 /// Read buffer: large enough that `read_until` rarely refills mid-line.
 const READ_BUF: usize = 256 * 1024;
@@ -30,6 +30,8 @@ pub(crate) struct CsvSource {
     /// Field count of the first record (Go `FieldsPerRecord` after the first `Read`).
     fields_per_record: Option<usize>,
     rec: Record,
+    /// Whether `rec` holds the record `record_idx` names (counted once the next is read).
+    current: bool,
     done: bool,
     /// Cells read leniently, per reader column: (count, first text, its line).
     lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
@@ -40,6 +42,8 @@ pub(crate) struct CsvSource {
     extent: u64,
     /// The places of the last chunk's rows (see [`RowSource::places`]).
     places: Vec<u64>,
+    /// The values of a record read as cells, kept from record to record.
+    scratch: Vec<Value>,
 }
 
 impl CsvSource {
@@ -166,6 +170,8 @@ impl CsvSource {
             idx,
             resolved,
             record_idx: 0,
+            current: false,
+            scratch: Vec::new(),
             fields_per_record: None,
             rec: Record::default(),
             done: false,
@@ -220,9 +226,9 @@ impl CsvSource {
     }
 
     /// Converts the current record into `row`, counting the cells read leniently.
-    fn convert(&mut self, row: &mut Vec<Value>) -> Result<(), FileError> {
+    fn convert(&mut self, row: &mut Vec<Value>, lend: bool) -> Result<(), FileError> {
         let mut lenient = Vec::new();
-        self.convert_into(row, &mut lenient)?;
+        self.convert_into(row, &mut lenient, lend)?;
         let line = self.rec.line;
         for (c, text) in lenient {
             let e = self.lenient.entry(c).or_insert((0, text, line));
@@ -237,6 +243,7 @@ impl CsvSource {
         &self,
         row: &mut Vec<Value>,
         lenient: &mut Vec<(usize, String)>,
+        lend: bool,
     ) -> Result<(), FileError> {
         for (c, col) in self.columns.iter().enumerate() {
             let Some(bytes) = self.rec.field(self.idx[c]) else {
@@ -255,6 +262,11 @@ impl CsvSource {
                 source_col: self.source_col(c),
                 text: String::from_utf8_lossy(bytes).into_owned(),
             })?;
+            if lend && self.lends(c, text) {
+                // A placeholder: the cell is the text itself ([`CsvSource::lends`]).
+                row.push(Value::Bool(false));
+                continue;
+            }
             if let Some(v) = self.fast[c].read(text) {
                 row.push(v);
                 continue;
@@ -278,6 +290,82 @@ impl CsvSource {
         Ok(())
     }
 
+    /// Whether column `c`'s cell of text `text` is the text itself, as `read_cell` makes it:
+    /// a string column without a format whose cell is not an empty one taking a default.
+    fn lends(&self, c: usize, text: &str) -> bool {
+        self.columns.get(c).is_some_and(|col| {
+            col.ty == Type::String
+                && col.csv_format.is_empty()
+                && (!text.is_empty() || col.default_value.trim().is_empty())
+        })
+    }
+
+    /// Reads records up to the next data record (resolving the header on the way); false at
+    /// the end of the file.
+    fn next_data_record(&mut self) -> Result<bool, FileError> {
+        loop {
+            if self.current {
+                self.record_idx += 1;
+                self.current = false;
+            }
+            if self.done {
+                return Ok(false);
+            }
+            let more = self
+                .rdr
+                .read_record(&mut self.rec)
+                .map_err(|source| FileError::Read {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if !more {
+                self.done = true;
+                return Ok(false);
+            }
+            // Quirk (spec §3.6): every record, header and skipped ones included, must have the
+            // field count of the first record.
+            match self.fields_per_record {
+                None => self.fields_per_record = Some(self.rec.len()),
+                Some(expected) if expected != self.rec.len() => {
+                    return Err(FileError::FieldCount {
+                        path: self.path.clone(),
+                        line: self.rec.line,
+                        expected,
+                        actual: self.rec.len(),
+                    });
+                }
+                Some(_) => {}
+            }
+            self.current = true;
+            let record = self.record_idx;
+            if self.settings.by_header && record == self.settings.hdr_line_idx {
+                self.resolve_header()?;
+            } else if record >= self.settings.first_data_line_idx {
+                if !self.resolved {
+                    return Err(FileError::HeaderAfterData {
+                        path: self.path.clone(),
+                        line: self.rec.line,
+                        record,
+                        hdr_line_idx: self.settings.hdr_line_idx,
+                    });
+                }
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Records the place of the current data record (see [`RowSource::places`]).
+    fn push_place(&mut self) {
+        if self.extent > 0 {
+            let at = self.base + self.rdr.record_start();
+            match plexus_core::task::file_place(at, self.extent) {
+                Some(p) => self.places.push(p),
+                // The file grew: the rest of it goes without places.
+                None => self.extent = 0,
+            }
+        }
+    }
+
     /// What the user should know of the file read so far: columns with cells read leniently.
     pub(crate) fn lenient_notices(&self) -> Vec<String> {
         self.lenient
@@ -297,7 +385,7 @@ impl CsvSource {
 /// Whether a number cell that `read_cell` accepted had text after its number: the general
 /// path scans with Go's `Sscanf`, which stops at the first character that is not part of the
 /// number (`12a` as `%d` is 12). Only that path gets here; plain numbers take the fast path.
-fn is_lenient(text: &str, ty: plexus_core::value::Type, format: &str) -> bool {
+fn is_lenient(text: &str, ty: Type, format: &str) -> bool {
     use plexus_core::value::Type;
     let t = text.trim();
     if format.is_empty() || t.is_empty() {
@@ -326,59 +414,54 @@ impl RowSource for CsvSource {
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
         let mut n = 0;
         self.places.clear();
-        while n < max && !self.done {
-            let more = self
-                .rdr
-                .read_record(&mut self.rec)
-                .map_err(|source| FileError::Read {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if !more {
-                self.done = true;
-                break;
-            }
-            // Quirk (spec §3.6): every record, header and skipped ones included, must have the
-            // field count of the first record.
-            match self.fields_per_record {
-                None => self.fields_per_record = Some(self.rec.len()),
-                Some(expected) if expected != self.rec.len() => {
-                    return Err(FileError::FieldCount {
-                        path: self.path.clone(),
-                        line: self.rec.line,
-                        expected,
-                        actual: self.rec.len(),
-                    });
-                }
-                Some(_) => {}
-            }
-            let record = self.record_idx;
-            if self.settings.by_header && record == self.settings.hdr_line_idx {
-                self.resolve_header()?;
-            } else if record >= self.settings.first_data_line_idx {
-                if !self.resolved {
-                    return Err(FileError::HeaderAfterData {
-                        path: self.path.clone(),
-                        line: self.rec.line,
-                        record,
-                        hdr_line_idx: self.settings.hdr_line_idx,
-                    });
-                }
-                let row = row_slot(out, n);
-                self.convert(row)?;
-                n += 1;
-                if self.extent > 0 {
-                    let at = self.base + self.rdr.record_start();
-                    match plexus_core::task::file_place(at, self.extent) {
-                        Some(p) => self.places.push(p),
-                        // The file grew: the rest of it goes without places.
-                        None => self.extent = 0,
-                    }
-                }
-            }
-            self.record_idx += 1;
+        while n < max && self.next_data_record()? {
+            let row = row_slot(out, n);
+            self.convert(row, false)?;
+            n += 1;
+            self.push_place();
         }
         out.truncate(n);
+        if self.places.len() != n {
+            self.places.clear();
+        }
+        Ok(n)
+    }
+
+    fn next_chunk_cells(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(Option<u64>, &[CellView<'_>]) -> bool,
+    ) -> Result<usize, FileError> {
+        let mut n = 0;
+        self.places.clear();
+        let mut values = std::mem::take(&mut self.scratch);
+        let mut cells: Vec<CellView<'_>> = Vec::with_capacity(self.columns.len());
+        while n < max && self.next_data_record()? {
+            values.clear();
+            self.convert(&mut values, true)?;
+            let before = self.places.len();
+            self.push_place();
+            let place = self.places.get(before).copied();
+            n += 1;
+            cells.clear();
+            for (c, v) in values.iter().enumerate() {
+                let text = self
+                    .idx
+                    .get(c)
+                    .and_then(|&i| self.rec.field(i))
+                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .filter(|t| self.lends(c, t));
+                cells.push(match text {
+                    Some(t) => CellView::Str(t),
+                    None => CellView::Value(v),
+                });
+            }
+            if !f(place, &cells) {
+                break;
+            }
+            cells = recycle(cells);
+        }
+        self.scratch = values;
         if self.places.len() != n {
             self.places.clear();
         }

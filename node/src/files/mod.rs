@@ -36,7 +36,7 @@ use plexus_core::plan::{
     BatchInput, CsvReaderSettings, FilePart, FileReader, FileReaderFormat, FileWriter,
     FileWriterFormat,
 };
-use plexus_core::value::Value;
+use plexus_core::value::{CellView, Value};
 
 pub use csv_sink::LineRenderer;
 pub use cuts::CsvCuts;
@@ -51,6 +51,30 @@ pub trait RowSource: Send {
     /// Replaces the rows of `out` with up to `max` next rows (reusing the row vectors already
     /// in `out`) and returns how many there are; 0 means the file is exhausted.
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError>;
+
+    /// Reads up to `max` next rows like [`RowSource::next_chunk`], handing each to `f` with
+    /// its place in the file (see [`RowSource::places`]) rather than keeping them, so that a
+    /// source that can (CSV) lends strings from its own buffers instead of building them.
+    /// Stops early when `f` returns false; returns the rows read. A CSV file that grows while
+    /// it is read gives places up from the row that finds it longer (a chunk of
+    /// [`RowSource::next_chunk`] gives them up whole).
+    fn next_chunk_cells(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(Option<u64>, &[CellView<'_>]) -> bool,
+    ) -> Result<usize, FileError> {
+        let mut rows = Vec::new();
+        let n = self.next_chunk(&mut rows, max)?;
+        let mut cells = Vec::new();
+        for (i, row) in rows.iter().take(n).enumerate() {
+            cells.clear();
+            cells.extend(row.iter().map(CellView::Value));
+            if !f(self.places().get(i).copied(), &cells) {
+                break;
+            }
+        }
+        Ok(n)
+    }
 
     /// Bytes taken from the file so far (for batch spans: CSV counts the lines consumed, Parquet
     /// the compressed column chunks of the row groups opened).
@@ -224,6 +248,14 @@ pub fn resolve_url_template(template: &str, batch_idx: u32, run_id: u32) -> Stri
         .replace("{batch_idx}", &batch)
         .replace("{run_id|string}", &run)
         .replace("{run_id}", &run)
+}
+
+/// `v` emptied, its allocation kept for elements of another lifetime: a buffer of borrowed
+/// cells reused from row to row (the collect reuses the allocation, the element layout being
+/// the same).
+pub(crate) fn recycle<'b>(mut v: Vec<CellView<'_>>) -> Vec<CellView<'b>> {
+    v.clear();
+    v.into_iter().map(|_| CellView::Str("")).collect()
 }
 
 /// The cleared row vector number `row` of `out` (pushed if `out` is that short), so that chunk
