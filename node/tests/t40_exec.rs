@@ -4,7 +4,8 @@
 mod common;
 
 use common::{
-    Wf, add, base_plan, d, e, fields, index, items_fields, row_write, s, source_spec, table_writer,
+    Wf, add, base_plan, csv_with_header, d, e, fields, index, items_fields, row_write, s,
+    source_spec, table_writer,
 };
 use std::sync::Arc;
 
@@ -12,9 +13,9 @@ use anyhow::{Context, Result, anyhow};
 use plexus_core::gofmt::format_value;
 use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
-    CsvReaderSettings, Field, FileColumn, FileReader, FileReaderFormat, FileWriter,
-    FileWriterFormat, JoinType, Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField,
-    Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TagAndDenormalize, Top, Writer,
+    Field, FileColumn, FileReader, FileReaderFormat, FileWriter, FileWriterFormat, JoinType,
+    Lookup, NodeType, Plan, PlanNode, Processor, PyCalc, PyField, Reader, ReaderColumn,
+    RerunPolicy, StartPolicy, TableReader, TagAndDenormalize, Top, Writer,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::{BatchTask, Slices};
@@ -1496,8 +1497,9 @@ fn py_calc_without_pool_fails() -> Result<()> {
 // file_table
 // ------------------------------------------------------------------------------------------
 
-fn csv_node(name: &str, urls: &[String]) -> PlanNode {
-    let col = |name: &str, ty: Type, hdr: &str, format: &str, default: &str| ReaderColumn {
+/// A CSV reader column addressed by header (`default` for its empty cells).
+fn csv_col(name: &str, ty: Type, hdr: &str, format: &str, default: &str) -> ReaderColumn {
+    ReaderColumn {
         name: name.into(),
         ty,
         default_value: default.into(),
@@ -1505,28 +1507,31 @@ fn csv_node(name: &str, urls: &[String]) -> PlanNode {
         csv_header: hdr.into(),
         csv_format: format.into(),
         parquet_column: String::new(),
-    };
+    }
+}
+
+/// A reader of `urls`, CSV with a header line, of `columns` (sorted by name, as the planner
+/// orders them).
+fn csv_reader(urls: &[String], columns: Vec<ReaderColumn>) -> Reader {
+    Reader::File(FileReader {
+        urls: urls.to_vec(),
+        format: FileReaderFormat::Csv(csv_with_header()),
+        columns,
+        splits: Vec::new(),
+    })
+}
+
+fn csv_node(name: &str, urls: &[String]) -> PlanNode {
+    let columns = vec![
+        csv_col("id", Type::Int, "order_id", "", ""),
+        csv_col("price", Type::Decimal2, "price", "%f", ""),
+        csv_col("qty", Type::Int, "qty", "%d", "7"),
+        csv_col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
+    ];
     let mut n = node(
         name,
         NodeType::FileTable,
-        Reader::File(FileReader {
-            urls: urls.to_vec(),
-            format: FileReaderFormat::Csv(CsvReaderSettings {
-                hdr_line_idx: 0,
-                first_data_line_idx: 1,
-                separator: b',',
-                by_header: true,
-                compression: plexus_core::plan::Compression::Auto,
-            }),
-            // Sorted by name, as the planner orders them.
-            columns: vec![
-                col("id", Type::Int, "order_id", "", ""),
-                col("price", Type::Decimal2, "price", "%f", ""),
-                col("qty", Type::Int, "qty", "%d", "7"),
-                col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
-            ],
-            splits: Vec::new(),
-        }),
+        csv_reader(urls, columns),
         Writer::Table(table_writer(
             name,
             &[
@@ -1585,37 +1590,18 @@ fn file_table_reads_csv_batches() -> Result<()> {
 /// columns (rows written from the cells the source reads in place, #25 item 3) and the same
 /// node with a `having` that keeps every row (rows built as values).
 fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
-    let col = |name: &str, ty: Type, hdr: &str, format: &str, default: &str| ReaderColumn {
-        name: name.into(),
-        ty,
-        default_value: default.into(),
-        csv_idx: 0,
-        csv_header: hdr.into(),
-        csv_format: format.into(),
-        parquet_column: String::new(),
-    };
+    let columns = vec![
+        csv_col("id", Type::Int, "id", "%d", ""),
+        csv_col("note", Type::String, "note", "", "n/a"),
+        csv_col("price", Type::Decimal2, "price", "%f", ""),
+        csv_col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
+        csv_col("who", Type::String, "who", "", ""),
+    ];
     let index = format!("idx_{name}_who");
     let mut n = node(
         name,
         NodeType::FileTable,
-        Reader::File(FileReader {
-            urls: vec![url.to_owned()],
-            format: FileReaderFormat::Csv(CsvReaderSettings {
-                hdr_line_idx: 0,
-                first_data_line_idx: 1,
-                separator: b',',
-                by_header: true,
-                compression: plexus_core::plan::Compression::Auto,
-            }),
-            columns: vec![
-                col("id", Type::Int, "id", "%d", ""),
-                col("note", Type::String, "note", "", "n/a"),
-                col("price", Type::Decimal2, "price", "%f", ""),
-                col("ts", Type::DateTime, "ts", "2006-01-02 15:04:05", ""),
-                col("who", Type::String, "who", "", ""),
-            ],
-            splits: Vec::new(),
-        }),
+        csv_reader(&[url.to_owned()], columns),
         Writer::Table(table_writer(
             name,
             &[

@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use common::{add, e, raw};
+use common::{add, csv_with_header, e, raw};
 use plexus_core::key::parse_order_expr;
 use plexus_core::plan::{
-    CsvReaderSettings, DependencyCmd, DependencyPolicy, DependencyRule, FileReader,
-    FileReaderFormat, NodeType, Plan, PlanNode, Reader, ReaderColumn, RerunPolicy, StartPolicy,
-    TableReader, TableWriter, Writer, WriterField,
+    DependencyCmd, DependencyPolicy, DependencyRule, FileReader, FileReaderFormat, NodeType, Plan,
+    PlanNode, Reader, ReaderColumn, RerunPolicy, StartPolicy, TableReader, TableWriter, Writer,
+    WriterField,
 };
 use plexus_core::value::Type;
 use plexus_node::exec::ExecContext;
@@ -282,13 +282,7 @@ fn plan(url: &str) -> Result<Plan> {
         NodeType::FileTable,
         Reader::File(FileReader {
             urls: vec![url.to_owned()],
-            format: FileReaderFormat::Csv(CsvReaderSettings {
-                hdr_line_idx: 0,
-                first_data_line_idx: 1,
-                separator: b',',
-                by_header: true,
-                compression: plexus_core::plan::Compression::Auto,
-            }),
+            format: FileReaderFormat::Csv(csv_with_header()),
             columns: vec![col("id"), col("v")],
             splits: Vec::new(),
         }),

@@ -119,12 +119,7 @@ impl CsvSource {
         let mut rdr = GoCsvReader::new(BufReader::new(prefix), self.settings.separator);
         let mut idx = 0i64;
         loop {
-            let more = rdr
-                .read_record(&mut self.rec)
-                .map_err(|source| FileError::Read {
-                    path: self.path.clone(),
-                    source,
-                })?;
+            let more = rdr.read_record(&mut self.rec).map_err(self.read_err())?;
             if !more {
                 break;
             }
@@ -290,6 +285,14 @@ impl CsvSource {
         Ok(())
     }
 
+    /// The error of a record that could not be read from the file.
+    fn read_err(&self) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+        |source| FileError::Read {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
     /// Whether column `c`'s cell of text `text` is the text itself, as `read_cell` makes it:
     /// a string column without a format whose cell is not an empty one taking a default.
     fn lends(&self, c: usize, text: &str) -> bool {
@@ -314,10 +317,7 @@ impl CsvSource {
             let more = self
                 .rdr
                 .read_record(&mut self.rec)
-                .map_err(|source| FileError::Read {
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(self.read_err())?;
             if !more {
                 self.done = true;
                 return Ok(false);

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use plexus_core::expr::parse;
 use plexus_core::key::{IndexDef, parse_index_def};
 use plexus_core::plan::{
-    Field, Plan, PlanExpr, PlanNode, TableSchema, TableWriter, Writer, WriterField,
+    CsvReaderSettings, Field, Plan, PlanExpr, PlanNode, TableSchema, TableWriter, Writer,
+    WriterField,
 };
 use plexus_core::value::{Type, Value};
 use plexus_node::store::{IndexSpec, RowWrite, Store, TableRef, TableSpec};
@@ -42,6 +43,17 @@ pub(crate) fn items_fields() -> Vec<Field> {
         ("price", Type::Decimal2),
         ("product", Type::String),
     ])
+}
+
+/// CSV settings of a file with a header line and data from the next line, comma-separated.
+pub(crate) fn csv_with_header() -> CsvReaderSettings {
+    CsvReaderSettings {
+        hdr_line_idx: 0,
+        first_data_line_idx: 1,
+        separator: b',',
+        by_header: true,
+        compression: plexus_core::plan::Compression::Auto,
+    }
 }
 
 /// Adds `n` to the plan and registers the table it writes.
