@@ -146,16 +146,10 @@ fn run(
             let (start, written_before) = (Instant::now(), w.write_time);
             let n = source
                 .next_chunk_cells(CHUNK_ROWS, &mut |place, row| {
-                    w.set_seq(first_row + seen);
-                    if let Some(id) =
-                        place.and_then(|p| plexus_core::task::file_rowid(p, input.url_idx))
-                    {
-                        w.set_rowid(id);
-                    }
-                    seen += 1;
+                    let at = number_row(w, place, (input.url_idx, first_row), &mut seen);
                     let loc = || RowLoc::FileRow {
                         url: url.clone(),
-                        row: first_row + seen,
+                        row: at,
                     };
                     let mut cells = recycle(std::mem::take(&mut cells_buf));
                     let pushed = in_place_row(
@@ -205,17 +199,11 @@ fn run(
         stats.rows_in += n as u64;
         let places = source.places();
         for (i, r) in chunk.iter().take(n).enumerate() {
-            w.set_seq(first_row + seen);
-            if let Some(id) = places
-                .get(i)
-                .and_then(|&p| plexus_core::task::file_rowid(p, input.url_idx))
-            {
-                w.set_rowid(id);
-            }
-            seen += 1;
+            let place = places.get(i).copied();
+            let at = number_row(w, place, (input.url_idx, first_row), &mut seen);
             let loc = || RowLoc::FileRow {
                 url: url.clone(),
-                row: first_row + seen,
+                row: at,
             };
             if r.len() != width {
                 return Err(BatchErrorKind::Internal(Inconsistency::RowWidth {
@@ -234,6 +222,23 @@ fn run(
         }
     }
     finish(&mut source, stats, seen, (&url, input.part))
+}
+
+/// Numbers the next row of file `url_idx` for `w`: its sequence among the file's data rows
+/// (the part's `first_row` before it, `seen` of its own), and its rowid from its place in
+/// the file when the source knows it. Returns its 1-based position, for errors.
+fn number_row(
+    w: &mut RowWriter<'_>,
+    place: Option<u64>,
+    (url_idx, first_row): (u32, u64),
+    seen: &mut u64,
+) -> u64 {
+    w.set_seq(first_row + *seen);
+    if let Some(id) = place.and_then(|p| plexus_core::task::file_rowid(p, url_idx)) {
+        w.set_rowid(id);
+    }
+    *seen += 1;
+    first_row + *seen
 }
 
 /// The end of a file batch that read `seen` rows: the source's notices, and one for an input

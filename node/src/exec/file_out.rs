@@ -137,6 +137,33 @@ impl InPlace {
     }
 }
 
+impl InPlace {
+    /// Calls `f(loc, row)` with the file row of every input row of the batch, in rowid order,
+    /// built in place (its strings borrowed from the scan page); stops at the first error.
+    /// Returns the number of rows.
+    fn for_each_row(
+        &self,
+        b: &BatchRun<'_>,
+        p: &TableFile,
+        stats: &mut BatchStats,
+        mut f: impl FnMut(&dyn Fn() -> RowLoc, &[CellRef<'_>]) -> Result<(), BatchErrorKind>,
+    ) -> Result<u64, BatchErrorKind> {
+        let (input, out) = (&p.input, &p.out);
+        let mut scan = Scan::new(b, &input.table, input.page_size)?;
+        let mut rows = 0;
+        while let Some(page) = scan.next_page(stats)? {
+            let mut cells = CellRow::default();
+            for (rowid, bytes) in page.iter() {
+                let at = (bytes, rowid, scan.table_name.as_str());
+                self.compute((out, &input.types), at, &mut cells)?;
+                f(&|| scan.loc(rowid), &cells.row)?;
+                rows += 1;
+            }
+        }
+        Ok(rows)
+    }
+}
+
 impl TableFile {
     /// The processor writing `input` through `out`.
     pub(crate) fn new(input: TableInput, out: FileOut) -> Self {
@@ -162,27 +189,18 @@ impl Processor for TableFile {
         let (start, read_before) = (Instant::now(), stats.read);
         let top = match (&out.writer.top, &self.in_place) {
             (None, Some(ip)) => {
-                let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut render = line_renderer(&out.writer);
                 let mut line = Vec::new();
-                while let Some(page) = scan.next_page(stats)? {
-                    let mut cells = CellRow::default();
-                    for (rowid, bytes) in page.iter() {
-                        let at = (bytes, rowid, scan.table_name.as_str());
-                        ip.compute((out, &input.types), at, &mut cells)?;
-                        line.clear();
-                        let rendered = render
-                            .as_mut()
-                            .is_some_and(|r| r.render(&cells.row, &mut line));
-                        let written = match rendered {
-                            true => sink.write_rendered(&line),
-                            // The sink reports the row it refuses, as for values.
-                            false => sink.write_row(&values_of(&cells.row)),
-                        };
-                        written.map_err(output_err)?;
-                        stats.rows_out += 1;
-                    }
-                }
+                stats.rows_out += ip.for_each_row(b, self, stats, |_, row| {
+                    line.clear();
+                    let rendered = render.as_mut().is_some_and(|r| r.render(row, &mut line));
+                    let written = match rendered {
+                        true => sink.write_rendered(&line),
+                        // The sink reports the row it refuses, as for values.
+                        false => sink.write_row(&values_of(row)),
+                    };
+                    written.map_err(output_err)
+                })?;
                 None
             }
             (None, None) => {
@@ -200,18 +218,12 @@ impl Processor for TableFile {
             (Some(t), _) if b.ctx.top_threads > 1 => Some(parallel_top(b, self, t, stats)?),
             (Some(t), Some(ip)) => {
                 let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
-                let mut scan = Scan::new(b, &input.table, input.page_size)?;
                 let mut seq = 0u64;
-                while let Some(page) = scan.next_page(stats)? {
-                    let mut cells = CellRow::default();
-                    for (rowid, bytes) in page.iter() {
-                        let at = (bytes, rowid, scan.table_name.as_str());
-                        ip.compute((out, &input.types), at, &mut cells)?;
-                        buf.push_cells_at(&cells.row, seq)
-                            .map_err(top_err(&|| scan.loc(rowid)))?;
-                        seq += 1;
-                    }
-                }
+                ip.for_each_row(b, self, stats, |loc, row| {
+                    buf.push_cells_at(row, seq).map_err(top_err(loc))?;
+                    seq += 1;
+                    Ok(())
+                })?;
                 Some(buf)
             }
             (Some(t), None) => {
