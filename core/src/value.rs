@@ -180,15 +180,6 @@ impl CellView<'_> {
         }
     }
 
-    /// The text of a string cell, `None` for any other.
-    pub fn text(&self) -> Option<&str> {
-        match self {
-            Self::Value(Value::Str(s)) => Some(s),
-            Self::Value(_) => None,
-            Self::Str(s) => Some(s),
-        }
-    }
-
     /// The cell as an owned value (a borrowed string is copied).
     pub fn to_value(&self) -> Value {
         match self {
