@@ -1589,7 +1589,9 @@ fn file_table_reads_csv_batches() -> Result<()> {
 /// A file_table reading strings from its CSV source: one node whose fields copy reader
 /// columns (rows written from the cells the source reads in place, #25 item 3) and the same
 /// node with a `having` that keeps every row (rows built as values).
-fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
+/// A file_table of the string columns of `url`, its string fields bare `r.x` (written from
+/// the cells read in place) or, with `values`, `r.x + ""` (built as values: the same strings).
+fn csv_strings_node(name: &str, url: &str, values: bool, having: Option<&str>) -> PlanNode {
     let columns = vec![
         csv_col("id", Type::Int, "id", "%d", ""),
         csv_col("note", Type::String, "note", "", "n/a"),
@@ -1598,6 +1600,10 @@ fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
         csv_col("who", Type::String, "who", "", ""),
     ];
     let index = format!("idx_{name}_who");
+    let (note, who) = match values {
+        true => ("r.note + \"\"", "r.who + \"\""),
+        false => ("r.note", "r.who"),
+    };
     let mut n = node(
         name,
         NodeType::FileTable,
@@ -1606,11 +1612,11 @@ fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
             name,
             &[
                 ("id", Type::Int, "r.id", None),
-                ("note", Type::String, "r.note", None),
+                ("note", Type::String, note, None),
                 ("price", Type::Decimal2, "r.price", None),
                 ("shout", Type::String, "r.who + \"!\" + r.note", None),
                 ("ts", Type::DateTime, "r.ts", None),
-                ("who", Type::String, "r.who", None),
+                ("who", Type::String, who, None),
             ],
             having,
             &[(&index, "non_unique(who)")],
@@ -1623,8 +1629,9 @@ fn csv_strings_node(name: &str, url: &str, having: Option<&str>) -> PlanNode {
 /// A file_table whose fields copy CSV string columns writes them from the cells the source
 /// reads in place: the same rows under the same rowids, and the same index entries, as the
 /// rows built as values (quoted commas, non-ASCII text, empty cells taking a default, a
-/// computed field reading the copied columns, decimals of more than two places); a bad cell
-/// fails both alike, naming the file, line and column.
+/// computed field reading the copied columns, decimals of more than two places), with and
+/// without a `having` reading copied and computed fields; a bad cell fails both alike, naming
+/// the file, line and column.
 #[test]
 fn file_table_rows_built_in_place_store_the_bytes_of_values() -> Result<()> {
     let env = env()?;
@@ -1651,10 +1658,22 @@ fn file_table_rows_built_in_place_store_the_bytes_of_values() -> Result<()> {
     }
     let url = write_file(dir.path(), "strings.csv", &csv)?;
     let mut plan = base_plan(orders_fields());
-    add(&mut plan, csv_strings_node("in_place", &url, None));
-    add(&mut plan, csv_strings_node("values", &url, Some("true")));
+    let having = "w.id % 5 != 2 && w.who != \"s7\" && w.shout != \"!\"";
+    add(&mut plan, csv_strings_node("in_place", &url, false, None));
+    add(&mut plan, csv_strings_node("values", &url, true, None));
+    add(
+        &mut plan,
+        csv_strings_node("kept", &url, false, Some(having)),
+    );
+    add(
+        &mut plan,
+        csv_strings_node("kept_values", &url, true, Some(having)),
+    );
     assert_eq!(run_node(&env, &plan, "in_place", 1)?, 2500);
     assert_eq!(run_node(&env, &plan, "values", 1)?, 2500);
+    let kept = run_node(&env, &plan, "kept", 1)?;
+    assert_eq!(run_node(&env, &plan, "kept_values", 1)?, kept);
+    assert!((1000..2400).contains(&kept), "having kept {kept} rows");
     let scan = |table: &str| -> Result<Vec<(i64, Vec<u8>)>> {
         let mut all = Vec::new();
         let mut resume = None;
@@ -1672,6 +1691,12 @@ fn file_table_rows_built_in_place_store_the_bytes_of_values() -> Result<()> {
     let (in_place, values) = (scan("in_place")?, scan("values")?);
     assert_eq!(in_place.len(), 2500);
     assert!(in_place == values, "rows or rowids differ");
+    let (kept, kept_values) = (scan("kept")?, scan("kept_values")?);
+    assert!(kept == kept_values, "rows or rowids kept by having differ");
+    assert!(
+        kept.iter().all(|r| in_place.contains(r)),
+        "a kept row no run wrote"
+    );
     let def = &plan.tables["values"].indexes["idx_values_who"];
     let keys: Vec<Vec<u8>> = ["a,b 3", "Grüße 2", "", "s7", "nobody"]
         .iter()
@@ -1697,10 +1722,13 @@ fn file_table_rows_built_in_place_store_the_bytes_of_values() -> Result<()> {
     std::fs::write(&bad_url, bad)?;
     let bad_url = bad_url.display().to_string();
     let mut plan = base_plan(orders_fields());
-    add(&mut plan, csv_strings_node("bad_in_place", &bad_url, None));
     add(
         &mut plan,
-        csv_strings_node("bad_values", &bad_url, Some("true")),
+        csv_strings_node("bad_in_place", &bad_url, false, None),
+    );
+    add(
+        &mut plan,
+        csv_strings_node("bad_values", &bad_url, true, None),
     );
     let err = |name: &str| -> Result<String> {
         let e = run_node(&env, &plan, name, 1)

@@ -43,7 +43,7 @@ impl FileTable {
 /// How a file_table writes its rows from the cells its source reads in place (#25 item 3):
 /// a field that is a bare reader column of its own type is the source's cell, a CSV string
 /// borrowed from the record it was read from, never built as a value, evaluated or released.
-/// For a writer without `having` (which reads every field as a value).
+/// `having` builds the values of the fields it reads alone ([`RowWriter::push_cells`]).
 #[derive(Debug)]
 struct InPlace {
     /// Per field: the reader column it is; `None`: computed.
@@ -55,9 +55,6 @@ struct InPlace {
 impl InPlace {
     /// The plan for `out` over the rows of `reader`, `None` where rows are built as values.
     fn new(reader: &FileReader, out: &TableOut) -> Option<Self> {
-        if out.having.is_some() {
-            return None;
-        }
         let column_type = |c: usize| reader.columns.get(c).map(|col| col.ty);
         let from: Vec<Option<usize>> = out
             .fields

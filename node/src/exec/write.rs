@@ -87,6 +87,21 @@ pub(crate) fn field_err(
     }
 }
 
+/// Per field of `out`: whether its `having` reads it (none without `having`).
+fn having_reads(out: &TableOut) -> Vec<bool> {
+    let Some(h) = &out.having else {
+        return Vec::new();
+    };
+    let refs = h.field_refs();
+    out.fields
+        .iter()
+        .map(|f| {
+            refs.iter()
+                .any(|r| r.alias == Alias::W.name() && r.field == f.name)
+        })
+        .collect()
+}
+
 impl TableOut {
     /// Computes every field for `vars` into `w` (cleared first) with `rounding`, checking
     /// each result's type.
@@ -237,6 +252,10 @@ pub(crate) struct RowWriter<'a> {
     pub(crate) duplicates_skipped: u64,
     /// Time in the store's write calls (flushes).
     pub(crate) write_time: Duration,
+    /// Per field: whether `having` reads it (a row of cells builds the values of these only).
+    having_reads: Vec<bool>,
+    /// The values `having` reads of a row of cells, the other fields left as placeholders.
+    having_row: Vec<Value>,
 }
 
 impl<'a> RowWriter<'a> {
@@ -271,6 +290,8 @@ impl<'a> RowWriter<'a> {
             bytes_written: 0,
             duplicates_skipped: 0,
             write_time: Duration::ZERO,
+            having_reads: having_reads(out),
+            having_row: Vec::new(),
         }
     }
 
@@ -352,15 +373,24 @@ impl<'a> RowWriter<'a> {
         self.queue(w, loc)
     }
 
-    /// Builds the keys of row `w`, cells read in place (strings borrowed from where they were
-    /// read), and queues it: a writer without `having`, which would need every field's value.
+    /// Applies `having` to row `w`, cells read in place (strings borrowed from where they
+    /// were read), builds its keys and queues it. `having` gets values of the fields it reads
+    /// alone, so the other cells are never built.
     pub(crate) fn push_cells<C: AsCell>(
         &mut self,
         w: &[C],
         loc: &dyn Fn() -> RowLoc,
     ) -> Result<(), BatchErrorKind> {
         if self.out.having.is_some() {
-            return Err(Inconsistency::Broken("a row of cells for a writer with having").into());
+            self.having_row.clear();
+            let read = w.iter().zip(&self.having_reads);
+            self.having_row.extend(read.map(|(c, &read)| match read {
+                true => c.cell().to_value(),
+                false => Value::Bool(false),
+            }));
+            if !self.out.having(&self.having_row, loc)? {
+                return Ok(());
+            }
         }
         self.queue(w, loc)
     }
