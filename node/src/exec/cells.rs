@@ -12,11 +12,12 @@ use plexus_core::plan::{JoinType, Plan, Writer};
 use plexus_core::row::{
     CellRef, RowError, copy_cell, decode_row_refs_into, encode_cell, encode_header,
 };
-use plexus_core::value::{Type, Value};
+use plexus_core::value::Value;
 
-use super::compiled::{LookupStage, OutField, TableOut};
+use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::lookup::{Bufs, finish_grouped_row, grouped_row, unmatched_row};
+use super::joined::{finish_grouped_row, grouped_row, unmatched_row};
+use super::lookup::Bufs;
 use super::right::RightIndex;
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, eval_field, field_err};
@@ -42,18 +43,19 @@ pub(crate) struct CellPlan {
     /// copied ones are checked, not built; with none, a right row builds no value at all).
     pub(crate) right_needed: Vec<bool>,
     /// The left columns to decode (all when empty): in an inner join whose computed fields
-    /// read no `r.*` field, the `join_on` fields alone (an unmatched row of a left join
-    /// evaluates every field from the left row).
+    /// read no `r.*` field, the `join_on` fields alone; otherwise [`left_columns_read`] (an
+    /// unmatched row of a left join evaluates its fields from the left row).
     pub(crate) left_needed: Vec<bool>,
 }
 
 impl CellPlan {
-    /// The plan for lookup `l` writing `out`, or `None` when the lookup groups, the writer
-    /// has `having` or indexes, or no field can be copied.
-    pub(crate) fn new(left_types: &[Type], l: &LookupStage, out: &TableOut) -> Option<Self> {
+    /// The plan for lookup `l` over rows of `left` writing `out`, or `None` when the lookup
+    /// groups, the writer has `having` or indexes, or no field can be copied.
+    pub(crate) fn new(left: &TableInput, l: &LookupStage, out: &TableOut) -> Option<Self> {
         if l.group || out.having.is_some() || !out.indexes.is_empty() {
             return None;
         }
+        let left_types = &left.types;
         let sources: Vec<Source> = out
             .fields
             .iter()
@@ -81,7 +83,7 @@ impl CellPlan {
             }
             needed
         } else {
-            Vec::new()
+            left_columns_read(left, l, out)
         };
         Some(Self {
             right_needed: columns_read(l, computed())?,
@@ -337,6 +339,24 @@ pub(crate) fn emit_grouped_cells(
         w.push(&bf.row, &loc)?;
     }
     Ok(())
+}
+
+/// Which columns of the left rows (of `left`) lookup `l` writing `out` reads: its `join_on`
+/// fields and those its output fields name as `r.*` (the filter reads right rows alone).
+/// Empty (every column) if a name is not a left field.
+pub(crate) fn left_columns_read(left: &TableInput, l: &LookupStage, out: &TableOut) -> Vec<bool> {
+    let mut needed = vec![false; left.types.len()];
+    let refs = out.fields.iter().flat_map(|f| f.expr.field_refs());
+    let named = refs
+        .filter(|r| r.alias == Alias::R.name())
+        .map(|r| left.names.iter().position(|n| *n == r.field));
+    for c in l.join_pos.iter().copied().map(Some).chain(named) {
+        match c.and_then(|c| needed.get_mut(c)) {
+            Some(slot) => *slot = true,
+            None => return Vec::new(),
+        }
+    }
+    needed
 }
 
 /// Which columns of the right rows lookup `l` writing `out` reads: those its output fields

@@ -15,6 +15,8 @@ use crate::store::WriteMode;
 pub(crate) struct TableInput {
     pub(crate) table: String,
     pub(crate) types: Vec<Type>,
+    /// Its field names, in row order.
+    pub(crate) names: Vec<String>,
     pub(crate) page_size: usize,
 }
 

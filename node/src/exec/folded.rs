@@ -888,7 +888,7 @@ pub(crate) fn emit_folded(
         match folded.get(key) {
             None => {
                 if l.join_type == JoinType::Left {
-                    super::lookup::unmatched_row(out, true, left, row, &loc)?;
+                    super::joined::unmatched_row(out, true, left, row, &loc)?;
                     w.push(row, &loc)?;
                 }
             }

@@ -5,7 +5,7 @@
 //! positions, defaults, the py_calc program) into its processor; [`execute`] runs one
 //! [`BatchTask`] of it. This file is the dispatch only: each node kind is a `Processor`
 //! (`processor.rs`) in a file of its own — `file_in` (file_table), `table` (table_table,
-//! distinct_table), `lookup` (table_lookup_table, with `hashjoin`, `right`, `folded`, `cells` and `cache`),
+//! distinct_table), `lookup` (table_lookup_table, with `hashjoin`, `right`, `joined`, `folded`, `cells` and `cache`),
 //! `tag` (tag_and_denormalize), `py_calc`, `file_out` (table_file) — registered in
 //! `prepare.rs`. What they share sits below them: `scan` (paging and decoding a reader
 //! table), `write` (the common write pipeline), `compiled` (compiled readers, lookups and
@@ -28,6 +28,7 @@ mod file_in;
 mod file_out;
 mod folded;
 mod hashjoin;
+mod joined;
 mod lookup;
 mod prepare;
 mod processor;

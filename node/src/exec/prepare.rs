@@ -120,6 +120,7 @@ pub fn prepare_node(plan: &Plan, node: &str) -> Result<PreparedNode, ExecError> 
             let input = Input::Table(TableInput {
                 table: t.table.clone(),
                 types: s.fields.iter().map(|f| f.ty).collect(),
+                names: s.fields.iter().map(|f| f.name.clone()).collect(),
                 page_size: (t.rowset_size as usize).max(1),
             });
             (input, fields)
