@@ -11,8 +11,9 @@ use plexus_core::value::{CellView, Type, Value};
 use super::batch::{BatchRun, BatchStats};
 use super::compiled::TableOut;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::in_place::InPlace;
 use super::processor::Processor;
-use super::write::{RowWriter, eval_field, write_table};
+use super::write::{RowWriter, write_table};
 use crate::files::{FileError, RowSource, open_batch_source, recycle};
 use crate::store::Share;
 
@@ -24,62 +25,21 @@ const CHUNK_ROWS: usize = 1000;
 pub(crate) struct FileTable {
     pub(crate) reader: FileReader,
     pub(crate) out: TableOut,
-    /// How rows are written from cells read in place, where they can be.
+    /// How rows are written from the cells the source reads in place, where they can be.
     in_place: Option<InPlace>,
 }
 
 impl FileTable {
     /// The processor reading `reader` into `out`.
     pub(crate) fn new(reader: FileReader, out: TableOut) -> Self {
-        let in_place = InPlace::new(&reader, &out);
+        let types: Vec<Type> = reader.columns.iter().map(|c| c.ty).collect();
+        let position = |name: &str| reader.columns.iter().position(|c| c.name == name);
+        let in_place = InPlace::new(&types, position, &out);
         Self {
             reader,
             out,
             in_place,
         }
-    }
-}
-
-/// How a file_table writes its rows from the cells its source reads in place (#25 item 3):
-/// a field that is a bare reader column of its own type is the source's cell, a CSV string
-/// borrowed from the record it was read from, never built as a value, evaluated or released.
-/// `having` builds the values of the fields it reads alone ([`RowWriter::push_cells`]).
-#[derive(Debug)]
-struct InPlace {
-    /// Per field: the reader column it is; `None`: computed.
-    from: Vec<Option<usize>>,
-    /// Per reader column: whether a computed field reads it (its value is then built).
-    read: Vec<bool>,
-}
-
-impl InPlace {
-    /// The plan for `out` over the rows of `reader`, `None` where rows are built as values.
-    fn new(reader: &FileReader, out: &TableOut) -> Option<Self> {
-        let column_type = |c: usize| reader.columns.get(c).map(|col| col.ty);
-        let from: Vec<Option<usize>> = out
-            .fields
-            .iter()
-            .map(|f| match f.expr.bare_field() {
-                Some((Alias::R, c)) if column_type(c) == Some(f.ty) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if !from
-            .iter()
-            .flatten()
-            .any(|&c| column_type(c) == Some(Type::String))
-        {
-            return None;
-        }
-        let mut read = vec![false; reader.columns.len()];
-        let computed = out.fields.iter().zip(&from).filter(|(_, c)| c.is_none());
-        for r in computed.flat_map(|(f, _)| f.expr.field_refs()) {
-            if r.alias == Alias::R.name() {
-                let c = reader.columns.iter().position(|col| col.name == r.field)?;
-                *read.get_mut(c)? = true;
-            }
-        }
-        Some(Self { from, read })
     }
 }
 
@@ -135,7 +95,6 @@ fn run(
         let mut values: Vec<Value> = Vec::new();
         let mut computed: Vec<Value> = Vec::new();
         let mut cells_buf: Vec<CellView<'static>> = Vec::with_capacity(out.fields.len());
-        let any_computed = ip.from.iter().any(Option::is_none);
         loop {
             // Once per chunk: a cancelled batch stops within CHUNK_ROWS rows.
             b.check_cancel()?;
@@ -149,13 +108,9 @@ fn run(
                         row: at,
                     };
                     let mut cells = recycle(std::mem::take(&mut cells_buf));
-                    let pushed = in_place_row(
-                        (ip, out, any_computed),
-                        row,
-                        (&mut values, &mut computed, &mut cells),
-                        &loc,
-                    )
-                    .and_then(|()| w.push_cells(&cells, &loc));
+                    let pushed = ip
+                        .row(out, row, (&mut values, &mut computed, &mut cells), &loc)
+                        .and_then(|()| w.push_cells(&cells, &loc));
                     cells_buf = recycle(cells);
                     match pushed {
                         Ok(()) => true,
@@ -251,47 +206,6 @@ fn finish(
         stats
             .notices
             .push(format!("input file {url} has no data rows"));
-    }
-    Ok(())
-}
-
-/// Builds into `cells` the table row of file row `row` read in place: each field the cell it
-/// is, or its value computed into `computed` from the reader columns built into `values`.
-fn in_place_row<'r>(
-    (ip, out, any_computed): (&InPlace, &TableOut, bool),
-    row: &[CellView<'r>],
-    (values, computed, cells): (&mut Vec<Value>, &'r mut Vec<Value>, &mut Vec<CellView<'r>>),
-    loc: &dyn Fn() -> RowLoc,
-) -> Result<(), BatchErrorKind> {
-    if row.len() != ip.read.len() {
-        return Err(BatchErrorKind::Internal(Inconsistency::RowWidth {
-            loc: loc(),
-            values: row.len(),
-            columns: ip.read.len(),
-        }));
-    }
-    computed.clear();
-    if any_computed {
-        values.clear();
-        values.extend(row.iter().zip(&ip.read).map(|(c, &read)| match read {
-            true => c.to_value(),
-            false => Value::Bool(false),
-        }));
-        let vars = Vars::new().with(Alias::R, values);
-        for (f, from) in out.fields.iter().zip(&ip.from) {
-            if from.is_none() {
-                computed.push(eval_field(f, &vars, Rounding::To2, loc)?);
-            }
-        }
-    }
-    let mut next = computed.iter();
-    cells.clear();
-    for from in &ip.from {
-        let cell = match from {
-            Some(c) => row.get(*c).copied(),
-            None => next.next().map(CellView::Value),
-        };
-        cells.push(cell.ok_or(Inconsistency::Broken("a file row without a field's cell"))?);
     }
     Ok(())
 }

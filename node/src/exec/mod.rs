@@ -28,6 +28,7 @@ mod file_in;
 mod file_out;
 mod folded;
 mod hashjoin;
+mod in_place;
 mod joined;
 mod lookup;
 mod prepare;
