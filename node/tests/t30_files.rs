@@ -14,7 +14,7 @@ use plexus_core::plan::{
     CsvReaderSettings, FileColumn, FileReader, FileReaderFormat, FileWriter, FileWriterFormat,
     ParquetCodec, Plan, PlanExpr, Reader, ReaderColumn, Top, Writer,
 };
-use plexus_core::value::{Time, Type, Value};
+use plexus_core::value::{CellView, Time, Type, Value};
 use plexus_node::files::{
     FileError, ProtoDirs, RowSource, SortedRow, TopBuffer, create_sink, open_source,
     proto_script_csv, proto_script_parquet,
@@ -1261,6 +1261,121 @@ fn parquet_writer_types_nulls_and_codecs() -> Result<()> {
         want[1][4] = Value::Decimal(Decimal::new(1999, 2));
         assert_eq!(back, want, "{codec:?}");
     }
+    Ok(())
+}
+
+/// A source's rows read through `next_chunk`, `chunk` rows at a time, with each row's place.
+fn rows_and_places(
+    src: &mut dyn RowSource,
+    chunk: usize,
+) -> Result<Vec<(Vec<Value>, Option<u64>)>> {
+    let (mut all, mut rows) = (Vec::new(), Vec::new());
+    loop {
+        let n = src.next_chunk(&mut rows, chunk)?;
+        if n == 0 {
+            return Ok(all);
+        }
+        let places = src.places();
+        all.extend((0..n).map(|i| (rows[i].clone(), places.get(i).copied())));
+    }
+}
+
+/// A source's rows read through `next_chunk_cells`, with each row's place, and how many of
+/// the cells were strings lent from the source's buffers.
+fn cells_and_places(
+    src: &mut dyn RowSource,
+    chunk: usize,
+) -> Result<(Vec<(Vec<Value>, Option<u64>)>, usize)> {
+    let (mut all, mut lent) = (Vec::new(), 0);
+    while src.next_chunk_cells(chunk, &mut |place, cells| {
+        lent += cells
+            .iter()
+            .filter(|c| matches!(c, CellView::Str(_)))
+            .count();
+        all.push((cells.iter().map(CellView::to_value).collect(), place));
+        true
+    })? > 0
+    {}
+    Ok((all, lent))
+}
+
+/// Parquet rows read as cells lend their strings from the column buffers and equal the rows
+/// read as values, places included: a file of our writer over many chunks (empty and
+/// non-ASCII strings) and Capillaries' products file.
+#[test]
+fn parquet_cells_read_in_place_equal_the_values() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let columns = vec![
+        out_col("s", Type::String, "", "")?,
+        out_col("i", Type::Int, "", "")?,
+        out_col("d", Type::Decimal2, "", "")?,
+        out_col("t", Type::DateTime, "", "")?,
+    ];
+    let path = dir.path().join("rows.parquet");
+    let writer = FileWriter {
+        url_template: String::new(),
+        format: FileWriterFormat::Parquet {
+            codec: ParquetCodec::Snappy,
+        },
+        columns: columns.clone(),
+        having: None,
+        top: None,
+    };
+    let mut sink = create_sink(&writer, &path.to_string_lossy())?;
+    for i in 0..2500i64 {
+        let s = match i % 3 {
+            0 => String::new(),
+            1 => format!("héllo {i}"),
+            _ => format!("x{}", i % 17),
+        };
+        sink.write_row(&[
+            Value::str(&s),
+            Value::Int(i),
+            Value::Decimal(Decimal::new(i * 7 - 3000, 2)),
+            Value::Time(Time::from_unix_millis(1_542_340_805_123 + i * 1000)),
+        ])?;
+    }
+    sink.finish()?;
+    let reader = |columns: &[(&str, Type)]| FileReader {
+        urls: Vec::new(),
+        format: FileReaderFormat::Parquet,
+        columns: columns
+            .iter()
+            .map(|&(name, ty)| ReaderColumn {
+                name: name.to_owned(),
+                ty,
+                default_value: String::new(),
+                csv_idx: 0,
+                csv_header: String::new(),
+                csv_format: String::new(),
+                parquet_column: name.to_owned(),
+            })
+            .collect(),
+        splits: Vec::new(),
+    };
+    let ours = reader(&[
+        ("s", Type::String),
+        ("i", Type::Int),
+        ("d", Type::Decimal2),
+        ("t", Type::DateTime),
+    ]);
+    let url = path.to_str().context("path")?;
+    let values = rows_and_places(open_source(&ours, url)?.as_mut(), 64)?;
+    let (cells, lent) = cells_and_places(open_source(&ours, url)?.as_mut(), 64)?;
+    assert_eq!(values.len(), 2500);
+    assert!(values.iter().all(|(_, place)| place.is_some()));
+    assert!(cells == values, "rows or places read as cells differ");
+    assert_eq!(lent, 2500, "one string cell lent per row");
+
+    let conf = need_conformance!().input("proto_file_reader_creator");
+    let products = products_parquet_reader();
+    let url = conf.join("products.parquet");
+    let url = url.to_str().context("p")?;
+    let values = rows_and_places(open_source(&products, url)?.as_mut(), 10)?;
+    let (cells, lent) = cells_and_places(open_source(&products, url)?.as_mut(), 10)?;
+    assert_eq!(values.len(), 48);
+    assert!(cells == values, "products read as cells differ");
+    assert_eq!(lent, 48);
     Ok(())
 }
 

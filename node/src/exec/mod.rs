@@ -8,8 +8,8 @@
 //! distinct_table), `lookup` (table_lookup_table, with `hashjoin`, `right`, `joined`, `folded`, `cells` and `cache`),
 //! `tag` (tag_and_denormalize), `py_calc`, `file_out` (table_file) — registered in
 //! `prepare.rs`. What they share sits below them: `scan` (paging and decoding a reader
-//! table), `write` (the common write pipeline), `compiled` (compiled readers, lookups and
-//! writers), `batch`, `context`, `budget`, `error`, `cancel` (stopping a batch whose other copy
+//! table), `write` (the common write pipeline), `in_place` (rows written from their input's
+//! cells), `compiled` (compiled readers, lookups and writers), `batch`, `context`, `budget`, `error`, `cancel` (stopping a batch whose other copy
 //! won).
 //!
 //! Hot path rules: rows stream page by page (`rowset_size`), every buffer (decoded rows, key

@@ -54,7 +54,8 @@ pub trait RowSource: Send {
 
     /// Reads up to `max` next rows like [`RowSource::next_chunk`], handing each to `f` with
     /// its place in the file (see [`RowSource::places`]) rather than keeping them, so that a
-    /// source that can (CSV) lends strings from its own buffers instead of building them.
+    /// source that can (CSV, Parquet) lends strings from its own buffers instead of building
+    /// them.
     /// Stops early when `f` returns false; returns the rows read. A CSV file that grows while
     /// it is read gives places up from the row that finds it longer (a chunk of
     /// [`RowSource::next_chunk`] gives them up whole).

@@ -10,11 +10,11 @@ use parquet::file::reader::FileReader as _;
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::{ColumnDescriptor, SchemaDescriptor};
 use plexus_core::plan::{FilePart, ReaderColumn};
-use plexus_core::value::{Time, Type, Value};
+use plexus_core::value::{CellView, Time, Type, Value};
 use rust_decimal::Decimal;
 
 use super::location::ParquetInput;
-use super::{FileError, RowSource, row_slot};
+use super::{FileError, RowSource, recycle, row_slot};
 
 /// How the values of a Parquet column become Capillaries values (spec §4.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +202,7 @@ impl Typed {
 
     /// Converts the `i`-th non-null value of the buffer.
     fn value(&self, i: usize, kind: Kind) -> Result<Value, String> {
-        let missing = || "fewer values than definition levels".to_owned();
+        let missing = missing_value;
         match (self, kind) {
             (Self::Bool(_, v), _) => v.get(i).map(|b| Value::Bool(*b)).ok_or_else(missing),
             (Self::I32(_, v), _) => {
@@ -223,15 +223,7 @@ impl Typed {
             }
             (Self::F32(_, v), _) => Ok(Value::Float(f64::from(*v.get(i).ok_or_else(missing)?))),
             (Self::F64(_, v), _) => Ok(Value::Float(*v.get(i).ok_or_else(missing)?)),
-            (Self::Bytes(_, v), _) => {
-                let b = v.get(i).ok_or_else(missing)?.data();
-                std::str::from_utf8(b).map(Value::str).map_err(|_| {
-                    format!(
-                        "string is not valid UTF-8: {:?}",
-                        String::from_utf8_lossy(b)
-                    )
-                })
-            }
+            (Self::Bytes(_, v), _) => utf8(v.get(i).ok_or_else(missing)?.data()).map(Value::str),
             (Self::Fixed(_, v), Kind::Decimal(scale)) => {
                 let b = v.get(i).ok_or_else(missing)?.data();
                 decimal_value(twos_complement(b)?, scale)
@@ -239,6 +231,21 @@ impl Typed {
             (Self::Fixed(_, _), _) => Err("fixed-length byte array is not a decimal".to_owned()),
         }
     }
+}
+
+/// The error of a buffer holding fewer values than its definition levels say.
+fn missing_value() -> String {
+    "fewer values than definition levels".to_owned()
+}
+
+/// The text of a string cell, or why it is not one.
+fn utf8(b: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(b).map_err(|_| {
+        format!(
+            "string is not valid UTF-8: {:?}",
+            String::from_utf8_lossy(b)
+        )
+    })
 }
 
 fn int_value(x: i64, kind: Kind) -> Result<Value, String> {
@@ -416,18 +423,15 @@ impl ParquetSource {
     }
 }
 
-impl RowSource for ParquetSource {
-    fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
+impl ParquetSource {
+    /// Reads the next chunk of up to `max` rows of every column into the columns' buffers,
+    /// records their places and returns its length; 0 at the end of the part.
+    fn read_columns(&mut self, max: usize) -> Result<usize, FileError> {
+        self.places.clear();
         if max == 0 || !self.next_group()? {
-            out.clear();
-            self.places.clear();
             return Ok(0);
         }
         let n = max.min(self.left);
-        for r in 0..n {
-            row_slot(out, r);
-        }
-        out.truncate(n);
         for c in &mut self.columns {
             let Some(reader) = c.reader.as_mut() else {
                 continue;
@@ -443,18 +447,63 @@ impl RowSource for ParquetSource {
                     reason: format!("column chunk ends after {got} of {n} rows"),
                 });
             }
+        }
+        for at in self.row..self.row + n as u64 {
+            match plexus_core::task::file_place(at, self.total_rows) {
+                Some(p) => self.places.push(p),
+                None => {
+                    self.places.clear();
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Ends a chunk of `n` rows.
+    fn end_chunk(&mut self, n: usize) {
+        self.left -= n;
+        self.row += n as u64;
+    }
+
+    /// The error of chunk row `r` of column `c` failing to convert.
+    fn value_err(&self, r: usize, c: &Column, reason: String) -> FileError {
+        FileError::ParquetValue {
+            path: self.path.clone(),
+            row: self.row + r as u64,
+            column: c.name.clone(),
+            reason,
+        }
+    }
+}
+
+impl Column {
+    /// Whether chunk row `r` has a value (not null) in this column.
+    fn present(&self, r: usize) -> bool {
+        self.max_def == 0 || self.defs.get(r) == Some(&self.max_def)
+    }
+}
+
+impl RowSource for ParquetSource {
+    fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
+        let n = self.read_columns(max)?;
+        for r in 0..n {
+            row_slot(out, r);
+        }
+        out.truncate(n);
+        if n == 0 {
+            return Ok(0);
+        }
+        for c in &self.columns {
+            let Some(reader) = c.reader.as_ref() else {
+                continue;
+            };
             let mut vi = 0;
             for (r, row) in out.iter_mut().enumerate() {
-                let present = c.max_def == 0 || c.defs.get(r) == Some(&c.max_def);
-                if present {
+                if c.present(r) {
                     let v = reader
                         .value(vi, c.kind)
-                        .map_err(|reason| FileError::ParquetValue {
-                            path: self.path.clone(),
-                            row: self.row + r as u64,
-                            column: c.name.clone(),
-                            reason,
-                        })?;
+                        .map_err(|reason| self.value_err(r, c, reason))?;
                     vi += 1;
                     row.push(v);
                 } else {
@@ -464,19 +513,63 @@ impl RowSource for ParquetSource {
                 }
             }
         }
-        self.left -= n;
-        let first = self.row;
-        self.row += n as u64;
-        self.places.clear();
-        for at in first..self.row {
-            match plexus_core::task::file_place(at, self.total_rows) {
-                Some(p) => self.places.push(p),
-                None => {
-                    self.places.clear();
-                    break;
-                }
+        self.end_chunk(n);
+        Ok(n)
+    }
+
+    /// Strings are lent from the column readers' buffers; the other cells are the values
+    /// [`RowSource::next_chunk`] builds, which allocate nothing.
+    fn next_chunk_cells(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(Option<u64>, &[CellView<'_>]) -> bool,
+    ) -> Result<usize, FileError> {
+        let n = self.read_columns(max)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let width = self.columns.len();
+        // Per column: the position of its next non-null value in its buffer.
+        let mut next = vec![0usize; width];
+        let mut values: Vec<Value> = Vec::with_capacity(width);
+        let mut lent: Vec<Option<&str>> = Vec::with_capacity(width);
+        let mut cells_buf: Vec<CellView<'static>> = Vec::with_capacity(width);
+        for r in 0..n {
+            values.clear();
+            lent.clear();
+            for (c, vi) in self.columns.iter().zip(&mut next) {
+                let Some(reader) = c.reader.as_ref() else {
+                    continue;
+                };
+                let (value, text) = match (c.present(r), reader) {
+                    (false, _) => (c.kind.ty().zero(), None),
+                    (true, Typed::Bytes(_, v)) if c.kind == Kind::Str => {
+                        let b = v.get(*vi).map(ByteArray::data);
+                        let text = b.ok_or_else(missing_value).and_then(utf8);
+                        let text = text.map_err(|reason| self.value_err(r, c, reason))?;
+                        (Value::Bool(false), Some(text))
+                    }
+                    (true, _) => {
+                        let v = reader.value(*vi, c.kind);
+                        (v.map_err(|reason| self.value_err(r, c, reason))?, None)
+                    }
+                };
+                *vi += usize::from(c.present(r));
+                values.push(value);
+                lent.push(text);
+            }
+            let mut cells = recycle(std::mem::take(&mut cells_buf));
+            cells.extend(values.iter().zip(&lent).map(|(v, t)| match t {
+                Some(t) => CellView::Str(t),
+                None => CellView::Value(v),
+            }));
+            let more = f(self.places.get(r).copied(), &cells);
+            cells_buf = recycle(cells);
+            if !more {
+                break;
             }
         }
+        self.end_chunk(n);
         Ok(n)
     }
 
