@@ -1264,11 +1264,11 @@ fn parquet_writer_types_nulls_and_codecs() -> Result<()> {
     Ok(())
 }
 
+/// Rows read from a source, each with its place in the file.
+type PlacedRows = Vec<(Vec<Value>, Option<u64>)>;
+
 /// A source's rows read through `next_chunk`, `chunk` rows at a time, with each row's place.
-fn rows_and_places(
-    src: &mut dyn RowSource,
-    chunk: usize,
-) -> Result<Vec<(Vec<Value>, Option<u64>)>> {
+fn rows_and_places(src: &mut dyn RowSource, chunk: usize) -> Result<PlacedRows> {
     let (mut all, mut rows) = (Vec::new(), Vec::new());
     loop {
         let n = src.next_chunk(&mut rows, chunk)?;
@@ -1282,10 +1282,7 @@ fn rows_and_places(
 
 /// A source's rows read through `next_chunk_cells`, with each row's place, and how many of
 /// the cells were strings lent from the source's buffers.
-fn cells_and_places(
-    src: &mut dyn RowSource,
-    chunk: usize,
-) -> Result<(Vec<(Vec<Value>, Option<u64>)>, usize)> {
+fn cells_and_places(src: &mut dyn RowSource, chunk: usize) -> Result<(PlacedRows, usize)> {
     let (mut all, mut lent) = (Vec::new(), 0);
     while src.next_chunk_cells(chunk, &mut |place, cells| {
         lent += cells
