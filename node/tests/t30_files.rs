@@ -159,6 +159,49 @@ fn out_col(name: &str, ty: Type, header: &str, format: &str) -> Result<FileColum
     })
 }
 
+/// Writes `rows` into a Parquet file at `path` with our writer.
+fn write_parquet(
+    path: &Path,
+    columns: &[FileColumn],
+    codec: ParquetCodec,
+    rows: &[Vec<Value>],
+) -> Result<()> {
+    let writer = FileWriter {
+        url_template: String::new(),
+        format: FileWriterFormat::Parquet { codec },
+        columns: columns.to_vec(),
+        having: None,
+        top: None,
+    };
+    let mut sink = create_sink(&writer, &path.to_string_lossy())?;
+    for r in rows {
+        sink.write_row(r)?;
+    }
+    sink.finish()?;
+    Ok(())
+}
+
+/// A Parquet reader of the columns a file was written with.
+fn parquet_reader_of(columns: &[FileColumn]) -> FileReader {
+    FileReader {
+        urls: Vec::new(),
+        format: FileReaderFormat::Parquet,
+        columns: columns
+            .iter()
+            .map(|c| ReaderColumn {
+                name: c.name.clone(),
+                ty: c.ty,
+                default_value: String::new(),
+                csv_idx: 0,
+                csv_header: String::new(),
+                csv_format: String::new(),
+                parquet_column: c.parquet_column.clone(),
+            })
+            .collect(),
+        splits: Vec::new(),
+    }
+}
+
 /// Lines with a trailing `\r` stripped: the conformance `diff -b` rule.
 fn diff_b_lines(bytes: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(bytes)
@@ -1227,35 +1270,8 @@ fn parquet_writer_types_nulls_and_codecs() -> Result<()> {
         ParquetCodec::Uncompressed,
     ] {
         let path = dir.path().join(format!("{codec:?}.parquet"));
-        let writer = FileWriter {
-            url_template: String::new(),
-            format: FileWriterFormat::Parquet { codec },
-            columns: columns.clone(),
-            having: None,
-            top: None,
-        };
-        let mut sink = create_sink(&writer, &path.to_string_lossy())?;
-        for r in &rows {
-            sink.write_row(r)?;
-        }
-        sink.finish()?;
-        let reader = FileReader {
-            urls: Vec::new(),
-            format: FileReaderFormat::Parquet,
-            columns: columns
-                .iter()
-                .map(|c| ReaderColumn {
-                    name: c.name.clone(),
-                    ty: c.ty,
-                    default_value: String::new(),
-                    csv_idx: 0,
-                    csv_header: String::new(),
-                    csv_format: String::new(),
-                    parquet_column: c.parquet_column.clone(),
-                })
-                .collect(),
-            splits: Vec::new(),
-        };
+        write_parquet(&path, &columns, codec, &rows)?;
+        let reader = parquet_reader_of(&columns);
         let back = read_all(&reader, path.to_str().context("path")?)?;
         let mut want = rows.clone();
         want[1][4] = Value::Decimal(Decimal::new(1999, 2));
@@ -1308,58 +1324,31 @@ fn parquet_cells_read_in_place_equal_the_values() -> Result<()> {
         out_col("d", Type::Decimal2, "", "")?,
         out_col("t", Type::DateTime, "", "")?,
     ];
+    let rows: Vec<Vec<Value>> = (0..2500i64)
+        .map(|i| {
+            let s = match i % 3 {
+                0 => String::new(),
+                1 => format!("héllo {i}"),
+                _ => format!("x{}", i % 17),
+            };
+            vec![
+                Value::str(&s),
+                Value::Int(i),
+                Value::Decimal(Decimal::new(i * 7 - 3000, 2)),
+                Value::Time(Time::from_unix_millis(1_542_340_805_123 + i * 1000)),
+            ]
+        })
+        .collect();
     let path = dir.path().join("rows.parquet");
-    let writer = FileWriter {
-        url_template: String::new(),
-        format: FileWriterFormat::Parquet {
-            codec: ParquetCodec::Snappy,
-        },
-        columns: columns.clone(),
-        having: None,
-        top: None,
-    };
-    let mut sink = create_sink(&writer, &path.to_string_lossy())?;
-    for i in 0..2500i64 {
-        let s = match i % 3 {
-            0 => String::new(),
-            1 => format!("héllo {i}"),
-            _ => format!("x{}", i % 17),
-        };
-        sink.write_row(&[
-            Value::str(&s),
-            Value::Int(i),
-            Value::Decimal(Decimal::new(i * 7 - 3000, 2)),
-            Value::Time(Time::from_unix_millis(1_542_340_805_123 + i * 1000)),
-        ])?;
-    }
-    sink.finish()?;
-    let reader = |columns: &[(&str, Type)]| FileReader {
-        urls: Vec::new(),
-        format: FileReaderFormat::Parquet,
-        columns: columns
-            .iter()
-            .map(|&(name, ty)| ReaderColumn {
-                name: name.to_owned(),
-                ty,
-                default_value: String::new(),
-                csv_idx: 0,
-                csv_header: String::new(),
-                csv_format: String::new(),
-                parquet_column: name.to_owned(),
-            })
-            .collect(),
-        splits: Vec::new(),
-    };
-    let ours = reader(&[
-        ("s", Type::String),
-        ("i", Type::Int),
-        ("d", Type::Decimal2),
-        ("t", Type::DateTime),
-    ]);
+    write_parquet(&path, &columns, ParquetCodec::Snappy, &rows)?;
+    let ours = parquet_reader_of(&columns);
     let url = path.to_str().context("path")?;
     let values = rows_and_places(open_source(&ours, url)?.as_mut(), 64)?;
     let (cells, lent) = cells_and_places(open_source(&ours, url)?.as_mut(), 64)?;
-    assert_eq!(values.len(), 2500);
+    assert!(
+        values.iter().map(|(r, _)| r).eq(rows.iter()),
+        "rows read back differ"
+    );
     assert!(values.iter().all(|(_, place)| place.is_some()));
     assert!(cells == values, "rows or places read as cells differ");
     assert_eq!(lent, 2500, "one string cell lent per row");
