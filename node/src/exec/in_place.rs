@@ -10,7 +10,7 @@ use plexus_core::value::{AsCell, CellView, Type, Value};
 
 use super::compiled::TableOut;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::write::eval_field;
+use super::write::{eval_field, values_read};
 
 /// How a reader's rows are written from their cells.
 #[derive(Debug)]
@@ -79,11 +79,7 @@ impl InPlace {
         }
         computed.clear();
         if self.any_computed {
-            values.clear();
-            values.extend(row.iter().zip(&self.read).map(|(c, &read)| match read {
-                true => c.cell().to_value(),
-                false => Value::Bool(false),
-            }));
+            values_read(row, &self.read, values);
             let vars = Vars::new().with(Alias::R, values);
             for (f, from) in out.fields.iter().zip(&self.from) {
                 if from.is_none() {

@@ -87,6 +87,16 @@ pub(crate) fn field_err(
     }
 }
 
+/// Sets `out` to the values of the cells of `row` that `read` marks, placeholders for the
+/// others (which whatever reads `out` never reads): a row of cells seen by an expression.
+pub(crate) fn values_read<C: AsCell>(row: &[C], read: &[bool], out: &mut Vec<Value>) {
+    out.clear();
+    out.extend(row.iter().zip(read).map(|(c, &read)| match read {
+        true => c.cell().to_value(),
+        false => Value::Bool(false),
+    }));
+}
+
 /// Per field of `out`: whether its `having` reads it (none without `having`).
 fn having_reads(out: &TableOut) -> Vec<bool> {
     let Some(h) = &out.having else {
@@ -382,12 +392,7 @@ impl<'a> RowWriter<'a> {
         loc: &dyn Fn() -> RowLoc,
     ) -> Result<(), BatchErrorKind> {
         if self.out.having.is_some() {
-            self.having_row.clear();
-            let read = w.iter().zip(&self.having_reads);
-            self.having_row.extend(read.map(|(c, &read)| match read {
-                true => c.cell().to_value(),
-                false => Value::Bool(false),
-            }));
+            values_read(w, &self.having_reads, &mut self.having_row);
             if !self.out.having(&self.having_row, loc)? {
                 return Ok(());
             }

@@ -541,7 +541,8 @@ impl RowSource for ParquetSource {
                 let Some(reader) = c.reader.as_ref() else {
                     continue;
                 };
-                let (value, text) = match (c.present(r), reader) {
+                let present = c.present(r);
+                let (value, text) = match (present, reader) {
                     (false, _) => (c.kind.ty().zero(), None),
                     (true, Typed::Bytes(_, v)) if c.kind == Kind::Str => {
                         let b = v.get(*vi).map(ByteArray::data);
@@ -554,7 +555,7 @@ impl RowSource for ParquetSource {
                         (v.map_err(|reason| self.value_err(r, c, reason))?, None)
                     }
                 };
-                *vi += usize::from(c.present(r));
+                *vi += usize::from(present);
                 values.push(value);
                 lent.push(text);
             }
