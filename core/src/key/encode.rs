@@ -24,7 +24,7 @@ pub fn build_key_into<C: AsCell>(
     def: &IndexDef,
     values: &[C],
 ) -> Result<(), KeyError> {
-    build_key_with(out, def, values, DescForm::Hex)
+    build_key_with(out, def, values, KeyForm::Capillaries)
 }
 
 /// Whether [`build_order_key_into`] orders keys of `def` as [`build_key_into`] does: every
@@ -41,28 +41,37 @@ pub fn orders_compactly(def: &IndexDef) -> bool {
         .all(|c| c.ty != Type::String || c.case == CaseMode::Sensitive)
 }
 
-/// Appends the order key of one row to `out`: like [`build_key_into`]'s, but a descending
-/// component holds its bytes complemented (255−b) instead of their hex, half as long. When
-/// [`orders_compactly`] holds for `def`, two rows' order keys compare as their keys do, ties
-/// included (both forms map each byte of a component through an order-preserving map of
-/// fixed width, and the comparison never crosses a component boundary at different offsets):
-/// for a `top` that sorts and spills millions of keys, where descending components doubled
-/// their size. On error `out` is left unchanged.
+/// Appends the order key of one row to `out`: a shorter form of [`build_key_into`]'s that
+/// sorts the same way, for a `top` that sorts and spills millions of keys (Capillaries' form
+/// pads every string to its length and writes an int as 21 digits):
+/// - a case-sensitive string: its key bytes without the trailing spaces, every inner space
+///   followed by a byte saying whether the next non-space byte sorts above or below a space,
+///   then two spaces ([`push_compact_string`]);
+/// - an int: 8 bytes, big-endian with the sign bit flipped;
+/// - a decimal2: the 8 bytes of its f64 ordered as the number;
+/// - a datetime: its key's number as a sign byte and 8 big-endian bytes of its magnitude;
+/// - any other component: its key bytes;
+/// - a descending component: those bytes complemented (255−b), not their hex.
+///
+/// When [`orders_compactly`] holds for `def`, two rows' order keys compare as their keys do,
+/// ties included: each component's form is an order-preserving, prefix-free map of its key
+/// bytes (so the comparison never crosses a component boundary at different offsets), equal
+/// exactly when the key bytes are. On error `out` is left unchanged.
 pub fn build_order_key_into<C: AsCell>(
     out: &mut Vec<u8>,
     def: &IndexDef,
     values: &[C],
 ) -> Result<(), KeyError> {
-    build_key_with(out, def, values, DescForm::Complement)
+    build_key_with(out, def, values, KeyForm::Order)
 }
 
-/// How a descending component's bytes are written.
-#[derive(Clone, Copy)]
-enum DescForm {
-    /// Capillaries' key: the lower-case hex of each 255−b.
-    Hex,
-    /// An order key: each 255−b itself.
-    Complement,
+/// Which of the two key forms is built.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyForm {
+    /// Capillaries' key; a descending component is the lower-case hex of each 255−b.
+    Capillaries,
+    /// An order key ([`build_order_key_into`]).
+    Order,
 }
 
 /// The work of [`build_key_into`] and [`build_order_key_into`].
@@ -70,7 +79,7 @@ fn build_key_with<C: AsCell>(
     out: &mut Vec<u8>,
     def: &IndexDef,
     values: &[C],
-    desc: DescForm,
+    form: KeyForm,
 ) -> Result<(), KeyError> {
     if values.len() != def.components.len() {
         return Err(KeyError::ValueCount {
@@ -81,13 +90,18 @@ fn build_key_with<C: AsCell>(
     let origin = out.len();
     for (index, (comp, value)) in def.components.iter().zip(values).enumerate() {
         let start = out.len();
-        let pushed = match value.cell() {
-            CellView::Str(s) if comp.ty == Type::String => {
-                push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);
+        let sensitive = comp.case == CaseMode::Sensitive;
+        let pushed = match (value.cell(), form) {
+            (CellView::Str(s), _) if comp.ty == Type::String => {
+                push_string(out, s, comp.string_len, !sensitive);
+                if form == KeyForm::Order && sensitive {
+                    push_compact_string(out, start);
+                }
                 Ok(())
             }
-            CellView::Str(_) => Err(Type::String.name()),
-            CellView::Value(value) => push_value(out, comp, value),
+            (CellView::Str(_), _) => Err(Type::String.name()),
+            (CellView::Value(value), KeyForm::Order) => push_order_value(out, comp, value),
+            (CellView::Value(value), KeyForm::Capillaries) => push_value(out, comp, value),
         };
         if let Err(actual) = pushed {
             out.truncate(origin);
@@ -99,13 +113,108 @@ fn build_key_with<C: AsCell>(
             });
         }
         if comp.dir == SortDir::Desc {
-            match desc {
-                DescForm::Hex => complement_hex(out, start),
-                DescForm::Complement => complement(&mut out[start..]),
+            match form {
+                KeyForm::Capillaries => complement_hex(out, start),
+                KeyForm::Order => complement(&mut out[start..]),
             }
         }
     }
     Ok(())
+}
+
+/// Rewrites the case-sensitive string key bytes from `start` on (exactly its length, padded
+/// with spaces) in the order form: the bytes before the trailing spaces, each space among
+/// them followed by `0x21` when the next non-space byte sorts above a space and `0x1f` when
+/// below, then the end mark `0x20 0x20`.
+///
+/// Why it sorts as the padded bytes do: where one string has ended, its padded form goes on
+/// with spaces, and the end mark's `0x20` meets the other's byte, deciding as a space would,
+/// unless that is a space too; then the padded forms differ first where the other's next
+/// non-space byte meets a space, which the byte after its space records, and the end mark's
+/// second `0x20` lies between the two marks. Two inner spaces with different marks decide
+/// the same way; equal marks go on to the next bytes. No form is a prefix of another, since
+/// a space is followed by `0x21` or `0x1f` inside and by `0x20` only at the end.
+fn push_compact_string(out: &mut Vec<u8>, start: usize) {
+    let end = out.len()
+        - out[start..]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b' ')
+            .count();
+    let inner = out[start..end].iter().filter(|&&b| b == b' ').count();
+    out.truncate(end);
+    if inner > 0 {
+        // Widen in place from the back: each space gains the mark of the byte after its run.
+        out.resize(end + inner, 0);
+        let (mut read, mut write) = (end, end + inner);
+        let mut next_above = true;
+        while read > start {
+            read -= 1;
+            let b = out[read];
+            if b == b' ' {
+                write -= 1;
+                out[write] = if next_above { 0x21 } else { 0x1f };
+            } else {
+                next_above = b > b' ';
+            }
+            write -= 1;
+            out[write] = b;
+        }
+    }
+    out.extend_from_slice(b"  ");
+}
+
+/// Appends the order form of `value` as component `comp` (see [`build_order_key_into`]); the
+/// value's kind when it is not of the component's type.
+fn push_order_value(
+    out: &mut Vec<u8>,
+    comp: &KeyComponent,
+    value: &Value,
+) -> Result<(), &'static str> {
+    match (comp.ty, value) {
+        // The key's sign character and 20 digits (flipped when negative) order as the number.
+        (Type::Int, Value::Int(v)) => out.extend_from_slice(&(*v as u64 ^ (1 << 63)).to_be_bytes()),
+        // The key is the `%066.32f` text of this f64, which orders as the number (negative
+        // zero below zero, quirk of spec §6.2) wherever a decimal2 can be: never NaN,
+        // infinite or beyond 33 integer digits, and written in cents (file columns are
+        // rounded to 2 places), never a non-zero below 1e-16, where two numbers could share
+        // a text.
+        (Type::Decimal2, Value::Decimal(d)) => {
+            let bits = decimal_to_f64(d).to_bits();
+            let ordered = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits ^ (1 << 63)
+            };
+            out.extend_from_slice(&ordered.to_be_bytes());
+        }
+        (Type::DateTime, Value::Time(t)) => {
+            // The key is Go's `%020d` of this number: `-` and the magnitude's digits below
+            // zero, so negatives sort first and among themselves by magnitude, ascending.
+            let micros = go_unix_micros(t);
+            out.push(u8::from(micros >= 0));
+            out.extend_from_slice(&micros.unsigned_abs().to_be_bytes());
+        }
+        (Type::String, Value::Str(s)) => {
+            let start = out.len();
+            let sensitive = comp.case == CaseMode::Sensitive;
+            push_string(out, s, comp.string_len, !sensitive);
+            if sensitive {
+                push_compact_string(out, start);
+            }
+        }
+        _ => return push_value(out, comp, value),
+    }
+    Ok(())
+}
+
+/// The number a datetime's key writes: Go's `t.UnixMicro() + 62135596800000000`, both with
+/// int64 wrap-around.
+fn go_unix_micros(t: &crate::value::Time) -> i64 {
+    t.secs
+        .wrapping_mul(1_000_000)
+        .wrapping_add(i64::from(t.nanos / 1000))
+        .wrapping_add(62_135_596_800_000_000)
 }
 
 /// Appends the key bytes of `value` as component `comp`; the value's kind when it is not of
@@ -115,15 +224,7 @@ fn push_value(out: &mut Vec<u8>, comp: &KeyComponent, value: &Value) -> Result<(
         (Type::Int, Value::Int(v)) => push_int(out, *v),
         (Type::Float, Value::Float(v)) => push_float(out, *v),
         (Type::Decimal2, Value::Decimal(d)) => push_float(out, decimal_to_f64(d)),
-        (Type::DateTime, Value::Time(t)) => {
-            // Go: t.UnixMicro() + 62135596800000000, both with int64 wrap-around.
-            let micros = t
-                .secs
-                .wrapping_mul(1_000_000)
-                .wrapping_add(i64::from(t.nanos / 1000))
-                .wrapping_add(62_135_596_800_000_000);
-            push_go_020d(out, micros);
-        }
+        (Type::DateTime, Value::Time(t)) => push_go_020d(out, go_unix_micros(t)),
         (Type::Bool, Value::Bool(b)) => out.push(if *b { b'T' } else { b'F' }),
         (Type::String, Value::Str(s)) => {
             push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);

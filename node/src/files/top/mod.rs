@@ -228,9 +228,9 @@ struct Spill {
 /// of a large `top` the most expensive part of a file writer.
 pub struct TopBuffer {
     def: IndexDef,
-    /// Whether a row's order key is built by [`build_order_key_into`] (descending components
-    /// half as long), which is wherever it orders as Capillaries' key does, or else as that
-    /// key itself.
+    /// Whether a row's order key is built by [`build_order_key_into`] (padding dropped,
+    /// numbers in 8 bytes, descending components complemented rather than hex), which is
+    /// wherever it orders as Capillaries' key does, or else as that key itself.
     compact_keys: bool,
     /// Writer column index of every order component.
     cols: Vec<usize>,
