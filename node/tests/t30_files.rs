@@ -772,8 +772,8 @@ fn top_spilled_runs_match_the_in_memory_buffer() -> Result<()> {
                 limit: limit as u64,
             };
             let mut memory = TopBuffer::new(&top, &columns)?;
-            // 2 KiB forces a run every few dozen rows.
-            let mut spilled = TopBuffer::new(&top, &columns)?.with_spill(2048, dir.path());
+            // 1 KiB forces a run every dozen rows.
+            let mut spilled = TopBuffer::new(&top, &columns)?.with_spill(1024, dir.path());
             let mut x = 99u64;
             for i in 0..3000u32 {
                 x = x
@@ -1571,7 +1571,11 @@ fn top_of_rendered_lines_writes_the_same_bytes_as_top_of_values() -> Result<()> 
         assert!(spilled.spilled_runs() > 0, "seed {seed}: no spill");
         let mut merged: Option<TopBuffer> = None;
         for mut s in shares {
+            // What a share holds at its end is merged from memory, not written as a run.
+            let runs = s.spilled_runs();
+            assert!(runs > 0, "seed {seed}: a share did not spill");
             s.seal()?;
+            assert_eq!(s.spilled_runs(), runs, "seed {seed}: sealing spilled");
             match &mut merged {
                 Some(m) => m.absorb(s),
                 None => merged = Some(s),

@@ -640,20 +640,20 @@ impl TopBuffer {
     }
 
     /// Cuts the rows in memory to the `limit` smallest and sorts them, so that the thread
-    /// that filled a share does this work rather than the one merging the shares. The
-    /// merge, on one thread, then reads them in order: spilled as a last run when the
-    /// buffer spills already or holds over half its memory, else copied into a fresh arena
-    /// in sorted order (read in key order from where they arrived, each was a cache miss).
+    /// that filled a share does this work rather than the one merging the shares. They stay
+    /// in memory for the merge, beside any spilled runs: writing them out as a last run
+    /// was a quarter of a large `top`'s spilled bytes, read back at once. A buffer within
+    /// half its memory is also copied into a fresh arena in sorted order, so the merge reads
+    /// it in order (read in key order from where they arrived, each row was a cache miss);
+    /// a fuller one would need its bytes twice for that.
     pub fn seal(&mut self) -> Result<(), FileError> {
         self.cut();
-        let spills = self
+        self.sort();
+        if self
             .spill
             .as_ref()
-            .is_some_and(|s| !s.runs.is_empty() || self.held() > s.max_bytes / 2);
-        if spills && !self.rows.is_empty() {
-            self.spill_run()?;
-        } else {
-            self.sort();
+            .is_none_or(|s| self.held() <= s.max_bytes / 2)
+        {
             self.compact();
         }
         // No row comes after: the spares would only sit through the merge.
