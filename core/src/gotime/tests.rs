@@ -358,8 +358,8 @@ fn now_is_recent() {
     assert!(now().secs > 1_600_000_000);
 }
 
-/// The hand-written digits of a layout's number fields match Rust's zero-padded formatting
-/// for every sign, magnitude and width a layout uses.
+/// The hand-written digits of a layout's number fields (digit pairs up to four digits)
+/// match Rust's zero-padded formatting for every sign, magnitude and width a layout uses.
 #[test]
 fn append_int_pads_like_formatted_numbers() {
     for x in [
@@ -379,7 +379,10 @@ fn append_int_pads_like_formatted_numbers() {
         -2016,
         i64::MIN,
         i64::MAX,
-    ] {
+    ]
+    .into_iter()
+    .chain(0..=10_000)
+    {
         for width in 0..=4 {
             let mut got = String::from(">");
             append_int(&mut got, x, width);
