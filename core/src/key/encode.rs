@@ -90,13 +90,9 @@ fn build_key_with<C: AsCell>(
     let origin = out.len();
     for (index, (comp, value)) in def.components.iter().zip(values).enumerate() {
         let start = out.len();
-        let sensitive = comp.case == CaseMode::Sensitive;
         let pushed = match (value.cell(), form) {
             (CellView::Str(s), _) if comp.ty == Type::String => {
-                push_string(out, s, comp.string_len, !sensitive);
-                if form == KeyForm::Order && sensitive {
-                    push_compact_string(out, start);
-                }
+                push_key_string(out, s, comp, form);
                 Ok(())
             }
             (CellView::Str(_), _) => Err(Type::String.name()),
@@ -120,6 +116,17 @@ fn build_key_with<C: AsCell>(
         }
     }
     Ok(())
+}
+
+/// Appends string component `comp` of a key in `form`: its key bytes, rewritten by
+/// [`push_compact_string`] in an order key when the string is case-sensitive.
+fn push_key_string(out: &mut Vec<u8>, s: &str, comp: &KeyComponent, form: KeyForm) {
+    let start = out.len();
+    let sensitive = comp.case == CaseMode::Sensitive;
+    push_string(out, s, comp.string_len, !sensitive);
+    if form == KeyForm::Order && sensitive {
+        push_compact_string(out, start);
+    }
 }
 
 /// Rewrites the case-sensitive string key bytes from `start` on (exactly its length, padded
@@ -195,14 +202,7 @@ fn push_order_value(
             out.push(u8::from(micros >= 0));
             out.extend_from_slice(&micros.unsigned_abs().to_be_bytes());
         }
-        (Type::String, Value::Str(s)) => {
-            let start = out.len();
-            let sensitive = comp.case == CaseMode::Sensitive;
-            push_string(out, s, comp.string_len, !sensitive);
-            if sensitive {
-                push_compact_string(out, start);
-            }
-        }
+        (Type::String, Value::Str(s)) => push_key_string(out, s, comp, KeyForm::Order),
         _ => return push_value(out, comp, value),
     }
     Ok(())
@@ -226,9 +226,7 @@ fn push_value(out: &mut Vec<u8>, comp: &KeyComponent, value: &Value) -> Result<(
         (Type::Decimal2, Value::Decimal(d)) => push_float(out, decimal_to_f64(d)),
         (Type::DateTime, Value::Time(t)) => push_go_020d(out, go_unix_micros(t)),
         (Type::Bool, Value::Bool(b)) => out.push(if *b { b'T' } else { b'F' }),
-        (Type::String, Value::Str(s)) => {
-            push_string(out, s, comp.string_len, comp.case == CaseMode::IgnoreCase);
-        }
+        (Type::String, Value::Str(s)) => push_key_string(out, s, comp, KeyForm::Capillaries),
         _ => return Err(value_kind(value)),
     }
     Ok(())
