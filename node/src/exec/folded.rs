@@ -59,7 +59,7 @@ use super::cache::{cache_key, lock};
 use super::cells::right_columns_read;
 use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::hashjoin::scan_valid_projected;
+use super::hashjoin::{Decode, scan_valid_projected};
 use super::right::{Built, KeyMap};
 use super::scan::{Page, Scan, decode_projected};
 use super::write::{RowWriter, check_type, field_err};
@@ -568,23 +568,17 @@ fn fold_scan(
     let mut ends: Vec<usize> = Vec::new();
     let mut held = 0usize;
     let mut rows = 0usize;
-    let scan_needed: Vec<bool> = if buffered {
-        let mut key_only = vec![false; l.types.len()];
-        for &p in &l.index_pos {
-            if let Some(n) = key_only.get_mut(p) {
-                *n = true;
-            }
-        }
-        key_only
+    let decode = if buffered {
+        Decode::KeyOnly
     } else {
-        needed.to_vec()
+        Decode::Columns(needed)
     };
     let complete = scan_valid_projected(
         b,
         l,
         right,
         index,
-        ((0, 1), || scan_needed.as_slice()),
+        ((0, 1), || decode),
         |rowid, bytes, key, values| {
             if !buffered {
                 if prev.is_some_and(|p| rowid <= p) {
@@ -764,7 +758,7 @@ fn fold_part<'a>(
         spec.0,
         right,
         index,
-        (part, || needed),
+        (part, || Decode::Columns(needed)),
         |rowid, _, key, values| {
             if limits.stop.load(Ordering::Relaxed) {
                 return Ok(false);

@@ -54,7 +54,7 @@ use super::right::{
     Built, EncodedRows, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS,
     SpilledRight, encoded_row, partition_of,
 };
-use super::scan::decode_projected;
+use super::scan::{decode_projected, decode_refs};
 use super::write::{field_err, key_into};
 use crate::store::{Rowid, TableRef};
 use plexus_core::row::project_encoded_into;
@@ -184,25 +184,53 @@ pub(crate) fn scan_valid(
     part: (u32, u32),
     f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
-    scan_valid_projected(b, l, right, index, (part, || &[]), f)
+    scan_valid_projected(b, l, right, index, (part, || Decode::Columns(&[])), f)
 }
 
-/// [`scan_valid`] building only the columns `needed` marks (all when it is empty; it must
-/// mark the key's): a reader of a few columns saves the others' allocations. A damaged row
-/// fails the same way. `needed` is asked once per page, so a reader that learns half-way
-/// that it keeps no decoded rows can narrow the rest of the scan to the key.
+/// What a scan of the right table builds of each row besides its key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Decode<'n> {
+    /// The columns marked (all when empty; it must mark the key's), the others placeholders.
+    Columns(&'n [bool]),
+    /// No value: the key is built from its cells read in place and the row's values are left
+    /// empty, for a reader that keeps rows encoded (a key string was allocated and dropped
+    /// for every right row of a compact build).
+    KeyOnly,
+}
+
+/// [`scan_valid`] building only what `decode` asks for: a reader of a few columns saves the
+/// others' allocations. A damaged row fails the same way. `decode` is asked once per page, so
+/// a reader that learns half-way that it keeps no decoded rows can narrow the rest of the
+/// scan to the key.
 pub(crate) fn scan_valid_projected<'n>(
     b: &BatchRun<'_>,
     l: &LookupStage,
     right: &TableRef,
     index: &TableRef,
-    (part, needed): ((u32, u32), impl Fn() -> &'n [bool]),
+    (part, decode): ((u32, u32), impl Fn() -> Decode<'n>),
     mut f: impl FnMut(Rowid, &[u8], &mut Vec<u8>, &mut Vec<Value>) -> Result<bool, BatchErrorKind>,
 ) -> Result<bool, BatchErrorKind> {
     let store = b.ctx.store.as_ref();
     let ks = b.task.keyspace.as_str();
     let right_name = right.storage_name();
     let mut resume = None;
+    // For `Decode::KeyOnly`: the key's columns, and where each key component lands among
+    // them (cells read in place come in column order, each column once); a position past
+    // the row stays past the cells, so keying fails as it does over values.
+    let mut key_columns = vec![false; l.types.len()];
+    for &p in &l.index_pos {
+        if let Some(k) = key_columns.get_mut(p) {
+            *k = true;
+        }
+    }
+    let key_refs: Vec<usize> = l
+        .index_pos
+        .iter()
+        .map(|&p| match key_columns.get(p) {
+            Some(_) => key_columns[..p].iter().filter(|&&k| k).count(),
+            None => usize::MAX,
+        })
+        .collect();
     // One key and one row buffer per row of a page, kept from page to page: a fold borrows
     // them, so a scan allocates them once rather than once per row.
     let mut keys: Vec<Vec<u8>> = Vec::new();
@@ -211,7 +239,8 @@ pub(crate) fn scan_valid_projected<'n>(
         let page = store
             .scan_batch(ks, right, part.0, part.1, BUILD_PAGE, resume)
             .map_err(BatchErrorKind::store("scan_batch"))?;
-        let needed = needed();
+        let decode = decode();
+        let mut refs = Vec::new();
         let mut n = 0;
         for (rowid, bytes) in page.iter() {
             if n == keys.len() {
@@ -221,9 +250,19 @@ pub(crate) fn scan_valid_projected<'n>(
             let (Some(key), Some(row)) = (keys.get_mut(n), values.get_mut(n)) else {
                 break;
             };
-            decode_projected(bytes, &l.types, needed, row, &right_name, rowid)?;
             key.clear();
-            key_into(key, &l.index, &l.index_pos, row).map_err(|e| {
+            let keyed = match decode {
+                Decode::Columns(needed) => {
+                    decode_projected(bytes, &l.types, needed, row, &right_name, rowid)?;
+                    key_into(key, &l.index, &l.index_pos, row)
+                }
+                Decode::KeyOnly => {
+                    row.clear();
+                    decode_refs(bytes, &l.types, &key_columns, &mut refs, &right_name, rowid)?;
+                    key_into(key, &l.index, &key_refs, &refs)
+                }
+            };
+            keyed.map_err(|e| {
                 field_err(
                     &|| RowLoc::Table {
                         table: right_name.clone(),
@@ -355,17 +394,9 @@ fn build(
             }
         }
     }
-    let mut key_only = vec![false; l.types.len()];
-    for &k in &l.index_pos {
-        match key_only.get_mut(k) {
-            Some(slot) => *slot = true,
-            None => key_only = Vec::new(),
-        }
-    }
     let scan = Scan {
         columns,
         needed: &needed,
-        key_only: &key_only,
         limits: &limits,
     };
     let parts: Vec<Result<Option<Part>, BatchErrorKind>> = if threads == 1 {
@@ -540,11 +571,9 @@ struct Part {
 struct Scan<'a> {
     /// The columns a compact row keeps (all when empty).
     columns: &'a [bool],
-    /// The columns decoded (all when empty): those kept and the key's.
+    /// The columns decoded (all when empty): those kept and the key's. Only the key is
+    /// built once the side is known to stay compact, since no decoded row is kept then.
     needed: &'a [bool],
-    /// The columns decoded once the side is known to stay compact (all when empty): the
-    /// key's, since no decoded row is kept then.
-    key_only: &'a [bool],
     /// The limits shared by the ranges.
     limits: &'a Limits,
 }
@@ -571,9 +600,9 @@ fn scan_part(
         // columns would allocate their strings only to drop them.
         (part, || {
             if limits.decoded_over.load(Ordering::Relaxed) {
-                scan.key_only
+                Decode::KeyOnly
             } else {
-                scan.needed
+                Decode::Columns(scan.needed)
             }
         }),
         |rowid, bytes, key, values| {
