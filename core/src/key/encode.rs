@@ -123,14 +123,17 @@ fn build_key_with<C: AsCell>(
 fn push_key_string(out: &mut Vec<u8>, s: &str, comp: &KeyComponent, form: KeyForm) {
     let start = out.len();
     let sensitive = comp.case == CaseMode::Sensitive;
-    push_string(out, s, comp.string_len, !sensitive);
+    let padding = push_string(out, s, comp.string_len, !sensitive);
     if form == KeyForm::Order && sensitive {
+        // The padding is trailing spaces, which the order form drops: never written.
         push_compact_string(out, start);
+    } else {
+        out.resize(out.len() + padding, b' ');
     }
 }
 
-/// Rewrites the case-sensitive string key bytes from `start` on (exactly its length, padded
-/// with spaces) in the order form: the bytes before the trailing spaces, each space among
+/// Rewrites the case-sensitive string key bytes from `start` on (without their padding,
+/// which is spaces) in the order form: the bytes before the trailing spaces, each space among
 /// them followed by `0x21` when the next non-space byte sorts above a space and `0x1f` when
 /// below, then the end mark `0x20 0x20`.
 ///
@@ -496,23 +499,24 @@ impl fmt::Write for StackText {
 }
 
 /// String part: the first `len` bytes of (NFD → drop Mn → NFC)(s) followed by spaces, then
-/// Go-upper-cased for `ignore_case` (spec §6.2).
+/// Go-upper-cased for `ignore_case` (spec §6.2). Appends it without the trailing padding
+/// spaces and returns how many they are (the caller writes them or, in an order key, not).
 ///
 /// Quirk (spec §6.2): Go pads to `len` *runes* and then cuts at `len` *bytes*. The padded text
 /// always has at least `len` bytes, so that equals the first `len` bytes of the normalised text
 /// followed by endless spaces; a multi-byte character may be cut in half, and strings that
 /// share their first `len` bytes get equal keys.
-fn push_string(out: &mut Vec<u8>, s: &str, len: usize, upper: bool) {
+fn push_string(out: &mut Vec<u8>, s: &str, len: usize, upper: bool) -> usize {
     if s.is_ascii() {
         // Fast path: ASCII is unchanged by NFD/NFC, has no Mn, and upper-cases byte for byte.
         let start = out.len();
         let bytes = s.as_bytes();
-        out.extend_from_slice(&bytes[..bytes.len().min(len)]);
+        let kept = bytes.len().min(len);
+        out.extend_from_slice(&bytes[..kept]);
         if upper {
             out[start..].make_ascii_uppercase();
         }
-        out.resize(start + len, b' ');
-        return;
+        return len - kept;
     }
     // Bytes of normalised text consumed so far (before upper-casing, which may change widths).
     let mut raw = 0;
@@ -530,15 +534,15 @@ fn push_string(out: &mut Vec<u8>, s: &str, len: usize, upper: bool) {
                 let mut buf = [0u8; 4];
                 out.extend_from_slice(&c.encode_utf8(&mut buf).as_bytes()[..cut]);
             }
-            return;
+            return 0;
         }
         push_char(out, if upper { go_to_upper(c) } else { c });
         raw += w;
         if raw == len {
-            return;
+            return 0;
         }
     }
-    out.resize(out.len() + (len - raw), b' ');
+    len - raw
 }
 
 /// Appends the UTF-8 encoding of `c`.
