@@ -16,7 +16,7 @@ use plexus_core::plan::{
 };
 use plexus_core::value::{CellView, Time, Type, Value};
 use plexus_node::files::{
-    FileError, ProtoDirs, RowSource, SortedRow, TopBuffer, create_sink, open_source,
+    FileError, ProtoDirs, RowSource, SampledBound, SortedRow, TopBuffer, create_sink, open_source,
     proto_script_csv, proto_script_parquet,
 };
 use rust_decimal::Decimal;
@@ -740,6 +740,104 @@ fn top_matches_a_stable_sort_across_many_cuts() -> Result<()> {
         assert_eq!(top.len(), limit.min(1000));
         assert_eq!(strs(&top.into_sorted()?), strs(&want), "limit {limit}");
     }
+    Ok(())
+}
+
+/// A `top` following a bound sampled from its first rows keeps exactly the rows of one
+/// without it, in one buffer and in shares sealed and absorbed as a parallel top does, while
+/// it holds (and so spills) about half the rows; an expected count far too high gives a bound
+/// too low, which the buffer reports; one close to the limit sets no bound. Randomised (seed
+/// printed).
+#[test]
+fn top_with_a_sampled_bound_keeps_the_rows_of_one_without() -> Result<()> {
+    let seed = plexus_testkit::seed::seed("PLEXUS_TOP_SEED", "top_sampled_bound");
+    let columns = vec![
+        out_col("k", Type::Int, "k", "%d")?,
+        out_col("s", Type::String, "s", "%s")?,
+    ];
+    let order = parse_order_expr("k(asc)", &|f| (f == "k").then_some(Type::Int))
+        .map_err(|e| anyhow!("{e}"))?;
+    let (rows_total, limit, sample) = (20_000u64, 8_000usize, 1_000usize);
+    let top = Top {
+        order,
+        limit: limit as u64,
+    };
+    let dir = tempfile::tempdir()?;
+    let mut x = seed | 1;
+    let rows: Vec<Vec<Value>> = (0..rows_total)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Many ties: 5,000 keys over 20,000 rows.
+            vec![
+                Value::Int(((x >> 33) % 5000) as i64),
+                Value::str(&format!("r{i}")),
+            ]
+        })
+        .collect();
+    // 128 KiB of rows per run: a sample (1,000 rows) fits before the first.
+    let buffer = |bound: Option<std::sync::Arc<SampledBound>>| -> Result<TopBuffer> {
+        Ok(TopBuffer::new(&top, &columns)?
+            .with_spill(128 << 10, dir.path())
+            .with_sampled_bound(bound))
+    };
+    let mut plain = buffer(None)?;
+    for r in &rows {
+        plain.push(r)?;
+    }
+    let plain_runs = plain.spilled_runs();
+    let want = plain.into_sorted()?;
+    assert_eq!(want.len(), limit);
+    // One buffer, the true count: about half the rows are dropped before they are held.
+    let mut one = buffer(SampledBound::new(rows_total, sample))?;
+    for r in &rows {
+        one.push(r)?;
+    }
+    assert!(one.bound_held(), "seed {seed}");
+    let runs = one.spilled_runs();
+    assert!(
+        runs * 10 < plain_runs * 7,
+        "seed {seed}: {runs} runs with the bound, {plain_runs} without"
+    );
+    assert_eq!(one.into_sorted()?, want, "seed {seed}");
+    // Shares of pages, as a parallel top hands them out, sharing one bound.
+    let shares = |expected: u64| -> Result<TopBuffer> {
+        let bound = SampledBound::new(expected, sample);
+        let mut parts = [buffer(bound.clone())?, buffer(bound)?];
+        for (page, chunk) in rows.chunks(700).enumerate() {
+            let first = page as u64 * 700;
+            for (seq, r) in (first..).zip(chunk) {
+                parts[page % 2].push_at(r, seq)?;
+            }
+        }
+        let [mut a, mut b] = parts;
+        a.seal()?;
+        b.seal()?;
+        a.absorb(b);
+        Ok(a)
+    };
+    let merged = shares(rows_total)?;
+    assert!(merged.bound_held(), "seed {seed}");
+    assert_eq!(merged.into_sorted()?, want, "seed {seed}");
+    // A count a hundred times too high: the bound is far too low, and the buffers say so.
+    let mut low = buffer(SampledBound::new(rows_total * 100, sample))?;
+    for r in &rows {
+        low.push(r)?;
+    }
+    assert!(
+        !low.bound_held(),
+        "seed {seed}: a bound too low went unnoticed"
+    );
+    assert!(!shares(rows_total * 100)?.bound_held(), "seed {seed}");
+    // A count close to the limit: no bound is worth setting, every row is kept.
+    let mut close = buffer(SampledBound::new(limit as u64 + 100, sample))?;
+    for r in &rows {
+        close.push(r)?;
+    }
+    assert!(close.bound_held());
+    assert_eq!(close.spilled_runs(), plain_runs);
+    assert_eq!(close.into_sorted()?, want, "seed {seed}");
     Ok(())
 }
 

@@ -683,11 +683,27 @@ fn run_file_node(
     name: &str,
     dir: &std::path::Path,
 ) -> Result<Vec<Vec<u8>>, ExecError> {
+    run_file_node_counted(ctx, plan, name, dir, None)
+}
+
+/// [`run_file_node`] with tasks carrying `reader_rows`, the input table's row count as the
+/// ledger gives it.
+fn run_file_node_counted(
+    ctx: &ExecContext,
+    plan: &Plan,
+    name: &str,
+    dir: &std::path::Path,
+    reader_rows: Option<u64>,
+) -> Result<Vec<Vec<u8>>, ExecError> {
     let compiled = prepare_node(plan, name)?;
     let total = plan.node(name).map_or(1, |n| n.batches);
     let mut files = Vec::new();
     for b in 0..total {
-        execute(ctx, plan, &compiled, &task(name, 1, b, total))?;
+        let task = BatchTask {
+            reader_rows,
+            ..task(name, 1, b, total)
+        };
+        execute(ctx, plan, &compiled, &task)?;
         let path = dir.join(format!("{name}_{b:05}.csv"));
         files.push(std::fs::read(&path).map_err(|e| ExecError::Prepare {
             node: name.into(),
@@ -938,6 +954,86 @@ fn table_file_parallel_top_writes_the_same_bytes_as_one_thread() -> Result<()> {
     assert!(one.contains("divide by zero"), "{one}");
     for n in [2, 3] {
         assert_eq!(fail(n)?, one, "{n} threads");
+    }
+    assert_eq!(std::fs::read_dir(spill_dir.path())?.count(), 0);
+    Ok(())
+}
+
+/// A `top` batch given the input's row count drops rows above a bound estimated from a
+/// sample before rendering them, and writes the same bytes as without it: with the true
+/// count, on one thread and on several, in memory and spilled; and with a count a hundred
+/// times too high, whose bound is too low and is caught, the batch computed again without it.
+#[test]
+fn table_file_top_with_a_sampled_bound_writes_the_same_bytes() -> Result<()> {
+    let env = env()?;
+    let out_dir = tempfile::tempdir()?;
+    let spill_dir = tempfile::tempdir()?;
+    let mut plan = base_plan(orders_fields());
+    for (name, limit) in [("stop_some", 300), ("stop_fails", 300)] {
+        let url = format!("{}/{name}_{{batch_idx}}.csv", out_dir.path().display());
+        let mut n = file_node(name, &url, 2);
+        if let Writer::File(w) = &mut n.writer
+            && let Some(t) = &mut w.top
+        {
+            t.limit = limit;
+            if name == "stop_fails" {
+                // Integer division by zero for every row whose order_id is 50.
+                w.columns[0].expr = e("r.order_id / (r.order_id - 50)");
+            }
+        }
+        add(&mut plan, n);
+    }
+    let rows: Vec<Vec<Value>> = (0..3000)
+        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
+        .collect();
+    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    let ctx = |threads: usize, sample: usize, spill: bool| {
+        let mut ctx = env.ctx.clone().with_spill_dir(spill_dir.path());
+        ctx.top_threads = threads;
+        ctx.top_sample_rows = sample;
+        if spill {
+            ctx.top_max_bytes = 4096;
+        }
+        ctx
+    };
+    let want = run_file_node(&ctx(1, 0, false), &plan, "stop_some", out_dir.path())?;
+    assert!(want.iter().map(Vec::len).sum::<usize>() > 1000);
+    for threads in [1, 2, 3] {
+        for spill in [false, true] {
+            // A sample complete before the first spill: 4 KiB hold about 40 rows.
+            let sample = if spill { 30 } else { 200 };
+            for count in [3000, 300_000] {
+                let got = run_file_node_counted(
+                    &ctx(threads, sample, spill),
+                    &plan,
+                    "stop_some",
+                    out_dir.path(),
+                    Some(count),
+                )?;
+                assert_eq!(
+                    got, want,
+                    "{threads} threads, spilled: {spill}, counted {count} rows"
+                );
+            }
+        }
+    }
+    // A failing row is reported as without the bound, whichever rows the bound drops.
+    let fail = |threads: usize, sample: usize| -> Result<String> {
+        let err = run_file_node_counted(
+            &ctx(threads, sample, false),
+            &plan,
+            "stop_fails",
+            out_dir.path(),
+            Some(3000),
+        )
+        .err()
+        .context("a division by zero must fail the batch")?;
+        Ok(err.to_string())
+    };
+    let one = fail(1, 0)?;
+    assert!(one.contains("divide by zero"), "{one}");
+    for threads in [1, 2] {
+        assert_eq!(fail(threads, 200)?, one, "{threads} threads");
     }
     assert_eq!(std::fs::read_dir(spill_dir.path())?.count(), 0);
     Ok(())

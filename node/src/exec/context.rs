@@ -19,6 +19,11 @@ pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
 /// of a microsecond, so point reads only win for windows below ≈ 1/128 of the right table.
 pub const DEFAULT_POINT_READ_DIVISOR: u64 = 128;
 
+/// Default [`ExecContext::top_sample_rows`]: the sampled bound's margin (five standard
+/// deviations of the sample quantile) is under 1 % of the rows at this size, and selecting
+/// the bound from it takes about a millisecond.
+pub(crate) const DEFAULT_TOP_SAMPLE_ROWS: usize = 65_536;
+
 /// What an executor needs besides the plan: the store and, for py_calc, the Python pool.
 #[derive(Clone)]
 pub struct ExecContext {
@@ -59,6 +64,9 @@ pub struct ExecContext {
     /// the pages (and `top_max_bytes / top_threads` of memory), merged at the end; 1: the
     /// batch's own thread only.
     pub top_threads: usize,
+    /// Rows of a `top` buffer a bound on the kept keys is estimated from, when the batch has
+    /// more rows than the limit ([`crate::files::SampledBound`]); 0: no sampled bound.
+    pub top_sample_rows: usize,
     /// Threads scanning, decoding and keying a hash join's right side while it is built, each
     /// over one rowid range (the lookup's other batches wait for the build); 1: the building
     /// batch's own thread only.
@@ -85,6 +93,7 @@ impl std::fmt::Debug for ExecContext {
             .field("point_read_divisor", &self.point_read_divisor)
             .field("top_max_bytes", &self.top_max_bytes)
             .field("top_threads", &self.top_threads)
+            .field("top_sample_rows", &self.top_sample_rows)
             .field("build_threads", &self.build_threads)
             .field("spill_dir", &self.spill_dir)
             .field("fold_grouped_lookups", &self.fold_grouped_lookups)
@@ -111,6 +120,7 @@ impl ExecContext {
             point_read_divisor: DEFAULT_POINT_READ_DIVISOR,
             top_max_bytes: 0,
             top_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            top_sample_rows: DEFAULT_TOP_SAMPLE_ROWS,
             build_threads: std::thread::available_parallelism().map_or(1, usize::from),
             spill_dir: None,
             fold_grouped_lookups: true,

@@ -9,8 +9,12 @@
 //! in (key, position) order, so the file is byte-identical to one thread's. Errors too: the
 //! row reported is the batch's first failing row, as on one thread, since every page before a
 //! failing one was handed out and is computed unless its worker failed earlier still.
+//!
+//! Where the ledger counts the input rows and the batch has more of them than the limit, the
+//! buffers drop rows above a bound sampled from their first rows before rendering them
+//! (`files::SampledBound`); a batch whose bound proves too low is computed again without it.
 
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars};
@@ -25,7 +29,7 @@ use super::processor::Processor;
 use super::scan::{Page, Scan, decode, decode_refs};
 use super::write::{check_type, field_err, take_columns, taken_columns};
 use crate::files::{
-    FileError, SortedRow, TopBuffer, create_sink, line_renderer, resolve_url_template,
+    FileError, SampledBound, SortedRow, TopBuffer, create_sink, line_renderer, resolve_url_template,
 };
 use crate::store::Rowid;
 
@@ -215,29 +219,7 @@ impl Processor for TableFile {
                 })?;
                 None
             }
-            (Some(t), _) if b.ctx.top_threads > 1 => Some(parallel_top(b, self, t, stats)?),
-            (Some(t), Some(ip)) => {
-                let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
-                let mut seq = 0u64;
-                ip.for_each_row(b, self, stats, |loc, row| {
-                    buf.push_cells_at(row, seq).map_err(top_err(loc))?;
-                    seq += 1;
-                    Ok(())
-                })?;
-                Some(buf)
-            }
-            (Some(t), None) => {
-                let mut buf = new_top(b, out, t, b.ctx.top_bytes_now())?;
-                let mut scan = Scan::new(b, &input.table, input.page_size)?;
-                let mut row = Vec::with_capacity(out.columns.len());
-                scan.for_each_row(&input.types, stats, |_, _, r, loc| {
-                    if compute_row(out, r, &self.takes, &mut row, loc)? {
-                        push_top(&mut buf, &row, None, loc)?;
-                    }
-                    Ok(())
-                })?;
-                Some(buf)
-            }
+            (Some(t), _) => Some(self.top(b, t, stats)?),
         };
         stats.write += start
             .elapsed()
@@ -259,6 +241,90 @@ impl Processor for TableFile {
         stats.write += start.elapsed();
         Ok(())
     }
+}
+
+impl TableFile {
+    /// The batch's `top`, filled: with a sampled bound where the ledger counts the input rows
+    /// and no `having` drops any, and again without it in the rare batch where that bound
+    /// proves too low.
+    fn top(
+        &self,
+        b: &BatchRun<'_>,
+        t: &Top,
+        stats: &mut BatchStats,
+    ) -> Result<TopBuffer, BatchErrorKind> {
+        // Rows a `having` drops never reach the buffers, so the count would overstate what
+        // they are offered and the bound would come out too low.
+        let bound = match &self.out.having {
+            Some(_) => None,
+            None => sampled_bound(b)?,
+        };
+        if bound.is_none() {
+            return self.fill_top(b, t, stats, None);
+        }
+        let before = stats.clone();
+        let buf = self.fill_top(b, t, stats, bound)?;
+        if buf.bound_held() {
+            return Ok(buf);
+        }
+        drop(buf);
+        tracing::debug!(
+            node = %b.task.node,
+            batch = b.task.batch_idx,
+            "the sampled top bound dropped rows the top needs: computed again without it"
+        );
+        *stats = before;
+        self.fill_top(b, t, stats, None)
+    }
+
+    /// The batch's rows offered to a `top` buffer following `bound`, on
+    /// `ExecContext::top_threads` threads.
+    fn fill_top(
+        &self,
+        b: &BatchRun<'_>,
+        t: &Top,
+        stats: &mut BatchStats,
+        bound: Option<Arc<SampledBound>>,
+    ) -> Result<TopBuffer, BatchErrorKind> {
+        let (input, out) = (&self.input, &self.out);
+        if b.ctx.top_threads > 1 {
+            return parallel_top(b, self, t, stats, &bound);
+        }
+        let mut buf = new_top(b, out, t, b.ctx.top_bytes_now(), &bound)?;
+        match &self.in_place {
+            Some(ip) => {
+                let mut seq = 0u64;
+                ip.for_each_row(b, self, stats, |loc, row| {
+                    buf.push_cells_at(row, seq).map_err(top_err(loc))?;
+                    seq += 1;
+                    Ok(())
+                })?;
+            }
+            None => {
+                let mut scan = Scan::new(b, &input.table, input.page_size)?;
+                let mut row = Vec::with_capacity(out.columns.len());
+                scan.for_each_row(&input.types, stats, |_, _, r, loc| {
+                    if compute_row(out, r, &self.takes, &mut row, loc)? {
+                        push_top(&mut buf, &row, None, loc)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(buf)
+    }
+}
+
+/// The sampled bound of a `top` batch ([`SampledBound`]) where the ledger counts the input
+/// table's rows: the batch is expected to hold the share of them its rowid range covers
+/// (rowids are hashes, spread evenly over the positions); `None` without a count.
+fn sampled_bound(b: &BatchRun<'_>) -> Result<Option<Arc<SampledBound>>, BatchErrorKind> {
+    let (Some(rows), Some(range)) = (b.task.reader_rows, b.scan_range()?) else {
+        return Ok(None);
+    };
+    let width = (i128::from(range.last) - i128::from(range.first) + 1) as f64;
+    let expected = rows as f64 * width / 2f64.powi(64);
+    Ok(SampledBound::new(expected as u64, b.ctx.top_sample_rows))
 }
 
 /// Computes the file row of reader row `r` into `row`; false when `having` drops it.
@@ -299,11 +365,13 @@ fn new_top(
     out: &FileOut,
     t: &Top,
     max_bytes: usize,
+    bound: &Option<Arc<SampledBound>>,
 ) -> Result<TopBuffer, BatchErrorKind> {
     Ok(TopBuffer::new(t, &out.writer.columns)
         .map_err(output_err)?
         .with_spill(max_bytes, b.ctx.spill_dir())
-        .with_renderer(line_renderer(&out.writer)))
+        .with_renderer(line_renderer(&out.writer))
+        .with_sampled_bound(bound.clone()))
 }
 
 /// Offers `row` to `buf`, numbered `seq` when given (a share of a parallel top).
@@ -343,6 +411,7 @@ fn parallel_top(
     p: &TableFile,
     t: &Top,
     stats: &mut BatchStats,
+    bound: &Option<Arc<SampledBound>>,
 ) -> Result<TopBuffer, BatchErrorKind> {
     let (input, out, takes) = (&p.input, &p.out, p.takes.as_slice());
     let in_place = p.in_place.as_ref();
@@ -357,7 +426,7 @@ fn parallel_top(
             // Two pages queued per worker keep it busy while this thread reads.
             let (tx, rx) = mpsc::sync_channel::<(u64, Page)>(2);
             senders.push(tx);
-            let mut buf = new_top(b, out, t, top_bytes / threads)?;
+            let mut buf = new_top(b, out, t, top_bytes / threads, bound)?;
             let (types, table_name) = (&input.types, table_name.as_str());
             workers.push(s.spawn(move || -> Result<TopBuffer, WorkerFailure> {
                 top_worker(rx, types, table_name, (out, takes, in_place), &mut buf)?;

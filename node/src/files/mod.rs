@@ -44,7 +44,7 @@ pub use error::FileError;
 pub use glob::{GlobError, expand_globs};
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
 pub use split::{SplitSettings, split_inputs};
-pub use top::{DEFAULT_TOP_LIMIT, SortedRow, TopBuffer};
+pub use top::{DEFAULT_TOP_LIMIT, SampledBound, SortedRow, TopBuffer};
 
 /// A stream of rows read from one input file; each row is aligned with `FileReader::columns`.
 pub trait RowSource: Send {

@@ -16,6 +16,7 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use plexus_core::key::{
     IndexDef, KeyError, build_key_into, build_order_key_into, orders_compactly,
@@ -202,6 +203,68 @@ impl Ord for Merged<'_> {
     }
 }
 
+/// A bound on the order keys one batch's `top` can keep, estimated from the first rows its
+/// buffers are offered and shared by them (the buffers of a parallel top).
+///
+/// A buffer learns an exact bound only by cutting twice its limit, so a `top` keeping `limit`
+/// of somewhat more rows rendered, held, spilled and merged every row: the 10 M lookup's item
+/// files keep 5 M of 9.5 and 10.4 M rows, split between two threads that never reach 10 M.
+/// Rows arrive in rowid order, and rowids are hashes of where a row was made, so a buffer's
+/// first rows are a fair sample of the batch's keys: the first buffer to be offered
+/// `sample_rows` rows takes the key at a little above the fraction `limit / expected_rows` of
+/// its sample, and every buffer then drops rows whose key is at or above it, before rendering.
+///
+/// The estimate is a guess (the expected count comes from the ledger); the count makes it
+/// safe. Each buffer counts the rows it was offered with a key below the bound: if all of
+/// them together reach the limit, every dropped row sorts after the limit's rows; if not, rows
+/// the `top` needed may be gone, [`TopBuffer::bound_held`] says so, and the caller computes the
+/// `top` again without a bound.
+#[derive(Debug)]
+pub struct SampledBound {
+    /// Rows the buffers sharing the bound are expected to be offered in all.
+    expected_rows: u64,
+    /// Rows of a buffer the bound is estimated from.
+    sample_rows: usize,
+    /// The bound, set once by the first buffer whose sample is complete.
+    bound: OnceLock<Box<[u8]>>,
+}
+
+impl SampledBound {
+    /// A bound for buffers expected to be offered `expected_rows` rows in all, estimated from
+    /// a sample of `sample_rows` (`None` when 0: no sampling).
+    pub fn new(expected_rows: u64, sample_rows: usize) -> Option<Arc<Self>> {
+        (sample_rows > 0).then(|| {
+            Arc::new(Self {
+                expected_rows,
+                sample_rows,
+                bound: OnceLock::new(),
+            })
+        })
+    }
+
+    /// The key at the fraction of `keys` (a sample) below which `limit` rows of
+    /// `expected_rows` are expected with a wide margin; `None` when nearly every row would be
+    /// kept, where a bound saves little.
+    fn estimate(&self, limit: usize, keys: &mut [&[u8]]) -> Option<Box<[u8]>> {
+        let n = keys.len() as f64;
+        let p = limit as f64 / self.expected_rows.max(1) as f64;
+        // Five standard deviations of a sample quantile, and 1 % for the expected count.
+        let q = p * 1.01 + 5.0 * (p * (1.0 - p).max(0.0) / n).sqrt();
+        if q.is_nan() || q >= MAX_SAMPLED_SHARE {
+            return None;
+        }
+        let k = (q * n).ceil() as usize;
+        if k >= keys.len() {
+            return None;
+        }
+        let (_, kth, _) = keys.select_nth_unstable(k);
+        Some((*kth).into())
+    }
+}
+
+/// Above this share of the rows kept, a sampled bound is not set: it would drop too few.
+const MAX_SAMPLED_SHARE: f64 = 0.9;
+
 /// Where spilled runs go and when to spill.
 struct Spill {
     /// Memory limit of the in-memory entries.
@@ -254,6 +317,18 @@ pub struct TopBuffer {
     sorted_from: Option<Vec<usize>>,
     /// Renders kept rows into their output lines (see the module doc); `None`: values.
     render: Option<LineRenderer>,
+    /// The batch's sampled bound, shared with the other buffers of its `top`.
+    sampled: Option<Arc<SampledBound>>,
+    /// The sampled bound once this buffer follows it: rows with a key at or above it are
+    /// dropped as they are offered.
+    sampled_key: Option<Box<[u8]>>,
+    /// Rows offered so far, kept or not.
+    offered: u64,
+    /// Rows offered with a key below `sampled_key` (those held when it was adopted too).
+    below: u64,
+    /// Set when rows had left memory (cut or spilled) before the sampled bound was adopted,
+    /// so `below` cannot count them: the bound is then not trusted.
+    uncounted: bool,
 }
 
 /// Tag of a row kept as its rendered output line.
@@ -325,7 +400,65 @@ impl TopBuffer {
             spill: None,
             sorted_from: None,
             render: None,
+            sampled: None,
+            sampled_key: None,
+            offered: 0,
+            below: 0,
+            uncounted: false,
         })
+    }
+
+    /// The same buffer, dropping rows at or above `bound` once it is estimated (`None`: no
+    /// sampled bound). Check [`TopBuffer::bound_held`] before writing the rows.
+    pub fn with_sampled_bound(mut self, bound: Option<Arc<SampledBound>>) -> Self {
+        self.sampled = bound;
+        self
+    }
+
+    /// False when a sampled bound dropped rows the `top` may need: fewer than `limit` rows
+    /// offered to this buffer (and those it absorbed) had a key below it. The rows kept are
+    /// then not the `top`; compute it again without the bound.
+    pub fn bound_held(&self) -> bool {
+        match &self.sampled_key {
+            None => true,
+            Some(_) => !self.uncounted && self.below >= self.limit as u64,
+        }
+    }
+
+    /// Follows the batch's sampled bound once it is known, estimating it from the rows held
+    /// when this buffer's sample is complete and no other buffer has set it.
+    fn follow_sampled_bound(&mut self) {
+        let Some(s) = &self.sampled else {
+            return;
+        };
+        let bound = match s.bound.get() {
+            Some(b) => b.clone(),
+            None if self.offered == s.sample_rows as u64
+                && self.rows.len() == s.sample_rows
+                && self.bound.is_none() =>
+            {
+                let mut keys: Vec<&[u8]> = self.rows.iter().map(|e| e.key(&self.arena)).collect();
+                match s.estimate(self.limit, &mut keys) {
+                    Some(b) => s.bound.get_or_init(|| b).clone(),
+                    None => return,
+                }
+            }
+            None => return,
+        };
+        self.adopt(bound);
+    }
+
+    /// Drops rows at or above `bound` from now on, counting the rows held below it.
+    fn adopt(&mut self, bound: Box<[u8]>) {
+        let held = self.rows.len() as u64;
+        let spilled = self.spill.as_ref().is_some_and(|s| !s.runs.is_empty());
+        self.uncounted |= held != self.offered || spilled;
+        self.below += self
+            .rows
+            .iter()
+            .filter(|e| e.key(&self.arena) < &*bound)
+            .count() as u64;
+        self.sampled_key = Some(bound);
     }
 
     /// The same buffer, keeping rows as the lines `render` makes of them (`None`: as values).
@@ -413,6 +546,13 @@ impl TopBuffer {
         built.map_err(|e| FileError::TopKey {
             source: Box::new(e),
         })?;
+        self.offered += 1;
+        if let Some(bound) = &self.sampled_key {
+            if *self.scratch >= **bound {
+                return Ok(());
+            }
+            self.below += 1;
+        }
         if let Some(bound) = &self.bound
             && *self.scratch >= **bound
         {
@@ -453,6 +593,9 @@ impl TopBuffer {
             key_len,
             len,
         });
+        if self.sampled_key.is_none() {
+            self.follow_sampled_bound();
+        }
         if self.rows.len() >= self.limit.saturating_mul(2) && self.cut() {
             self.compact();
         }
@@ -647,6 +790,12 @@ impl TopBuffer {
     /// it in order (read in key order from where they arrived, each row was a cache miss);
     /// a fuller one would need its bytes twice for that.
     pub fn seal(&mut self) -> Result<(), FileError> {
+        // A share that ended before its sample counts its rows below a bound another set.
+        if self.sampled_key.is_none()
+            && let Some(b) = self.sampled.as_ref().and_then(|s| s.bound.get()).cloned()
+        {
+            self.adopt(b);
+        }
         self.cut();
         self.sort();
         if self
@@ -667,6 +816,21 @@ impl TopBuffer {
     /// that [`TopBuffer::for_each_sorted`] yields the `limit` smallest rows of both shares,
     /// exactly as one buffer given every row in arrival order would. Seal both first.
     pub fn absorb(&mut self, mut other: Self) {
+        // Both shares count their rows below the sampled bound either followed (a share
+        // sealed before the bound was set had kept every row), so the counts add up.
+        if let Some(b) = self
+            .sampled_key
+            .as_ref()
+            .or(other.sampled_key.as_ref())
+            .cloned()
+        {
+            if self.sampled_key.is_none() {
+                self.adopt(b.clone());
+            }
+            if other.sampled_key.is_none() {
+                other.adopt(b);
+            }
+        }
         let at = self.rows.len();
         let starts = self.sorted_from.take().zip(other.sorted_from.take());
         self.append_rows(&mut other);
@@ -679,6 +843,8 @@ impl TopBuffer {
         // A bound holds for the share that set it only: rows of the other share with the
         // same key may arrive earlier.
         self.bound = None;
+        self.below += other.below;
+        self.uncounted |= other.uncounted;
         if let Some(theirs) = other.spill.take() {
             match &mut self.spill {
                 Some(ours) => {
