@@ -897,6 +897,34 @@ fn table_file_top_spilled_runs_write_the_same_bytes() -> Result<()> {
     Ok(())
 }
 
+/// A plan of `top` file nodes (`file_node`, two batches) writing into `dir`, each with its
+/// limit (0: the default); the one named `failing` divides by zero where order_id is 50.
+fn top_plan(dir: &std::path::Path, tops: &[(&str, u64)], failing: &str) -> Plan {
+    let mut plan = base_plan(orders_fields());
+    for &(name, limit) in tops {
+        let url = format!("{}/{name}_{{batch_idx}}.csv", dir.display());
+        let mut n = file_node(name, &url, 2);
+        if let Writer::File(w) = &mut n.writer
+            && let Some(t) = &mut w.top
+        {
+            t.limit = limit;
+            if name == failing {
+                // Integer division by zero for every row whose order_id is 50.
+                w.columns[0].expr = e("r.order_id / (r.order_id - 50)");
+            }
+        }
+        add(&mut plan, n);
+    }
+    plan
+}
+
+/// 3,000 orders over 97 order ids: many ties in a `top` by amount.
+fn tied_orders() -> Vec<Vec<Value>> {
+    (0..3000)
+        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
+        .collect()
+}
+
 /// A `top` computed on several threads (partial tops of the pages, merged at the end) writes
 /// the same bytes as one thread: ties (many rows per amount) in arrival order, in memory and
 /// spilled, for a limit below the row count and for the default limit. A failing row is the
@@ -906,25 +934,12 @@ fn table_file_parallel_top_writes_the_same_bytes_as_one_thread() -> Result<()> {
     let env = env()?;
     let out_dir = tempfile::tempdir()?;
     let spill_dir = tempfile::tempdir()?;
-    let mut plan = base_plan(orders_fields());
-    for (name, limit) in [("ptop_some", 300), ("ptop_default", 0), ("ptop_fails", 300)] {
-        let url = format!("{}/{name}_{{batch_idx}}.csv", out_dir.path().display());
-        let mut n = file_node(name, &url, 2);
-        if let Writer::File(w) = &mut n.writer
-            && let Some(t) = &mut w.top
-        {
-            t.limit = limit;
-            if name == "ptop_fails" {
-                // Integer division by zero for every row whose order_id is 50.
-                w.columns[0].expr = e("r.order_id / (r.order_id - 50)");
-            }
-        }
-        add(&mut plan, n);
-    }
-    let rows: Vec<Vec<Value>> = (0..3000)
-        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
-        .collect();
-    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    let plan = top_plan(
+        out_dir.path(),
+        &[("ptop_some", 300), ("ptop_default", 0), ("ptop_fails", 300)],
+        "ptop_fails",
+    );
+    seed(env.store.as_ref(), &plan, "orders", 1, &tied_orders())?;
     let threads = |n: usize, spill: bool| {
         let mut ctx = env.ctx.clone().with_spill_dir(spill_dir.path());
         ctx.top_threads = n;
@@ -968,25 +983,12 @@ fn table_file_top_with_a_sampled_bound_writes_the_same_bytes() -> Result<()> {
     let env = env()?;
     let out_dir = tempfile::tempdir()?;
     let spill_dir = tempfile::tempdir()?;
-    let mut plan = base_plan(orders_fields());
-    for (name, limit) in [("stop_some", 300), ("stop_fails", 300)] {
-        let url = format!("{}/{name}_{{batch_idx}}.csv", out_dir.path().display());
-        let mut n = file_node(name, &url, 2);
-        if let Writer::File(w) = &mut n.writer
-            && let Some(t) = &mut w.top
-        {
-            t.limit = limit;
-            if name == "stop_fails" {
-                // Integer division by zero for every row whose order_id is 50.
-                w.columns[0].expr = e("r.order_id / (r.order_id - 50)");
-            }
-        }
-        add(&mut plan, n);
-    }
-    let rows: Vec<Vec<Value>> = (0..3000)
-        .map(|i: i64| vec![Value::Int(i * 7919 % 97), s(&format!("s{i}")), ts(i)])
-        .collect();
-    seed(env.store.as_ref(), &plan, "orders", 1, &rows)?;
+    let plan = top_plan(
+        out_dir.path(),
+        &[("stop_some", 300), ("stop_fails", 300)],
+        "stop_fails",
+    );
+    seed(env.store.as_ref(), &plan, "orders", 1, &tied_orders())?;
     let ctx = |threads: usize, sample: usize, spill: bool| {
         let mut ctx = env.ctx.clone().with_spill_dir(spill_dir.path());
         ctx.top_threads = threads;
