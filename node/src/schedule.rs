@@ -52,7 +52,8 @@ pub struct Straggler {
 
 /// The stragglers of every active run, for any peer: claims in nodes that allow backups
 /// ([`backups_allowed`]), have measured a batch and have no backup yet, that
-/// [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms` — all of them once nothing is
+/// [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms` (their prediction scaled by the
+/// node's [`NodeRun::claim_overhead`], as a claim's age counts from its claim) — all of them once nothing is
 /// left to claim in the run, before that only those [`ClaimPolicy::is_critical`] calls
 /// critical (a copy would need the rest of the run, [`Ledger::remaining_ms`]); furthest past
 /// their prediction first. [`pick_backup`] chooses one peer's among them, so a caller deciding
@@ -90,6 +91,7 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                 // The node's numbers once, not per running batch: at ten thousand peers the
                 // running claims are tens of thousands.
                 let ms_per_row = nr.ms_per_row();
+                let overhead = nr.claim_overhead();
                 for i in nr.running_batches() {
                     let Some(b) = nr.batches.get(i as usize) else {
                         continue;
@@ -121,13 +123,17 @@ pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Str
                     // that is not slowness (build affinity, `Ledger::build_ms`).
                     let predicted = policy.predict_ms(rows, ms_per_row, Some(mean))
                         + ledger.build_ms(&id, c.peer);
-                    if !policy.is_straggler(running, predicted, holder_slow)
+                    // The claim's age is read against how long the node's batches stayed
+                    // claimed, not only how long they ran: a batch queued behind its holder's
+                    // others or awaiting a slow commit is not late.
+                    let expected = predicted * overhead;
+                    if !policy.is_straggler(running, expected, holder_slow)
                         || remaining.is_some_and(|r| !policy.is_critical(predicted, r))
                     {
                         continue;
                     }
                     out.push(Straggler {
-                        ratio: running / predicted.max(1.0),
+                        ratio: running / expected.max(1.0),
                         draw: batch_draw(&id),
                         claim: TaskRef {
                             batch: id,
@@ -587,6 +593,19 @@ mod tests {
 
     /// Completes `batch` of the run for `peer`, which claims it first: `rows` rows in `ms`.
     fn claim_and_complete(l: &mut Ledger, peer: PeerId, batch: u32, rows: u64, ms: u64, ts: i64) {
+        claim_and_complete_after(l, peer, batch, (rows, ms), ts, ts + ms as i64);
+    }
+
+    /// Claims `batch` for `peer` at `ts` and completes it at `done_ts`, having read and taken
+    /// `rows_ms`.
+    fn claim_and_complete_after(
+        l: &mut Ledger,
+        peer: PeerId,
+        batch: u32,
+        (rows, ms): (u64, u64),
+        ts: i64,
+        done_ts: i64,
+    ) {
         let task = claim_one(l, peer, batch, ts);
         l.apply(Command::CompleteTasks {
             peer,
@@ -598,9 +617,28 @@ mod tests {
                     elapsed_ms: ms,
                 },
             }],
-            ts_ms: ts + ms as i64,
+            ts_ms: done_ts,
         })
         .unwrap();
+    }
+
+    #[test]
+    fn a_claim_is_late_by_how_long_the_nodes_batches_stayed_claimed() {
+        // Peer 2 holds batch 0 since 0. Peer 3's batch 1 ran 1 s but completed 2.5 s after
+        // its claim: it waited in peer 3's deque (or on a loaded host's commits).
+        let mut l = files_claimed_by_peer_2(2, 1);
+        claim_and_complete_after(&mut l, 3, 1, (1000, 1000), 0, 2500);
+        let p = ClaimPolicy::DEFAULT;
+        // At 4 s batch 0 is 4x what batches run but 1.6x how long they stay claimed: no
+        // backup (on CI's two cores, batches of 0.5 s claimed 1.1 s drew backups that lost).
+        assert!(backup_candidate(&l, 3, 4_000, &p).is_none());
+        // Past twice that it is late on either clock.
+        let (claim, _) = backup_candidate(&l, 3, 5_000, &p).expect("a straggler");
+        assert_eq!(claim.batch.batch_idx, 0);
+        // Without the wait, batch 0 would have been late at 2 s already.
+        let mut quick = files_claimed_by_peer_2(2, 1);
+        claim_and_complete(&mut quick, 3, 1, 1000, 1000, 0);
+        assert!(backup_candidate(&quick, 3, 2_000, &p).is_some());
     }
 
     #[test]

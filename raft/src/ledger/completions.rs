@@ -284,12 +284,11 @@ impl Keyspace {
             && let (Some(rows), Some(ms)) = (outcome.rows_in, outcome.elapsed_ms)
         {
             // The claim is the winning copy's (a backup that won became the claim).
-            let peer = nr
-                .batches
-                .get(unit as usize)
-                .and_then(|b| b.claim.as_ref())
-                .map(|c| c.peer);
-            nr.measure(peer, rows, ms);
+            let claim = nr.batches.get(unit as usize).and_then(|b| b.claim.as_ref());
+            let peer = claim.map(|c| c.peer);
+            // Claim and completion carry their proposers' clocks: a skew below zero is none.
+            let claimed_ms = claim.map_or(ms, |c| u64::try_from(ts_ms - c.ts_ms).unwrap_or(0));
+            nr.measure(peer, rows, ms, claimed_ms);
         }
         let comment = part_comment(id.part, comment);
         let Some(b) = nr.batches.get_mut(unit as usize) else {

@@ -243,14 +243,20 @@ pub struct Measured {
     pub rows: u64,
     /// Milliseconds they took, as their executors measured.
     pub ms: u64,
+    /// Milliseconds from their claim to their completion in the ledger: what they took plus
+    /// the wait in their holder's deque and the commits around them, the clock a look for
+    /// stragglers reads a running claim by.
+    pub claimed_ms: u64,
 }
 
 impl Measured {
-    /// Counts one more successful batch.
-    pub(super) fn add(&mut self, rows: u64, ms: u64) {
+    /// Counts one more successful batch, which took `ms` and was claimed `claimed_ms` before
+    /// it completed.
+    pub(super) fn add(&mut self, rows: u64, ms: u64, claimed_ms: u64) {
         self.batches = self.batches.saturating_add(1);
         self.rows = self.rows.saturating_add(rows);
         self.ms = self.ms.saturating_add(ms);
+        self.claimed_ms = self.claimed_ms.saturating_add(claimed_ms);
     }
 }
 
