@@ -53,11 +53,12 @@ pub struct Straggler {
 /// The stragglers of every active run, for any peer: claims in nodes that allow backups
 /// ([`backups_allowed`]), have measured a batch and have no backup yet, that
 /// [`ClaimPolicy::is_straggler`] calls stragglers at `now_ms` (their prediction scaled by the
-/// node's [`NodeRun::claim_overhead`], as a claim's age counts from its claim) — all of them once nothing is
-/// left to claim in the run, before that only those [`ClaimPolicy::is_critical`] calls
-/// critical (a copy would need the rest of the run, [`Ledger::remaining_ms`]); furthest past
-/// their prediction first. [`pick_backup`] chooses one peer's among them, so a caller deciding
-/// for many peers (the simulator) looks at the running claims once.
+/// node's [`plexus_raft::NodeRun::claim_overhead`], as a claim's age counts from its claim) —
+/// all of them once nothing is left to claim in the run, before that only those
+/// [`ClaimPolicy::is_critical`] calls critical (a copy would need the rest of the run,
+/// [`Ledger::remaining_ms`]); furthest past their prediction first. [`pick_backup`] chooses
+/// one peer's among them, so a caller deciding for many peers (the simulator) looks at the
+/// running claims once.
 pub fn stragglers(ledger: &Ledger, now_ms: i64, policy: &ClaimPolicy) -> Vec<Straggler> {
     let mut out = Vec::new();
     for ks_name in ledger.keyspace_names() {

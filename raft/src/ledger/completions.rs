@@ -286,8 +286,11 @@ impl Keyspace {
             // The claim is the winning copy's (a backup that won became the claim).
             let claim = nr.batches.get(unit as usize).and_then(|b| b.claim.as_ref());
             let peer = claim.map(|c| c.peer);
-            // Claim and completion carry their proposers' clocks: a skew below zero is none.
-            let claimed_ms = claim.map_or(ms, |c| u64::try_from(ts_ms - c.ts_ms).unwrap_or(0));
+            // Claim and completion carry their proposers' clocks; whatever their skew, a batch
+            // stayed claimed at least as long as it ran.
+            let claimed_ms = claim
+                .and_then(|c| u64::try_from(ts_ms - c.ts_ms).ok())
+                .map_or(ms, |claimed| claimed.max(ms));
             nr.measure(peer, rows, ms, claimed_ms);
         }
         let comment = part_comment(id.part, comment);
