@@ -9,6 +9,7 @@
 //! only under the index's lock, after the fjall commit that published the change.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
 use super::layout::SegmentKey;
@@ -151,28 +152,32 @@ impl Claims {
                 id
             }
         };
-        let mut listed = Vec::new();
+        let mut listed = Vec::with_capacity(entries.size_hint().0);
         for (hash, rowid, key) in entries {
             let key_len = u32::try_from(key.len())
                 .map_err(|_| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
-            // A key claimed again (a re-run) keeps its bytes where they are.
-            let key_at = match self.held.get(&hash) {
-                Some(c) if &self.keys[c.key_at..c.key_at + c.key_len as usize] == key => c.key_at,
-                _ => {
-                    self.keys.extend_from_slice(key);
-                    self.keys.len() - key.len()
-                }
+            let claim = |key_at| Claim {
+                rowid,
+                publication,
+                key_at,
+                key_len,
+                owner: id,
             };
-            self.held.insert(
-                hash,
-                Claim {
-                    rowid,
-                    publication,
-                    key_at,
-                    key_len,
-                    owner: id,
-                },
-            );
+            // One probe of the map per key (a lookup then an insert took two).
+            match self.held.entry(hash) {
+                // A key claimed again (a re-run) keeps its bytes where they are.
+                Entry::Occupied(mut held) => {
+                    let c = *held.get();
+                    let key_at = match &self.keys[c.key_at..c.key_at + c.key_len as usize] == key {
+                        true => c.key_at,
+                        false => push_key(&mut self.keys, key),
+                    };
+                    *held.get_mut() = claim(key_at);
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(claim(push_key(&mut self.keys, key)));
+                }
+            }
             listed.push(hash);
         }
         // The run's former keys it no longer lists (and no other run took over) are released.
@@ -191,6 +196,12 @@ impl Claims {
         }
         Ok(())
     }
+}
+
+/// Appends `key` to `keys`; where it starts.
+fn push_key(keys: &mut Vec<u8>, key: &[u8]) -> usize {
+    keys.extend_from_slice(key);
+    keys.len() - key.len()
 }
 
 #[cfg(test)]

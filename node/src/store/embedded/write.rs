@@ -3,6 +3,7 @@
 //! and the start of a share's execution drops what earlier executions of overlapping shares
 //! of the batch wrote ([`EmbeddedStore::drop_share`]).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, PoisonError};
@@ -45,6 +46,36 @@ impl Drop for Unpublished {
         }
         for (_, _, r, _) in &self.unique_runs {
             r.file.retire();
+        }
+    }
+}
+
+/// The most bytes of encode buffer a thread keeps between write calls: a default call's
+/// segment is about 1 MB; an unusually large one is not held on to.
+const KEPT_ENCODE_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// The buffer this thread's write calls encode segments and index runs in, kept between
+    /// calls: a fresh one grew by doubling through each call's segment, every growth a copy
+    /// into newly faulted pages.
+    static ENCODE_BUF: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The thread's encode buffer, taken for one write call and handed back when dropped.
+struct EncodeBuf(Vec<u8>);
+
+impl EncodeBuf {
+    fn take() -> Self {
+        Self(ENCODE_BUF.take())
+    }
+}
+
+impl Drop for EncodeBuf {
+    fn drop(&mut self) {
+        if self.0.capacity() <= KEPT_ENCODE_BYTES {
+            let buf = std::mem::take(&mut self.0);
+            // Unreachable while the thread's locals are torn down: nothing to keep then.
+            let _ = ENCODE_BUF.try_with(|b| b.set(buf));
         }
     }
 }
@@ -253,7 +284,8 @@ impl EmbeddedStore {
         let mut batches: Vec<u32> = kept.iter().map(|&r| rows[r].batch_idx).collect();
         batches.sort_unstable();
         batches.dedup();
-        let mut buf = Vec::new();
+        let mut buf = EncodeBuf::take();
+        let buf = &mut buf.0;
         let mut entries: Vec<(u128, Rowid, &[u8])> = Vec::new();
         for b in batches {
             let mut mine: Vec<usize> = Vec::with_capacity(kept.len());
@@ -282,7 +314,7 @@ impl EmbeddedStore {
                 generation,
                 mine.iter()
                     .map(|&r| (rows[r].rowid, rows[r].row.as_slice())),
-                &mut buf,
+                buf,
             )
             .map_err(segment_err(keyspace, &spec.data, "write_rows"))?;
             batch.insert(&data, &manifest_key(key)[..], &generation.to_be_bytes()[..]);
@@ -297,7 +329,7 @@ impl EmbeddedStore {
                 }));
                 // `mine` holds each rowid once, so no (hash, rowid) pair comes twice.
                 entries.sort_unstable_by_key(|e| (e.0, e.1));
-                let run = Run::write(&index_files[n].dir, generation, &entries, &mut buf)
+                let run = Run::write(&index_files[n].dir, generation, &entries, buf)
                     .map_err(segment_err(keyspace, &spec.indexes[i].table, "write_rows"))?;
                 batch.insert(
                     &indexes[i],
@@ -320,7 +352,7 @@ impl EmbeddedStore {
                 );
                 entries.sort_unstable_by_key(|e| (e.0, e.1));
                 let dir = &unique_files[guard_of[n]].1.dir;
-                let run = Run::write(dir, generation, &entries, &mut buf).map_err(segment_err(
+                let run = Run::write(dir, generation, &entries, buf).map_err(segment_err(
                     keyspace,
                     &spec.indexes[u].table,
                     "write_rows",
