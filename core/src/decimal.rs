@@ -173,7 +173,14 @@ pub fn fixed2_into(out: &mut String, d: &Decimal) {
             if mantissa < 0 {
                 out.push('-');
             }
-            let _ = write!(out, "{}.", cents / 100);
+            // Digits by hand: `write!` took two thirds of this function's time.
+            match i64::try_from(cents / 100) {
+                Ok(units) => crate::gotime::append_int(out, units, 0),
+                Err(_) => {
+                    let _ = write!(out, "{}", cents / 100);
+                }
+            }
+            out.push('.');
             let frac = (cents % 100) as u8;
             out.push(char::from(b'0' + frac / 10));
             out.push(char::from(b'0' + frac % 10));

@@ -175,13 +175,27 @@ impl Fmt {
         // 128 binary digits plus sign and prefix fit.
         let mut buf = [0u8; 136];
         let mut i = buf.len();
-        let b = u128::from(base);
-        loop {
-            i -= 1;
-            buf[i] = digits[(u % b) as usize];
-            u /= b;
-            if u == 0 {
-                break;
+        match u64::try_from(u) {
+            // The common case in 64 bits by a constant divisor (a multiplication): dividing a
+            // u128 by a runtime base calls a 128-bit division per digit.
+            Ok(mut v) if base == 10 => loop {
+                i -= 1;
+                buf[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+                if v == 0 {
+                    break;
+                }
+            },
+            _ => {
+                let b = u128::from(base);
+                loop {
+                    i -= 1;
+                    buf[i] = digits[(u % b) as usize];
+                    u /= b;
+                    if u == 0 {
+                        break;
+                    }
+                }
             }
         }
         let ndigits = buf.len() - i;

@@ -447,6 +447,17 @@ proptest::proptest! {
         proptest::prop_assert_eq!(s.parse::<f64>().ok().map(f64::to_bits), Some(bits), "{}", s);
     }
 
+    /// Decimal integers take a 64-bit path; other bases and widths keep the general one.
+    #[test]
+    fn integers_match_rust(v in proptest::num::i64::ANY, w in 0usize..24) {
+        proptest::prop_assert_eq!(sprintf("%d", &[i(v)]), v.to_string());
+        proptest::prop_assert_eq!(sprintf("%0*d", &[i(w as i64), i(v)]), format!("{v:0w$}"));
+        proptest::prop_assert_eq!(sprintf("%x", &[i(v)]), match v < 0 {
+            true => format!("-{:x}", v.unsigned_abs()),
+            false => format!("{v:x}"),
+        });
+    }
+
     #[test]
     fn fixed_matches_rust(v in -1e15f64..1e15, p in 0usize..12) {
         let s = sprintf("%.*f", &[i(p as i64), fl(v)]);

@@ -48,7 +48,7 @@ fn push_pair(out: &mut String, v: usize, width: usize) {
 /// Appends `x` zero-padded to `width` digits (Go's `appendInt`). Digits are written by hand:
 /// `write!` with a width went through the formatting machinery for every field of every
 /// datetime a file writer prints (a tenth of a large `top`'s CPU).
-pub(super) fn append_int(out: &mut String, x: i64, width: usize) {
+pub(crate) fn append_int(out: &mut String, x: i64, width: usize) {
     // The fields of common layouts (two-digit days, hours, minutes and seconds, four-digit
     // years) as whole digit pairs: per-digit pushes were most of formatting a datetime.
     if let Ok(v) = usize::try_from(x) {

@@ -13,6 +13,7 @@ mod parse;
 
 pub(crate) use calendar::LONG_MONTHS;
 pub use calendar::{date, diff_milli, fixed_zone, month_name, now};
+pub(crate) use format::append_int;
 pub use format::{Layout, format, format_into, time_string, time_string_into};
 pub use parse::{TimeError, parse};
 
