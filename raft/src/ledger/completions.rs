@@ -289,7 +289,7 @@ impl Keyspace {
             // Claim and completion carry their proposers' clocks; whatever their skew, a batch
             // stayed claimed at least as long as it ran.
             let claimed_ms = claim
-                .and_then(|c| u64::try_from(ts_ms - c.ts_ms).ok())
+                .and_then(|c| u64::try_from(ts_ms.saturating_sub(c.ts_ms)).ok())
                 .map_or(ms, |claimed| claimed.max(ms));
             nr.measure(peer, rows, ms, claimed_ms);
         }

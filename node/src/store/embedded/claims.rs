@@ -167,12 +167,12 @@ impl Claims {
             match self.held.entry(hash) {
                 // A key claimed again (a re-run) keeps its bytes where they are.
                 Entry::Occupied(mut held) => {
-                    let c = *held.get();
+                    let c = held.get();
                     let key_at = match &self.keys[c.key_at..c.key_at + c.key_len as usize] == key {
                         true => c.key_at,
                         false => push_key(&mut self.keys, key),
                     };
-                    *held.get_mut() = claim(key_at);
+                    held.insert(claim(key_at));
                 }
                 Entry::Vacant(slot) => {
                     slot.insert(claim(push_key(&mut self.keys, key)));

@@ -74,7 +74,7 @@ impl Drop for EncodeBuf {
     fn drop(&mut self) {
         if self.0.capacity() <= KEPT_ENCODE_BYTES {
             let buf = std::mem::take(&mut self.0);
-            // Unreachable while the thread's locals are torn down: nothing to keep then.
+            // Fails only while the thread's locals are torn down, when nothing is kept.
             let _ = ENCODE_BUF.try_with(|b| b.set(buf));
         }
     }
