@@ -41,19 +41,37 @@ struct Claim {
     rowid: i64,
     /// The publication that claimed it last.
     publication: u64,
-    /// Where its bytes are in `Claims::keys`.
+    /// Where its bytes are in its shard's `keys`.
     key_at: usize,
     key_len: u32,
     /// The run that lists it, by its number in `Claims::listed`.
     owner: u32,
 }
 
-/// The claims of one unique index (see the module doc).
+/// Shards of a [`Claims`]: a key's shard is the top bits of its hash.
+const SHARDS: usize = 64;
+
+/// One shard of the claims: its own map and key bytes, so growing one (a rehash into a new
+/// table, a copy of the key bytes) moves a 64th of the claims. One map of a 4.7 M-key index
+/// stalled every other writer of the table for up to half a second at each doubling, faulting
+/// its new table in under the index's lock (bench/RESULTS.md, seventeenth session).
 #[derive(Default)]
-pub(super) struct Claims {
+struct Shard {
     held: HashMap<u128, Claim, BuildHasherDefault<HashOfHash>>,
-    /// The keys, one after another; a released key's bytes stay until the map is rebuilt.
+    /// The keys, one after another; a released key's bytes stay until the claims are rebuilt.
     keys: Vec<u8>,
+}
+
+impl Shard {
+    /// The bytes of a held key.
+    fn key(&self, c: &Claim) -> &[u8] {
+        &self.keys[c.key_at..c.key_at + c.key_len as usize]
+    }
+}
+
+/// The claims of one unique index (see the module doc).
+pub(super) struct Claims {
+    shards: Box<[Shard]>,
     /// Per run that ever published: its number (runs are numbered in order of first
     /// publication and never forgotten, so a number always means the same run), and the key
     /// hashes it lists, to release them when the run is replaced or dropped.
@@ -62,9 +80,19 @@ pub(super) struct Claims {
     publications: u64,
 }
 
+impl Default for Claims {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            listed: HashMap::new(),
+            publications: 0,
+        }
+    }
+}
+
 impl std::fmt::Debug for Claims {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Claims({} keys)", self.held.len())
+        write!(f, "Claims({} keys)", self.len())
     }
 }
 
@@ -97,16 +125,22 @@ impl Claims {
 
     /// Keys held.
     pub(super) fn len(&self) -> usize {
-        self.held.len()
+        self.shards.iter().map(|s| s.held.len()).sum()
+    }
+
+    /// The shard of the key with this hash.
+    fn shard(&self, hash: u128) -> &Shard {
+        &self.shards[shard_of(hash)]
     }
 
     /// The rowid holding the key with this hash: `Ok(None)` if none does, an error if a
     /// different key holds the hash (a 128-bit collision: refused rather than mixed up).
     pub(super) fn holder(&self, hash: u128, key: &[u8]) -> Result<Option<i64>, SegmentError> {
-        let Some(c) = self.held.get(&hash) else {
+        let shard = self.shard(hash);
+        let Some(c) = shard.held.get(&hash) else {
             return Ok(None);
         };
-        if &self.keys[c.key_at..c.key_at + c.key_len as usize] != key {
+        if shard.key(c) != key {
             return Err(SegmentError::Corrupt(
                 "two keys share a 128-bit index hash".to_owned(),
             ));
@@ -127,8 +161,9 @@ impl Claims {
         };
         let id = *id;
         for hash in std::mem::take(hashes) {
-            if self.held.get(&hash).is_some_and(|c| c.owner == id) {
-                self.held.remove(&hash);
+            let held = &mut self.shards[shard_of(hash)].held;
+            if held.get(&hash).is_some_and(|c| c.owner == id) {
+                held.remove(&hash);
             }
         }
     }
@@ -163,19 +198,20 @@ impl Claims {
                 key_len,
                 owner: id,
             };
+            let shard = &mut self.shards[shard_of(hash)];
             // One probe of the map per key (a lookup then an insert took two).
-            match self.held.entry(hash) {
+            match shard.held.entry(hash) {
                 // A key claimed again (a re-run) keeps its bytes where they are.
                 Entry::Occupied(mut held) => {
                     let c = held.get();
-                    let key_at = match &self.keys[c.key_at..c.key_at + c.key_len as usize] == key {
+                    let key_at = match &shard.keys[c.key_at..c.key_at + c.key_len as usize] == key {
                         true => c.key_at,
-                        false => push_key(&mut self.keys, key),
+                        false => push_key(&mut shard.keys, key),
                     };
                     held.insert(claim(key_at));
                 }
                 Entry::Vacant(slot) => {
-                    slot.insert(claim(push_key(&mut self.keys, key)));
+                    slot.insert(claim(push_key(&mut shard.keys, key)));
                 }
             }
             listed.push(hash);
@@ -186,16 +222,21 @@ impl Claims {
             None => Vec::new(),
         };
         for hash in old {
-            if self
-                .held
+            let held = &mut self.shards[shard_of(hash)].held;
+            if held
                 .get(&hash)
                 .is_some_and(|c| c.owner == id && c.publication != publication)
             {
-                self.held.remove(&hash);
+                held.remove(&hash);
             }
         }
         Ok(())
     }
+}
+
+/// The shard of a key hash: its top bits (the maps hash by the low 64).
+fn shard_of(hash: u128) -> usize {
+    (hash >> (128 - SHARDS.trailing_zeros())) as usize
 }
 
 /// Appends `key` to `keys`; where it starts.
@@ -212,5 +253,34 @@ mod tests {
     fn a_map_slot_stays_small() {
         // The map of a multi-million-key index is most of its memory: keep a slot at 48 bytes.
         assert_eq!(size_of::<(u128, Claim)>(), 48);
+    }
+
+    /// Keys spread over every shard by their hash's top bits, and each is found in its own.
+    #[test]
+    fn keys_spread_over_the_shards() {
+        assert_eq!(shard_of(0), 0);
+        assert_eq!(shard_of(u128::MAX), SHARDS - 1);
+        let keys: Vec<Vec<u8>> = (0..4096).map(|i| format!("k{i}").into_bytes()).collect();
+        let entries: Vec<(u128, i64, &[u8])> = keys
+            .iter()
+            .zip(0..)
+            .map(|(k, i)| (super::super::run::key_hash(k), i, k.as_slice()))
+            .collect();
+        let owner = SegmentKey {
+            batch: 0,
+            share: crate::store::Share::WHOLE,
+            first: 0,
+        };
+        let mut claims = Claims::default();
+        claims
+            .publish(owner, entries.iter().copied())
+            .expect("publish");
+        assert_eq!(claims.len(), keys.len());
+        assert!(claims.shards.iter().all(|s| !s.held.is_empty()));
+        for &(hash, rowid, key) in &entries {
+            assert_eq!(claims.lookup(hash, key), Some(rowid));
+        }
+        claims.withdraw(owner);
+        assert_eq!(claims.len(), 0);
     }
 }
