@@ -50,6 +50,8 @@ struct Claim {
 
 /// Shards of a [`Claims`]: a key's shard is the top bits of its hash.
 const SHARDS: usize = 64;
+// `shard_of` takes log2(SHARDS) bits.
+const _: () = assert!(SHARDS.is_power_of_two());
 
 /// One shard of the claims: its own map and key bytes, so growing one (a rehash into a new
 /// table, a copy of the key bytes) moves a 64th of the claims. One map of a 4.7 M-key index
@@ -128,15 +130,10 @@ impl Claims {
         self.shards.iter().map(|s| s.held.len()).sum()
     }
 
-    /// The shard of the key with this hash.
-    fn shard(&self, hash: u128) -> &Shard {
-        &self.shards[shard_of(hash)]
-    }
-
     /// The rowid holding the key with this hash: `Ok(None)` if none does, an error if a
     /// different key holds the hash (a 128-bit collision: refused rather than mixed up).
     pub(super) fn holder(&self, hash: u128, key: &[u8]) -> Result<Option<i64>, SegmentError> {
-        let shard = self.shard(hash);
+        let shard = &self.shards[shard_of(hash)];
         let Some(c) = shard.held.get(&hash) else {
             return Ok(None);
         };
@@ -201,7 +198,8 @@ impl Claims {
             let shard = &mut self.shards[shard_of(hash)];
             // One probe of the map per key (a lookup then an insert took two).
             match shard.held.entry(hash) {
-                // A key claimed again (a re-run) keeps its bytes where they are.
+                // A key claimed again (a re-run) keeps its bytes where they are. (Its bytes
+                // are sliced here, not by `Shard::key`: the entry holds the shard's map.)
                 Entry::Occupied(mut held) => {
                     let c = held.get();
                     let key_at = match &shard.keys[c.key_at..c.key_at + c.key_len as usize] == key {
@@ -247,6 +245,7 @@ fn push_key(keys: &mut Vec<u8>, key: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::run::key_hash;
     use super::*;
 
     #[test]
@@ -264,7 +263,7 @@ mod tests {
         let entries: Vec<(u128, i64, &[u8])> = keys
             .iter()
             .zip(0..)
-            .map(|(k, i)| (super::super::run::key_hash(k), i, k.as_slice()))
+            .map(|(k, i)| (key_hash(k), i, k.as_slice()))
             .collect();
         let owner = SegmentKey {
             batch: 0,
