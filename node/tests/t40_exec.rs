@@ -1684,6 +1684,83 @@ fn file_table_reads_csv_batches() -> Result<()> {
     Ok(())
 }
 
+/// The segment files the embedded store holds for `table` of `run`: one per write call.
+fn segment_files(env: &Env, table: &str, run: u32) -> Result<usize> {
+    let dir = env
+        ._dir
+        .path()
+        .join("segments")
+        .join(KS)
+        .join(format!("{table}_{run:05}"));
+    let entries = std::fs::read_dir(&dir).with_context(|| format!("{}", dir.display()))?;
+    let mut n = 0;
+    for e in entries {
+        if e?.path().extension().is_some_and(|x| x == "seg") {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// A writer hands the store its rows in calls of at most `write_batch_rows` rows and, whatever
+/// the count, about `WRITE_CALL_BYTES` of encoded rows: wide rows do not pile up in memory
+/// before a call, and narrow ones are not cut into many small files.
+#[test]
+fn write_calls_are_bounded_by_rows_and_by_bytes() -> Result<()> {
+    let env = env()?;
+    let dir = tempfile::tempdir()?;
+    let wide = "w".repeat(1 << 20);
+    let mut text = String::from("id,note\n");
+    for i in 0..12 {
+        text.push_str(&format!("{i},{wide}\n"));
+    }
+    let wide_url = write_file(dir.path(), "wide.csv", &text)?;
+    let mut narrow = String::from("id,note\n");
+    for i in 0..100 {
+        narrow.push_str(&format!("{i},n{i}\n"));
+    }
+    let narrow_url = write_file(dir.path(), "narrow.csv", &narrow)?;
+    let mut plan = base_plan(orders_fields());
+    for (name, url) in [("wide", &wide_url), ("narrow", &narrow_url)] {
+        let columns = vec![
+            csv_col("id", Type::Int, "id", "%d", ""),
+            csv_col("note", Type::String, "note", "", ""),
+        ];
+        add(
+            &mut plan,
+            node(
+                name,
+                NodeType::FileTable,
+                csv_reader(std::slice::from_ref(url), columns),
+                Writer::Table(table_writer(
+                    name,
+                    &[
+                        ("id", Type::Int, "r.id", None),
+                        ("note", Type::String, "r.note", None),
+                        ("twice", Type::String, "r.note + r.note", None),
+                    ],
+                    None,
+                    &[],
+                )),
+            ),
+        );
+    }
+    assert_eq!(run_node(&env, &plan, "wide", 1)?, 12);
+    assert_eq!(run_node(&env, &plan, "narrow", 1)?, 100);
+    // A wide row encodes 3 MiB of strings: the second of each pair reaches the 4 MiB bound.
+    assert_eq!(segment_files(&env, "wide", 1)?, 6);
+    assert_eq!(segment_files(&env, "narrow", 1)?, 1);
+    let mut expected: Vec<String> = (0..12)
+        .map(|i| format!("{i}|{wide}|{wide}{wide}"))
+        .collect();
+    expected.sort();
+    assert!(
+        rows(&env, &plan, "wide", 1)? == expected,
+        "the wide rows read back differ"
+    );
+    Ok(())
+}
+
 /// A file_table reading strings from its CSV source: one node whose fields copy reader
 /// columns (rows written from the cells the source reads in place, #25 item 3) and the same
 /// node with a `having` that keeps every row (rows built as values).

@@ -10,8 +10,16 @@ use crate::files::CsvCuts;
 use crate::pycalc::PyPool;
 use crate::store::Store;
 
-/// Rows per [`Store::write_rows`] call unless configured otherwise.
-pub const DEFAULT_WRITE_BATCH_ROWS: usize = 5000;
+/// Rows per [`Store::write_rows`] call unless configured otherwise. Each call of the embedded
+/// store creates one segment file and one run file per index, and on this project's machine
+/// creating and syncing those files was the largest kernel cost of an ingest: 20,000 rows per
+/// call (four times fewer files than 5,000) cut an ingest's system time by about half (issue
+/// #25, bench/RESULTS.md). [`WRITE_CALL_BYTES`] bounds a call of wide rows.
+pub const DEFAULT_WRITE_BATCH_ROWS: usize = 20_000;
+
+/// Encoded bytes (rows and index keys) after which a writer hands its rows to the store
+/// whatever their count, so that a call of wide rows does not hold tens of megabytes.
+pub(crate) const WRITE_CALL_BYTES: usize = 4 << 20;
 
 /// Default [`ExecContext::point_read_divisor`]. On the embedded store a point read of a
 /// non-unique key with its row fetches cost ≈ 25 µs at 2 M right rows (lookup bench, scale 20:

@@ -17,6 +17,7 @@ use plexus_core::plan::{Field, Plan, Writer};
 use super::batch::{BatchRun, BatchStats};
 use super::cancel::Cancel;
 use super::compiled::{OutField, OutIndex, TableOut};
+use super::context::WRITE_CALL_BYTES;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use crate::store::{
     IndexKind, IndexSpec, RowWrite, Rowid, RowidRange, Share, Slices, Store, StoreError, TableRef,
@@ -229,7 +230,8 @@ struct Slicing {
 }
 
 /// The per-batch writer of one table: buffers encoded rows with their keys and writes them
-/// with one [`Store::write_rows`] call per `flush_rows` rows, reusing every buffer.
+/// with one [`Store::write_rows`] call per `flush_rows` rows or [`WRITE_CALL_BYTES`] of them,
+/// reusing every buffer.
 pub(crate) struct RowWriter<'a> {
     store: &'a dyn Store,
     /// Checked before every store write: a cancelled batch writes nothing more.
@@ -253,6 +255,8 @@ pub(crate) struct RowWriter<'a> {
     slicing: Option<Slicing>,
     pending: Vec<RowWrite>,
     used: usize,
+    /// Encoded bytes of the queued rows and their keys ([`WRITE_CALL_BYTES`]).
+    used_bytes: usize,
     flush_rows: usize,
     dup_count: u64,
     dup_messages: Vec<String>,
@@ -293,6 +297,7 @@ impl<'a> RowWriter<'a> {
             slicing: None,
             pending: Vec::new(),
             used: 0,
+            used_bytes: 0,
             flush_rows: b.ctx.write_batch_rows.max(1),
             dup_count: 0,
             dup_messages: Vec::new(),
@@ -464,8 +469,11 @@ impl<'a> RowWriter<'a> {
 
     /// Counts the row [`RowWriter::next_slot`] gave as queued, writing the queue when full.
     fn queued(&mut self) -> Result<(), BatchErrorKind> {
+        if let Some(slot) = self.pending.get(self.used) {
+            self.used_bytes += slot.row.len() + slot.keys.iter().map(Vec::len).sum::<usize>();
+        }
         self.used += 1;
-        if self.used >= self.flush_rows {
+        if self.used >= self.flush_rows || self.used_bytes >= WRITE_CALL_BYTES {
             self.flush()?;
         }
         Ok(())
@@ -478,6 +486,7 @@ impl<'a> RowWriter<'a> {
         }
         if self.cancel.is_cancelled() {
             self.used = 0;
+            self.used_bytes = 0;
             return Err(BatchErrorKind::Cancelled);
         }
         let start = Instant::now();
@@ -512,6 +521,7 @@ impl<'a> RowWriter<'a> {
             }
         }
         self.used = 0;
+        self.used_bytes = 0;
         self.write_time += start.elapsed();
         Ok(())
     }
