@@ -240,8 +240,9 @@ impl CsvSource {
         lenient: &mut Vec<(usize, String)>,
         lend: bool,
     ) -> Result<(), FileError> {
+        let whole = self.rec.text();
         for (c, col) in self.columns.iter().enumerate() {
-            let Some(bytes) = self.rec.field(self.idx[c]) else {
+            let Some(field) = self.rec.field_text(whole, self.idx[c]) else {
                 return Err(FileError::ColumnIndex {
                     path: self.path.clone(),
                     line: self.rec.line,
@@ -250,7 +251,7 @@ impl CsvSource {
                     fields: self.rec.len(),
                 });
             };
-            let text = std::str::from_utf8(bytes).map_err(|_| FileError::Utf8 {
+            let text = field.map_err(|bytes| FileError::Utf8 {
                 path: self.path.clone(),
                 line: self.rec.line,
                 column: col.name.clone(),
@@ -444,12 +445,12 @@ impl RowSource for CsvSource {
             let place = self.places.get(before).copied();
             n += 1;
             cells.clear();
+            let whole = self.rec.text();
             for (c, v) in values.iter().enumerate() {
                 let text = self
                     .idx
                     .get(c)
-                    .and_then(|&i| self.rec.field(i))
-                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .and_then(|&i| self.rec.field_text(whole, i)?.ok())
                     .filter(|t| self.lends(c, t));
                 cells.push(match text {
                     Some(t) => CellView::Str(t),

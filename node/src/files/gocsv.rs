@@ -29,9 +29,27 @@ impl Record {
         self.spans.len()
     }
 
-    /// The bytes of field `i`, `None` past the end of the record.
-    pub(crate) fn field(&self, i: usize) -> Option<&[u8]> {
-        self.spans.get(i).map(|&(s, e)| &self.buf[s..e])
+    /// The record's bytes as text, when all of them are UTF-8: checked once for all its fields
+    /// ([`Record::field_text`]) rather than once per field, which was 5-6 % of an ingest's CPU.
+    pub(crate) fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.buf).ok()
+    }
+
+    /// Field `i` as text (`Err` with its bytes when they are not UTF-8), `None` past the end of
+    /// the record; `whole` is [`Record::text`] of this record.
+    pub(crate) fn field_text<'a>(
+        &'a self,
+        whole: Option<&'a str>,
+        i: usize,
+    ) -> Option<Result<&'a str, &'a [u8]>> {
+        let &(s, e) = self.spans.get(i)?;
+        // Fields of the quoted path lie back to back, so a whole that is text can still cut
+        // a character between two fields: `get` refuses such a cut, and the field's own bytes
+        // decide.
+        Some(match whole.and_then(|w| w.get(s..e)) {
+            Some(t) => Ok(t),
+            None => std::str::from_utf8(&self.buf[s..e]).map_err(|_| &self.buf[s..e]),
+        })
     }
 
     /// Iterates over the fields.
@@ -300,6 +318,37 @@ mod tests {
         let got = parse(b"\xEF\xBB\xBFid\tname\n1\t\"x\ty\"\n", b'\t');
         assert_eq!(got[0].1[0].as_bytes(), b"\xEF\xBB\xBFid");
         assert_eq!(got[1].1, vec!["1".to_owned(), "x\ty".to_owned()]);
+    }
+
+    /// Every field as `field_text` reads it: `Ok(text)` or `Err(bytes)`.
+    fn texts(input: &[u8]) -> Vec<Result<String, Vec<u8>>> {
+        let mut r = GoCsvReader::new(input, b',');
+        let mut rec = Record::default();
+        assert!(r.read_record(&mut rec).unwrap_or(false));
+        let whole = rec.text();
+        (0..rec.len())
+            .filter_map(|i| rec.field_text(whole, i))
+            .map(|f| f.map(str::to_owned).map_err(<[u8]>::to_vec))
+            .collect()
+    }
+
+    #[test]
+    fn field_text_checks_each_field_not_only_the_record() {
+        assert_eq!(
+            texts("a,é,\"q,\"\n".as_bytes()),
+            vec![Ok("a".to_owned()), Ok("é".to_owned()), Ok("q,".to_owned())]
+        );
+        // One bad field leaves the others text.
+        assert_eq!(
+            texts(b"a,\xff,b\n"),
+            vec![Ok("a".to_owned()), Err(vec![0xff]), Ok("b".to_owned())]
+        );
+        // Quoted fields lie back to back: "é" cut into two fields is text as a whole record
+        // but not as either field.
+        assert_eq!(
+            texts(b"\"\xc3\",\"\xa9\"\n"),
+            vec![Err(vec![0xc3]), Err(vec![0xa9])]
+        );
     }
 
     #[test]
