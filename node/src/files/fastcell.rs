@@ -124,7 +124,8 @@ fn decimal_f(b: &[u8]) -> Option<Decimal> {
     }
     let scale = u32::try_from(frac.len()).ok()?;
     let d = Decimal::new(if neg { -m } else { m }, scale);
-    Some(decimal::round2(d))
+    // Two fraction digits or fewer are already rounded to cents.
+    Some(if scale <= 2 { d } else { decimal::round2(d) })
 }
 
 fn two(b: &[u8], i: usize) -> Option<i64> {
