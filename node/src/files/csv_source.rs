@@ -35,6 +35,8 @@ pub(crate) struct CsvSource {
     done: bool,
     /// Cells read leniently, per reader column: (count, first text, its line).
     lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
+    /// Per column of the current record converted lending: whether its cell is its text.
+    lent: Vec<bool>,
     /// The file's byte where the reader starts (a part's `start`).
     base: u64,
     /// The file's length when it is known (a local plain-text file), else 0: what the rows'
@@ -171,6 +173,7 @@ impl CsvSource {
             rec: Record::default(),
             done: false,
             lenient: std::collections::BTreeMap::new(),
+            lent: Vec::new(),
             base: 0,
             extent: 0,
             places: Vec::new(),
@@ -223,7 +226,11 @@ impl CsvSource {
     /// Converts the current record into `row`, counting the cells read leniently.
     fn convert(&mut self, row: &mut Vec<Value>, lend: bool) -> Result<(), FileError> {
         let mut lenient = Vec::new();
-        self.convert_into(row, &mut lenient, lend)?;
+        let mut lent = std::mem::take(&mut self.lent);
+        lent.clear();
+        let converted = self.convert_into(row, &mut lenient, lend.then_some(&mut lent));
+        self.lent = lent;
+        converted?;
         let line = self.rec.line;
         for (c, text) in lenient {
             let e = self.lenient.entry(c).or_insert((0, text, line));
@@ -234,11 +241,13 @@ impl CsvSource {
 
     /// Converts the current record into `row`; `lenient` gets the columns (and texts) whose
     /// number was read from the start of the cell, the rest ignored as Go's `Sscanf` does.
+    /// With `lent`, a cell that is its text ([`CsvSource::lends`]) is left as a placeholder
+    /// and `lent` says which columns those are.
     fn convert_into(
         &self,
         row: &mut Vec<Value>,
         lenient: &mut Vec<(usize, String)>,
-        lend: bool,
+        mut lent: Option<&mut Vec<bool>>,
     ) -> Result<(), FileError> {
         let whole = self.rec.text();
         for (c, col) in self.columns.iter().enumerate() {
@@ -258,10 +267,14 @@ impl CsvSource {
                 source_col: self.source_col(c),
                 text: String::from_utf8_lossy(bytes).into_owned(),
             })?;
-            if lend && self.lends(c, text) {
-                // A placeholder: the cell is the text itself ([`CsvSource::lends`]).
-                row.push(Value::Bool(false));
-                continue;
+            if let Some(lent) = lent.as_deref_mut() {
+                let lends = self.lends(c, text);
+                lent.push(lends);
+                if lends {
+                    // A placeholder: the cell is the text itself.
+                    row.push(Value::Bool(false));
+                    continue;
+                }
             }
             if let Some(v) = self.fast[c].read(text) {
                 row.push(v);
@@ -447,11 +460,13 @@ impl RowSource for CsvSource {
             cells.clear();
             let whole = self.rec.text();
             for (c, v) in values.iter().enumerate() {
-                let text = self
-                    .idx
-                    .get(c)
-                    .and_then(|&i| self.rec.field_text(whole, i)?.ok())
-                    .filter(|t| self.lends(c, t));
+                let text = match self.lent.get(c) {
+                    Some(true) => self
+                        .idx
+                        .get(c)
+                        .and_then(|&i| self.rec.field_text(whole, i)?.ok()),
+                    _ => None,
+                };
                 cells.push(match text {
                     Some(t) => CellView::Str(t),
                     None => CellView::Value(v),
