@@ -31,12 +31,14 @@ impl Record {
 
     /// The record's bytes as text, when all of them are UTF-8: checked once for all its fields
     /// ([`Record::field_text`]) rather than once per field, which was 5-6 % of an ingest's CPU.
+    #[inline]
     pub(crate) fn text(&self) -> Option<&str> {
         std::str::from_utf8(&self.buf).ok()
     }
 
     /// Field `i` as text (`Err` with its bytes when they are not UTF-8), `None` past the end of
     /// the record; `whole` is [`Record::text`] of this record.
+    #[inline]
     pub(crate) fn field_text<'a>(
         &'a self,
         whole: Option<&'a str>,
@@ -112,7 +114,26 @@ impl<R: BufRead> GoCsvReader<R> {
     /// Go `readLine`: the next physical line into `self.line`; `false` at end of input.
     fn read_line(&mut self) -> io::Result<bool> {
         self.line.clear();
-        let n = self.rdr.read_until(b'\n', &mut self.line)?;
+        // `BufRead::read_until`, with the memchr crate's newline search (the standard
+        // library's was 2.5 % of an ingest's time, issue #25).
+        let mut n = 0;
+        loop {
+            let available = match self.rdr.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let (used, done) = match memchr(b'\n', available) {
+                Some(i) => (i + 1, true),
+                None => (available.len(), available.is_empty()),
+            };
+            self.line.extend_from_slice(&available[..used]);
+            self.rdr.consume(used);
+            n += used;
+            if done {
+                break;
+            }
+        }
         if n == 0 {
             return Ok(false);
         }
