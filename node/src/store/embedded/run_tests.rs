@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::run::sort_entries;
 use super::*;
 use crate::store::suite::{Rng, spec};
 
@@ -568,4 +569,45 @@ fn distinct_reruns_keep_the_first_writer() {
     drop(store);
     let store = EmbeddedStore::open(dir.path()).expect("reopen");
     assert_eq!(state(&store), first);
+}
+
+/// A write call's run entries sorted by buckets come out as a whole sort orders them: by
+/// hash, then rowid, at every size around the bucketing threshold, with hashes that share
+/// their top bits or whole, and rowids in any order.
+#[test]
+fn bucketed_entry_sort_matches_a_whole_sort() {
+    let seed = plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "bucketed_entry_sort");
+    let mut rng = Rng::new(seed);
+    for n in [0u32, 1, 2, 63, 64, 65, 100, 1_000, 20_000] {
+        for shape in 0..3 {
+            let mut entries: Vec<(u128, i64, u32)> = (0..n)
+                .map(|i| {
+                    let hash = match shape {
+                        // Uniform, as key hashes are.
+                        0 => (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64()),
+                        // Few distinct hashes: many rows under one key.
+                        1 => u128::from(rng.below(7)) << 120,
+                        // One top-bits bucket, differing low bits.
+                        _ => u128::from(rng.below(1_000)),
+                    };
+                    (hash, rng.rowid(), i)
+                })
+                .collect();
+            let mut expected = entries.clone();
+            expected.sort_unstable_by_key(|e| (e.0, e.1));
+            sort_entries(&mut entries);
+            let keys = |v: &[(u128, i64, u32)]| v.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>();
+            assert_eq!(
+                keys(&entries),
+                keys(&expected),
+                "n {n}, shape {shape}, seed {seed}"
+            );
+            let mut tags: Vec<u32> = entries.iter().map(|e| e.2).collect();
+            tags.sort_unstable();
+            assert!(
+                tags.iter().copied().eq(0..n),
+                "n {n}: entries lost or repeated"
+            );
+        }
+    }
 }

@@ -13,7 +13,7 @@ use fjall::OwnedWriteBatch;
 use super::layout::{
     Kind, SegmentKey, corrupt, fjall_err, invalid, manifest_key, segment_err, table_name,
 };
-use super::run::{Run, key_hash};
+use super::run::{Run, key_hash, sort_entries};
 use super::segment::Segment;
 use super::tables::{TableData, TableState};
 use super::{EmbeddedStore, claims_of};
@@ -328,7 +328,7 @@ impl EmbeddedStore {
                     (key_hash(k), rows[r].rowid, k)
                 }));
                 // `mine` holds each rowid once, so no (hash, rowid) pair comes twice.
-                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                sort_entries(&mut entries);
                 let run = Run::write(&index_files[n].dir, generation, &entries, buf)
                     .map_err(segment_err(keyspace, &spec.indexes[i].table, "write_rows"))?;
                 batch.insert(
@@ -350,7 +350,7 @@ impl EmbeddedStore {
                     mine.iter()
                         .map(|&(h, r)| (h, rows[r].rowid, rows[r].keys[u].as_slice())),
                 );
-                entries.sort_unstable_by_key(|e| (e.0, e.1));
+                sort_entries(&mut entries);
                 let dir = &unique_files[guard_of[n]].1.dir;
                 let run = Run::write(dir, generation, &entries, buf).map_err(segment_err(
                     keyspace,
