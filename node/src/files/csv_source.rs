@@ -35,8 +35,6 @@ pub(crate) struct CsvSource {
     done: bool,
     /// Cells read leniently, per reader column: (count, first text, its line).
     lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
-    /// Per column of the current record converted lending: whether its cell is its text.
-    lent: Vec<bool>,
     /// The file's byte where the reader starts (a part's `start`).
     base: u64,
     /// The file's length when it is known (a local plain-text file), else 0: what the rows'
@@ -173,7 +171,6 @@ impl CsvSource {
             rec: Record::default(),
             done: false,
             lenient: std::collections::BTreeMap::new(),
-            lent: Vec::new(),
             base: 0,
             extent: 0,
             places: Vec::new(),
@@ -224,32 +221,33 @@ impl CsvSource {
     }
 
     /// Converts the current record into `row`, counting the cells read leniently.
-    fn convert(&mut self, row: &mut Vec<Value>, lend: bool) -> Result<(), FileError> {
+    fn convert(&mut self, row: &mut Vec<Value>) -> Result<(), FileError> {
         let mut lenient = Vec::new();
-        let mut lent = std::mem::take(&mut self.lent);
-        lent.clear();
-        let converted = self.convert_into(row, &mut lenient, lend.then_some(&mut lent));
-        self.lent = lent;
-        converted?;
+        self.convert_into(row, &mut lenient, None, self.rec.text())?;
+        self.count_lenient(lenient);
+        Ok(())
+    }
+
+    /// Counts the cells of the current record that `convert_into` read leniently.
+    fn count_lenient(&mut self, lenient: Vec<(usize, String)>) {
         let line = self.rec.line;
         for (c, text) in lenient {
             let e = self.lenient.entry(c).or_insert((0, text, line));
             e.0 += 1;
         }
-        Ok(())
     }
 
     /// Converts the current record into `row`; `lenient` gets the columns (and texts) whose
     /// number was read from the start of the cell, the rest ignored as Go's `Sscanf` does.
     /// With `lent`, a cell that is its text ([`CsvSource::lends`]) is left as a placeholder
-    /// and `lent` says which columns those are.
+    /// and `lent` says which columns those are. `whole` is [`Record::text`] of the record.
     fn convert_into(
         &self,
         row: &mut Vec<Value>,
         lenient: &mut Vec<(usize, String)>,
         mut lent: Option<&mut Vec<bool>>,
+        whole: Option<&str>,
     ) -> Result<(), FileError> {
-        let whole = self.rec.text();
         for (c, col) in self.columns.iter().enumerate() {
             let Some(field) = self.rec.field_text(whole, self.idx[c]) else {
                 return Err(FileError::ColumnIndex {
@@ -430,7 +428,7 @@ impl RowSource for CsvSource {
         self.places.clear();
         while n < max && self.next_data_record()? {
             let row = row_slot(out, n);
-            self.convert(row, false)?;
+            self.convert(row)?;
             n += 1;
             self.push_place();
         }
@@ -450,17 +448,21 @@ impl RowSource for CsvSource {
         self.places.clear();
         let mut values = std::mem::take(&mut self.scratch);
         let mut cells: Vec<CellView<'_>> = Vec::with_capacity(self.columns.len());
+        let mut lent = Vec::with_capacity(self.columns.len());
         while n < max && self.next_data_record()? {
-            values.clear();
-            self.convert(&mut values, true)?;
             let before = self.places.len();
             self.push_place();
             let place = self.places.get(before).copied();
+            values.clear();
+            lent.clear();
+            let mut lenient = Vec::new();
+            // Checked once for the conversion and the cells lent from it.
+            let whole = self.rec.text();
+            self.convert_into(&mut values, &mut lenient, Some(&mut lent), whole)?;
             n += 1;
             cells.clear();
-            let whole = self.rec.text();
             for (c, v) in values.iter().enumerate() {
-                let text = match self.lent.get(c) {
+                let text = match lent.get(c) {
                     Some(true) => self
                         .idx
                         .get(c)
@@ -472,10 +474,12 @@ impl RowSource for CsvSource {
                     None => CellView::Value(v),
                 });
             }
-            if !f(place, &cells) {
+            let go_on = f(place, &cells);
+            cells = recycle(cells);
+            self.count_lenient(lenient);
+            if !go_on {
                 break;
             }
-            cells = recycle(cells);
         }
         self.scratch = values;
         if self.places.len() != n {

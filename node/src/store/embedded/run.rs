@@ -40,7 +40,8 @@ pub(super) fn key_hash(key: &[u8]) -> u128 {
 /// Sorts run entries `(hash, rowid, key)` by hash, then rowid. The hashes are uniform, so one
 /// stable counting pass spreads the entries into buckets of about four by their hash's top
 /// bits, and each bucket is sorted alone: sorting a write call's 20,000 entries whole was 5 %
-/// of a CSV ingest's time (issue #25). It copies the entries once: for a write call's.
+/// of a CSV ingest's time (issue #25). It copies the entries once, so it is for a write call's
+/// entries, not for a merged index's tens of millions.
 pub(super) fn sort_entries<T: Copy>(entries: &mut Vec<(u128, i64, T)>) {
     let n = entries.len();
     if n < 64 {
@@ -49,8 +50,8 @@ pub(super) fn sort_entries<T: Copy>(entries: &mut Vec<(u128, i64, T)>) {
     }
     let bits = (usize::BITS - (n / 4).leading_zeros()).min(20);
     let bucket = |hash: u128| (hash >> (128 - bits)) as usize;
-    // `ends[b]` counts the entries of buckets before `b + 1`: each bucket's end, then, once
-    // its entries are placed (from its end down), its start.
+    // `ends[b]`: where bucket `b` ends once the counts are summed, and where it starts once its
+    // entries are placed, each from the end down (which keeps their order).
     let mut ends = vec![0usize; 1 << bits];
     for e in entries.iter() {
         ends[bucket(e.0)] += 1;
