@@ -728,7 +728,10 @@ fn shutdown_closes_the_port() {
     let d = CqlDouble::start().unwrap();
     let addr = d.addr();
     d.shutdown();
-    assert!(nothing_listens_on(addr), "{addr} still accepts after shutdown");
+    assert!(
+        nothing_listens_on(addr),
+        "{addr} still accepts after shutdown"
+    );
 }
 
 /// Whether no listener accepts on `addr`. A connect to a freed loopback port can succeed without

@@ -15,7 +15,8 @@ use memchr::{memchr, memchr_iter};
 /// One record: the field bytes live in `buf`, field `i` is `buf[spans[i].0..spans[i].1]`.
 #[derive(Debug, Default)]
 pub(crate) struct Record {
-    /// Field bytes (with separators in the fast path, without in the quoted path).
+    /// The record's physical lines, line end dropped in the fast path. After a `""` the
+    /// quoted path unescapes a field where it lies, so bytes between fields may be leftovers.
     buf: Vec<u8>,
     /// `(start, end)` of every field in `buf`.
     spans: Vec<(usize, usize)>,
@@ -45,9 +46,9 @@ impl Record {
         i: usize,
     ) -> Option<Result<&'a str, &'a [u8]>> {
         let &(s, e) = self.spans.get(i)?;
-        // Fields of the quoted path lie back to back, so a whole that is text can still cut
-        // a character between two fields: `get` refuses such a cut, and the field's own bytes
-        // decide.
+        // The whole holds more than the fields (separators, quotes, what unescaping left
+        // behind): `get` refuses a field that does not start and end on a character boundary
+        // of it, and then the field's own bytes decide.
         Some(match whole.and_then(|w| w.get(s..e)) {
             Some(t) => Ok(t),
             None => std::str::from_utf8(&self.buf[s..e]).map_err(|_| &self.buf[s..e]),
@@ -114,6 +115,13 @@ impl<R: BufRead> GoCsvReader<R> {
     /// Go `readLine`: the next physical line into `self.line`; `false` at end of input.
     fn read_line(&mut self) -> io::Result<bool> {
         self.line.clear();
+        self.append_line()
+    }
+
+    /// Go `readLine`, the line appended to `self.line` (whose bytes so far end with a `\n`, or
+    /// are none); `false`, with `self.line` as it was, at end of input.
+    fn append_line(&mut self) -> io::Result<bool> {
+        let from = self.line.len();
         // `BufRead::read_until`, with the memchr crate's newline search (the standard
         // library's was 2.5 % of an ingest's time, issue #25).
         let mut n = 0;
@@ -144,7 +152,7 @@ impl<R: BufRead> GoCsvReader<R> {
         }
         self.num_line += 1;
         let len = self.line.len();
-        if len >= 2 && self.line[len - 2] == b'\r' && self.line[len - 1] == b'\n' {
+        if len - from >= 2 && self.line[len - 2] == b'\r' && self.line[len - 1] == b'\n' {
             self.line[len - 2] = b'\n';
             self.line.pop();
         }
@@ -179,74 +187,87 @@ impl<R: BufRead> GoCsvReader<R> {
             rec.spans.push((start, rec.buf.len()));
             return Ok(true);
         }
-        rec.buf.clear();
         self.parse_quoted_record(rec)?;
         Ok(true)
     }
 
-    /// The general case of Go `readRecord`, field by field, copying into `rec.buf`.
+    /// The general case of Go `readRecord`, field by field. The record's lines stay in
+    /// `self.line` (the lines a quoted field spans are appended to it), each field is unescaped
+    /// where it lies, and the buffer becomes `rec.buf`: a field's bytes move only after a `""`,
+    /// left by one byte per `""` before them, so a record without one is never copied again
+    /// (copying each field was most of the reader's `memmove` in an ingest, issue #25).
     fn parse_quoted_record(&mut self, rec: &mut Record) -> io::Result<()> {
         let sep = self.sep;
         let mut pos = 0;
         'field: loop {
-            let field_start = rec.buf.len();
             let line = &self.line[pos..];
             if line.first() != Some(&b'"') {
                 // Unquoted field: with LazyQuotes a `"` inside it is literal.
                 if let Some(i) = memchr(sep, line) {
-                    rec.buf.extend_from_slice(&line[..i]);
-                    rec.spans.push((field_start, rec.buf.len()));
+                    rec.spans.push((pos, pos + i));
                     pos += i + 1;
                     continue 'field;
                 }
-                rec.buf
-                    .extend_from_slice(&line[..line.len() - length_nl(line)]);
-                rec.spans.push((field_start, rec.buf.len()));
-                return Ok(());
+                rec.spans.push((pos, pos + line.len() - length_nl(line)));
+                break;
             }
-            // Quoted field.
+            // Quoted field: its bytes so far are `start..end`; `pos` is where reading goes on.
             pos += 1;
+            let (start, mut end) = (pos, pos);
             loop {
                 let line = &self.line[pos..];
                 if let Some(i) = memchr(b'"', line) {
-                    rec.buf.extend_from_slice(&line[..i]);
+                    self.keep(pos..pos + i, &mut end);
                     pos += i + 1;
                     let rest = &self.line[pos..];
                     match rest.first() {
                         Some(&b'"') => {
                             // `""`: one literal quote.
-                            rec.buf.push(b'"');
+                            self.line[end] = b'"';
+                            end += 1;
                             pos += 1;
                         }
                         Some(&c) if c == sep => {
                             pos += 1;
-                            rec.spans.push((field_start, rec.buf.len()));
+                            rec.spans.push((start, end));
                             continue 'field;
                         }
                         _ if length_nl(rest) == rest.len() => {
-                            rec.spans.push((field_start, rec.buf.len()));
-                            return Ok(());
+                            rec.spans.push((start, end));
+                            break 'field;
                         }
                         _ => {
                             // Quirk (spec §3.6): LazyQuotes keeps a bare quote inside a quoted
                             // field literally and the field goes on.
-                            rec.buf.push(b'"');
+                            self.line[end] = b'"';
+                            end += 1;
                         }
                     }
                 } else if !line.is_empty() {
                     // End of line inside quotes: the field continues on the next line.
-                    rec.buf.extend_from_slice(line);
-                    pos = 0;
-                    if !self.read_line()? {
-                        self.line.clear();
-                    }
+                    let rest = pos..self.line.len();
+                    pos = rest.end;
+                    self.keep(rest, &mut end);
+                    self.append_line()?;
                 } else {
                     // EOF inside quotes: LazyQuotes ends the field here.
-                    rec.spans.push((field_start, rec.buf.len()));
-                    return Ok(());
+                    rec.spans.push((start, end));
+                    break 'field;
                 }
             }
         }
+        std::mem::swap(&mut self.line, &mut rec.buf);
+        Ok(())
+    }
+
+    /// Appends the field bytes `from` of `self.line` to the field ending at `end` (they start
+    /// at or after it), moving them only when a `""` has already shortened the field.
+    fn keep(&mut self, from: std::ops::Range<usize>, end: &mut usize) {
+        let n = from.len();
+        if from.start != *end {
+            self.line.copy_within(from, *end);
+        }
+        *end += n;
     }
 }
 
@@ -364,12 +385,154 @@ mod tests {
             texts(b"a,\xff,b\n"),
             vec![Ok("a".to_owned()), Err(vec![0xff]), Ok("b".to_owned())]
         );
-        // Quoted fields lie back to back: "é" cut into two fields is text as a whole record
-        // but not as either field.
+        // "é" cut into two quoted fields: neither is text.
         assert_eq!(
             texts(b"\"\xc3\",\"\xa9\"\n"),
             vec![Err(vec![0xc3]), Err(vec![0xa9])]
         );
+        // A field unescaped in place, followed by what unescaping left behind.
+        assert_eq!(
+            texts("\"é\"\"x\",b\n".as_bytes()),
+            vec![Ok("é\"x".to_owned()), Ok("b".to_owned())]
+        );
+    }
+
+    #[test]
+    fn escaped_quotes_are_unescaped_in_place_across_lines() {
+        assert_eq!(
+            fields("\"a\"\"b\"\"c\",\"é\"\"x\",\"\"\"\"\n".as_bytes()),
+            v(&[&["a\"b\"c", "é\"x", "\""]])
+        );
+        // The field's bytes after a `""` move left, the next line's included.
+        let got = parse(b"1,\"ab\"\"\r\ncd\"\"e\",z\n2,\"y\"\n", b',');
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    vec!["1".to_owned(), "ab\"\ncd\"e".to_owned(), "z".to_owned()]
+                ),
+                (3, vec!["2".to_owned(), "y".to_owned()]),
+            ]
+        );
+        // A bare quote kept after a `""`, and an unterminated field at EOF.
+        assert_eq!(
+            fields(b"\"a\"\"b\"c\",d\n\"x\"\"y\nz"),
+            v(&[&["a\"b\"c", "d"], &["x\"y\nz"]])
+        );
+    }
+
+    /// Go `readRecord` with `LazyQuotes`, one byte at a time over Go's physical lines: a model
+    /// of its own, written from Go's rules, for the reader to be compared with.
+    fn model(input: &[u8], sep: u8) -> Vec<(u64, Vec<String>)> {
+        #[derive(Clone, Copy)]
+        enum At {
+            FieldStart,
+            Unquoted,
+            Quoted,
+            QuoteInQuoted,
+        }
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut rest = input;
+        while !rest.is_empty() {
+            let n = rest
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(rest.len(), |i| i + 1);
+            let mut line = rest[..n].to_vec();
+            rest = &rest[n..];
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.ends_with(b"\r\n") {
+                line.truncate(line.len() - 2);
+                line.push(b'\n');
+            }
+            lines.push(line);
+        }
+        let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
+        let mut out = Vec::new();
+        let mut next = 0;
+        while next < lines.len() {
+            let first = next;
+            next += 1;
+            if lines[first].is_empty() || lines[first] == b"\n" {
+                continue;
+            }
+            let (mut cur, mut k) = (first, 0);
+            let (mut fields, mut field, mut at) = (Vec::new(), Vec::new(), At::FieldStart);
+            loop {
+                let b = lines[cur].get(k).copied();
+                k += 1;
+                match (at, b) {
+                    (At::FieldStart, Some(b'"')) => at = At::Quoted,
+                    (At::FieldStart | At::Unquoted, Some(c)) if c == sep => {
+                        fields.push(text(&std::mem::take(&mut field)));
+                        at = At::FieldStart;
+                    }
+                    (At::FieldStart | At::Unquoted, Some(b'\n') | None)
+                    | (At::Quoted, None)
+                    | (At::QuoteInQuoted, Some(b'\n') | None) => {
+                        fields.push(text(&field));
+                        break;
+                    }
+                    (At::FieldStart | At::Unquoted, Some(c)) => {
+                        field.push(c);
+                        at = At::Unquoted;
+                    }
+                    (At::Quoted, Some(b'"')) => at = At::QuoteInQuoted,
+                    (At::Quoted, Some(c)) => {
+                        field.push(c);
+                        if c == b'\n' && next < lines.len() {
+                            (cur, k) = (next, 0);
+                            next += 1;
+                        }
+                    }
+                    (At::QuoteInQuoted, Some(b'"')) => {
+                        field.push(b'"');
+                        at = At::Quoted;
+                    }
+                    (At::QuoteInQuoted, Some(c)) if c == sep => {
+                        fields.push(text(&std::mem::take(&mut field)));
+                        at = At::FieldStart;
+                    }
+                    (At::QuoteInQuoted, Some(c)) => {
+                        field.extend_from_slice(&[b'"', c]);
+                        at = At::Quoted;
+                    }
+                }
+            }
+            out.push((first as u64 + 1, fields));
+        }
+        out
+    }
+
+    #[test]
+    fn random_inputs_parse_as_the_byte_by_byte_model_does() {
+        let seed = plexus_testkit::seed::seed("PLEXUS_TEST_SEED", "gocsv_model");
+        let mut rng = plexus_testkit::seed::Rng::new(seed);
+        let alphabet: &[&[u8]] = &[
+            b"a",
+            b"bc",
+            b",",
+            b"\"",
+            b"\"\"",
+            b"\n",
+            b"\r",
+            "é".as_bytes(),
+        ];
+        for case in 0..20_000 {
+            let mut input = Vec::new();
+            for _ in 0..rng.below(40) {
+                input.extend_from_slice(alphabet[rng.below(alphabet.len() as u64) as usize]);
+            }
+            assert_eq!(
+                parse(&input, b','),
+                model(&input, b','),
+                "seed {seed}, case {case}: {:?}",
+                String::from_utf8_lossy(&input)
+            );
+        }
     }
 
     #[test]
