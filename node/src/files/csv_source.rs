@@ -239,14 +239,15 @@ impl CsvSource {
 
     /// Converts the current record into `row`; `lenient` gets the columns (and texts) whose
     /// number was read from the start of the cell, the rest ignored as Go's `Sscanf` does.
-    /// With `lent`, a cell that is its text ([`CsvSource::lends`]) is left as a placeholder
-    /// and `lent` says which columns those are. `whole` is [`Record::text`] of the record.
-    fn convert_into(
-        &self,
+    /// With `lent`, a cell that is its text ([`CsvSource::lends`]) is not converted: `lent`
+    /// gets its text, and `None` for each column whose value goes to `row`. `whole` is
+    /// [`Record::text`] of the record.
+    fn convert_into<'r>(
+        &'r self,
         row: &mut Vec<Value>,
         lenient: &mut Vec<(usize, String)>,
-        mut lent: Option<&mut Vec<bool>>,
-        whole: Option<&str>,
+        mut lent: Option<&mut Vec<Option<&'r str>>>,
+        whole: Option<&'r str>,
     ) -> Result<(), FileError> {
         for (c, col) in self.columns.iter().enumerate() {
             let Some(field) = self.rec.field_text(whole, self.idx[c]) else {
@@ -266,13 +267,11 @@ impl CsvSource {
                 text: String::from_utf8_lossy(bytes).into_owned(),
             })?;
             if let Some(lent) = lent.as_deref_mut() {
-                let lends = self.lends(c, text);
-                lent.push(lends);
-                if lends {
-                    // A placeholder: the cell is the text itself.
-                    row.push(Value::Bool(false));
+                if self.lends(c, text) {
+                    lent.push(Some(text));
                     continue;
                 }
+                lent.push(None);
             }
             if let Some(v) = self.fast[c].read(text) {
                 row.push(v);
@@ -447,35 +446,36 @@ impl RowSource for CsvSource {
         let mut n = 0;
         self.places.clear();
         let mut values = std::mem::take(&mut self.scratch);
-        let mut cells: Vec<CellView<'_>> = Vec::with_capacity(self.columns.len());
-        let mut lent = Vec::with_capacity(self.columns.len());
+        // Kept from record to record; each record's cells and lent texts borrow them in turn.
+        let mut cells_buf: Vec<CellView<'static>> = Vec::with_capacity(self.columns.len());
+        let mut lent_buf: Vec<Option<&'static str>> = Vec::with_capacity(self.columns.len());
         while n < max && self.next_data_record()? {
             let before = self.places.len();
             self.push_place();
             let place = self.places.get(before).copied();
             values.clear();
-            lent.clear();
             let mut lenient = Vec::new();
+            let (mut cells, mut lent) = (
+                std::mem::take(&mut cells_buf),
+                std::mem::take(&mut lent_buf),
+            );
             // Checked once for the conversion and the cells lent from it.
             let whole = self.rec.text();
             self.convert_into(&mut values, &mut lenient, Some(&mut lent), whole)?;
             n += 1;
-            cells.clear();
-            for (c, v) in values.iter().enumerate() {
-                let text = match lent.get(c) {
-                    Some(true) => self
-                        .idx
-                        .get(c)
-                        .and_then(|&i| self.rec.field_text(whole, i)?.ok()),
-                    _ => None,
+            let mut converted = values.iter();
+            for text in &lent {
+                // A value missing here makes a short row, which the row's consumer reports.
+                let cell = match *text {
+                    Some(t) => Some(CellView::Str(t)),
+                    None => converted.next().map(CellView::Value),
                 };
-                cells.push(match text {
-                    Some(t) => CellView::Str(t),
-                    None => CellView::Value(v),
-                });
+                cells.extend(cell);
             }
             let go_on = f(place, &cells);
-            cells = recycle(cells);
+            cells_buf = recycle(cells);
+            lent.clear();
+            lent_buf = lent.into_iter().map(|_| None).collect();
             self.count_lenient(lenient);
             if !go_on {
                 break;
