@@ -326,8 +326,23 @@ pub enum FilePart {
     /// Part `index` of the `parts` equal byte ranges of a CSV file of `file_len` bytes: its
     /// record boundaries are found when a batch runs (the first record boundary at or after
     /// each range's first byte), not when the plan is made, so making the plan reads no input.
-    /// The last variant, so that plans encoded before it existed decode as they did.
+    /// Appended after the variants above, as `CsvResync` after it, so that plans encoded
+    /// before a variant existed decode as they did.
     CsvCut {
+        /// Which range, from 0.
+        index: u32,
+        /// How many ranges the file was cut into.
+        parts: u32,
+        /// The file's length when the plan was made; a different length fails the batch.
+        file_len: u64,
+    },
+    /// Part `index` of the `parts` equal byte ranges of a CSV file of `file_len` bytes, like
+    /// [`FilePart::CsvCut`], except that a range's first record boundary may be found by
+    /// resynchronising the parser near the range's first byte rather than by running it from
+    /// a boundary found before, so the file is not scanned twice. The boundaries differ from
+    /// `CsvCut`'s, so a plan says which rule its ranges follow, and a build that knows only
+    /// `CsvCut` refuses the plan instead of reading other ranges than its peers.
+    CsvResync {
         /// Which range, from 0.
         index: u32,
         /// How many ranges the file was cut into.
@@ -840,6 +855,15 @@ impl fmt::Display for Plan {
                             } => writeln!(
                                 f,
                                 "    batch {i}: url {} range {index} of {parts} of {file_len} bytes, cut at record boundaries when run",
+                                sp.url_idx
+                            )?,
+                            FilePart::CsvResync {
+                                index,
+                                parts,
+                                file_len,
+                            } => writeln!(
+                                f,
+                                "    batch {i}: url {} range {index} of {parts} of {file_len} bytes, resynchronised on record boundaries when run",
                                 sp.url_idx
                             )?,
                             FilePart::ParquetGroups {

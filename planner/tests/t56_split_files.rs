@@ -344,7 +344,7 @@ fn csv_ranges_are_cut_when_run_and_a_changed_file_fails_the_run() -> Result<()> 
     );
     ensure!(
         parts.iter().enumerate().all(|(i, p)| matches!(p,
-            FilePart::CsvCut { index, file_len, .. } if *index as usize == i && *file_len == len)),
+            FilePart::CsvResync { index, file_len, .. } if *index as usize == i && *file_len == len)),
         "parts {parts:?}"
     );
     std::fs::write(
@@ -373,6 +373,83 @@ fn csv_ranges_are_cut_when_run_and_a_changed_file_fails_the_run() -> Result<()> 
             .any(|e| e.contains("items.csv") && e.contains(&expected)),
         "errors {:?}",
         read.errors
+    );
+    Ok(())
+}
+
+/// Whether `script` succeeds split into 4 KiB ranges, and node `read`'s errors and notices.
+fn split_run(dir: &Path, script: &Path, name: &str) -> Result<(bool, Vec<String>, Vec<String>)> {
+    let script = script.to_string_lossy().into_owned();
+    let plan = planner::build_plan_with(&script, None, &split_small(4096))
+        .map_err(|e| anyhow::anyhow!("{}", e.lines().join("\n")))?;
+    ensure!(read_batches(&plan) > 20, "{} batches", read_batches(&plan));
+    std::fs::create_dir_all(dir.join("out"))?;
+    let settings = common::embedded_run(script, "read", 2, (name, dir.join(name)));
+    let report = planner::run::run(&plan, &settings, &Silent)?;
+    let read = report
+        .nodes
+        .iter()
+        .find(|n| n.name == "read")
+        .context("read node")?;
+    Ok((
+        report.outcome.is_success(),
+        read.errors.clone(),
+        read.notices.clone(),
+    ))
+}
+
+/// The physical line of `input` where the record starting with `id,` starts.
+fn line_of(text: &str, id: usize) -> Result<usize> {
+    let at = text.find(&format!("\n{id},")).context("no such record")? + 1;
+    Ok(text[..at].matches('\n').count() + 1)
+}
+
+/// A range whose start a batch found by resynchronising does not know how many lines,
+/// records and rows come before it: an error or a notice in it counts them, and names the
+/// file's data row, line and record as one batch would.
+#[test]
+fn errors_and_notices_in_a_later_range_name_the_file_s_row_line_and_record() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("items.csv");
+    write_csv(&input, 3000)?;
+    let path = script(dir.path(), &input, false)?;
+    // An expression that fails on the row of id 2500, the file's data row 2501.
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    s["nodes"]["read"]["w"]["fields"]["ratio"] =
+        serde_json::json!({"expression": "100 / (r.col_id - 2500)", "type": "int"});
+    let failing = dir.path().join("failing.json");
+    std::fs::write(&failing, serde_json::to_vec(&s)?)?;
+    let (ok, errors, _) = split_run(dir.path(), &failing, "expr")?;
+    ensure!(!ok, "the run succeeded");
+    ensure!(
+        errors
+            .iter()
+            .any(|e| e.contains("items.csv data row 2501") && e.contains("divide by zero")),
+        "errors {errors:?}"
+    );
+    // Text after the number of id 2700's amount: read leniently, with a notice naming its
+    // line.
+    let text = std::fs::read_to_string(&input)?;
+    let (lenient, bad) = (line_of(&text, 2700)?, line_of(&text, 2800)?);
+    let text = text.replace(",700.00,c9", ",7x0.00,c9");
+    std::fs::write(&input, &text)?;
+    let (ok, errors, notices) = split_run(dir.path(), &path, "lenient")?;
+    ensure!(ok, "errors {errors:?}");
+    let expected = format!("\"7x0.00\" on line {lenient})");
+    ensure!(
+        notices.iter().any(|n| n.contains(&expected)),
+        "expected {expected:?} in {notices:?}"
+    );
+    // Id 2800's amount is no number: record 2802 after the junk line and the header.
+    std::fs::write(&input, text.replace(",800.00,c5", ",x800.00,c5"))?;
+    let (ok, errors, _) = split_run(dir.path(), &path, "cell")?;
+    ensure!(!ok, "the run succeeded");
+    let expected = format!("line {bad} (record 2802)");
+    ensure!(
+        errors
+            .iter()
+            .any(|e| e.contains("items.csv") && e.contains(&expected) && e.contains("x800.00")),
+        "expected {expected:?} in {errors:?}"
     );
     Ok(())
 }

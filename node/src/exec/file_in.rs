@@ -14,7 +14,7 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::in_place::InPlace;
 use super::processor::Processor;
 use super::write::{RowWriter, write_table};
-use crate::files::{FileError, RowSource, open_batch_source, recycle};
+use crate::files::{FileError, RowSource, RowsBefore, open_batch_source, recycle};
 use crate::store::Share;
 
 /// Rows taken from the file per chunk.
@@ -85,7 +85,7 @@ fn run(
     let url = input.url.to_owned();
     let start = Instant::now();
     let opened = open_batch_source(reader, &input, &b.ctx.csv_cuts).map_err(input_err)?;
-    let (mut source, first_row) = (opened.rows, opened.rows_before);
+    let (mut source, rows_before) = (opened.rows, opened.rows_before);
     stats.read += start.elapsed();
     let width = reader.columns.len();
     let mut chunk = Vec::new();
@@ -102,14 +102,14 @@ fn run(
             let (start, written_before) = (Instant::now(), w.write_time);
             let n = source
                 .next_chunk_cells(CHUNK_ROWS, &mut |place, row| {
-                    let at = number_row(w, place, (input.url_idx, first_row), &mut seen);
-                    let loc = || RowLoc::FileRow {
-                        url: url.clone(),
-                        row: at,
-                    };
+                    let pushed = number_row(w, place, (input.url_idx, &rows_before), &mut seen);
+                    let at = seen;
+                    let loc = || file_row(&url, &rows_before, at);
                     let mut cells = recycle(std::mem::take(&mut cells_buf));
-                    let pushed = ip
-                        .row(out, row, (&mut values, &mut computed, &mut cells), &loc)
+                    let pushed = pushed
+                        .and_then(|()| {
+                            ip.row(out, row, (&mut values, &mut computed, &mut cells), &loc)
+                        })
                         .and_then(|()| w.push_cells(&cells, &loc));
                     cells_buf = recycle(cells);
                     match pushed {
@@ -152,11 +152,9 @@ fn run(
         let places = source.places();
         for (i, r) in chunk.iter().take(n).enumerate() {
             let place = places.get(i).copied();
-            let at = number_row(w, place, (input.url_idx, first_row), &mut seen);
-            let loc = || RowLoc::FileRow {
-                url: url.clone(),
-                row: at,
-            };
+            number_row(w, place, (input.url_idx, &rows_before), &mut seen)?;
+            let at = seen;
+            let loc = || file_row(&url, &rows_before, at);
             if r.len() != width {
                 return Err(BatchErrorKind::Internal(Inconsistency::RowWidth {
                     loc: loc(),
@@ -176,21 +174,36 @@ fn run(
     finish(&mut source, stats, seen, (&url, input.part))
 }
 
-/// Numbers the next row of file `url_idx` for `w`: its sequence among the file's data rows
-/// (the part's `first_row` before it, `seen` of its own), and its rowid from its place in
-/// the file when the source knows it. Returns its 1-based position, for errors.
+/// Numbers the next row of file `url_idx` for `w`, counting it in `seen` (its 1-based
+/// position in the part): its rowid from its place in the file when the source knows it,
+/// else from its sequence among the file's data rows (the part's `rows_before`, counted for
+/// it when they were not known).
 fn number_row(
     w: &mut RowWriter<'_>,
     place: Option<u64>,
-    (url_idx, first_row): (u32, u64),
+    (url_idx, rows_before): (u32, &RowsBefore),
     seen: &mut u64,
-) -> u64 {
-    w.set_seq(first_row + *seen);
-    if let Some(id) = place.and_then(|p| plexus_core::task::file_rowid(p, url_idx)) {
-        w.set_rowid(id);
-    }
+) -> Result<(), BatchErrorKind> {
     *seen += 1;
-    first_row + *seen
+    match place.and_then(|p| plexus_core::task::file_rowid(p, url_idx)) {
+        Some(id) => w.set_rowid(id),
+        None => w.set_seq(rows_before.get().map_err(input_err)? + *seen - 1),
+    }
+    Ok(())
+}
+
+/// Where the part's row `at` (1-based) lies: its place among the file's data rows, or among
+/// the rows of the batch when those before the part cannot be counted.
+fn file_row(url: &str, rows_before: &RowsBefore, at: u64) -> RowLoc {
+    match rows_before.get() {
+        Ok(before) => RowLoc::FileRow {
+            url: url.to_owned(),
+            row: before + at,
+        },
+        Err(_) => RowLoc::Row {
+            index: at.saturating_sub(1),
+        },
+    }
 }
 
 /// The end of a file batch that read `seen` rows: the source's notices, and one for an input

@@ -1,11 +1,13 @@
 //! CSV row source (spec §3.6 reader settings, §4.3 cell conversion).
 
 use std::io::{BufReader, Read};
+use std::sync::Arc;
 
 use plexus_core::cell::read_cell;
-use plexus_core::plan::{CsvReaderSettings, FilePart, ReaderColumn};
+use plexus_core::plan::{CsvReaderSettings, ReaderColumn};
 use plexus_core::value::{CellView, Type, Value};
 
+use super::cuts::{CsvSpan, StartCounts};
 use super::fastcell::Fast;
 use super::gocsv::{GoCsvReader, Record};
 use super::{FileError, RowSource, recycle, row_slot};
@@ -25,7 +27,8 @@ pub(crate) struct CsvSource {
     idx: Vec<usize>,
     /// Whether `idx` is known (always in index mode, after the header record in header mode).
     resolved: bool,
-    /// Index of the next record (Capillaries' `lineIdx`).
+    /// Index of the next record (Capillaries' `lineIdx`), counted from the source's start;
+    /// like the lines the reader counts, it is made the file's by [`CsvSource::absolute`].
     record_idx: i64,
     /// Field count of the first record (Go `FieldsPerRecord` after the first `Read`).
     fields_per_record: Option<usize>,
@@ -37,6 +40,8 @@ pub(crate) struct CsvSource {
     lenient: std::collections::BTreeMap<usize, (u64, String, u64)>,
     /// The file's byte where the reader starts (a part's `start`).
     base: u64,
+    /// One pass's counters at `base`, for a part of the file (`None`: the whole file).
+    before: Option<Arc<StartCounts>>,
     /// The file's length when it is known (a local plain-text file), else 0: what the rows'
     /// places are scaled to.
     extent: u64,
@@ -56,57 +61,35 @@ impl CsvSource {
         let display = super::location::display(url);
         check_separator(&display, settings.separator)?;
         let file = super::location::open_text(url, settings.compression)?;
-        let mut me = Self::over(display, file, 0, settings, columns);
+        let mut me = Self::over(display, file, settings, columns);
         if let Some(path) = super::csv_path_with_places(settings, url) {
             me.extent = std::fs::metadata(path).map_or(0, |m| m.len());
         }
         Ok(me)
     }
 
-    /// Opens the part `start..end` of local file `url` that the splitter cut (`part`): a
-    /// parser started at a record boundary, with the counters one pass would have there and,
-    /// for a later part, the first record's field count and the header mapping read from the
-    /// start of the file.
-    pub(crate) fn open_part(
+    /// Opens bytes `span.start..span.end` of local file `url`: a parser started at a record
+    /// boundary that counts lines and records from there ([`CsvSource::absolute`] adds the
+    /// counters before it) and, for a later part, the first record's field count and the
+    /// header mapping read from the start of the file.
+    pub(crate) fn open_span(
         url: &str,
         settings: &CsvReaderSettings,
         columns: &[ReaderColumn],
-        part: &FilePart,
+        span: &CsvSpan,
     ) -> Result<Self, FileError> {
-        let (start, end, lines_before, records_before, file_len) = match *part {
-            FilePart::CsvRange {
-                start,
-                end,
-                lines_before,
-                records_before,
-                file_len,
-                ..
-            } => (start, end, lines_before, records_before, file_len),
-            // Moved to record boundaries first (`open_batch_source`); never read whole.
-            FilePart::CsvCut { .. } => {
-                return Err(FileError::Read {
-                    path: super::location::display(url),
-                    source: std::io::Error::other(
-                        "a CSV range was read before its record boundaries were found",
-                    ),
-                });
-            }
-            FilePart::Whole | FilePart::ParquetGroups { .. } => {
-                return Self::open(url, settings, columns);
-            }
-        };
         let display = super::location::display(url);
         check_separator(&display, settings.separator)?;
-        if start == 0 && end == file_len {
+        if span.start == 0 && span.end == span.file_len {
             return Self::open(url, settings, columns);
         }
-        let file = super::location::open_local_part(url, start, end, file_len)?;
-        let mut me = Self::over(display, file, lines_before, settings, columns);
-        me.record_idx = records_before;
-        me.base = start;
-        me.extent = file_len;
-        if start > 0 {
-            me.read_prefix(url, start, file_len)?;
+        let file = super::location::open_local_part(url, span.start, span.end, span.file_len)?;
+        let mut me = Self::over(display, file, settings, columns);
+        me.base = span.start;
+        me.extent = span.file_len;
+        me.before = Some(span.before.clone());
+        if span.start > 0 {
+            me.read_prefix(url, span.start, span.file_len)?;
         }
         Ok(me)
     }
@@ -137,12 +120,10 @@ impl CsvSource {
         Ok(())
     }
 
-    /// A source over `file`, whose first byte is the start of a record `lines_before`
-    /// physical lines into the file.
+    /// A source over `file`, whose first byte is the start of a record.
     fn over(
         display: String,
         file: Box<dyn Read + Send>,
-        lines_before: u64,
         settings: &CsvReaderSettings,
         columns: &[ReaderColumn],
     ) -> Self {
@@ -154,11 +135,7 @@ impl CsvSource {
             .collect();
         Self {
             path: display,
-            rdr: GoCsvReader::starting_at_line(
-                BufReader::with_capacity(READ_BUF, file),
-                sep,
-                lines_before,
-            ),
+            rdr: GoCsvReader::new(BufReader::with_capacity(READ_BUF, file), sep),
             settings: settings.clone(),
             columns: columns.to_vec(),
             fast: columns.iter().map(Fast::of).collect(),
@@ -172,6 +149,7 @@ impl CsvSource {
             done: false,
             lenient: std::collections::BTreeMap::new(),
             base: 0,
+            before: None,
             extent: 0,
             places: Vec::new(),
         }
@@ -349,9 +327,11 @@ impl CsvSource {
             }
             self.current = true;
             let record = self.record_idx;
-            if self.settings.by_header && record == self.settings.hdr_line_idx {
+            // A later part of a file starts after the header and the skipped records.
+            let later = self.base > 0;
+            if !later && self.settings.by_header && record == self.settings.hdr_line_idx {
                 self.resolve_header()?;
-            } else if record >= self.settings.first_data_line_idx {
+            } else if later || record >= self.settings.first_data_line_idx {
                 if !self.resolved {
                     return Err(FileError::HeaderAfterData {
                         path: self.path.clone(),
@@ -379,17 +359,51 @@ impl CsvSource {
 
     /// What the user should know of the file read so far: columns with cells read leniently.
     pub(crate) fn lenient_notices(&self) -> Vec<String> {
+        if self.lenient.is_empty() {
+            return Vec::new();
+        }
+        // Counted only now: a part found by resynchronising does not know its first line.
+        let lines_before = match self.before.as_ref().map(|b| b.get()).transpose() {
+            Ok(counts) => Ok(counts.map_or(0, |c| c.lines)),
+            Err(e) => Err(e.to_string()),
+        };
         self.lenient
             .iter()
             .map(|(&c, (n, text, line))| {
                 let name = self.columns.get(c).map_or("?", |col| col.name.as_str());
+                let place = match &lines_before {
+                    Ok(before) => format!("on line {}", before + line),
+                    Err(why) => format!(
+                        "on line {line} counted from byte {} ({why})",
+                        self.base
+                    ),
+                };
                 format!(
-                    "{}: column {name}: {n} cell{} read leniently, the text after the number ignored as Go's Sscanf does (first: {text:?} on line {line})",
+                    "{}: column {name}: {n} cell{} read leniently, the text after the number ignored as Go's Sscanf does (first: {text:?} {place})",
                     self.path,
                     if *n == 1 { "" } else { "s" }
                 )
             })
             .collect()
+    }
+
+    /// `e`, an error of the records read, with the lines and records before the source's start
+    /// added to the ones it names, which the source counts from its start. When those cannot
+    /// be counted, a read error saying so and naming `e` as counted from the start.
+    fn absolute(&self, e: FileError) -> FileError {
+        let Some(before) = &self.before else {
+            return e;
+        };
+        match before.get() {
+            Ok(c) => e.shifted(c.lines, c.records),
+            Err(why) => FileError::Read {
+                path: self.path.clone(),
+                source: std::io::Error::other(format!(
+                    "{e} (lines and records counted from byte {}); {why}",
+                    self.base
+                )),
+            },
+        }
     }
 }
 
@@ -423,6 +437,33 @@ fn check_separator(display: &str, sep: u8) -> Result<(), FileError> {
 
 impl RowSource for CsvSource {
     fn next_chunk(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
+        self.rows_into(out, max).map_err(|e| self.absolute(e))
+    }
+
+    fn next_chunk_cells(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(Option<u64>, &[CellView<'_>]) -> bool,
+    ) -> Result<usize, FileError> {
+        self.cells_to(max, f).map_err(|e| self.absolute(e))
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.rdr.bytes_consumed()
+    }
+
+    fn places(&self) -> &[u64] {
+        &self.places
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.lenient_notices()
+    }
+}
+
+impl CsvSource {
+    /// [`RowSource::next_chunk`], with lines and records counted from the source's start.
+    fn rows_into(&mut self, out: &mut Vec<Vec<Value>>, max: usize) -> Result<usize, FileError> {
         let mut n = 0;
         self.places.clear();
         while n < max && self.next_data_record()? {
@@ -438,7 +479,9 @@ impl RowSource for CsvSource {
         Ok(n)
     }
 
-    fn next_chunk_cells(
+    /// [`RowSource::next_chunk_cells`], with lines and records counted from the source's
+    /// start.
+    fn cells_to(
         &mut self,
         max: usize,
         f: &mut dyn FnMut(Option<u64>, &[CellView<'_>]) -> bool,
@@ -486,17 +529,5 @@ impl RowSource for CsvSource {
             self.places.clear();
         }
         Ok(n)
-    }
-
-    fn bytes_read(&self) -> u64 {
-        self.rdr.bytes_consumed()
-    }
-
-    fn places(&self) -> &[u64] {
-        &self.places
-    }
-
-    fn notices(&self) -> Vec<String> {
-        self.lenient_notices()
     }
 }

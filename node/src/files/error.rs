@@ -313,6 +313,23 @@ impl FileError {
         }
     }
 
+    /// The error with `lines` added to the line and `records` to the record it names: a
+    /// reader that counts from a part's start reports them as one pass over the file would.
+    pub(crate) fn shifted(mut self, lines: u64, records: i64) -> Self {
+        match &mut self {
+            Self::FieldCount { line, .. }
+            | Self::HeaderResolve { line, .. }
+            | Self::ColumnIndex { line, .. }
+            | Self::Utf8 { line, .. } => *line += lines,
+            Self::HeaderAfterData { line, record, .. } | Self::Cell { line, record, .. } => {
+                *line += lines;
+                *record += records;
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// Wraps a Parquet library error for `path`.
     pub(crate) fn parquet(path: &str, source: parquet::errors::ParquetError) -> Self {
         Self::Parquet {

@@ -104,14 +104,6 @@ impl<R: BufRead> GoCsvReader<R> {
         self.record_start
     }
 
-    /// A reader that starts `lines_before` physical lines into a file (at a record boundary
-    /// found by the splitter), so that record line numbers match one pass over the file.
-    pub(crate) fn starting_at_line(rdr: R, sep: u8, lines_before: u64) -> Self {
-        let mut r = Self::new(rdr, sep);
-        r.num_line = lines_before;
-        r
-    }
-
     /// Go `readLine`: the next physical line into `self.line`; `false` at end of input.
     fn read_line(&mut self) -> io::Result<bool> {
         self.line.clear();

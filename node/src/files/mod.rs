@@ -6,7 +6,8 @@
 //! * [`open_source`] → [`RowSource`]: one per reader URL, rows aligned with
 //!   `FileReader::columns`; [`open_batch_source`]: one per batch, a whole URL or the part of a
 //!   large file that [`split_inputs`] cut for the batch (`split.rs`), a CSV part's record
-//!   boundaries found by [`CsvCuts`] when the batch runs (`cuts.rs`);
+//!   boundaries found by [`CsvCuts`] when the batch runs (`cuts.rs`), its counters (lines,
+//!   records, rows before it) known or counted when an error or a notice needs them;
 //! * [`create_sink`] → [`RowSink`]: one per output file, rows aligned with `FileWriter::columns`;
 //! * [`TopBuffer`]: the bounded "smallest `limit` keys" buffer of `top`;
 //! * [`proto_script_csv`] / [`proto_script_parquet`]: the generated two-node script.
@@ -39,7 +40,7 @@ use plexus_core::plan::{
 use plexus_core::value::{CellView, Value};
 
 pub use csv_sink::LineRenderer;
-pub use cuts::CsvCuts;
+pub use cuts::{Counts, CsvCuts, StartCounts};
 pub use error::FileError;
 pub use glob::{GlobError, expand_globs};
 pub use proto::{ProtoDirs, default_policies, proto_script_csv, proto_script_parquet};
@@ -157,7 +158,25 @@ pub struct BatchSource {
     /// The rows.
     pub rows: Box<dyn RowSource>,
     /// Data rows of the file before the batch's first.
-    pub rows_before: u64,
+    pub rows_before: RowsBefore,
+}
+
+/// Data rows of a file before a batch's part of it.
+pub enum RowsBefore {
+    /// Known when the batch opened its part.
+    Known(u64),
+    /// Counted when first asked: a CSV range whose start was found by resynchronising.
+    Counted(std::sync::Arc<StartCounts>),
+}
+
+impl RowsBefore {
+    /// The data rows before the part, counted the first time for [`RowsBefore::Counted`].
+    pub fn get(&self) -> Result<u64, FileError> {
+        match self {
+            Self::Known(rows) => Ok(*rows),
+            Self::Counted(counts) => Ok(counts.get()?.rows),
+        }
+    }
 }
 
 /// Opens the rows one batch of a file reader reads: a whole URL, or the part of a large file
@@ -168,30 +187,35 @@ pub fn open_batch_source(
     input: &BatchInput<'_>,
     cuts: &CsvCuts,
 ) -> Result<BatchSource, FileError> {
-    let part = match &reader.format {
-        FileReaderFormat::Csv(settings) => cuts.resolve(input.url, settings, input.part)?,
-        FileReaderFormat::Parquet => input.part.clone(),
-    };
-    let rows_before = match part {
-        FilePart::CsvRange { rows_before, .. } | FilePart::ParquetGroups { rows_before, .. } => {
-            rows_before
+    match &reader.format {
+        FileReaderFormat::Csv(settings) => {
+            let Some(span) = cuts.span(input.url, settings, input.part)? else {
+                let rows = csv_source::CsvSource::open(input.url, settings, &reader.columns)?;
+                return Ok(BatchSource {
+                    rows: Box::new(rows),
+                    rows_before: RowsBefore::Known(0),
+                });
+            };
+            let rows =
+                csv_source::CsvSource::open_span(input.url, settings, &reader.columns, &span)?;
+            Ok(BatchSource {
+                rows: Box::new(rows),
+                rows_before: RowsBefore::Counted(span.before),
+            })
         }
-        FilePart::Whole | FilePart::CsvCut { .. } => 0,
-    };
-    let rows: Box<dyn RowSource> = match &reader.format {
-        FileReaderFormat::Csv(settings) => Box::new(csv_source::CsvSource::open_part(
-            input.url,
-            settings,
-            &reader.columns,
-            &part,
-        )?),
-        FileReaderFormat::Parquet => Box::new(parquet_source::ParquetSource::open_part(
-            input.url,
-            &reader.columns,
-            &part,
-        )?),
-    };
-    Ok(BatchSource { rows, rows_before })
+        FileReaderFormat::Parquet => {
+            let rows_before = match *input.part {
+                FilePart::ParquetGroups { rows_before, .. } => rows_before,
+                _ => 0,
+            };
+            let rows =
+                parquet_source::ParquetSource::open_part(input.url, &reader.columns, input.part)?;
+            Ok(BatchSource {
+                rows: Box::new(rows),
+                rows_before: RowsBefore::Known(rows_before),
+            })
+        }
+    }
 }
 
 /// The renderer of the lines `writer`'s sink writes, for formats written line by line (CSV);

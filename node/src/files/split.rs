@@ -133,7 +133,7 @@ fn split_file(
 }
 
 /// `parts` equal byte ranges of a CSV file of `len` bytes, moved to record boundaries when
-/// their batches run; none when there are more than a plan can hold.
+/// their batches run (resynchronising); none when there are more than a plan can hold.
 fn csv_ranges(len: u64, parts: u64) -> Vec<FilePart> {
     let Ok(count) = u32::try_from(parts) else {
         return Vec::new();
@@ -142,7 +142,7 @@ fn csv_ranges(len: u64, parts: u64) -> Vec<FilePart> {
         return Vec::new();
     }
     (0..count)
-        .map(|index| FilePart::CsvCut {
+        .map(|index| FilePart::CsvResync {
             index,
             parts: count,
             file_len: len,
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(parts.len(), 4);
         assert_eq!(
             parts[3],
-            FilePart::CsvCut {
+            FilePart::CsvResync {
                 index: 3,
                 parts: 4,
                 file_len: 100 << 20,

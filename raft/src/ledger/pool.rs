@@ -27,7 +27,7 @@ fn planned_rows(n: &PlanNode) -> Vec<Option<u64>> {
     // (rows before, size in bytes or groups) of a part.
     let counters = |part: &FilePart| match part {
         // A CSV range cut when it runs: its rows are not known before.
-        FilePart::Whole | FilePart::CsvCut { .. } => None,
+        FilePart::Whole | FilePart::CsvCut { .. } | FilePart::CsvResync { .. } => None,
         FilePart::CsvRange {
             start,
             end,
