@@ -531,34 +531,47 @@ impl<'a> Reader<'a> {
 
     /// A LEB128 u64 of at most 10 bytes; `column` only labels errors.
     fn varint(&mut self, column: usize) -> Result<u64, RowError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let &byte = self
-                .bytes
-                .get(self.pos)
-                .ok_or(RowError::Truncated { column })?;
-            self.pos += 1;
-            // The tenth byte may only carry the top bit of a u64.
-            if shift == 63 && byte > 1 {
-                return Err(RowError::Corrupt {
-                    column,
-                    reason: "varint overflows 64 bits",
-                });
-            }
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(RowError::Corrupt {
-            column,
-            reason: "varint overflows 64 bits",
+        read_varint(self.bytes, &mut self.pos).map_err(|e| match e {
+            VarintError::Truncated => RowError::Truncated { column },
+            VarintError::Overflow => RowError::Corrupt {
+                column,
+                reason: "varint overflows 64 bits",
+            },
         })
     }
 }
 
+/// Why [`read_varint`] found no varint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarintError {
+    /// The bytes end inside it.
+    Truncated,
+    /// It does not fit in 64 bits.
+    Overflow,
+}
+
+/// The LEB128 u64 (at most 10 bytes) at `bytes[*pos..]`, moving `pos` past it.
+#[inline]
+pub fn read_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let &byte = bytes.get(*pos).ok_or(VarintError::Truncated)?;
+        *pos += 1;
+        // The tenth byte may only carry the top bit of a u64.
+        if shift == 63 && byte > 1 {
+            return Err(VarintError::Overflow);
+        }
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(VarintError::Overflow)
+}
+
 /// Appends `v` as LEB128.
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;

@@ -312,8 +312,8 @@ fn drop_keyspace_of_an_unknown_keyspace_says_so() -> Result<()> {
     Ok(())
 }
 
-/// A data directory of the previous store format (version 2, segments named without their
-/// share) is refused by every command that opens it, naming the directory and both versions,
+/// A data directory of the previous store format (version 3, segments' offset indexes stored
+/// whole) is refused by every command that opens it, naming the directory and both versions,
 /// and left exactly as it was: `planner run`, `history`, `drop-keyspace`, the toolbelt and
 /// `planner serve` (the console and its API).
 #[test]
@@ -321,7 +321,7 @@ fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let data = tmp.path().join("data");
     std::fs::create_dir_all(data.join("index"))?;
-    std::fs::write(data.join("PLEXUS-STORE-FORMAT"), "plexus-store-format 2\n")?;
+    std::fs::write(data.join("PLEXUS-STORE-FORMAT"), "plexus-store-format 3\n")?;
     let listing = || -> Result<Vec<String>> {
         let mut names = Vec::new();
         for e in walk(&data)? {
@@ -393,9 +393,8 @@ fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
         ensure!(
             !out.status.success()
                 && err.contains(&data.display().to_string())
-                && err
-                    .contains("format version 2 (segments named without the share of their batch)")
-                && err.contains("reads format version 3"),
+                && err.contains("format version 3 (segments' offset indexes stored whole)")
+                && err.contains("reads format version 4"),
             "{bin} {args:?} exited {:?}:\n{err}{}",
             out.status.code(),
             String::from_utf8_lossy(&out.stdout)
@@ -427,7 +426,7 @@ fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
     std::io::Read::read_to_string(&mut serve.stderr.take().context("stderr")?, &mut err)?;
     ensure!(
         status.is_some_and(|s| !s.success())
-            && err.contains("format version 2 (segments named without the share of their batch)"),
+            && err.contains("format version 3 (segments' offset indexes stored whole)"),
         "serve: {status:?}\n{err}"
     );
     ensure!(listing()? == before, "serve changed the directory");

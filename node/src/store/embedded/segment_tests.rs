@@ -609,7 +609,7 @@ fn store_format_version_is_recorded_and_checked() {
     drop(EmbeddedStore::open(dir.path()).expect("new store"));
     assert!(EmbeddedStore::exists_in(dir.path()));
     let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
-    assert_eq!(recorded, "plexus-store-format 3\n");
+    assert_eq!(recorded, "plexus-store-format 4\n");
     drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
 
     // Today's layout before version 1: a fjall database at the top of the directory.
@@ -644,7 +644,7 @@ fn store_format_version_is_recorded_and_checked() {
         } => {
             assert_eq!(dir, old.path());
             assert_eq!(*found, None);
-            assert_eq!(*expected, 3);
+            assert_eq!(*expected, 4);
         }
         other => panic!("wrong error: {other}"),
     }
@@ -654,7 +654,7 @@ fn store_format_version_is_recorded_and_checked() {
         "{message}"
     );
     assert!(message.contains("no format version"), "{message}");
-    assert!(message.contains("format version 3"), "{message}");
+    assert!(message.contains("format version 4"), "{message}");
     assert_eq!(
         listing(old.path()),
         before,
@@ -668,6 +668,10 @@ fn store_format_version_is_recorded_and_checked() {
         (
             2,
             "format version 2 (segments named without the share of their batch)",
+        ),
+        (
+            3,
+            "format version 3 (segments' offset indexes stored whole)",
         ),
     ] {
         let old = tempfile::tempdir().expect("tempdir");
@@ -684,7 +688,7 @@ fn store_format_version_is_recorded_and_checked() {
                 err,
                 StoreError::UnsupportedFormat {
                     found: Some(v),
-                    expected: 3,
+                    expected: 4,
                     ..
                 } if v == version
             ),
@@ -692,7 +696,7 @@ fn store_format_version_is_recorded_and_checked() {
         );
         let message = err.to_string();
         assert!(message.contains(described), "{message}");
-        assert!(message.contains("reads format version 3"), "{message}");
+        assert!(message.contains("reads format version 4"), "{message}");
         assert!(
             message.contains(&old.path().display().to_string()),
             "{message}"
@@ -716,7 +720,7 @@ fn store_format_version_is_recorded_and_checked() {
             err,
             StoreError::UnsupportedFormat {
                 found: Some(7),
-                expected: 3,
+                expected: 4,
                 ..
             }
         ),
@@ -724,7 +728,7 @@ fn store_format_version_is_recorded_and_checked() {
     );
     let message = err.to_string();
     assert!(message.contains("format version 7"), "{message}");
-    assert!(message.contains("format version 3"), "{message}");
+    assert!(message.contains("format version 4"), "{message}");
     assert!(
         message.contains(&dir.path().display().to_string()),
         "{message}"
@@ -733,4 +737,75 @@ fn store_format_version_is_recorded_and_checked() {
     std::fs::write(dir.path().join(format::FORMAT_FILE), "garbage").expect("write");
     let err = EmbeddedStore::open(dir.path()).expect_err("garbage refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+}
+
+/// The delta-coded offset index gives back every rowid (the extremes included) and the offset
+/// of every row; an index that disagrees with its trailer or its data is corrupt.
+#[test]
+fn offset_index_round_trips_and_an_inconsistent_one_is_corrupt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows: Vec<(i64, Vec<u8>)> = [i64::MIN, -5, 0, 1, 300, 1 << 40, i64::MAX]
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| (r, vec![b'x'; i * 90]))
+        .collect();
+    let mut buf = Vec::new();
+    let written = Segment::write(
+        dir.path(),
+        1,
+        rows.iter().map(|(r, b)| (*r, b.as_slice())),
+        &mut buf,
+    )
+    .expect("write");
+    let mut offset = 0u64;
+    let expected: Vec<(i64, u64)> = rows
+        .iter()
+        .map(|(r, b)| {
+            let at = offset;
+            offset += 4 + b.len() as u64;
+            (*r, at)
+        })
+        .collect();
+    assert_eq!(written.index().expect("index"), expected);
+    let reopened = Segment::existing(dir.path(), 1);
+    assert_eq!(reopened.index().expect("index"), expected);
+    for (i, (_, at)) in expected.iter().enumerate() {
+        let row = reopened
+            .read_row(*at, &BlockCache::new(1 << 20))
+            .expect("row");
+        assert_eq!(row, rows[i].1);
+    }
+
+    // Entries: (rowid step, row length) as LEB128.
+    let index = |entries: &[(u64, u64)]| {
+        let mut b = Vec::new();
+        for &(step, len) in entries {
+            plexus_core::row::put_varint(&mut b, step);
+            plexus_core::row::put_varint(&mut b, len);
+        }
+        b
+    };
+    let two = index(&[(1 << 63, 10), (3, 20)]);
+    assert_eq!(
+        segment::decode_index(&two, 2, 38),
+        Ok(vec![(0, 0), (3, 14)])
+    );
+    for (bytes, rows, data_len, why) in [
+        (two.clone(), 3, 38, "another count"),
+        (two.clone(), 2, 39, "another data length"),
+        (two.clone(), 2, 30, "a row past the data"),
+        (
+            index(&[(1 << 63, 10), (0, 20)]),
+            2,
+            38,
+            "rowids out of order",
+        ),
+        (two[..two.len() - 1].to_vec(), 2, 38, "a truncated entry"),
+        (index(&[(u64::MAX, 10), (1, 20)]), 2, 38, "a rowid past i64"),
+    ] {
+        assert!(
+            segment::decode_index(&bytes, rows, data_len).is_err(),
+            "{why} was accepted"
+        );
+    }
 }
