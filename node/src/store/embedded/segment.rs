@@ -15,8 +15,8 @@
 //! The offset index is delta-coded (LEB128): a row's rowid is the one before plus its step
 //! (the first row's step is from `i64::MIN`), and its data offset is the sum of `4 + length` of
 //! the rows before it. Stored whole (rowid and offset, 16 bytes a row) it was a fifth of the
-//! bytes an ingest wrote (issue #25); delta-coded it took 7.4 bytes a row there (a file row's
-//! rowid steps by its place in the file, 3 to 5 bytes).
+//! segment bytes an ingest wrote (issue #25); delta-coded it took 7.4 bytes a row there (a
+//! file row's rowid steps by its place in the file, 3 to 5 bytes).
 //!
 //! Data is read in 16 KiB blocks (the pages), each checked against its checksum when it enters
 //! the cache, so a torn or foreign file is reported as corrupt, never misread.
