@@ -514,11 +514,7 @@ impl Known {
         rules: &Rules,
         open: &mut impl FnMut(u64) -> io::Result<R>,
     ) -> io::Result<Cut> {
-        let from = self.nearest(at);
-        if from.offset == at {
-            return Ok(from);
-        }
-        let cut = walk(from, rules, open(from.offset)?, |c| c.offset >= at)?;
+        let cut = self.scan_to(at, rules, open)?;
         if cut.offset != at {
             return Err(io::Error::other(format!(
                 "byte {at} no longer starts a record (was the file changed?)"
