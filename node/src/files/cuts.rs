@@ -182,16 +182,21 @@ pub(crate) struct CsvSpan {
 /// The counters of one pass at the start of a CSV range: known when the range was found, or
 /// counted when first asked ([`StartCounts::get`]).
 #[derive(Debug)]
-pub struct StartCounts {
-    /// Counted (or known) once.
-    counted: OnceLock<Result<Counts, String>>,
-    /// How to count them; `None` when they were known.
-    counter: Option<Counter>,
+pub enum StartCounts {
+    /// Known when the range was found.
+    Known(Counts),
+    /// Counted when first asked.
+    Later {
+        /// The counters once counted, or why they could not be.
+        counted: OnceLock<Result<Counts, String>>,
+        /// How to count them.
+        counter: Counter,
+    },
 }
 
 /// What counts the lines and records before a boundary.
 #[derive(Debug)]
-struct Counter {
+pub struct Counter {
     /// The boundary.
     at: u64,
     path: PathBuf,
@@ -201,32 +206,23 @@ struct Counter {
 }
 
 impl StartCounts {
-    /// Counters known already.
-    pub(crate) fn known(counts: Counts) -> Self {
-        Self {
-            counted: OnceLock::from(Ok(counts)),
-            counter: None,
-        }
-    }
-
     /// The counters, counted the first time they are asked for: the record rules run from
     /// the nearest boundary before the range whose counters this process knows. Fails when
     /// the file cannot be read again, or no longer has a record boundary where the range
     /// starts.
     pub fn get(&self) -> Result<Counts, FileError> {
-        let counted = self.counted.get_or_init(|| match &self.counter {
-            Some(c) => c.count().map_err(|e| e.to_string()),
-            None => Err("no counters were given".to_owned()),
-        });
-        counted.clone().map_err(|why| FileError::Read {
-            path: self
-                .counter
-                .as_ref()
-                .map_or_else(String::new, |c| c.path.display().to_string()),
-            source: io::Error::other(format!(
-                "counting the lines and records before a range: {why}"
-            )),
-        })
+        match self {
+            Self::Known(counts) => Ok(*counts),
+            Self::Later { counted, counter } => {
+                let counted = counted.get_or_init(|| counter.count().map_err(|e| e.to_string()));
+                counted.clone().map_err(|why| FileError::Read {
+                    path: counter.path.display().to_string(),
+                    source: io::Error::other(format!(
+                        "counting the lines and records before a range: {why}"
+                    )),
+                })
+            }
+        }
     }
 }
 
@@ -277,7 +273,7 @@ impl CsvCuts {
                 rows_before,
                 file_len,
             } => {
-                let before = StartCounts::known(Counts {
+                let before = StartCounts::Known(Counts {
                     lines: lines_before,
                     records: records_before,
                     rows: rows_before,
@@ -333,16 +329,16 @@ impl CsvCuts {
             (start, end, known.exact.get(&start).copied())
         };
         let before = match counted {
-            Some(cut) => StartCounts::known(counts(settings, cut)),
-            None => StartCounts {
+            Some(cut) => StartCounts::Known(counts(settings, cut)),
+            None => StartCounts::Later {
                 counted: OnceLock::new(),
-                counter: Some(Counter {
+                counter: Counter {
                     at: start,
                     path,
                     rules,
                     settings: settings.clone(),
                     known: file,
-                }),
+                },
             },
         };
         Ok(Some(CsvSpan {
