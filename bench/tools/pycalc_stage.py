@@ -11,9 +11,10 @@ transactions and holdings as the script's `string_agg` builds them. Modes:
       rowid order give), alternating rounds; means and the ratio. The figures must be equal.
   driver GEN_DIR [WORKERS] [VARIANT]
       Plexus's worker (node/src/pycalc/driver.py, run as `python -c` like the engine does) fed
-      chunk programs of 100 accounts built as `PyProgram::chunk_text` builds them (inputs in
-      file order), on WORKERS workers at once; the workers' CPU seconds. VARIANT `gc-off`
-      disables the collector first, `no-threads` drops the driver's two watcher threads.
+      chunks of 100 accounts encoded as `PyProgram::chunk` encodes them (inputs in file order),
+      on WORKERS workers at once; the workers' CPU seconds. VARIANT `gc-off`
+      disables the collector first, `no-threads` drops the driver's two watcher threads,
+      `no-formula` loads a formula that returns at once (the worker's own cost alone).
   bare GEN_DIR
       The formula in a bare loop over the same inputs (file order), for the driver's baseline.
 
@@ -108,17 +109,28 @@ def order(gen_dir, rounds=6, seed=1):
           % (mean["file"], mean["random"], mean["random"] / mean["file"]))
 
 
-def lit(text):
-    # `write_literal` of a string: only `'` is escaped (spec §14 #38).
-    return "'" + text.replace("'", "\\'") + "'"
+READERS = ["account_id", "txns", "holdings", "earliest_period_start"]
 
 
-def chunk_text(rows):
-    return "".join(
-        "r_account_id = %s\nr_txns = %s\nr_holdings = %s\nr_earliest_period_start = %s\n%s(%d)\n"
-        % (lit(a), lit(t), lit(h), lit(s), CALC_NAME, i)
-        for i, (a, s, t, h) in enumerate(rows)
-    )
+def request(rows, code):
+    """The request frame `PyProgram::chunk` and `RunRequest::frame` build: every value of these
+    inputs is a string Python reads back unchanged, so every row travels as data."""
+    items, texts = [], bytearray()
+    for a, s, t, h in rows:
+        item = []
+        for value in (a, t, h, s):
+            if any(c in value for c in "\\\n\r\0"):
+                sys.exit("a value that would travel as a program: %r" % value[:80])
+            b = value.encode("utf-8")
+            texts += b
+            item.append([len(b)])
+        items.append(item)
+    header = {"hash": "portfolio", "calc_name": CALC_NAME, "calc": CALC, "readers": READERS,
+              "deadline_s": 0}
+    if code is not None:
+        header["code"] = code
+    sections = [json.dumps(header).encode(), json.dumps(items).encode(), bytes(texts)]
+    return b"".join(struct.pack(">I", len(x)) for x in sections) + b"".join(sections)
 
 
 def worker(chunks, variant, replies):
@@ -128,6 +140,10 @@ def worker(chunks, variant, replies):
         driver = f.read()
     if variant == "gc-off":
         driver = "import gc\ngc.disable()\n" + driver
+    elif variant == "no-formula":
+        # What the worker adds alone: the same requests and answers around a formula that
+        # does nothing.
+        code = "def account_perf(txns, holdings, start):\n    return ''\n"
     elif variant == "no-threads":
         for start in ("threading.Thread(target=_watch_parent, args=(_PARENT,), daemon=True).start()",
                       "threading.Thread(target=_watchdog, daemon=True).start()"):
@@ -145,12 +161,7 @@ def worker(chunks, variant, replies):
         if reply().get("status") != "hello":
             sys.exit("the worker did not say hello")
         for i, rows in enumerate(chunks):
-            req = {"hash": "portfolio", "calc_name": CALC_NAME, "calc": CALC,
-                   "program": chunk_text(rows), "deadline_s": 0}
-            if i == 0:
-                req["code"] = code
-            body = json.dumps(req).encode()
-            p.stdin.write(struct.pack(">I", len(body)) + body)
+            p.stdin.write(request(rows, code if i == 0 else None))
             p.stdin.flush()
             r = reply()
             if r.get("status") != "ok":

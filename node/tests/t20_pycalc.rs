@@ -799,3 +799,193 @@ fn errors_name_the_formula_file_and_line() -> Result<()> {
     }
     Ok(())
 }
+
+/// Each value's `repr` in Python when its literal, as Capillaries writes it, is compiled and
+/// assigned; `None` when the literal does not compile.
+fn literal_reprs(rows: &[Vec<Value>]) -> Result<Vec<Option<Vec<String>>>> {
+    let mut literals = Vec::new();
+    for row in rows {
+        let mut texts = Vec::new();
+        for v in row {
+            let mut text = String::new();
+            plexus_node::pycalc::write_literal(&mut text, v)
+                .map_err(|t| anyhow::anyhow!("no literal for {t}"))?;
+            texts.push(text);
+        }
+        literals.push(texts);
+    }
+    // A NUL raises ValueError on some versions, SyntaxError on others: both fail the chunk.
+    let script = r#"
+import json, sys
+def value(literal):
+    ns = {}
+    exec(compile("x = " + literal + "\n", "<t>", "exec"), ns)
+    return repr(ns["x"])
+out = []
+for row in json.load(sys.stdin):
+    try:
+        out.append([value(t) for t in row])
+    except (SyntaxError, ValueError):
+        out.append(None)
+json.dump(out, sys.stdout)
+"#;
+    let mut child = Command::new(py())
+        .arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("starting python for the literals")?;
+    let mut stdin = child.stdin.take().context("python's stdin")?;
+    let input = serde_json::to_vec(&literals)?;
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
+    let out = child.wait_with_output().context("waiting for python")?;
+    writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("writer panicked"))??;
+    ensure!(out.status.success(), "python failed: {}", out.status);
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Rows of random values of every reader type: extreme and random ints, finite floats from
+/// random bits, decimals, datetimes in random zones, strings of random code points (with
+/// quotes, non-BMP characters and controls, and now and then a backslash).
+fn random_rows(rng: &mut plexus_testkit::seed::Rng, n: usize) -> Vec<Vec<Value>> {
+    let mut rows = Vec::new();
+    for _ in 0..n {
+        let int = match rng.below(4) {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            _ => rng.below(u64::MAX) as i64,
+        };
+        let float = loop {
+            let f = f64::from_bits(rng.below(u64::MAX));
+            if f.is_finite() {
+                break if rng.one_in(2) { f } else { f % 1e6 };
+            }
+        };
+        let decimal = Decimal::new(rng.below(u64::MAX) as i64 / 1000, rng.below(12) as u32);
+        let offset = rng.below(26 * 3600) as i32 - 13 * 3600;
+        let time = Time {
+            secs: rng.below(4_000_000_000) as i64 - 1_000_000_000,
+            nanos: rng.below(1_000_000_000) as u32,
+            zone: Some(Arc::new(Zone {
+                offset,
+                name: Arc::from(""),
+            })),
+        };
+        let mut text = String::new();
+        for _ in 0..rng.below(12) {
+            let c = match rng.below(6) {
+                0 => '\'',
+                1 => '"',
+                2 if rng.one_in(4) => '\\',
+                _ => loop {
+                    let cp = rng.below(0x11_0000) as u32;
+                    if let Some(c) = char::from_u32(cp)
+                        && !matches!(c, '\\' | '\n' | '\r' | '\0')
+                    {
+                        break c;
+                    }
+                },
+            };
+            text.push(c);
+            if c == '\\' {
+                // An escape that compiles: `\t` or `\a`.
+                text.push(if rng.one_in(2) { 't' } else { 'a' });
+            }
+        }
+        rows.push(vec![
+            Value::Int(int),
+            Value::Float(float),
+            Value::Decimal(decimal),
+            Value::Time(time),
+            Value::str(&text),
+        ]);
+    }
+    rows
+}
+
+/// A row of data reaches Python as the value its Capillaries literal has: random values of
+/// every type, and every code point in a string, each compared with the literal compiled by
+/// Python itself. The characters whose literal is not the string (backslash, line breaks,
+/// NUL) keep the literal's meaning: an escape, or a syntax error for the chunk.
+#[test]
+fn data_rows_reach_python_as_their_literals_would() -> Result<()> {
+    let pool = pool(&py(), 1);
+    let types = [
+        ("i", Type::Int),
+        ("f", Type::Float),
+        ("d", Type::Decimal2),
+        ("t", Type::DateTime),
+        ("s", Type::String),
+    ];
+    let program = |types: &[(&str, Type)]| {
+        PyProgram::new(
+            &[""],
+            types
+                .iter()
+                .map(|(n, _)| calc(n, Type::String, &format!("repr(r.{n})")))
+                .collect(),
+            types.iter().map(|(n, t)| reader(n, *t)).collect(),
+        )
+    };
+    let check = |program: &PyProgram, rows: &[Vec<Value>], what: &str| -> Result<()> {
+        let want = literal_reprs(rows)?;
+        let got = pool.run_chunk(program, rows)?;
+        for (i, (row, want)) in got.iter().zip(&want).enumerate() {
+            let want = want
+                .as_ref()
+                .with_context(|| format!("{what}: row {i} has no literal"))?;
+            let got: Vec<String> = ok_row(row)?
+                .iter()
+                .map(|v| match v {
+                    Value::Str(s) => s.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            ensure!(
+                &got == want,
+                "{what}: row {i} {:?}: {got:?} != {want:?}",
+                rows[i]
+            );
+        }
+        Ok(())
+    };
+
+    let seed = plexus_testkit::seed::seed("PLEXUS_PY_DATA_SEED", "data_rows");
+    let mut rng = plexus_testkit::seed::Rng::new(seed);
+    let rows = random_rows(&mut rng, 400);
+    check(&program(&types), &rows, &format!("seed {seed}"))?;
+
+    // Every code point but the four below, 4096 to a string.
+    let strings = program(&types[4..]);
+    let all: Vec<char> = (0..0x11_0000u32)
+        .filter_map(char::from_u32)
+        .filter(|c| !matches!(c, '\\' | '\n' | '\r' | '\0'))
+        .collect();
+    let rows: Vec<Vec<Value>> = all
+        .chunks(4096)
+        .map(|c| vec![Value::str(&c.iter().collect::<String>())])
+        .collect();
+    check(&strings, &rows, "code points")?;
+
+    // The backslash starts an escape, as in the literal.
+    let rows = [vec![Value::str(r"a\tb")], vec![Value::str("plain")]];
+    check(&strings, &rows, "backslash")?;
+    for c in ['\n', '\r', '\0'] {
+        let rows = [
+            vec![Value::str("fine")],
+            vec![Value::str(&format!("a{c}b"))],
+        ];
+        ensure!(
+            literal_reprs(&rows)?[1].is_none(),
+            "{c:?}: the literal compiled"
+        );
+        match pool.run_chunk(&strings, &rows) {
+            Err(PyCalcError::Syntax { .. }) => {}
+            other => bail!("{c:?}: expected the chunk's syntax error, got {other:?}"),
+        }
+    }
+    Ok(())
+}

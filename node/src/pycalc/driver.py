@@ -2,8 +2,9 @@
 #
 # Must run unchanged on CPython >= 3.9 and PyPy 3.9: no `match`, no `X | Y` annotations.
 #
-# Protocol: frames of a 4-byte big-endian length followed by UTF-8 JSON, requests on the
-# original stdin, replies on the original stdout. Both descriptors are duplicated away at start
+# Protocol: requests on the original stdin, replies on the original stdout. A reply is a 4-byte
+# big-endian length and UTF-8 JSON. A request is three such lengths, then the three sections:
+# a JSON header, the chunk's rows (JSON) and the texts of its data rows (UTF-8, see `_run`). Both descriptors are duplicated away at start
 # and fd 0/1 are replaced (by /dev/null and stderr) so that user code that reads stdin or prints
 # (even with os.write(1, ...)) cannot corrupt the protocol.
 import builtins
@@ -90,14 +91,19 @@ def _read_exact(n):
     return b"".join(parts)
 
 
-def _read_frame():
-    head = _read_exact(4)
+def _read_request():
+    # (header, rows, texts), or None at the end of the input.
+    head = _read_exact(12)
     if head is None:
         return None
-    body = _read_exact(int.from_bytes(head, "big"))
-    if body is None:
-        return None
-    return json.loads(body.decode("utf-8"))
+    sections = []
+    for at in (0, 4, 8):
+        section = _read_exact(int.from_bytes(head[at:at + 4], "big"))
+        if section is None:
+            return None
+        sections.append(section)
+    header, rows, texts = sections
+    return json.loads(header.decode("utf-8")), json.loads(rows.decode("utf-8")), texts
 
 
 _SEND_LOCK = threading.Lock()
@@ -173,7 +179,7 @@ def _user_frames(tb):
 
 
 def _row_fail(idx, where):
-    # `where` is 1 in the p-field function, 0 in the chunk program; the traceback starts at the
+    # `where` is 1 in the p-field function, 0 in the row's program; the traceback starts at the
     # frame that caught the exception, so its line is the failing statement there.
     tb = sys.exc_info()[2]
     lineno = tb.tb_lineno if tb is not None else 0
@@ -216,7 +222,11 @@ def _load(code):
     return ns
 
 
-def _run(req):
+def _run(req, rows, texts):
+    # Each row is either a list of its reader values, where `[n]` stands for the next n bytes of
+    # `texts`, or a program (a string) assigning the values as Capillaries' literals and calling
+    # the p-field function, for values whose literals are not plain data. Every row's program
+    # compiles before any row runs: a syntax error fails the chunk, as in Capillaries.
     key = req["hash"]
     ns = _CACHE.get(key)
     if ns is None:
@@ -232,27 +242,45 @@ def _run(req):
         if len(_CACHE_ORDER) > _CACHE_CAP:
             _CACHE.pop(_CACHE_ORDER.pop(0), None)
     calc_name = req["calc_name"]
+    programs = {}
     try:
         if calc_name not in ns:
             exec(compile(req["calc"], "<py_calc fields>", "exec"), ns)
-        prog = compile(req["program"], "<py_calc>", "exec")
+        for i, row in enumerate(rows):
+            if row.__class__ is str:
+                programs[i] = compile(row, "<py_calc>", "exec")
     except BaseException:
         return {"status": "syntax_error", "message": _exception_only()}
+    calc = ns[calc_name]
+    names = ["r_" + name for name in req["readers"]]
+    view = memoryview(texts)
+    at = 0
     del _ROWS[:]
     _DEADLINE[0] = float(req.get("deadline_s") or 0)
     _progress()
     _BUSY[0] = True
     try:
-        exec(prog, ns)
+        for i, row in enumerate(rows):
+            program = programs.get(i)
+            if program is not None:
+                exec(program, ns)
+                continue
+            for name, value in zip(names, row):
+                if value.__class__ is list:
+                    end = at + value[0]
+                    value = str(view[at:end], "utf-8")
+                    at = end
+                ns[name] = value
+            calc(i)
     except BaseException:
         # Every row sits in its own try/except, so only a broken helper can get here.
         return {"status": "exec_error", "message": _clean(traceback.format_exc())}
     finally:
         sys.stdout.flush()
         _BUSY[0] = False
-    rows = list(_ROWS)
+    done = list(_ROWS)
     del _ROWS[:]
-    return {"status": "ok", "rows": rows}
+    return {"status": "ok", "rows": done}
 
 
 def _main():
@@ -261,10 +289,10 @@ def _main():
     version = ".".join(str(v) for v in sys.version_info[:3])
     _send({"status": "hello", "implementation": impl, "version": version})
     while True:
-        req = _read_frame()
-        if req is None:
+        request = _read_request()
+        if request is None:
             return
-        _send(_run(req))
+        _send(_run(*request))
         sys.stderr.flush()
 
 

@@ -41,14 +41,14 @@ pub enum PyCalcError {
         /// The formula file and line, when Python named one.
         at: Option<super::SourceLine>,
     },
-    /// The generated chunk program is not valid Python (e.g. a newline in a string value, spec
+    /// A row's generated program is not valid Python (e.g. a newline in a string value, spec
     /// §7.7 quirk), so the whole batch fails, as in Capillaries.
     #[error("python syntax error in py_calc program: {message}")]
     Syntax {
         /// Python's message (`SyntaxError: …` with the offending line).
         message: String,
     },
-    /// The chunk program raised outside the per-row `try:` (user code broke the driver helpers).
+    /// The chunk raised outside the per-row `try:` (user code broke the driver helpers).
     #[error("python py_calc program failed: {message}")]
     Exec {
         /// The Python traceback.

@@ -27,6 +27,7 @@ pub use program::{
 };
 pub use worker::InterpreterInfo;
 
+use program::Chunk;
 use worker::{Reply, RowReply, RunRequest, Worker};
 
 /// The default progress deadline: two minutes without one row of a chunk finishing. A
@@ -181,7 +182,7 @@ impl PyPool {
     /// reports a syntax error (or an exception at import) with its formula file and line.
     pub fn check_code(&self, program: &PyProgram) -> Result<(), PyCalcError> {
         let mut lease = self.checkout()?;
-        match lease.call(program, "", self.config.chunk_timeout)? {
+        match lease.call(program, &Chunk::no_rows(), self.config.chunk_timeout)? {
             Reply::Ok { .. } => Ok(()),
             Reply::LoadError { message, line } => Err(PyCalcError::Load {
                 message,
@@ -233,7 +234,7 @@ impl PyPool {
         }
         // Generated before checking out a worker so that workers are busy only with Python.
         let chunk = program
-            .chunk_text(rows)
+            .chunk(rows)
             .map_err(|e| PyCalcError::UnsupportedValue {
                 row: e.row,
                 field: e.field,
@@ -244,7 +245,7 @@ impl PyPool {
         if let Some(w) = &lease.worker {
             w.set_context(worker::PrintContext { label, first_row });
         }
-        let reply = lease.call(program, &chunk.text, self.config.chunk_timeout)?;
+        let reply = lease.call(program, &chunk, self.config.chunk_timeout)?;
         let rows_reply = match reply {
             Reply::Ok { rows } => rows,
             Reply::LoadError { message, line } => {
@@ -287,9 +288,7 @@ impl PyPool {
                         .map_err(|(site, message)| failure(i, site, message, rows)),
                 ),
                 RowReply::Fail(i, in_calc, lineno, message, frames) => {
-                    let site = chunk.row_lines.get(i).map_or(FailureSite::Unknown, |&l| {
-                        program.failure_site(l, in_calc == 1, lineno)
-                    });
+                    let site = program.failure_site(in_calc == 1, lineno);
                     let mut f = failure(i, site, message, rows);
                     f.raised_at = frames
                         .iter()
@@ -400,12 +399,12 @@ impl Lease<'_> {
         self.lost = true;
     }
 
-    /// Runs one chunk program, sending the code only if the worker lacks it. Any transport
-    /// error discards the worker.
+    /// Runs one chunk, sending the code only if the worker lacks it. Any transport error
+    /// discards the worker.
     fn call(
         &mut self,
         program: &PyProgram,
-        text: &str,
+        chunk: &Chunk,
         timeout: Duration,
     ) -> Result<Reply, PyCalcError> {
         let Some(worker) = self.worker.as_mut() else {
@@ -415,12 +414,16 @@ impl Lease<'_> {
         let mut send_code = !worker.loaded.contains(hash);
         loop {
             let request = RunRequest {
-                op: "run",
                 hash,
                 code: send_code.then(|| program.code()),
                 calc_name: program.calc_name(),
                 calc: program.calc_source(),
-                program: text,
+                readers: program
+                    .reader_fields()
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect(),
+                chunk,
                 deadline_s: self.pool.config.progress_deadline.as_secs_f64(),
             };
             let reply = match worker.call(&request, timeout) {

@@ -156,14 +156,27 @@ pub(crate) struct UnsupportedValue {
     pub(crate) go_type: &'static str,
 }
 
-/// What a chunk was turned into: the program text and where each row's block starts.
-#[derive(Debug)]
-pub(crate) struct ChunkText {
-    /// The Python program.
-    pub(crate) text: String,
-    /// 1-based line number of the line before each row's first reader assignment (the `try:`
-    /// line when the row has one).
-    pub(crate) row_lines: Vec<u32>,
+/// What a chunk is sent as. A row whose values Python would read from their literals exactly
+/// as given travels as data; any other row travels as its Capillaries program text, so the
+/// quirks of its literals (spec §7.7) still happen in Python.
+#[derive(Debug, Default)]
+pub(crate) struct Chunk {
+    /// A JSON array with one item per row: either an array of the row's reader values, where a
+    /// number is its Python literal (which is valid JSON) and a text is `[n]`, the next `n`
+    /// bytes of [`Chunk::texts`]; or a string, the row's program, whose line 1 is its `try:`.
+    pub(crate) rows: String,
+    /// The text values of the data rows, one after the other in row order.
+    pub(crate) texts: String,
+}
+
+impl Chunk {
+    /// A chunk of no rows: the worker loads the code and computes nothing.
+    pub(crate) fn no_rows() -> Self {
+        Self {
+            rows: "[]".into(),
+            texts: String::new(),
+        }
+    }
 }
 
 /// Everything about a py_calc node that is fixed across its chunks: the code and the fields.
@@ -171,8 +184,9 @@ pub(crate) struct ChunkText {
 /// Capillaries repeats the p-field statements in every row of the program. Here they are
 /// compiled once per worker into a function `__plexus_calc_<hash>` of the user namespace,
 /// declaring the `p_` names `global`, so that they still are module globals assigned in the
-/// same order; only the reader assignments are generated per row, textually identical to
-/// Capillaries' because they carry the quirks of spec §14 #38. Compiling the repeated
+/// same order; only the reader values change per row, as data where Python reads the literal
+/// as the value itself, else as Capillaries' assignments, which carry the quirks of spec §14
+/// #38 (see [`Chunk`]). Compiling the repeated
 /// statements dominated the cost of a chunk (4× throughput). The one observable difference:
 /// an expression calling `locals()`, `vars()` or `dir()` without arguments sees the function
 /// scope instead of the module's.
@@ -324,50 +338,51 @@ impl PyProgram {
         &self.calc_source
     }
 
-    /// Generates the chunk program: per row, the assignment of every reader literal and the
-    /// call of the p-field function. A row gets its own `try:` (as every Capillaries row has)
-    /// when one of its literals can raise (a name such as `TRUE`, or a string with a backslash,
-    /// which may end the literal early); constant literals cannot raise, so their rows skip the
-    /// `try:`, which would triple the compile time. Rows must have one value per reader field
-    /// (checked by the caller).
-    pub(crate) fn chunk_text(&self, rows: &[Vec<Value>]) -> Result<ChunkText, UnsupportedValue> {
-        let mut text = String::with_capacity(rows.len() * (self.readers.len() * 32 + 48));
-        let mut row_lines = Vec::with_capacity(rows.len());
-        let mut line = 1u32;
+    /// Encodes a chunk (see [`Chunk`]). Compiling the literals of every row was most of what
+    /// the worker spent outside the formulas: a value that is the same as data (a number, a
+    /// finite float, a datetime or a string Python reads back unchanged) is sent as data. A
+    /// row with any other value keeps Capillaries' text, in its own `try:` as every Capillaries
+    /// row has: a name such as `TRUE` raises, a backslash may start an escape or end the
+    /// literal early, and a line break makes the chunk a syntax error. Rows must have one
+    /// value per reader field (checked by the caller).
+    pub(crate) fn chunk(&self, rows: &[Vec<Value>]) -> Result<Chunk, UnsupportedValue> {
+        let mut chunk = Chunk {
+            rows: String::with_capacity(rows.len() * (self.readers.len() * 8 + 4)),
+            texts: String::new(),
+        };
+        chunk.rows.push('[');
         for (i, row) in rows.iter().enumerate() {
-            let guarded = row.iter().any(|v| !is_constant_literal(v));
-            let indent = if guarded { "  " } else { "" };
-            let start = text.len();
-            if guarded {
-                text.push_str("try:\n");
-                row_lines.push(line);
-            } else {
-                row_lines.push(line - 1);
+            if i > 0 {
+                chunk.rows.push(',');
             }
+            if row.iter().all(is_data) {
+                write_data_row(&mut chunk, row);
+                continue;
+            }
+            let mut program = String::from("try:\n");
             for (field, value) in self.readers.iter().zip(row) {
-                let _ = write!(text, "{indent}r_{} = ", field.name);
-                write_literal(&mut text, value).map_err(|go_type| UnsupportedValue {
+                let _ = write!(program, "  r_{} = ", field.name);
+                write_literal(&mut program, value).map_err(|go_type| UnsupportedValue {
                     row: i,
                     field: field.name.clone(),
                     go_type,
                 })?;
-                text.push('\n');
+                program.push('\n');
             }
-            let _ = writeln!(text, "{indent}{}({i})", self.calc_name);
-            if guarded {
-                let _ = writeln!(text, "except:\n  __plexus_row_fail({i}, 0)");
-            }
-            // Counted rather than assumed: a literal may carry a raw newline (then the program
-            // is a syntax error anyway, but the numbering must stay right for the message).
-            line += count_newlines(&text[start..]);
+            let _ = writeln!(
+                program,
+                "  {}({i})\nexcept:\n  __plexus_row_fail({i}, 0)",
+                self.calc_name
+            );
+            let _ = write!(chunk.rows, "{}", serde_json::Value::String(program));
         }
-        Ok(ChunkText { text, row_lines })
+        chunk.rows.push(']');
+        Ok(chunk)
     }
 
     /// Attributes a failing line to the statement it belongs to: `in_calc` for a line of the
-    /// p-field function, otherwise a line of the chunk program in the row whose
-    /// [`ChunkText::row_lines`] entry is `row_line`.
-    pub(crate) fn failure_site(&self, row_line: u32, in_calc: bool, lineno: u32) -> FailureSite {
+    /// p-field function, otherwise a line of a row's program (see [`Chunk::rows`]).
+    pub(crate) fn failure_site(&self, in_calc: bool, lineno: u32) -> FailureSite {
         if in_calc {
             let idx = self.calc_lines.partition_point(|&l| l <= lineno);
             return match idx.checked_sub(1) {
@@ -381,10 +396,10 @@ impl PyProgram {
                 },
             };
         }
+        // Line 1 is the row's `try:`, then one line per reader assignment.
         lineno
-            .checked_sub(row_line)
-            .and_then(|rel| usize::try_from(rel).ok())
-            .and_then(|rel| rel.checked_sub(1))
+            .checked_sub(2)
+            .and_then(|idx| usize::try_from(idx).ok())
             .and_then(|idx| self.readers.get(idx))
             .map_or(FailureSite::Unknown, |r| FailureSite::Reader {
                 name: r.name.clone(),
@@ -417,15 +432,38 @@ impl PyProgram {
     }
 }
 
-/// True when the Python literal of `v` is a constant that cannot raise nor end early: numbers,
-/// finite floats, datetime strings and strings without a backslash (every `'` is escaped, so
-/// only a backslash can close the literal before its end, spec §7.7 quirk).
-fn is_constant_literal(v: &Value) -> bool {
+/// Appends a row whose values all pass [`is_data`] to `chunk`.
+fn write_data_row(chunk: &mut Chunk, row: &[Value]) {
+    chunk.rows.push('[');
+    for (j, value) in row.iter().enumerate() {
+        if j > 0 {
+            chunk.rows.push(',');
+        }
+        let start = chunk.texts.len();
+        match value {
+            Value::Str(s) => chunk.texts.push_str(s),
+            Value::Time(t) => gotime::format_into(&mut chunk.texts, t, PY_DATETIME_LAYOUT),
+            // Numbers: the literal is the JSON number, which Python reads the same way.
+            number => {
+                let _ = write_literal(&mut chunk.rows, number);
+                continue;
+            }
+        }
+        let _ = write!(chunk.rows, "[{}]", chunk.texts.len() - start);
+    }
+    chunk.rows.push(']');
+}
+
+/// True when Python reads `v` from its literal exactly as [`Chunk`] sends it as data: a number,
+/// a finite float (`%f` prints NaN and ±Inf as names), a datetime (a string literal without
+/// escapes), or a string without a backslash, a line break or a NUL (every `'` is escaped;
+/// those four are the characters whose literal is not the string itself, checked over every
+/// code point by the `t20_pycalc` data test).
+fn is_data(v: &Value) -> bool {
     match v {
         Value::Int(_) | Value::Decimal(_) | Value::Time(_) => true,
-        // `%f` prints NaN and ±Inf as names.
         Value::Float(f) => f.is_finite(),
-        Value::Str(s) => !s.contains('\\'),
+        Value::Str(s) => !s.contains(['\\', '\n', '\r', '\0']),
         _ => false,
     }
 }
@@ -590,7 +628,7 @@ mod tests {
              except:\n    __plexus_row_fail(__plexus_i, 1)\n"
         );
         assert_eq!(p.calc_source(), expected);
-        let site = |l| p.failure_site(0, true, l);
+        let site = |l| p.failure_site(true, l);
         assert!(matches!(site(4), FailureSite::Calc { name, .. } if name == "a"));
         assert!(matches!(site(5), FailureSite::Calc { name, .. } if name == "b"));
         assert!(matches!(site(6), FailureSite::Calc { name, .. } if name == "b"));
@@ -599,34 +637,54 @@ mod tests {
     }
 
     #[test]
-    fn chunk_text_guards_only_rows_that_can_raise() {
+    fn chunks_send_data_rows_as_data_and_other_rows_as_programs() {
         let p = program();
+        let t = Time::from_unix_millis(1_580_417_001_000);
         let rows = vec![
-            vec![Value::Int(1), Value::str("a")],
+            vec![Value::Int(1), Value::str("a'é")],
             vec![Value::Int(2), Value::str(r"b\")],
-            vec![Value::Int(3), Value::str("c")],
+            vec![Value::Float(0.5), Value::Time(t)],
+            vec![Value::Decimal(Decimal::new(1200, 2)), Value::str("")],
+            vec![Value::Bool(true), Value::str("c")],
         ];
         let chunk = p
-            .chunk_text(&rows)
+            .chunk(&rows)
             .map_err(|e| e.field)
             .unwrap_or_else(|f| panic!("{f}"));
         let name = p.calc_name();
+        let program = |i: usize, x: &str, s: &str| {
+            serde_json::Value::String(format!(
+                "try:\n  r_x = {x}\n  r_s = {s}\n  {name}({i})\nexcept:\n  __plexus_row_fail({i}, 0)\n"
+            ))
+        };
         let expected = format!(
-            "r_x = 1\nr_s = 'a'\n{name}(0)\n\
-             try:\n  r_x = 2\n  r_s = 'b\\'\n  {name}(1)\nexcept:\n  __plexus_row_fail(1, 0)\n\
-             r_x = 3\nr_s = 'c'\n{name}(2)\n"
+            "[[1,[4]],{},[0.500000,[29]],[12,[0]],{}]",
+            program(1, "2", r"'b\'"),
+            program(4, "TRUE", "'c'")
         );
-        assert_eq!(chunk.text, expected);
-        assert_eq!(chunk.row_lines, vec![0, 4, 9]);
-        let site = |l| p.failure_site(4, false, l);
-        assert_eq!(site(5), FailureSite::Reader { name: "x".into() });
-        assert_eq!(site(6), FailureSite::Reader { name: "s".into() });
-        assert_eq!(site(7), FailureSite::Unknown);
+        assert_eq!(chunk.rows, expected);
+        assert_eq!(chunk.texts, "a'é2020-01-30T20:43:21.000+00:00");
+        let site = |l| p.failure_site(false, l);
+        assert_eq!(site(2), FailureSite::Reader { name: "x".into() });
+        assert_eq!(site(3), FailureSite::Reader { name: "s".into() });
         assert_eq!(site(4), FailureSite::Unknown);
         assert_eq!(site(1), FailureSite::Unknown);
-        for v in [Value::Bool(true), Value::Float(f64::NAN), Value::str(r"\n")] {
-            assert!(!is_constant_literal(&v), "{v:?}");
+        assert_eq!(site(0), FailureSite::Unknown);
+        for v in [
+            Value::Bool(true),
+            Value::Float(f64::NAN),
+            Value::str(r"\n"),
+            Value::str("a\nb"),
+            Value::str("a\rb"),
+            Value::str("a\0b"),
+        ] {
+            assert!(!is_data(&v), "{v:?}");
         }
+        let unsupported = p.chunk(&[vec![Value::Int(1), Value::GoInt(2)]]);
+        assert_eq!(
+            unsupported.map(|_| ()).map_err(|e| e.field),
+            Err("s".into())
+        );
     }
 
     #[test]

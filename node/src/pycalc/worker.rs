@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::PyPoolConfig;
 use super::error::{ProtocolFault, PyCalcError};
+use super::program::Chunk;
 
 /// The driver program, passed with `-c`.
 const DRIVER: &str = include_str!("driver.py");
@@ -37,18 +38,59 @@ pub struct InterpreterInfo {
     pub version: String,
 }
 
-/// A request frame.
-#[derive(Serialize)]
+/// A request: a JSON header, then the chunk's rows and texts (see [`Chunk`]), each section
+/// preceded by its length as a 4-byte big-endian number in the frame's first 12 bytes.
 pub(crate) struct RunRequest<'a> {
-    pub(crate) op: &'static str,
     pub(crate) hash: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) code: Option<&'a str>,
     pub(crate) calc_name: &'a str,
     pub(crate) calc: &'a str,
-    pub(crate) program: &'a str,
+    /// The reader field names, in row order.
+    pub(crate) readers: Vec<&'a str>,
+    pub(crate) chunk: &'a Chunk,
     /// Seconds without a finished row after which the driver gives up on the chunk (0: none).
     pub(crate) deadline_s: f64,
+}
+
+/// The JSON header of a [`RunRequest`].
+#[derive(Serialize)]
+struct RunHeader<'a> {
+    hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    calc_name: &'a str,
+    calc: &'a str,
+    readers: &'a [&'a str],
+    deadline_s: f64,
+}
+
+impl RunRequest<'_> {
+    /// The request's frame.
+    fn frame(&self) -> Result<Vec<u8>, ProtocolFault> {
+        let header = serde_json::to_vec(&RunHeader {
+            hash: self.hash,
+            code: self.code,
+            calc_name: self.calc_name,
+            calc: self.calc,
+            readers: &self.readers,
+            deadline_s: self.deadline_s,
+        })
+        .map_err(ProtocolFault::Encode)?;
+        let sections = [
+            header.as_slice(),
+            self.chunk.rows.as_bytes(),
+            self.chunk.texts.as_bytes(),
+        ];
+        let mut frame = Vec::with_capacity(12 + sections.iter().map(|s| s.len()).sum::<usize>());
+        for section in sections {
+            let len = u32::try_from(section.len()).map_err(|_| ProtocolFault::TooLarge)?;
+            frame.extend_from_slice(&len.to_be_bytes());
+        }
+        for section in sections {
+            frame.extend_from_slice(section);
+        }
+        Ok(frame)
+    }
 }
 
 /// A reply frame.
@@ -66,9 +108,9 @@ pub(crate) enum Reply {
         #[serde(default)]
         line: u32,
     },
-    /// The chunk program did not compile.
+    /// A row's program did not compile, which fails the whole chunk.
     SyntaxError { message: String },
-    /// The chunk program raised outside the row blocks.
+    /// The chunk raised outside the rows' `try:` blocks.
     ExecError { message: String },
     /// The per-row outcomes.
     Ok { rows: Vec<RowReply> },
@@ -89,7 +131,7 @@ pub(crate) enum Reply {
 pub(crate) enum RowReply {
     /// Row index and the JSON text of the result dict.
     Ok(usize, String),
-    /// Row index, 1 if the failing line is in the p-field function (else in the chunk
+    /// Row index, 1 if the failing line is in the p-field function (else in the row's
     /// program), that line, the last non-empty traceback line, and the innermost frames in
     /// the user's code (`[line, function]`, innermost first).
     Fail(usize, u8, u32, String, Vec<(u32, String)>),
@@ -234,10 +276,7 @@ impl Worker {
         request: &RunRequest<'_>,
         timeout: Duration,
     ) -> Result<Reply, PyCalcError> {
-        let mut frame = vec![0u8; 4];
-        serde_json::to_writer(&mut frame, request).map_err(ProtocolFault::Encode)?;
-        let len = u32::try_from(frame.len() - 4).map_err(|_| ProtocolFault::TooLarge)?;
-        frame[..4].copy_from_slice(&len.to_be_bytes());
+        let frame = request.frame()?;
         let written = self
             .stdin
             .write_all(&frame)
