@@ -989,3 +989,18 @@ fn data_rows_reach_python_as_their_literals_would() -> Result<()> {
     }
     Ok(())
 }
+
+/// The formula code runs as the main program, as Capillaries runs it (`python -`): a
+/// `if __name__ == "__main__":` block runs, in every worker and on every reload.
+#[test]
+fn code_runs_as_the_main_program() -> Result<()> {
+    let pool = pool(&py(), 1);
+    let program = PyProgram::new(
+        &["RAN = 'no'\nif __name__ == '__main__':\n    RAN = 'yes'\n"],
+        vec![calc("ran", Type::String, "RAN + r.s")],
+        vec![reader("s", Type::String)],
+    );
+    let out = single(&pool, &program, vec![Value::str("!")])?;
+    assert_eq!(ok_row(&out)?, [Value::str("yes!")]);
+    Ok(())
+}
