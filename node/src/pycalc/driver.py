@@ -4,9 +4,10 @@
 #
 # Protocol: requests on the original stdin, replies on the original stdout. A reply is a 4-byte
 # big-endian length and UTF-8 JSON. A request is three such lengths, then the three sections:
-# a JSON header, the chunk's rows (JSON) and the texts of its data rows (UTF-8, see `_run`). Both descriptors are duplicated away at start
-# and fd 0/1 are replaced (by /dev/null and stderr) so that user code that reads stdin or prints
-# (even with os.write(1, ...)) cannot corrupt the protocol.
+# a JSON header, the chunk's rows (JSON) and the texts of its data rows (UTF-8, see `_run`).
+# Both descriptors are duplicated away at start and fd 0/1 are replaced (by /dev/null and
+# stderr) so that user code that reads stdin or prints (even with os.write(1, ...)) cannot
+# corrupt the protocol.
 import builtins
 import json
 import os

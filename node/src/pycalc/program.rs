@@ -159,7 +159,7 @@ pub(crate) struct UnsupportedValue {
 /// What a chunk is sent as. A row whose values Python would read from their literals exactly
 /// as given travels as data; any other row travels as its Capillaries program text, so the
 /// quirks of its literals (spec §7.7) still happen in Python.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Chunk {
     /// A JSON array with one item per row: either an array of the row's reader values, where a
     /// number is its Python literal (which is valid JSON) and a text is `[n]`, the next `n`
@@ -186,8 +186,8 @@ impl Chunk {
 /// declaring the `p_` names `global`, so that they still are module globals assigned in the
 /// same order; only the reader values change per row, as data where Python reads the literal
 /// as the value itself, else as Capillaries' assignments, which carry the quirks of spec §14
-/// #38 (see [`Chunk`]). Compiling the repeated
-/// statements dominated the cost of a chunk (4× throughput). The one observable difference:
+/// #38 (see [`Chunk`]). Compiling the repeated statements dominated the cost of a chunk (4×
+/// throughput). The one observable difference:
 /// an expression calling `locals()`, `vars()` or `dir()` without arguments sees the function
 /// scope instead of the module's.
 #[derive(Debug)]
