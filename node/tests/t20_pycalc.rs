@@ -802,7 +802,7 @@ fn errors_name_the_formula_file_and_line() -> Result<()> {
 
 /// Each value's `repr` in Python when its literal, as Capillaries writes it, is compiled and
 /// assigned; `None` when the literal does not compile.
-fn literal_reprs(rows: &[Vec<Value>]) -> Result<Vec<Option<Vec<String>>>> {
+fn literal_reprs(interpreter: &str, rows: &[Vec<Value>]) -> Result<Vec<Option<Vec<String>>>> {
     let mut literals = Vec::new();
     for row in rows {
         let mut texts = Vec::new();
@@ -829,7 +829,7 @@ for row in json.load(sys.stdin):
         out.append(None)
 json.dump(out, sys.stdout)
 "#;
-    let mut child = Command::new(py())
+    let mut child = Command::new(interpreter)
         .arg("-c")
         .arg(script)
         .stdin(std::process::Stdio::piped())
@@ -912,7 +912,20 @@ fn random_rows(rng: &mut plexus_testkit::seed::Rng, n: usize) -> Vec<Vec<Value>>
 /// NUL) keep the literal's meaning: an escape, or a syntax error for the chunk.
 #[test]
 fn data_rows_reach_python_as_their_literals_would() -> Result<()> {
-    let pool = pool(&py(), 1);
+    data_rows_with(&py())
+}
+
+#[test]
+fn data_rows_reach_pypy_as_their_literals_would() -> Result<()> {
+    if !has_interpreter("pypy3") {
+        println!("pypy3 not installed: skipping the PyPy data rows test");
+        return Ok(());
+    }
+    data_rows_with("pypy3")
+}
+
+fn data_rows_with(interpreter: &str) -> Result<()> {
+    let pool = pool(interpreter, 1);
     let types = [
         ("i", Type::Int),
         ("f", Type::Float),
@@ -931,7 +944,7 @@ fn data_rows_reach_python_as_their_literals_would() -> Result<()> {
         )
     };
     let check = |program: &PyProgram, rows: &[Vec<Value>], what: &str| -> Result<()> {
-        let want = literal_reprs(rows)?;
+        let want = literal_reprs(interpreter, rows)?;
         let got = pool.run_chunk(program, rows)?;
         for (i, (row, want)) in got.iter().zip(&want).enumerate() {
             let want = want
@@ -979,7 +992,7 @@ fn data_rows_reach_python_as_their_literals_would() -> Result<()> {
             vec![Value::str(&format!("a{c}b"))],
         ];
         ensure!(
-            literal_reprs(&rows)?[1].is_none(),
+            literal_reprs(interpreter, &rows)?[1].is_none(),
             "{c:?}: the literal compiled"
         );
         match pool.run_chunk(&strings, &rows) {
