@@ -346,9 +346,20 @@ impl PyProgram {
     /// literal early, and a line break makes the chunk a syntax error. Rows must have one
     /// value per reader field (checked by the caller).
     pub(crate) fn chunk(&self, rows: &[Vec<Value>]) -> Result<Chunk, UnsupportedValue> {
+        // Sized up front: a `string_agg` input makes the texts tens of MB, and growing them
+        // would copy them again.
+        let text_bytes = rows
+            .iter()
+            .flatten()
+            .map(|v| match v {
+                Value::Str(s) => s.len(),
+                Value::Time(_) => PY_DATETIME_LAYOUT.len(),
+                _ => 0,
+            })
+            .sum();
         let mut chunk = Chunk {
             rows: String::with_capacity(rows.len() * (self.readers.len() * 8 + 4)),
-            texts: String::new(),
+            texts: String::with_capacity(text_bytes),
         };
         chunk.rows.push('[');
         for (i, row) in rows.iter().enumerate() {

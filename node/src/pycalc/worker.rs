@@ -65,8 +65,9 @@ struct RunHeader<'a> {
 }
 
 impl RunRequest<'_> {
-    /// The request's frame.
-    fn frame(&self) -> Result<Vec<u8>, ProtocolFault> {
+    /// The frame's first 12 bytes (the three sections' lengths) and its JSON header; the
+    /// chunk's rows and texts follow.
+    fn head(&self) -> Result<([u8; 12], Vec<u8>), ProtocolFault> {
         let header = serde_json::to_vec(&RunHeader {
             hash: self.hash,
             code: self.code,
@@ -81,15 +82,12 @@ impl RunRequest<'_> {
             self.chunk.rows.as_bytes(),
             self.chunk.texts.as_bytes(),
         ];
-        let mut frame = Vec::with_capacity(12 + sections.iter().map(|s| s.len()).sum::<usize>());
-        for section in sections {
+        let mut lengths = [0u8; 12];
+        for (slot, section) in lengths.chunks_exact_mut(4).zip(sections) {
             let len = u32::try_from(section.len()).map_err(|_| ProtocolFault::TooLarge)?;
-            frame.extend_from_slice(&len.to_be_bytes());
+            slot.copy_from_slice(&len.to_be_bytes());
         }
-        for section in sections {
-            frame.extend_from_slice(section);
-        }
-        Ok(frame)
+        Ok((lengths, header))
     }
 }
 
@@ -276,11 +274,18 @@ impl Worker {
         request: &RunRequest<'_>,
         timeout: Duration,
     ) -> Result<Reply, PyCalcError> {
-        let frame = request.frame()?;
-        let written = self
-            .stdin
-            .write_all(&frame)
-            .and_then(|()| self.stdin.flush());
+        let (lengths, header) = request.head()?;
+        // Section by section rather than copied into one buffer: a chunk's texts are tens of
+        // MB for a `string_agg` input.
+        let written = [
+            lengths.as_slice(),
+            &header,
+            request.chunk.rows.as_bytes(),
+            request.chunk.texts.as_bytes(),
+        ]
+        .into_iter()
+        .try_for_each(|part| self.stdin.write_all(part))
+        .and_then(|()| self.stdin.flush());
         if written.is_err() {
             // A broken pipe: the worker is gone; report how it ended.
             return Err(self.died());
