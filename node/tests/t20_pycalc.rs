@@ -1003,8 +1003,8 @@ fn data_rows_with(interpreter: &str) -> Result<()> {
     Ok(())
 }
 
-/// The formula code runs as the main program, as Capillaries runs it (`python -`): a
-/// `if __name__ == "__main__":` block runs, in every worker and on every reload.
+/// The formula code runs as the main program, as Capillaries runs it (`python -`): an
+/// `if __name__ == "__main__":` block runs when the code loads.
 #[test]
 fn code_runs_as_the_main_program() -> Result<()> {
     let pool = pool(&py(), 1);
