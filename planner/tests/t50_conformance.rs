@@ -23,6 +23,8 @@ struct Case {
     cluster: Option<(String, PathBuf)>,
     /// Extra environment of the planner process (e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`).
     env: Vec<(String, String)>,
+    /// Extra arguments of `planner run` (e.g. `--python pypy3`); not for a cluster's `submit`.
+    args: Vec<String>,
 }
 
 impl Case {
@@ -72,6 +74,7 @@ impl Case {
             cql,
             cluster: None,
             env: Vec::new(),
+            args: Vec::new(),
         })
     }
 
@@ -125,6 +128,7 @@ impl Case {
             cmd.arg("--cluster").arg(addrs).arg("--tls-dir").arg(tls);
         } else {
             cmd.arg("run").args(args).arg("--data-dir").arg(&data);
+            cmd.args(&self.args);
         }
         self.store_flags(&mut cmd, args);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -401,6 +405,33 @@ fn merged_py_calc_output(c: &Case, kind: &str) -> Result<Vec<String>> {
     let mut got = vec![header.unwrap_or_default()];
     got.extend(rows);
     Ok(got)
+}
+
+/// The py_calc pipeline on PyPy through `planner run --python pypy3`, with no `python3` on the
+/// planner's `PATH`: only PyPy can have computed the files, and they match the baselines.
+#[test]
+fn py_calc_one_run_on_pypy() -> Result<()> {
+    let Some(pypy) = find_on_path("pypy3") else {
+        println!("pypy3 not installed: skipping the py_calc pipeline on PyPy");
+        return Ok(());
+    };
+    let Some(mut c) = Case::new("py_calc")? else {
+        return Ok(());
+    };
+    let bin = c.dir("bin");
+    std::fs::create_dir_all(&bin)?;
+    std::os::unix::fs::symlink(&pypy, bin.join("pypy3"))?;
+    c.env.push(("PATH".into(), url(&bin)));
+    c.args = vec!["--python".into(), "pypy3".into()];
+    py_calc_one(&c)
+}
+
+/// The first executable file named `name` in `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 fn py_calc_one(c: &Case) -> Result<()> {
