@@ -16,9 +16,26 @@ use super::layout::SegmentKey;
 use super::run::Run;
 use super::segment::SegmentError;
 
-/// Hashes a key hash: its low 64 bits are already uniformly distributed.
+/// A key hash as a map key: two 64-bit halves, so it aligns to 8 bytes where a `u128` aligns
+/// to 16, and a slot with its [`Claim`] takes 40 bytes instead of 48.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct SlotKey([u64; 2]);
+
+impl SlotKey {
+    fn of(hash: u128) -> Self {
+        Self([hash as u64, (hash >> 64) as u64])
+    }
+}
+
+impl std::hash::Hash for SlotKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0[0]);
+    }
+}
+
+/// Hashes a [`SlotKey`]: its low 64 bits are already uniformly distributed.
 #[derive(Default)]
-pub(super) struct HashOfHash(u64);
+struct HashOfHash(u64);
 
 impl std::hash::Hasher for HashOfHash {
     fn finish(&self) -> u64 {
@@ -29,18 +46,16 @@ impl std::hash::Hasher for HashOfHash {
             self.0 = (self.0 << 8) ^ u64::from(*b) ^ (self.0 >> 56);
         }
     }
-    fn write_u128(&mut self, v: u128) {
-        self.0 = v as u64;
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
     }
 }
 
-/// One held key: 32 bytes, so a map slot with its 16-byte hash takes 48 (a claim naming its
+/// One held key: 24 bytes, so a map slot with its 16-byte hash takes 40 (a claim naming its
 /// run by segment key took 80, and the map of a 4.7 M-key index held 670 MB).
 #[derive(Clone, Copy, Debug)]
 struct Claim {
     rowid: i64,
-    /// The publication that claimed it last.
-    publication: u64,
     /// Where its bytes are in its shard's `keys`: the key without its trailing spaces.
     key_at: u32,
     /// Length of the key without its trailing spaces.
@@ -74,7 +89,7 @@ const _: () = assert!(SHARDS.is_power_of_two());
 /// its new table in under the index's lock (bench/RESULTS.md, seventeenth session).
 #[derive(Default)]
 struct Shard {
-    held: HashMap<u128, Claim, BuildHasherDefault<HashOfHash>>,
+    held: HashMap<SlotKey, Claim, BuildHasherDefault<HashOfHash>>,
     /// The keys, one after another; a released key's bytes stay until the claims are rebuilt.
     keys: Vec<u8>,
 }
@@ -97,10 +112,8 @@ pub(super) struct Claims {
     shards: Box<[Shard]>,
     /// Per run that ever published: its number (runs are numbered in order of first
     /// publication and never forgotten, so a number always means the same run), and the key
-    /// hashes it lists, to release them when the run is replaced or dropped.
+    /// hashes it lists, sorted, to release them when the run is replaced or dropped.
     listed: HashMap<SegmentKey, (u32, Vec<u128>)>,
-    /// Publications so far.
-    publications: u64,
 }
 
 impl Default for Claims {
@@ -108,7 +121,6 @@ impl Default for Claims {
         Self {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             listed: HashMap::new(),
-            publications: 0,
         }
     }
 }
@@ -155,7 +167,7 @@ impl Claims {
     /// different key holds the hash (a 128-bit collision: refused rather than mixed up).
     pub(super) fn holder(&self, hash: u128, key: &[u8]) -> Result<Option<i64>, SegmentError> {
         let shard = &self.shards[shard_of(hash)];
-        let Some(c) = shard.held.get(&hash) else {
+        let Some(c) = shard.held.get(&SlotKey::of(hash)) else {
             return Ok(None);
         };
         if !c.is(shard.key(c), key) {
@@ -180,8 +192,9 @@ impl Claims {
         let id = *id;
         for hash in std::mem::take(hashes) {
             let held = &mut self.shards[shard_of(hash)].held;
-            if held.get(&hash).is_some_and(|c| c.owner == id) {
-                held.remove(&hash);
+            let slot = SlotKey::of(hash);
+            if held.get(&slot).is_some_and(|c| c.owner == id) {
+                held.remove(&slot);
             }
         }
     }
@@ -193,8 +206,6 @@ impl Claims {
         owner: SegmentKey,
         entries: impl Iterator<Item = (u128, i64, &'k [u8])>,
     ) -> Result<(), SegmentError> {
-        self.publications += 1;
-        let publication = self.publications;
         let id = match self.listed.get(&owner) {
             Some((id, _)) => *id,
             None => {
@@ -214,7 +225,6 @@ impl Claims {
                 .ok_or_else(|| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
             let claim = |key_at| Claim {
                 rowid,
-                publication,
                 key_at,
                 key_len,
                 pad,
@@ -222,7 +232,7 @@ impl Claims {
             };
             let shard = &mut self.shards[shard_of(hash)];
             // One probe of the map per key (a lookup then an insert took two).
-            match shard.held.entry(hash) {
+            match shard.held.entry(SlotKey::of(hash)) {
                 // A key claimed again (a re-run) keeps its bytes where they are. (Its bytes
                 // are sliced here, not by `Shard::key`: the entry holds the shard's map.)
                 Entry::Occupied(mut held) => {
@@ -239,18 +249,24 @@ impl Claims {
             }
             listed.push(hash);
         }
+        // Entries come in hash order (a run's order), so this sort only checks that.
+        listed.sort_unstable();
         // The run's former keys it no longer lists (and no other run took over) are released.
         let old = match self.listed.get_mut(&owner) {
             Some((_, hashes)) => std::mem::replace(hashes, listed),
             None => Vec::new(),
         };
+        let Some((_, now)) = self.listed.get(&owner) else {
+            return Ok(());
+        };
         for hash in old {
+            if now.binary_search(&hash).is_ok() {
+                continue;
+            }
             let held = &mut self.shards[shard_of(hash)].held;
-            if held
-                .get(&hash)
-                .is_some_and(|c| c.owner == id && c.publication != publication)
-            {
-                held.remove(&hash);
+            let slot = SlotKey::of(hash);
+            if held.get(&slot).is_some_and(|c| c.owner == id) {
+                held.remove(&slot);
             }
         }
         Ok(())
@@ -288,8 +304,8 @@ mod tests {
 
     #[test]
     fn a_map_slot_stays_small() {
-        // The map of a multi-million-key index is most of its memory: keep a slot at 48 bytes.
-        assert_eq!(size_of::<(u128, Claim)>(), 48);
+        // The map of a multi-million-key index is most of its memory: keep a slot at 40 bytes.
+        assert_eq!(size_of::<(SlotKey, Claim)>(), 40);
     }
 
     fn owner(batch: u32) -> SegmentKey {
