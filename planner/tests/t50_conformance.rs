@@ -426,7 +426,7 @@ fn py_calc_one_run_on_pypy() -> Result<()> {
     py_calc_one(&c)
 }
 
-/// The first executable file named `name` in `PATH`.
+/// The first file named `name` in a directory of `PATH`.
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
