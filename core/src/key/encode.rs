@@ -11,6 +11,22 @@ use unicode_normalization::UnicodeNormalization;
 use super::def::{CaseMode, IndexDef, KeyComponent, KeyError, SortDir};
 use crate::value::{AsCell, CellView, Type, Value};
 
+/// `key` without its trailing spaces: what is left of a key once the padding of its last
+/// string part (spec §6.2) is cut. Keys that differ only in how many spaces end them give the
+/// same bytes here, so a caller that must tell them apart keeps the count too.
+pub fn without_trailing_spaces(key: &[u8]) -> &[u8] {
+    const SPACES: [u8; 8] = [b' '; 8];
+    let mut end = key.len();
+    // Eight bytes at a time: most padding is whole words of spaces.
+    while end >= 8 && key[end - 8..end] == SPACES {
+        end -= 8;
+    }
+    while end > 0 && key[end - 1] == b' ' {
+        end -= 1;
+    }
+    &key[..end]
+}
+
 /// Builds the key of one row: `values[i]` is the value of `def.components[i]` (spec §6.2).
 pub fn build_key(def: &IndexDef, values: &[&Value]) -> Result<Vec<u8>, KeyError> {
     let mut out = Vec::with_capacity(estimated_len(def));

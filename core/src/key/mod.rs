@@ -18,7 +18,9 @@ pub use def::{
     CaseMode, DEFAULT_STRING_LEN, IndexDef, IndexKind, KeyComponent, KeyError, MAX_STRING_LEN,
     MIN_STRING_LEN, SortDir,
 };
-pub use encode::{build_key, build_key_into, build_order_key_into, orders_compactly};
+pub use encode::{
+    build_key, build_key_into, build_order_key_into, orders_compactly, without_trailing_spaces,
+};
 pub(crate) use encode::{decimal_to_f64, value_kind};
 pub use parse::{parse_index_def, parse_order_expr};
 

@@ -855,3 +855,29 @@ fn order_keys_are_short_and_refuse_inner_case_insensitive_strings() {
     build_order_key_into(&mut o, &d, &[&Value::str("x"), &Value::Int(1)]).unwrap_err();
     assert_eq!(o, b"kept");
 }
+
+#[test]
+fn without_trailing_spaces_cuts_spaces_only_at_the_end() {
+    // Every length around the eight-byte steps, with and without content before the spaces.
+    for spaces in 0..20 {
+        let pad = " ".repeat(spaces);
+        assert_eq!(
+            without_trailing_spaces(pad.as_bytes()),
+            b"",
+            "{spaces} spaces"
+        );
+        for body in ["x", "a b", " lead", "ab\t", "0123456789abcdef"] {
+            let key = format!("{body}{pad}");
+            assert_eq!(
+                without_trailing_spaces(key.as_bytes()),
+                body.as_bytes(),
+                "{key:?}"
+            );
+        }
+    }
+    // A real key: a string padded to its declared length.
+    let d = def("unique(s(case_sensitive))");
+    let key = build_key(&d, &[&Value::str("order-1")]).unwrap();
+    assert_eq!(key.len(), DEFAULT_STRING_LEN);
+    assert_eq!(without_trailing_spaces(&key), b"order-1");
+}

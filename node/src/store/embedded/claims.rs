@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
+use plexus_core::key::without_trailing_spaces;
+
 use super::layout::SegmentKey;
 use super::run::Run;
 use super::segment::SegmentError;
@@ -289,12 +291,6 @@ fn push_key(keys: &mut Vec<u8>, key: &[u8]) -> Result<u32, SegmentError> {
     }
     keys.extend_from_slice(key);
     Ok(at as u32)
-}
-
-/// `key` without its trailing spaces (the padding of its last string, spec §6.2).
-fn without_trailing_spaces(key: &[u8]) -> &[u8] {
-    let end = key.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
-    &key[..end]
 }
 
 #[cfg(test)]
