@@ -394,7 +394,7 @@ fn a_store_of_the_previous_format_is_refused_by_every_command() -> Result<()> {
             !out.status.success()
                 && err.contains(&data.display().to_string())
                 && err.contains("format version 3 (segments' offset indexes stored whole)")
-                && err.contains("reads format version 4"),
+                && err.contains("reads format version 5"),
             "{bin} {args:?} exited {:?}:\n{err}{}",
             out.status.code(),
             String::from_utf8_lossy(&out.stdout)

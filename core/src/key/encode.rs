@@ -27,6 +27,50 @@ pub fn without_trailing_spaces(key: &[u8]) -> &[u8] {
     &key[..end]
 }
 
+/// Appends the trimmed form of `key`: the key without its trailing spaces, then their count
+/// (`u32` little-endian). For keys held by the million (a hash join's right side, index
+/// runs): a key pads its last string to the declared length (64 by default), so a 32-character
+/// id is half spaces. The count keeps one form per key, so forms are equal exactly when keys
+/// are. Keys are far below 4 GiB (their writers check), so the count always fits.
+pub fn trimmed_key_into(key: &[u8], out: &mut Vec<u8>) {
+    let kept = without_trailing_spaces(key);
+    out.extend_from_slice(kept);
+    out.extend_from_slice(&spaces_after(key, kept).to_le_bytes());
+}
+
+/// The length of the trimmed form of `key` (see [`trimmed_key_into`]).
+pub fn trimmed_key_len(key: &[u8]) -> usize {
+    without_trailing_spaces(key).len() + size_of::<u32>()
+}
+
+/// Whether `trimmed` is the trimmed form of `key` (see [`trimmed_key_into`]), without
+/// building it.
+pub fn trimmed_key_matches(trimmed: &[u8], key: &[u8]) -> bool {
+    let kept = without_trailing_spaces(key);
+    trimmed.len() == kept.len() + size_of::<u32>()
+        && trimmed.starts_with(kept)
+        && trimmed[kept.len()..] == spaces_after(key, kept).to_le_bytes()
+}
+
+/// Appends the key whose trimmed form is `trimmed` (see [`trimmed_key_into`]); false, with
+/// `out` unchanged, when `trimmed` is not such a form.
+pub fn untrimmed_key_into(trimmed: &[u8], out: &mut Vec<u8>) -> bool {
+    let Some((kept, count)) = trimmed.split_last_chunk::<4>() else {
+        return false;
+    };
+    if kept.last() == Some(&b' ') {
+        return false;
+    }
+    out.extend_from_slice(kept);
+    out.resize(out.len() + u32::from_le_bytes(*count) as usize, b' ');
+    true
+}
+
+/// The number of spaces `key` has after its prefix `kept`, as the trimmed form counts them.
+fn spaces_after(key: &[u8], kept: &[u8]) -> u32 {
+    u32::try_from(key.len() - kept.len()).unwrap_or(u32::MAX)
+}
+
 /// Builds the key of one row: `values[i]` is the value of `def.components[i]` (spec §6.2).
 pub fn build_key(def: &IndexDef, values: &[&Value]) -> Result<Vec<u8>, KeyError> {
     let mut out = Vec::with_capacity(estimated_len(def));

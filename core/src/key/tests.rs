@@ -881,3 +881,42 @@ fn without_trailing_spaces_cuts_spaces_only_at_the_end() {
     assert_eq!(key.len(), DEFAULT_STRING_LEN);
     assert_eq!(without_trailing_spaces(&key), b"order-1");
 }
+
+#[test]
+fn trimmed_forms_are_one_per_key_and_give_the_key_back() {
+    let keys: Vec<String> = ["", " ", "  ", "a", "a ", "a  ", "a\t", " a", "a b ", "é  "]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([format!("{:<64}", "order-1"), format!("{:<70}", "x")])
+        .collect();
+    let forms: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| {
+            let mut form = b"prefix".to_vec();
+            trimmed_key_into(k.as_bytes(), &mut form);
+            form.split_off(6)
+        })
+        .collect();
+    for (i, (k, form)) in keys.iter().zip(&forms).enumerate() {
+        assert_eq!(form.len(), trimmed_key_len(k.as_bytes()), "{k:?}");
+        let mut back = b"p".to_vec();
+        assert!(untrimmed_key_into(form, &mut back), "{k:?}");
+        assert_eq!(&back[1..], k.as_bytes());
+        for (j, other) in keys.iter().enumerate() {
+            assert_eq!(
+                trimmed_key_matches(form, other.as_bytes()),
+                i == j,
+                "{k:?} {other:?}"
+            );
+            assert_eq!(forms[j] == *form, i == j, "{k:?} {other:?}");
+        }
+    }
+    let mut form = Vec::new();
+    trimmed_key_into(format!("{:<64}", "order-1").as_bytes(), &mut form);
+    assert_eq!(form, [b"order-1".as_slice(), &57u32.to_le_bytes()].concat());
+    // Not trimmed forms: too short, or spaces before the count.
+    let mut out = b"kept".to_vec();
+    assert!(!untrimmed_key_into(b"abc", &mut out));
+    assert!(!untrimmed_key_into(&[b'a', b' ', 0, 0, 0, 0], &mut out));
+    assert_eq!(out, b"kept");
+}

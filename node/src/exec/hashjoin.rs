@@ -43,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use plexus_core::key::IndexKind;
+use plexus_core::key::{IndexKind, trimmed_key_len};
 use plexus_core::value::Value;
 
 use super::batch::BatchRun;
@@ -52,7 +52,7 @@ use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::right::{
     Built, EncodedRows, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS,
-    SpilledRight, encoded_row, held_len, partition_of,
+    SpilledRight, encoded_row, partition_of,
 };
 use super::scan::{decode_projected, decode_refs};
 use super::write::{field_err, key_into};
@@ -495,7 +495,7 @@ fn in_rowid_order(ix: &mut RightIndex, keys: &mut FlatKeys) -> Result<(), BatchE
     let old_keys = std::mem::take(keys);
     keys.reserve_total(old_keys.bytes_len(), old_keys.len());
     for &(_, i) in &order {
-        keys.push_held(old_keys.get(i).ok_or_else(broken)?);
+        keys.push_trimmed(old_keys.get(i).ok_or_else(broken)?);
     }
     if ix.compact {
         let old = std::mem::take(&mut ix.encoded);
@@ -628,7 +628,7 @@ fn scan_part(
             // Budget the memory actually held (strings keep their encoded length on the heap
             // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
             // the encoded bytes, so the limit tracks RSS.
-            let key_len = held_len(key);
+            let key_len = trimmed_key_len(key);
             let d = kept + key_len + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
             let c = kept + key_len + PER_COMPACT_ROW_OVERHEAD;
             let rows = limits.rows.fetch_add(1, Ordering::Relaxed);

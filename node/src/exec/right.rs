@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use plexus_core::key::without_trailing_spaces;
+use plexus_core::key::trimmed_key_into;
 use plexus_core::value::Value;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -276,26 +276,10 @@ impl Offsets {
     }
 }
 
-/// Appends the form in which a [`FlatKeys`] and a [`KeyIndex`] hold `key`: the key without its
-/// trailing spaces, then their count (`u32` little-endian). A key pads its last string to the
-/// declared length (64 by default, spec §6.2), so the lookup benchmark's 32-character ids were
-/// half spaces: 640 MB of its right side's 10 M keys. The count keeps one form per key, so
-/// forms are equal exactly when keys are.
-pub(crate) fn held_key_into(key: &[u8], out: &mut Vec<u8>) {
-    let kept = without_trailing_spaces(key);
-    let spaces = u32::try_from(key.len() - kept.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(kept);
-    out.extend_from_slice(&spaces.to_le_bytes());
-}
-
-/// The length of `key` in the form of [`held_key_into`].
-pub(crate) fn held_len(key: &[u8]) -> usize {
-    without_trailing_spaces(key).len() + size_of::<u32>()
-}
-
 /// Lookup keys back to back with each one's end: one buffer for millions of keys, where a
 /// vector per key cost its header and an allocation per right row for the whole build. Each
-/// key is held in the form of [`held_key_into`].
+/// key is held in its trimmed form ([`trimmed_key_into`]): the lookup benchmark's 10 M keys
+/// took 640 MB padded, half of it spaces.
 #[derive(Debug, Default)]
 pub(crate) struct FlatKeys {
     bytes: Vec<u8>,
@@ -303,15 +287,15 @@ pub(crate) struct FlatKeys {
 }
 
 impl FlatKeys {
-    /// Appends a key (held in the form of [`held_key_into`]).
+    /// Appends a key (in its trimmed form).
     pub(crate) fn push(&mut self, key: &[u8]) {
-        held_key_into(key, &mut self.bytes);
+        trimmed_key_into(key, &mut self.bytes);
         self.ends.push(self.bytes.len());
     }
 
-    /// Appends a key already in its held form (one [`Self::get`] returned).
-    pub(crate) fn push_held(&mut self, held: &[u8]) {
-        self.bytes.extend_from_slice(held);
+    /// Appends a key already in its trimmed form (one [`Self::get`] returned).
+    pub(crate) fn push_trimmed(&mut self, trimmed: &[u8]) {
+        self.bytes.extend_from_slice(trimmed);
         self.ends.push(self.bytes.len());
     }
 
@@ -341,7 +325,7 @@ impl FlatKeys {
         self.ends.reserve_total(keys);
     }
 
-    /// The `i`-th key, in its held form.
+    /// The `i`-th key, in its trimmed form.
     pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
         self.bytes.get(self.ends.span(i)?)
     }
@@ -459,15 +443,15 @@ impl KeyIndex {
         }
         // The keys in the form the index holds them.
         let n = keys.len();
-        let mut held = Vec::with_capacity(keys.iter().map(|k| k.as_ref().len() + 4).sum());
+        let mut trimmed = Vec::with_capacity(keys.iter().map(|k| k.as_ref().len() + 4).sum());
         let mut spans = [(0, 0); PROBE_GROUP];
         for (span, k) in spans.iter_mut().zip(keys) {
-            let start = held.len();
-            held_key_into(k.as_ref(), &mut held);
-            *span = (start, held.len());
+            let start = trimmed.len();
+            trimmed_key_into(k.as_ref(), &mut trimmed);
+            *span = (start, trimmed.len());
         }
         let keys: [&[u8]; PROBE_GROUP] =
-            std::array::from_fn(|i| held.get(spans[i].0..spans[i].1).unwrap_or_default());
+            std::array::from_fn(|i| trimmed.get(spans[i].0..spans[i].1).unwrap_or_default());
         let keys = &keys[..n];
         let mut hashes = [0u64; PROBE_GROUP];
         for (h, k) in hashes.iter_mut().zip(keys) {
@@ -490,12 +474,7 @@ impl KeyIndex {
         }
         // The loads above are for their cache lines only.
         std::hint::black_box(&heads);
-        out.extend(
-            hashes
-                .iter()
-                .zip(keys)
-                .map(|(&h, k)| self.span_of(k, h)),
-        );
+        out.extend(hashes.iter().zip(keys).map(|(&h, k)| self.span_of(k, h)));
     }
 
     /// The first slot a key with `hash` may occupy.
@@ -856,29 +835,6 @@ mod tests {
         r
     }
 
-    /// Keys that differ only in their trailing spaces are held apart; a key's held form ends
-    /// in its spaces' count, and the form of a padded key is shorter than the key.
-    #[test]
-    fn held_keys_keep_keys_apart() {
-        let forms: Vec<Vec<u8>> = ["", " ", "  ", "a", "a ", "a  ", "a\t", " a", "a b "]
-            .iter()
-            .map(|k| {
-                let mut out = Vec::new();
-                held_key_into(k.as_bytes(), &mut out);
-                assert_eq!(out.len(), held_len(k.as_bytes()), "{k:?}");
-                out
-            })
-            .collect();
-        for (i, a) in forms.iter().enumerate() {
-            for b in &forms[i + 1..] {
-                assert_ne!(a, b);
-            }
-        }
-        let mut out = Vec::new();
-        held_key_into(format!("{:<64}", "order-1").as_bytes(), &mut out);
-        assert_eq!(out, [b"order-1".as_slice(), &57u32.to_le_bytes()].concat());
-    }
-
     /// The key index against a map of keys to their rows, on random keys with many repeats,
     /// empty keys and keys that are prefixes of others, and probes of absent keys; built on
     /// one, two, three and four threads (sharded past [`PARALLEL_BUILD_KEYS`] keys).
@@ -903,7 +859,7 @@ mod tests {
                     match k % 6 {
                         0 => Vec::new(),
                         1 => format!("{k}").into_bytes(),
-                        // Keys that differ only in their trailing spaces (held without them).
+                        // Keys that differ only in their trailing spaces (held trimmed).
                         2 => format!("{}{}", k / 6, " ".repeat((k % 5) as usize)).into_bytes(),
                         _ => format!("{k}-key-{}", k % 7).into_bytes(),
                     }

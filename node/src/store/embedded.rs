@@ -1,7 +1,7 @@
 //! The embedded backend (the default, one machine): rows in immutable segment files, indexes
 //! in immutable run files, their manifests and the workflow records in one fjall database.
 //!
-//! Directory layout (format version 3, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
+//! Directory layout (format version 5, recorded in `PLEXUS-STORE-FORMAT`; see [`format`]):
 //! - `index/`: the fjall database;
 //! - `segments/<keyspace>/<table>_<run>/<generation>.seg`: the rows of data tables;
 //! - `segments/<keyspace>/<index>_<run>/<generation>.run`: the entries of indexes.

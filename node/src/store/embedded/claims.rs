@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
-use plexus_core::key::without_trailing_spaces;
+use plexus_core::key::{untrimmed_key_into, without_trailing_spaces};
 
 use super::layout::SegmentKey;
 use super::run::Run;
@@ -149,7 +149,13 @@ impl Claims {
                     .ok_or_else(|| {
                         SegmentError::Corrupt("unique index run entry without rowid".to_owned())
                     })?;
-                entries.push((hash, rowid, key.to_vec()));
+                let mut whole = Vec::new();
+                if !untrimmed_key_into(key, &mut whole) {
+                    return Err(SegmentError::Corrupt(
+                        "unique index run entry whose key is not a trimmed key".to_owned(),
+                    ));
+                }
+                entries.push((hash, rowid, whole));
                 Ok(())
             })?;
             claims.publish(

@@ -9,12 +9,13 @@ use super::super::StoreError;
 /// The file that records the version, at the top of the store directory.
 pub(super) const FORMAT_FILE: &str = "PLEXUS-STORE-FORMAT";
 
-/// The layout this build reads and writes: version 4 delta-codes each segment's offset index
-/// (version 3 stored it whole); since version 3 each segment and index run is named by its
+/// The layout this build reads and writes: version 5 stores index run keys without their
+/// trailing spaces (version 4 stored them whole); version 4 delta-codes each segment's offset
+/// index (version 3 stored it whole); since version 3 each segment and index run is named by its
 /// batch, the share of the batch that wrote it and its write call's first rowid (version 2
 /// by the batch and rowid only; version 1 kept indexes in fjall, `segments/` held the rows
 /// only). fjall holds the manifests and the workflow records.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+pub(crate) const FORMAT_VERSION: u32 = 5;
 
 /// What the version file says before the number.
 const PREFIX: &str = "plexus-store-format ";
@@ -94,6 +95,7 @@ pub(crate) fn describe(found: Option<u32>) -> String {
         Some(1) => "format version 1 (rows in segments, indexes in fjall)".to_owned(),
         Some(2) => "format version 2 (segments named without the share of their batch)".to_owned(),
         Some(3) => "format version 3 (segments' offset indexes stored whole)".to_owned(),
+        Some(4) => "format version 4 (index run keys stored with their padding)".to_owned(),
         Some(v) => format!("format version {v}"),
         None => "no format version (the fjall-only layout that kept rows in fjall, before \
                  version 1)"

@@ -609,7 +609,7 @@ fn store_format_version_is_recorded_and_checked() {
     drop(EmbeddedStore::open(dir.path()).expect("new store"));
     assert!(EmbeddedStore::exists_in(dir.path()));
     let recorded = std::fs::read_to_string(dir.path().join(format::FORMAT_FILE)).expect("format");
-    assert_eq!(recorded, "plexus-store-format 4\n");
+    assert_eq!(recorded, "plexus-store-format 5\n");
     drop(EmbeddedStore::open(dir.path()).expect("same version reopens"));
 
     // Today's layout before version 1: a fjall database at the top of the directory.
@@ -644,7 +644,7 @@ fn store_format_version_is_recorded_and_checked() {
         } => {
             assert_eq!(dir, old.path());
             assert_eq!(*found, None);
-            assert_eq!(*expected, 4);
+            assert_eq!(*expected, 5);
         }
         other => panic!("wrong error: {other}"),
     }
@@ -654,15 +654,16 @@ fn store_format_version_is_recorded_and_checked() {
         "{message}"
     );
     assert!(message.contains("no format version"), "{message}");
-    assert!(message.contains("format version 4"), "{message}");
+    assert!(message.contains("format version 5"), "{message}");
     assert_eq!(
         listing(old.path()),
         before,
         "refused directory left untouched"
     );
 
-    // Version 1 (indexes in fjall) and version 2 (segments named without their share):
-    // refused, not read as runs that are missing or as manifests of another shape.
+    // Version 1 (indexes in fjall), version 2 (segments named without their share), version 3
+    // (offset indexes whole) and version 4 (run keys padded): refused, not read as runs that
+    // are missing, as manifests of another shape or as keys of another form.
     for (version, described) in [
         (1, "format version 1 (rows in segments, indexes in fjall)"),
         (
@@ -672,6 +673,10 @@ fn store_format_version_is_recorded_and_checked() {
         (
             3,
             "format version 3 (segments' offset indexes stored whole)",
+        ),
+        (
+            4,
+            "format version 4 (index run keys stored with their padding)",
         ),
     ] {
         let old = tempfile::tempdir().expect("tempdir");
@@ -688,7 +693,7 @@ fn store_format_version_is_recorded_and_checked() {
                 err,
                 StoreError::UnsupportedFormat {
                     found: Some(v),
-                    expected: 4,
+                    expected: 5,
                     ..
                 } if v == version
             ),
@@ -696,7 +701,7 @@ fn store_format_version_is_recorded_and_checked() {
         );
         let message = err.to_string();
         assert!(message.contains(described), "{message}");
-        assert!(message.contains("reads format version 4"), "{message}");
+        assert!(message.contains("reads format version 5"), "{message}");
         assert!(
             message.contains(&old.path().display().to_string()),
             "{message}"
@@ -720,7 +725,7 @@ fn store_format_version_is_recorded_and_checked() {
             err,
             StoreError::UnsupportedFormat {
                 found: Some(7),
-                expected: 4,
+                expected: 5,
                 ..
             }
         ),
@@ -728,7 +733,7 @@ fn store_format_version_is_recorded_and_checked() {
     );
     let message = err.to_string();
     assert!(message.contains("format version 7"), "{message}");
-    assert!(message.contains("format version 4"), "{message}");
+    assert!(message.contains("format version 5"), "{message}");
     assert!(
         message.contains(&dir.path().display().to_string()),
         "{message}"
