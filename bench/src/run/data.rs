@@ -123,9 +123,10 @@ pub fn prepare(
         .iter()
         .map(|t| (t.table.to_string(), t.rows))
         .collect();
-    // On disk before anything is measured: otherwise the kernel writes the generated
-    // gigabytes back (30 s after they were written) while the first engine runs, and only
-    // that engine pays for it. Also, a stamp must never describe files a crash could lose.
+    // On disk before the stamp: a stamp must never describe files a crash could lose, and
+    // the kernel's writeback of the generated gigabytes (due 30 s after they were written)
+    // must not overlap a measured run. (It did not explain slow first runs: RESULTS,
+    // twenty-fourth session.)
     sync_dir(&dir)?;
     let mut stamp = wanted;
     stamp["rows"] = json!(rows);

@@ -17,9 +17,10 @@
 //! The hash is the 128-bit xxh3 of the key. The key is stored in its trimmed form
 //! (`plexus_core::key::trimmed_key_into`: without its trailing spaces, then their count): a
 //! key pads its last string to 64 bytes by default, and the lookup benchmark's 32-character
-//! ids made its two indexes' runs 0.85 GB, a third of it spaces (`PLXRUN01` stored keys whole). A run is read whole, checked against its checksum,
-//! when the index's directory is built (the first lookup or count after a change), so a torn
-//! or foreign file is reported as corrupt, never misread.
+//! ids made its two indexes' runs 0.85 GB, a third of it spaces (`PLXRUN01` stored keys
+//! whole). A run is read whole, checked against its checksum, when the index's directory is
+//! built (the first lookup or count after a change), so a torn or foreign file is reported as
+//! corrupt, never misread.
 
 use std::path::Path;
 use std::sync::Arc;
