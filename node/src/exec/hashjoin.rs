@@ -50,9 +50,10 @@ use super::batch::BatchRun;
 use super::cache::{cache_key, lock};
 use super::compiled::LookupStage;
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
+use super::keyindex::{FlatKeys, KeyIndex, Offsets};
 use super::right::{
-    Built, EncodedRows, FlatKeys, KeyIndex, Offsets, RightIndex, RightSide, SPILL_PARTITIONS,
-    SpilledRight, encoded_row, partition_of,
+    Built, EncodedRows, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, encoded_row,
+    partition_of,
 };
 use super::scan::{decode_projected, decode_refs};
 use super::write::{field_err, key_into};

@@ -25,10 +25,9 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::folded::{emit_folded, foldable, folded_side};
 use super::hashjoin::{right_side, side_part};
 use super::joined::{grouped_row, unmatched_row};
+use super::keyindex::PROBE_GROUP;
 use super::processor::Processor;
-use super::right::{
-    KeyMap, PROBE_GROUP, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of,
-};
+use super::right::{KeyMap, RightIndex, RightSide, SPILL_PARTITIONS, SpilledRight, partition_of};
 use super::scan::{Page, Scan, decode_projected, decode_spans, row_spans};
 use super::write::{RowWriter, field_err, key_into, write_table_reader};
 use crate::store::{Rowid, TableRef};

@@ -30,6 +30,7 @@ mod folded;
 mod hashjoin;
 mod in_place;
 mod joined;
+mod keyindex;
 mod lookup;
 mod prepare;
 mod processor;
