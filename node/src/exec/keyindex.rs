@@ -414,10 +414,12 @@ impl KeyIndex {
     /// Every key's first slot is read before any key is compared, then every matching slot's
     /// arena entry, so the group's cache misses overlap: probed one at a time, a lookup waited
     /// for its slot's miss, then its entry's, and about 80 % of the probe's time was that
-    /// first load.
+    /// first load. `trimmed` holds the keys' trimmed forms meanwhile (a caller's buffer, so
+    /// probing allocates nothing per group).
     pub(crate) fn find_group<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
+        trimmed: &mut Vec<u8>,
         out: &mut Vec<std::ops::Range<usize>>,
     ) {
         let keys = &keys[..keys.len().min(PROBE_GROUP)];
@@ -427,11 +429,11 @@ impl KeyIndex {
         }
         // The keys in the form the index holds them.
         let n = keys.len();
-        let mut trimmed = Vec::with_capacity(keys.iter().map(|k| k.as_ref().len() + 4).sum());
+        trimmed.clear();
         let mut spans = [(0, 0); PROBE_GROUP];
         for (span, k) in spans.iter_mut().zip(keys) {
             let start = trimmed.len();
-            trimmed_key_into(k.as_ref(), &mut trimmed);
+            trimmed_key_into(k.as_ref(), trimmed);
             *span = (start, trimmed.len());
         }
         let keys: [&[u8]; PROBE_GROUP] =
@@ -672,7 +674,7 @@ mod tests {
                     for group in probes.chunks(size) {
                         let keys: Vec<&[u8]> = group.iter().map(|(k, _)| *k).collect();
                         let mut spans = Vec::new();
-                        ix.find_group(&keys, &mut spans);
+                        ix.find_group(&keys, &mut Vec::new(), &mut spans);
                         assert_eq!(spans.len(), group.len(), "{at}");
                         for (span, (k, rows)) in spans.into_iter().zip(group) {
                             let got: Vec<u32> = ix.positions_at(span).collect();

@@ -309,10 +309,10 @@ fn hash_matches(
     bf.key_of_left.extend(0..n);
     bf.match_start.clear();
     bf.match_items.clear();
-    let mut spans = Vec::with_capacity(PROBE_GROUP);
+    let (mut spans, mut trimmed) = (Vec::with_capacity(PROBE_GROUP), Vec::new());
     for group in bf.keys[..n].chunks(PROBE_GROUP) {
         spans.clear();
-        ix.map.find_group(group, &mut spans);
+        ix.map.find_group(group, &mut trimmed, &mut spans);
         for span in spans.drain(..) {
             bf.match_start.push(bf.match_items.len());
             for ri in ix.map.positions_at(span) {
@@ -364,10 +364,10 @@ fn compact_matches(
     let mut seen: KeyMap<&[u8], (usize, usize)> =
         KeyMap::with_capacity_and_hasher(n, Default::default());
     let mut nr = 0usize;
-    let mut spans = Vec::with_capacity(PROBE_GROUP);
+    let (mut spans, mut trimmed) = (Vec::with_capacity(PROBE_GROUP), Vec::new());
     for group in bf.keys[..n].chunks(PROBE_GROUP) {
         spans.clear();
-        ix.map.find_group(group, &mut spans);
+        ix.map.find_group(group, &mut trimmed, &mut spans);
         ix.warm_encoded(spans.iter().flat_map(|s| ix.map.positions_at(s.clone())));
         for (key, span) in group.iter().zip(spans.drain(..)) {
             let start = bf.match_items.len();
