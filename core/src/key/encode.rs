@@ -38,11 +38,6 @@ pub fn trimmed_key_into(key: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&spaces_after(key, kept).to_le_bytes());
 }
 
-/// The length of the trimmed form of `key` (see [`trimmed_key_into`]).
-pub fn trimmed_key_len(key: &[u8]) -> usize {
-    without_trailing_spaces(key).len() + size_of::<u32>()
-}
-
 /// Whether `trimmed` is the trimmed form of `key` (see [`trimmed_key_into`]), without
 /// building it.
 pub fn trimmed_key_matches(trimmed: &[u8], key: &[u8]) -> bool {

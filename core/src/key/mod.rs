@@ -20,7 +20,7 @@ pub use def::{
 };
 pub use encode::{
     build_key, build_key_into, build_order_key_into, orders_compactly, trimmed_key_into,
-    trimmed_key_len, trimmed_key_matches, untrimmed_key_into, without_trailing_spaces,
+    trimmed_key_matches, untrimmed_key_into, without_trailing_spaces,
 };
 pub(crate) use encode::{decimal_to_f64, value_kind};
 pub use parse::{parse_index_def, parse_order_expr};

@@ -43,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use plexus_core::key::{IndexKind, trimmed_key_len};
+use plexus_core::key::IndexKind;
 use plexus_core::value::Value;
 
 use super::batch::BatchRun;
@@ -629,7 +629,9 @@ fn scan_part(
             // Budget the memory actually held (strings keep their encoded length on the heap
             // once decoded, plus the decoded values, key, per-row vectors and map slot), not just
             // the encoded bytes, so the limit tracks RSS.
-            let key_len = trimmed_key_len(key);
+            // The key first, in its trimmed form, counted as held. A row over a limit below
+            // ends the scan, and the part with it, so the key's extra entry is never read.
+            let key_len = p.keys.push(key);
             let d = kept + key_len + values.len() * size_of::<Value>() + PER_ROW_OVERHEAD;
             let c = kept + key_len + PER_COMPACT_ROW_OVERHEAD;
             let rows = limits.rows.fetch_add(1, Ordering::Relaxed);
@@ -658,7 +660,6 @@ fn scan_part(
             }
             p.ends.push(p.arena.len());
             p.rowids.push(rowid);
-            p.keys.push(key);
             if p.rowids.len() == RESERVE_AFTER_ROWS
                 && let Some(expected) = limits.expected_rows
             {

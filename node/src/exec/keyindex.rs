@@ -271,10 +271,12 @@ pub(crate) struct FlatKeys {
 }
 
 impl FlatKeys {
-    /// Appends a key (in its trimmed form).
-    pub(crate) fn push(&mut self, key: &[u8]) {
+    /// Appends a key (in its trimmed form); returns the bytes that form takes.
+    pub(crate) fn push(&mut self, key: &[u8]) -> usize {
+        let start = self.bytes.len();
         trimmed_key_into(key, &mut self.bytes);
         self.ends.push(self.bytes.len());
+        self.bytes.len() - start
     }
 
     /// Appends a key already in its trimmed form (one [`Self::get`] returned).

@@ -25,7 +25,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use plexus_core::key::{trimmed_key_into, trimmed_key_len, trimmed_key_matches};
+use plexus_core::key::{trimmed_key_into, trimmed_key_matches};
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
 use super::segment::{Published, SegmentError};
@@ -138,13 +138,16 @@ impl Run {
                 }
                 end += 1;
             }
-            let len = u32::try_from(trimmed_key_len(key))
-                .map_err(|_| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
             let count = u32::try_from(end - at)
                 .map_err(|_| SegmentError::Corrupt("2^32 rows under one key".to_owned()))?;
             buf.extend_from_slice(&hash.to_le_bytes());
-            buf.extend_from_slice(&len.to_le_bytes());
+            // The form's length goes before it, written once the form is (one trim a key).
+            let len_at = buf.len();
+            buf.extend_from_slice(&[0; 4]);
             trimmed_key_into(key, buf);
+            let len = u32::try_from(buf.len() - len_at - 4)
+                .map_err(|_| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
+            buf[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
             buf.extend_from_slice(&count.to_le_bytes());
             for &(_, rowid, _) in &entries[at..end] {
                 buf.extend_from_slice(&rowid.to_le_bytes());
