@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, ensure};
-use plexus_bench::run::{Pipeline, RunOptions, compare, run_bench};
+use plexus_bench::run::{Peer, Pipeline, RunOptions, compare, run_bench, run_rounds};
 
 fn options(pipeline: Pipeline, scale: f64, work: &Path) -> RunOptions {
     let bench_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -23,6 +23,7 @@ fn options(pipeline: Pipeline, scale: f64, work: &Path) -> RunOptions {
         bench_exe: PathBuf::from(env!("CARGO_BIN_EXE_plexus-bench")),
         python: None,
         split_mib: None,
+        rounds: 1,
     }
 }
 
@@ -131,6 +132,62 @@ fn lookup_tiny() -> Result<()> {
     assert_eq!(
         compare::read_output(&again.engines[0].out_dir, "order_item_date_inner")?,
         compare::read_output(out, "order_item_date_inner")?
+    );
+    Ok(())
+}
+
+/// With two rounds, the first runs Plexus before the peer and the second the peer before
+/// Plexus. The peer is a stand-in for the peers' Python that notes when it ran and the newest
+/// Plexus output it could see then.
+#[test]
+fn rounds_alternate_which_engine_runs_first() -> Result<()> {
+    let work = tempfile::tempdir()?;
+    let fake = work.path().join("fake-python");
+    fs::write(
+        &fake,
+        "#!/bin/sh\nbase=$(dirname \"$2\")\n\
+         newest=$(find \"$base/plexus/out\" -type f -printf '%T@\\n' 2>/dev/null | sort -n | tail -1)\n\
+         echo \"$(date +%s.%N) ${newest:-none}\" >> \"$base/peer.log\"\n",
+    )?;
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let mut o = options(Pipeline::Lookup, 0.02, work.path());
+    o.peers = vec![Peer::Duckdb];
+    o.peer_python = fake;
+    o.rounds = 2;
+    let rounds = run_rounds(&o)?;
+    let firsts: Vec<bool> = rounds.iter().map(|r| r.plexus_first).collect();
+    assert_eq!(firsts, [true, false]);
+    for r in &rounds {
+        ensure!(
+            r.engines[0].error.is_none(),
+            "plexus failed: {:?}",
+            r.engines[0].error
+        );
+    }
+    let log = fs::read_to_string(work.path().join("lookup/peer.log"))?;
+    let seen: Vec<(f64, Option<f64>)> = log
+        .lines()
+        .map(|l| {
+            let (at, newest) = l.split_once(' ').context("log line")?;
+            Ok((at.parse()?, newest.parse().ok()))
+        })
+        .collect::<Result<_>>()?;
+    let [(first_at, Some(first_newest)), (second_at, _)] = seen[..] else {
+        panic!("the peer ran twice, after Plexus' first outputs: {log}");
+    };
+    assert!(first_newest <= first_at, "round 1: Plexus ran first: {log}");
+    // Round 2's Plexus outputs were written after the peer ran.
+    let out = &rounds[1].engines[0].out_dir;
+    let newest = fs::read_dir(out)?
+        .map(|e| Ok(e?.metadata()?.modified()?))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .max()
+        .context("no plexus output")?;
+    let newest = newest.duration_since(std::time::UNIX_EPOCH)?.as_secs_f64();
+    assert!(
+        newest > second_at,
+        "round 2: the peer ran first: {log}, plexus at {newest}"
     );
     Ok(())
 }

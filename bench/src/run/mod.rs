@@ -170,6 +170,8 @@ pub struct RunOptions {
     /// Part size in MiB for splitting large input files into batches (0: one batch per
     /// file, as before issue #12); `None`: Plexus' default.
     pub split_mib: Option<u64>,
+    /// Rounds of every engine on the same data (at least 1; see [`run_rounds`]).
+    pub rounds: usize,
 }
 
 /// Resources used by one engine.
@@ -198,6 +200,8 @@ pub struct BenchReport {
     pub engines: Vec<EngineResult>,
     /// Plexus' own report with per-node timings, when its run got that far.
     pub plexus: Option<PlexusRun>,
+    /// Whether Plexus ran before the peers in this round.
+    pub plexus_first: bool,
 }
 
 impl BenchReport {
@@ -229,12 +233,24 @@ fn write_params(path: &Path, mut params: Value, out_dir: &Path) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// Runs the benchmark: data, Plexus, peers, comparison. Engine failures are recorded in
-/// the report rather than returned, so one broken peer does not hide the others' numbers.
+/// Runs the benchmark once: data, Plexus, then the peers, comparison. Engine failures are
+/// recorded in the report rather than returned, so one broken peer does not hide the others'
+/// numbers.
 pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
+    let mut rounds = run_rounds(&RunOptions {
+        rounds: 1,
+        ..o.clone()
+    })?;
+    rounds.pop().context("no round was run")
+}
+
+/// Runs `o.rounds` rounds on one data set, each with a fresh Plexus store and fresh outputs.
+/// Rounds alternate which side runs first ([`plexus_first`]): a machine that slows down for
+/// a while (page cache writeback, a host reclaiming memory) then does not always land on the
+/// same engine.
+pub fn run_rounds(o: &RunOptions) -> Result<Vec<BenchReport>> {
     let pipeline_dir = o.bench_dir.join("pipelines").join(o.pipeline.name());
-    let script = pipeline_dir.join(o.pipeline.script_file());
-    let script = abs(&script)?;
+    let script = abs(&pipeline_dir.join(o.pipeline.script_file()))?;
     fs::create_dir_all(&o.work).with_context(|| format!("cannot create {}", o.work.display()))?;
     let data = data::prepare(&o.work, o.pipeline, o.scale, o.seed, o.pipeline.split())?;
     eprintln!(
@@ -246,8 +262,91 @@ pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
     let base = o.work.join(o.pipeline.name());
     fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
     let params = o.pipeline.params(&data, &pipeline_dir, o.threads)?;
+    (0..o.rounds.max(1))
+        .map(|round| {
+            let first = plexus_first(round);
+            if o.rounds > 1 {
+                eprintln!(
+                    "round {} of {} ({} first)",
+                    round + 1,
+                    o.rounds,
+                    if first { "plexus" } else { "peers" }
+                );
+            }
+            run_round(o, &data, &script, &base, &params, first)
+        })
+        .collect()
+}
 
-    // Plexus: a fresh store every time, so each run measures ingest into an empty store.
+/// Whether Plexus runs before the peers in round `round` (from 0): in even rounds.
+pub fn plexus_first(round: usize) -> bool {
+    round.is_multiple_of(2)
+}
+
+/// One round: Plexus and the peers in the order `plexus_first` says, then each peer's outputs
+/// compared with Plexus'.
+fn run_round(
+    o: &RunOptions,
+    data: &data::DataSet,
+    script: &str,
+    base: &Path,
+    params: &Value,
+    plexus_first: bool,
+) -> Result<BenchReport> {
+    let ran_first = match plexus_first {
+        true => Some(run_plexus(o, script, base, params)?),
+        false => None,
+    };
+    let mut peers = Vec::new();
+    for peer in &o.peers {
+        peers.push(run_peer(o, *peer, base, params)?);
+    }
+    let (mut plexus, plexus_run) = match ran_first {
+        Some(ran) => ran,
+        None => run_plexus(o, script, base, params)?,
+    };
+    let plexus_outputs: Vec<_> = o
+        .pipeline
+        .outputs()
+        .iter()
+        .map(|name| (*name, compare::read_output(&plexus.out_dir, name)))
+        .collect();
+    for (name, r) in &plexus_outputs {
+        if let Err(e) = r {
+            plexus
+                .agreement
+                .push((name.to_string(), Some(format!("{e:#}"))));
+        }
+    }
+    for r in peers.iter_mut().filter(|r| r.error.is_none()) {
+        for (name, mine) in &plexus_outputs {
+            let verdict = match (mine, compare::read_output(&r.out_dir, name)) {
+                (Ok(a), Ok(b)) => compare::diff(a, &b),
+                (Err(_), _) => Some("no plexus output to compare".into()),
+                (_, Err(e)) => Some(format!("{e:#}")),
+            };
+            r.agreement.push((name.to_string(), verdict));
+        }
+    }
+    let mut engines = vec![plexus];
+    engines.extend(peers);
+    Ok(BenchReport {
+        options: o.clone(),
+        data: data.clone(),
+        engines,
+        plexus: plexus_run,
+        plexus_first,
+    })
+}
+
+/// Runs Plexus on a fresh store (so each run measures ingest into an empty store) and
+/// collects its per-node report.
+fn run_plexus(
+    o: &RunOptions,
+    script: &str,
+    base: &Path,
+    params: &Value,
+) -> Result<(EngineResult, Option<PlexusRun>)> {
     let pdir = base.join("plexus");
     fresh_dir(&pdir)?;
     let out = pdir.join("out");
@@ -260,7 +359,7 @@ pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
     let keyspace = "bench";
     let mut cmd = Command::new(&o.bench_exe);
     cmd.arg("exec-plexus")
-        .arg(&script)
+        .arg(script)
         .arg("--params")
         .arg(&params_str)
         .arg("--keyspace")
@@ -279,11 +378,11 @@ pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
     }
     eprintln!("running plexus ({} threads)", o.threads);
     let m = measure::run_measured(&mut cmd, &base.join("plexus"))?;
-    let plexus_run = plexus::collect(&script, &params_str, &report_json, &store, keyspace).ok();
+    let plexus_run = plexus::collect(script, &params_str, &report_json, &store, keyspace).ok();
     let mut plexus = EngineResult {
         engine: "plexus".into(),
         measured: Some(m.clone()),
-        out_dir: out.clone(),
+        out_dir: out,
         error: None,
         agreement: Vec::new(),
     };
@@ -297,71 +396,43 @@ pub fn run_bench(o: &RunOptions) -> Result<BenchReport> {
         why.push_str(&format!(" (see {}.err)", base.join("plexus").display()));
         plexus.error = Some(why);
     }
-    let plexus_outputs: Vec<_> = o
-        .pipeline
-        .outputs()
-        .iter()
-        .map(|name| (*name, compare::read_output(&out, name)))
-        .collect();
-    for (name, r) in &plexus_outputs {
-        if let Err(e) = r {
-            plexus
-                .agreement
-                .push((name.to_string(), Some(format!("{e:#}"))));
-        }
-    }
-    let mut engines = vec![plexus];
+    Ok((plexus, plexus_run))
+}
 
-    for peer in &o.peers {
-        let pout = base.join(peer.name()).join("out");
-        fresh_dir(&pout)?;
-        let pparams = base.join(format!("{}.params.json", peer.name()));
-        write_params(&pparams, params.clone(), &pout)?;
-        let peers_dir = o.bench_dir.join("peers");
-        let mut cmd = Command::new(&o.peer_python);
-        cmd.arg(peers_dir.join(peer.script(o.pipeline)))
-            .arg(&pparams)
-            .arg("--threads")
-            .arg(o.threads.to_string())
-            .current_dir(&peers_dir);
-        eprintln!("running {}", peer.name());
-        let mut r = EngineResult {
-            engine: peer.name().into(),
-            measured: None,
-            out_dir: pout.clone(),
-            error: None,
-            agreement: Vec::new(),
-        };
-        match measure::run_measured(&mut cmd, &base.join(peer.name())) {
-            Ok(m) if m.status.success() => r.measured = Some(m),
-            Ok(m) => {
-                r.error = Some(format!(
-                    "exit {} (see {}.err)",
-                    m.status,
-                    base.join(peer.name()).display()
-                ));
-                r.measured = Some(m);
-            }
-            Err(e) => r.error = Some(format!("{e:#}")),
+/// Runs one peer into fresh outputs; its failure is recorded in the result.
+fn run_peer(o: &RunOptions, peer: Peer, base: &Path, params: &Value) -> Result<EngineResult> {
+    let pout = base.join(peer.name()).join("out");
+    fresh_dir(&pout)?;
+    let pparams = base.join(format!("{}.params.json", peer.name()));
+    write_params(&pparams, params.clone(), &pout)?;
+    let peers_dir = o.bench_dir.join("peers");
+    let mut cmd = Command::new(&o.peer_python);
+    cmd.arg(peers_dir.join(peer.script(o.pipeline)))
+        .arg(&pparams)
+        .arg("--threads")
+        .arg(o.threads.to_string())
+        .current_dir(&peers_dir);
+    eprintln!("running {}", peer.name());
+    let mut r = EngineResult {
+        engine: peer.name().into(),
+        measured: None,
+        out_dir: pout,
+        error: None,
+        agreement: Vec::new(),
+    };
+    match measure::run_measured(&mut cmd, &base.join(peer.name())) {
+        Ok(m) if m.status.success() => r.measured = Some(m),
+        Ok(m) => {
+            r.error = Some(format!(
+                "exit {} (see {}.err)",
+                m.status,
+                base.join(peer.name()).display()
+            ));
+            r.measured = Some(m);
         }
-        if r.error.is_none() {
-            for (name, mine) in &plexus_outputs {
-                let verdict = match (mine, compare::read_output(&pout, name)) {
-                    (Ok(a), Ok(b)) => compare::diff(a, &b),
-                    (Err(_), _) => Some("no plexus output to compare".into()),
-                    (_, Err(e)) => Some(format!("{e:#}")),
-                };
-                r.agreement.push((name.to_string(), verdict));
-            }
-        }
-        engines.push(r);
+        Err(e) => r.error = Some(format!("{e:#}")),
     }
-    Ok(BenchReport {
-        options: o.clone(),
-        data,
-        engines,
-        plexus: plexus_run,
-    })
+    Ok(r)
 }
 
 /// CLI options of `plexus-bench run`.
@@ -399,6 +470,11 @@ pub struct RunArgs {
     /// each (0: one batch per file); default: Plexus' own (32).
     #[arg(long)]
     pub split_mib: Option<u64>,
+    /// Rounds of every engine on the same data; even rounds run the peers first, so a slow
+    /// spell of the machine does not always land on the same engine. Each round is printed,
+    /// then the ratios' medians.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub rounds: u64,
 }
 
 impl RunArgs {
@@ -428,6 +504,7 @@ impl RunArgs {
             bench_exe,
             python: self.python.clone(),
             split_mib: self.split_mib,
+            rounds: usize::try_from(self.rounds).unwrap_or(1),
         }
     }
 }
@@ -443,9 +520,14 @@ pub fn main(args: &RunArgs) -> Result<()> {
             o.peer_python.display()
         );
     }
-    let r = run_bench(&o)?;
-    print!("{}", report::render(&r));
-    if !r.all_ok() {
+    let rounds = run_rounds(&o)?;
+    for r in &rounds {
+        print!("{}", report::render(r));
+    }
+    if rounds.len() > 1 {
+        print!("{}", report::render_rounds(&rounds));
+    }
+    if !rounds.iter().all(BenchReport::all_ok) {
         bail!("an engine failed or the outputs differ (see above)");
     }
     Ok(())
