@@ -47,18 +47,15 @@ pub fn trimmed_key_matches(trimmed: &[u8], key: &[u8]) -> bool {
         && trimmed[kept.len()..] == spaces_after(key, kept).to_le_bytes()
 }
 
-/// Appends the key whose trimmed form is `trimmed` (see [`trimmed_key_into`]); false, with
-/// `out` unchanged, when `trimmed` is not such a form.
-pub fn untrimmed_key_into(trimmed: &[u8], out: &mut Vec<u8>) -> bool {
-    let Some((kept, count)) = trimmed.split_last_chunk::<4>() else {
-        return false;
-    };
-    if kept.last() == Some(&b' ') {
-        return false;
+/// The parts of a trimmed form (see [`trimmed_key_into`]): the key without its trailing
+/// spaces, and how many there were; `None` when `trimmed` is not such a form. Nothing is
+/// allocated: a form read from disk can claim any count, and the caller compares parts.
+pub fn split_trimmed_key(trimmed: &[u8]) -> Option<(&[u8], u32)> {
+    let (kept, count) = trimmed.split_last_chunk::<4>()?;
+    match kept.last() {
+        Some(b' ') => None,
+        _ => Some((kept, u32::from_le_bytes(*count))),
     }
-    out.extend_from_slice(kept);
-    out.resize(out.len() + u32::from_le_bytes(*count) as usize, b' ');
-    true
 }
 
 /// The number of spaces `key` has after its prefix `kept`, as the trimmed form counts them.

@@ -19,8 +19,8 @@ pub use def::{
     MIN_STRING_LEN, SortDir,
 };
 pub use encode::{
-    build_key, build_key_into, build_order_key_into, orders_compactly, trimmed_key_into,
-    trimmed_key_matches, untrimmed_key_into, without_trailing_spaces,
+    build_key, build_key_into, build_order_key_into, orders_compactly, split_trimmed_key,
+    trimmed_key_into, trimmed_key_matches, without_trailing_spaces,
 };
 pub(crate) use encode::{decimal_to_f64, value_kind};
 pub use parse::{parse_index_def, parse_order_expr};

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
-use plexus_core::key::{untrimmed_key_into, without_trailing_spaces};
+use plexus_core::key::{split_trimmed_key, without_trailing_spaces};
 
 use super::layout::SegmentKey;
 use super::run::Run;
@@ -134,14 +134,20 @@ impl std::fmt::Debug for Claims {
 }
 
 impl Claims {
-    /// The claims listed by `runs`.
+    /// The claims listed by `runs`. Their keys are taken as the runs store them (trimmed
+    /// forms), never rebuilt with their padding.
     pub(super) fn load<'a>(
         runs: impl IntoIterator<Item = (&'a SegmentKey, &'a Run)>,
     ) -> Result<Self, SegmentError> {
         let mut claims = Self::default();
+        // One run's entries: hash, rowid, where its key is in `kept`, the key's length and
+        // its trailing spaces.
+        let mut entries: Vec<(u128, i64, usize, usize, u32)> = Vec::new();
+        let mut kept = Vec::new();
         for (&owner, run) in runs {
-            let mut entries = Vec::new();
-            run.read(|hash, key, rowids| {
+            entries.clear();
+            kept.clear();
+            run.read(|hash, form, rowids| {
                 let rowid = rowids
                     .get(..8)
                     .and_then(|b| <[u8; 8]>::try_from(b).ok())
@@ -149,18 +155,20 @@ impl Claims {
                     .ok_or_else(|| {
                         SegmentError::Corrupt("unique index run entry without rowid".to_owned())
                     })?;
-                let mut whole = Vec::new();
-                if !untrimmed_key_into(key, &mut whole) {
-                    return Err(SegmentError::Corrupt(
+                let (key, pad) = split_trimmed_key(form).ok_or_else(|| {
+                    SegmentError::Corrupt(
                         "unique index run entry whose key is not a trimmed key".to_owned(),
-                    ));
-                }
-                entries.push((hash, rowid, whole));
+                    )
+                })?;
+                entries.push((hash, rowid, kept.len(), key.len(), pad));
+                kept.extend_from_slice(key);
                 Ok(())
             })?;
-            claims.publish(
+            claims.publish_parts(
                 owner,
-                entries.iter().map(|(h, r, k)| (*h, *r, k.as_slice())),
+                entries.iter().map(|&(hash, rowid, at, len, pad)| {
+                    Ok((hash, rowid, kept.get(at..at + len).unwrap_or_default(), pad))
+                }),
             )?;
         }
         Ok(claims)
@@ -214,6 +222,23 @@ impl Claims {
         owner: SegmentKey,
         entries: impl Iterator<Item = (u128, i64, &'k [u8])>,
     ) -> Result<(), SegmentError> {
+        self.publish_parts(
+            owner,
+            entries.map(|(hash, rowid, key)| {
+                let kept = without_trailing_spaces(key);
+                let pad = u32::try_from(key.len() - kept.len()).map_err(|_| too_large())?;
+                Ok((hash, rowid, kept, pad))
+            }),
+        )
+    }
+
+    /// [`Claims::publish`] with each key in parts: its bytes without trailing spaces, and
+    /// how many trailing spaces it has.
+    fn publish_parts<'k>(
+        &mut self,
+        owner: SegmentKey,
+        entries: impl Iterator<Item = Result<(u128, i64, &'k [u8], u32), SegmentError>>,
+    ) -> Result<(), SegmentError> {
         let id = match self.listed.get(&owner) {
             Some((id, _)) => *id,
             None => {
@@ -225,12 +250,9 @@ impl Claims {
             }
         };
         let mut listed = Vec::with_capacity(entries.size_hint().0);
-        for (hash, rowid, key) in entries {
-            let trimmed = without_trailing_spaces(key);
-            let (key_len, pad) = u32::try_from(trimmed.len())
-                .ok()
-                .zip(u32::try_from(key.len() - trimmed.len()).ok())
-                .ok_or_else(|| SegmentError::Corrupt("index key larger than 4 GiB".to_owned()))?;
+        for entry in entries {
+            let (hash, rowid, trimmed, pad) = entry?;
+            let key_len = u32::try_from(trimmed.len()).map_err(|_| too_large())?;
             let claim = |key_at| Claim {
                 rowid,
                 key_at,
@@ -241,11 +263,12 @@ impl Claims {
             let shard = &mut self.shards[shard_of(hash)];
             // One probe of the map per key (a lookup then an insert took two).
             match shard.held.entry(SlotKey::of(hash)) {
-                // A key claimed again (a re-run) keeps its bytes where they are. (Its bytes
-                // are sliced here, not by `Shard::key`: the entry holds the shard's map.)
+                // A key claimed again (a re-run) keeps its bytes where they are; the claim
+                // takes the new count of spaces. (Its bytes are sliced here, not by
+                // `Shard::key`: the entry holds the shard's map.)
                 Entry::Occupied(mut held) => {
                     let c = held.get();
-                    let key_at = match c.is(stored(&shard.keys, c), key) {
+                    let key_at = match stored(&shard.keys, c) == trimmed {
                         true => c.key_at,
                         false => push_key(&mut shard.keys, trimmed)?,
                     };
@@ -279,6 +302,11 @@ impl Claims {
         }
         Ok(())
     }
+}
+
+/// The error of a key of 4 GiB or more, which a claim cannot describe.
+fn too_large() -> SegmentError {
+    SegmentError::Corrupt("index key larger than 4 GiB".to_owned())
 }
 
 /// The shard of a key hash: its top bits (the maps hash by the low 64).
