@@ -23,8 +23,8 @@ pub struct RoundRatio {
     pub cpu: f64,
 }
 
-/// Every round's ratio of every peer that ran, Plexus included, with outputs agreeing.
-/// Rounds where either failed or the outputs differ are left out: they have no ratio.
+/// Each peer's ratios to Plexus, round by round. A round where either failed or their
+/// outputs differ is left out: it has no ratio.
 pub fn round_ratios(rounds: &[BenchReport]) -> Vec<RoundRatio> {
     let mut out = Vec::new();
     for (i, r) in rounds.iter().enumerate() {
