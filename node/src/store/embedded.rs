@@ -625,20 +625,21 @@ impl Store for EmbeddedStore {
             Some(after) => after + 1,
         };
         let err = segment_err(keyspace, table, "scan_batch");
-        let mut page = ScanPage::with_capacity(page_size.min(4096));
+        let mut at = directory.lower_bound(first);
+        let end = directory.upper_bound(range.last);
+        // The page is sized for the rows it will hold, so its buffers never grow by copying.
+        let rows = end.saturating_sub(at).min(page_size);
+        let mut page = ScanPage::with_capacity(rows);
+        page.reserve_data(rows.saturating_mul(directory.row_bytes()));
         SCAN_BLOCKS.with_borrow_mut(|held| {
             held.use_for(&directory);
-            let mut at = directory.lower_bound(first);
-            while at < directory.len() && page.len() < page_size {
+            while at < end && page.len() < page_size {
                 let rowid = directory.rowid(at);
-                if rowid > range.last {
-                    break;
-                }
                 page.push_with(rowid, |out| directory.row_into(at, &self.cache, held, out))
                     .map_err(&err)?;
                 at += 1;
             }
-            let more = at < directory.len() && directory.rowid(at) <= range.last;
+            let more = at < end;
             page.resume_after = if more { page.last_rowid() } else { None };
             if !more {
                 held.release();

@@ -329,6 +329,11 @@ impl ScanPage {
         }
     }
 
+    /// Makes room for `bytes` more bytes of rows.
+    pub fn reserve_data(&mut self, bytes: usize) {
+        self.data.reserve_exact(bytes);
+    }
+
     /// A page of `rows` (each row's own buffer), for stores that read rows one by one.
     pub fn from_rows(rows: Vec<(Rowid, Vec<u8>)>, resume_after: Option<Rowid>) -> Self {
         let mut page = Self::with_capacity(rows.len());

@@ -523,6 +523,8 @@ pub(super) struct Directory {
     /// row without searching the table.
     buckets: Vec<u32>,
     shift: u32,
+    /// Mean encoded bytes of a stored row: what a scan page is sized by.
+    row_bytes: usize,
 }
 
 impl std::fmt::Debug for Directory {
@@ -545,17 +547,35 @@ impl Directory {
                 segments.len()
             )));
         }
-        let mut entries: Vec<(u64, u64)> = Vec::new();
-        for (i, seg) in segments.iter().enumerate() {
-            let index = seg.index()?;
-            entries.reserve(index.len());
+        // Every index is read before the merged one is allocated at its exact size: grown
+        // segment by segment, it was copied into fresh pages at every doubling, then once more
+        // to shrink (1.2 % of the 10 M-row lookup's CPU, bench/RESULTS.md).
+        let indexes = segments
+            .iter()
+            .map(|seg| seg.index())
+            .collect::<Result<Vec<_>, _>>()?;
+        let stored_rows: usize = indexes.iter().map(Vec::len).sum();
+        let mut data_bytes = 0u64;
+        for seg in &segments {
+            data_bytes = data_bytes.saturating_add(seg.layout()?.data_len);
+        }
+        // Each row is stored after its 4-byte length.
+        let row_bytes =
+            data_bytes.saturating_sub(4 * stored_rows as u64) / stored_rows.max(1) as u64;
+        let mut entries: Vec<(u64, u64)> = Vec::with_capacity(stored_rows);
+        for (i, index) in indexes.into_iter().enumerate() {
             let high = (i as u64) << OFFSET_BITS;
             entries.extend(index.into_iter().map(|(r, off)| (flip(r), high | off)));
         }
         // Equal rowids: the newest segment (highest position) first, and only it is kept.
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let all = entries.len();
         entries.dedup_by_key(|e| e.0);
-        entries.shrink_to_fit();
+        // Re-runs replace rows whole, so duplicates are rare: give memory back only when a
+        // good share of the entries went.
+        if entries.len() < all - all / 8 {
+            entries.shrink_to_fit();
+        }
         if u32::try_from(entries.len()).is_err() {
             return Err(SegmentError::Corrupt(format!(
                 "{} rows in one table (at most 2^32)",
@@ -581,6 +601,7 @@ impl Directory {
             entries,
             buckets,
             shift,
+            row_bytes: usize::try_from(row_bytes).unwrap_or(usize::MAX),
         })
     }
 
@@ -609,6 +630,19 @@ impl Directory {
         let key = flip(rowid);
         let (lo, hi) = self.bucket(key);
         lo + self.entries[lo..hi].partition_point(|e| e.0 < key)
+    }
+
+    /// The first position whose rowid is above `rowid`.
+    pub(super) fn upper_bound(&self, rowid: i64) -> usize {
+        match rowid.checked_add(1) {
+            Some(next) => self.lower_bound(next),
+            None => self.len(),
+        }
+    }
+
+    /// Mean encoded bytes of a row of the table.
+    pub(super) fn row_bytes(&self) -> usize {
+        self.row_bytes
     }
 
     /// The rowid at position `i` (< [`Directory::len`]).

@@ -477,6 +477,67 @@ fn point_reads_and_scans_across_segments() {
     check_against_model(&store, &s, &model, &mut rng);
 }
 
+/// A scan page is allocated at the size of the rows it gets, so its buffer is never grown by
+/// copying: rows of one size in three segments fill pages of exactly their bytes, at every
+/// page boundary and up to the last rowid of the range, `i64::MAX` included.
+#[test]
+fn scan_pages_are_sized_for_their_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, s) = open_with_table(dir.path());
+    let mut want = Vec::new();
+    for call in 0..3i64 {
+        let rows: Vec<RowWrite> = (0..400i64)
+            .map(|i| {
+                write(
+                    (i * 3 + call) * 7919 - 1_000_000,
+                    call as u32,
+                    &[call as u8; 57],
+                )
+            })
+            .collect();
+        want.extend(rows.iter().map(|r| r.rowid));
+        store
+            .write_rows("ks", &s, Share::WHOLE, &rows, WriteMode::Insert)
+            .expect("write");
+    }
+    want.push(i64::MAX);
+    store
+        .write_rows(
+            "ks",
+            &s,
+            Share::WHOLE,
+            &[write(i64::MAX, 3, &[3; 57])],
+            WriteMode::Insert,
+        )
+        .expect("write the last rowid");
+    want.sort_unstable();
+    let whole = RowidRange {
+        first: i64::MIN,
+        last: i64::MAX,
+    };
+    for page_size in [1, 7, 100, 5000] {
+        let (mut got, mut resume) = (Vec::new(), None);
+        loop {
+            let page = store
+                .scan_range("ks", &s.data, whole, page_size, resume)
+                .expect("scan");
+            assert_eq!(
+                page.data.capacity(),
+                page.data.len(),
+                "page size {page_size}: {} rows",
+                page.len()
+            );
+            assert!(page.iter().all(|(_, row)| row.len() == 57));
+            got.extend(page.iter().map(|(rowid, _)| rowid));
+            resume = page.resume_after;
+            if resume.is_none() {
+                break;
+            }
+        }
+        assert_eq!(got, want, "page size {page_size}");
+    }
+}
+
 fn check_against_model(
     store: &EmbeddedStore,
     s: &TableSpec,
