@@ -601,7 +601,8 @@ impl Directory {
             entries,
             buckets,
             shift,
-            row_bytes: usize::try_from(row_bytes).unwrap_or(usize::MAX),
+            // Only a hint for sizing pages: one that does not fit reserves nothing.
+            row_bytes: usize::try_from(row_bytes).unwrap_or(0),
         })
     }
 
