@@ -449,6 +449,34 @@ pub fn decode_row_refs_into<'a>(
     r.end()
 }
 
+/// Reads the cell of `column` (of type `ty`) in place, as [`decode_row_refs_into`] reads it,
+/// from a row whose cell boundaries `spans` came from [`decode_row_spans_into`] or
+/// [`row_spans_into`] over the same `bytes`: a row kept by its spans reads a cell again without
+/// decoding the cells before it.
+pub fn cell_at<'a>(
+    bytes: &'a [u8],
+    spans: &[u32],
+    column: usize,
+    ty: Type,
+) -> Result<CellRef<'a>, RowError> {
+    let (Some(&start), Some(&end)) = (spans.get(column), spans.get(column + 1)) else {
+        return Err(RowError::Truncated { column });
+    };
+    let cell = bytes
+        .get(start as usize..end as usize)
+        .ok_or(RowError::Truncated { column })?;
+    let mut r = Reader {
+        bytes: cell,
+        pos: 0,
+    };
+    let read = match ty {
+        Type::String => CellRef::Str(r.str_cell(column)?),
+        _ => CellRef::Value(decode_cell(&mut r, column, ty)?),
+    };
+    r.end()?;
+    Ok(read)
+}
+
 /// Decodes the cell of `column` (of type `ty`) at the reader's position.
 fn decode_cell(r: &mut Reader<'_>, column: usize, ty: Type) -> Result<Value, RowError> {
     Ok(match ty {

@@ -1092,6 +1092,66 @@ fn a_damaged_string_in_a_right_row_fails_the_lookup_built_or_only_checked() -> R
     Ok(())
 }
 
+/// A left row read in place is still checked whole: a damaged string in a column no field
+/// builds (`status`, copied as a cell or not read) fails every lookup shape over every right
+/// side (point lookups, a decoded or compact hash join, folded or not), naming the left table
+/// and the rowid.
+#[test]
+fn a_damaged_string_in_a_left_row_fails_every_lookup_path() -> Result<()> {
+    let (plan, _) = plan_all();
+    let damaged_rowid = 6i64;
+    let mut damaged = row_write(
+        &plan.tables["orders"],
+        damaged_rowid,
+        &[Value::Int(2), s("zz")],
+    )?;
+    let at = damaged
+        .row
+        .windows(2)
+        .position(|w| w == b"zz")
+        .ok_or_else(|| anyhow::anyhow!("encoded row holds no \"zz\""))?;
+    damaged.row[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    let (_d0, probe_store) = seeded(&plan)?;
+    let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
+    let names = [
+        "nu_inner_copied",
+        "nu_left_copied",
+        "nu_inner_g_cells",
+        "nu_left_g_cells_f",
+        "nu_inner_ng_all",
+        "nu_left_g_all",
+    ];
+    let sides = [
+        ("point", 0, 0),
+        ("decoded", 1000, 1 << 30),
+        ("compact", 1000, nu.min(u) - 1),
+    ];
+    for (side, rows, bytes) in sides {
+        for fold in [true, false] {
+            let (_d, store) = seeded(&plan)?;
+            let spec = source_spec_as(&plan, "orders", "orders", SRC);
+            let one = std::slice::from_ref(&damaged);
+            store.write_rows(KS, &spec, Share::WHOLE, one, WriteMode::Insert)?;
+            let mut ctx = ExecContext::new(store.clone()).with_hash_join_limits(rows, bytes);
+            ctx.fold_grouped_lookups = fold;
+            for name in names {
+                let label = format!("{name}, {side} side, fold {fold}");
+                let err = run_node(store.as_ref(), &ctx, &plan, name, 2)
+                    .err()
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("{label}: a damaged left row read as a success")
+                    })?;
+                let msg = format!("{err:#}");
+                assert!(
+                    msg.contains("orders") && msg.contains(&format!("rowid {damaged_rowid}")),
+                    "{label}: {msg}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A grouped row folded from the right rows' cells that fails (here a field whose declared
 /// type its aggregate does not give, which the script loader would refuse) fails the batch
 /// as point lookups do: the same message, naming the field.

@@ -312,6 +312,20 @@ fn decimal_cells_below_the_copy_limit_survive_the_round_trip() {
     }
 }
 
+/// Fails unless the cell read in place is `want`: the same text, or the same value (a float's
+/// bits, since NaN is not equal to itself).
+fn same_cell(got: &CellRef<'_>, want: &Value) -> Result<(), TestCaseError> {
+    match (got, want) {
+        (CellRef::Str(s), Value::Str(w)) => prop_assert_eq!(*s, &**w),
+        (CellRef::Value(Value::Float(a)), Value::Float(b)) => {
+            prop_assert_eq!(a.to_bits(), b.to_bits());
+        }
+        (CellRef::Value(v), w) => prop_assert_eq!(v, w),
+        (got, want) => prop_assert!(false, "{:?} read for {:?}", got, want),
+    }
+    Ok(())
+}
+
 proptest! {
     #[test]
     fn storage_form_rows_round_trip(cells in prop::collection::vec(arb_cell(), 0..12)) {
@@ -423,6 +437,8 @@ proptest! {
         row_spans_into(&bytes, &schema, &mut only_spans).unwrap();
         prop_assert_eq!(&only_spans, &spans);
         for (column, (&ty, value)) in schema.iter().zip(&values).enumerate() {
+            let at = cell_at(&bytes, &spans, column, ty).unwrap();
+            same_cell(&at, value)?;
             let cell = &bytes[spans[column] as usize..spans[column + 1] as usize];
             let (mut copied, mut encoded) = (Vec::new(), Vec::new());
             let c = copy_cell(&mut copied, column, ty, cell);
@@ -457,15 +473,7 @@ proptest! {
                 full.iter().zip(&wanted).filter(|(_, w)| **w).map(|(v, _)| v).collect();
             prop_assert_eq!(refs.len(), expected.len());
             for (got, want) in refs.iter().zip(expected) {
-                match (got, want) {
-                    (CellRef::Str(s), Value::Str(w)) => prop_assert_eq!(*s, &**w),
-                    // NaN is not equal to itself: the bits are what must match.
-                    (CellRef::Value(Value::Float(a)), Value::Float(b)) => {
-                        prop_assert_eq!(a.to_bits(), b.to_bits());
-                    }
-                    (CellRef::Value(v), w) => prop_assert_eq!(v, w),
-                    (got, want) => prop_assert!(false, "{:?} read for {:?}", got, want),
-                }
+                same_cell(got, want)?;
             }
         }
     }

@@ -4,23 +4,26 @@
 //! it back into bytes, and the row's drop releases it. A [`CellPlan`] copies such a field's
 //! cell from the encoded row it came from instead, so a right row's copied strings are never
 //! built. A grouped lookup's [`GroupCells`] feeds its aggregates the right rows' cells read in
-//! place, strings borrowed. Only rows that do not outlive their page are treated so: the left
+//! place, strings borrowed. [`LeftCells`] reads the left rows of these lookups and of folded
+//! ones in place too: keys and bare `r.*` fields from their cells, values only for the columns
+//! the other fields read. Only rows that do not outlive their page are treated so: the left
 //! page and the compact right side hold the bytes until the rows are written.
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
+use plexus_core::key::build_key_into;
 use plexus_core::plan::{JoinType, Plan, Writer};
 use plexus_core::row::{
-    CellRef, RowError, copy_cell, decode_row_refs_into, encode_cell, encode_header,
+    CellRef, RowError, cell_at, copy_cell, decode_row_refs_into, encode_cell, encode_header,
 };
-use plexus_core::value::Value;
+use plexus_core::value::{Type, Value};
 
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::joined::{finish_grouped_row, grouped_row, unmatched_row};
+use super::joined::{grouped_row, unmatched_row};
 use super::lookup::Bufs;
 use super::right::RightIndex;
 use super::scan::{Page, Scan, decode_projected};
-use super::write::{RowWriter, eval_field, field_err};
+use super::write::{RowWriter, check_type, eval_field, field_err};
 
 /// Where one output field's cell comes from.
 #[derive(Debug, Clone, Copy)]
@@ -42,10 +45,6 @@ pub(crate) struct CellPlan {
     /// The right columns to decode: those the computed fields and the filter read (the
     /// copied ones are checked, not built; with none, a right row builds no value at all).
     pub(crate) right_needed: Vec<bool>,
-    /// The left columns to decode (all when empty): in an inner join whose computed fields
-    /// read no `r.*` field, the `join_on` fields alone; otherwise [`left_columns_read`] (an
-    /// unmatched row of a left join evaluates its fields from the left row).
-    pub(crate) left_needed: Vec<bool>,
 }
 
 impl CellPlan {
@@ -75,19 +74,8 @@ impl CellPlan {
                 .filter(|(_, s)| matches!(s, Source::Computed))
                 .map(|(f, _)| f)
         };
-        let reads_left = computed().any(|f| f.expr.field_refs().iter().any(|r| r.alias == "r"));
-        let left_needed = if l.join_type == JoinType::Inner && !reads_left {
-            let mut needed = vec![false; left_types.len()];
-            for &p in &l.join_pos {
-                *needed.get_mut(p)? = true;
-            }
-            needed
-        } else {
-            left_columns_read(left, l, out)
-        };
         Some(Self {
             right_needed: columns_read(l, computed())?,
-            left_needed,
             sources,
         })
     }
@@ -123,13 +111,18 @@ impl CellPlan {
 
 /// One input row: its decoded values, its encoded bytes and their cell boundaries.
 #[derive(Clone, Copy)]
-struct Cells<'a> {
+pub(crate) struct Cells<'a> {
     values: &'a [Value],
     bytes: &'a [u8],
     spans: &'a [u32],
 }
 
-impl Cells<'_> {
+impl<'a> Cells<'a> {
+    /// Cell `c` (of type `ty`) read in place.
+    fn cell(&self, c: usize, ty: Type) -> Result<CellRef<'a>, RowError> {
+        cell_at(self.bytes, self.spans, c, ty)
+    }
+
     /// Copies cell `c` as the cell of output column `column` (field `f`).
     fn copy(
         &self,
@@ -149,16 +142,191 @@ impl Cells<'_> {
     }
 }
 
+/// How a lookup reads its left rows in place (#25 item 3) when its output rows come from cells
+/// ([`CellPlan`], [`GroupCells`]) or from folds ([`super::folded`]): a row keeps its cell
+/// boundaries, its key is built from its `join_on` cells, a field that is nothing but a left
+/// column is that column's cell, and values are built only for the columns the other fields
+/// read, so a left row's strings are borrowed from its page. A row the cells do not cover (a
+/// left join's unmatched row, a grouped row whose fold failed) is decoded again in full.
+#[derive(Debug)]
+pub(crate) struct LeftCells {
+    /// The left rows' column types.
+    types: Vec<Type>,
+    /// Per output field, the left column it is nothing but, of the field's own type.
+    bare: Vec<Option<usize>>,
+    /// The left columns decoded as values: those the fields that are not bare read.
+    pub(crate) values: Vec<bool>,
+    /// The left columns of a row decoded in full ([`left_columns_read`]).
+    read: Vec<bool>,
+}
+
+impl LeftCells {
+    /// How lookup `l` writing `out` reads the rows of `left` in place.
+    pub(crate) fn new(left: &TableInput, l: &LookupStage, out: &TableOut) -> Self {
+        let bare: Vec<Option<usize>> = out
+            .fields
+            .iter()
+            .map(|f| match f.expr.bare_field() {
+                Some((Alias::R, c)) if left.types.get(c) == Some(&f.ty) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let mut values = vec![false; left.types.len()];
+        let refs = out
+            .fields
+            .iter()
+            .zip(&bare)
+            .filter(|(_, b)| b.is_none())
+            .flat_map(|(f, _)| f.expr.field_refs())
+            .filter(|r| r.alias == Alias::R.name());
+        for r in refs {
+            let c = left.names.iter().position(|n| *n == r.field);
+            match c.and_then(|c| values.get_mut(c)) {
+                Some(slot) => *slot = true,
+                // Not a left field: validation rules it out, so decode everything.
+                None => {
+                    values.fill(true);
+                    break;
+                }
+            }
+        }
+        Self {
+            types: left.types.clone(),
+            bare,
+            values,
+            read: left_columns_read(left, l, out),
+        }
+    }
+
+    /// Left row `bytes` of `table` read in place: its cell boundaries into `spans`, the values
+    /// of the columns [`Self::values`] marks into `values`, and its lookup key (the `join_on`
+    /// fields under the index's definition, [`super::lookup`]'s step 1) into `key`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn read<'a>(
+        &self,
+        l: &LookupStage,
+        (bytes, rowid): (&'a [u8], crate::store::Rowid),
+        values: &mut Vec<Value>,
+        spans: &mut Vec<u32>,
+        key: &mut Vec<u8>,
+        key_cells: &mut Vec<CellRef<'a>>,
+        scan: &Scan<'_>,
+    ) -> Result<(), BatchErrorKind> {
+        let table = &scan.table_name;
+        super::scan::decode_spans(
+            bytes,
+            &self.types,
+            &self.values,
+            values,
+            spans,
+            table,
+            rowid,
+        )?;
+        key_cells.clear();
+        for &c in &l.join_pos {
+            let ty = *self
+                .types
+                .get(c)
+                .ok_or(Inconsistency::Broken("lookup key column past the left row"))?;
+            let cell = cell_at(bytes, spans, c, ty)
+                .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))?;
+            key_cells.push(cell);
+        }
+        key.clear();
+        build_key_into(key, &l.index, key_cells)
+            .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))
+    }
+
+    /// Left row `bytes` of `table` decoded in full (every column a field or the key reads)
+    /// into `out`: for a row the cells do not cover.
+    fn decode_full(
+        &self,
+        (bytes, rowid): (&[u8], crate::store::Rowid),
+        out: &mut Vec<Value>,
+        table: &str,
+    ) -> Result<(), BatchErrorKind> {
+        decode_projected(bytes, &self.types, &self.read, out, table, rowid)
+    }
+
+    /// The cells of a grouped row of `left` into `row` (cleared first): field `i` is `agg(i)`
+    /// when it aggregates, the left row's cell when it is bare, and otherwise is evaluated over
+    /// the left row's values without intermediate rounding (spec §5.10). The first failing
+    /// field in field order is the error: its position and message.
+    pub(crate) fn grouped_row<'a>(
+        &self,
+        out: &TableOut,
+        left: Cells<'a>,
+        mut agg: impl FnMut(usize) -> Option<Result<Value, String>>,
+        row: &mut Vec<CellRef<'a>>,
+    ) -> Result<(), (usize, String)> {
+        row.clear();
+        let vars = Vars::new().with(Alias::R, left.values);
+        for (i, (f, bare)) in out.fields.iter().zip(&self.bare).enumerate() {
+            let fail = |e: &dyn std::fmt::Display| (i, e.to_string());
+            let cell = match (agg(i), *bare) {
+                (Some(v), _) => {
+                    let v = v.map_err(|e| (i, e))?;
+                    check_type(&v, f.ty).map_err(|e| fail(&e))?;
+                    CellRef::Value(v)
+                }
+                (None, Some(c)) => left.cell(c, f.ty).map_err(|e| fail(&e))?,
+                (None, None) => {
+                    let v = f.expr.eval(&vars, Rounding::None).map_err(|e| fail(&e))?;
+                    check_type(&v, f.ty).map_err(|e| fail(&e))?;
+                    CellRef::Value(v)
+                }
+            };
+            row.push(cell);
+        }
+        Ok(())
+    }
+}
+
+/// A window of left rows read by [`LeftCells::read`]: the values and cell boundaries of each.
+#[derive(Clone, Copy)]
+pub(crate) struct LeftWindow<'a> {
+    /// How the rows were read.
+    pub(crate) plan: &'a LeftCells,
+    /// Each row's values of the columns [`LeftCells::values`] marks.
+    pub(crate) values: &'a [Vec<Value>],
+    /// Each row's cell boundaries.
+    pub(crate) spans: &'a [Vec<u32>],
+}
+
+impl<'a> LeftWindow<'a> {
+    /// Row `i` of the window, whose encoded bytes are `bytes`.
+    pub(crate) fn row(&self, i: usize, bytes: &'a [u8]) -> Result<Cells<'a>, BatchErrorKind> {
+        match (self.values.get(i), self.spans.get(i)) {
+            (Some(values), Some(spans)) => Ok(Cells {
+                values,
+                bytes,
+                spans,
+            }),
+            _ => Err(Inconsistency::Broken("lookup window past its left rows").into()),
+        }
+    }
+
+    /// Left row `bytes` decoded in full (see [`LeftCells::decode_full`]).
+    pub(crate) fn decode_full(
+        &self,
+        row: (&[u8], crate::store::Rowid),
+        out: &mut Vec<Value>,
+        table: &str,
+    ) -> Result<(), BatchErrorKind> {
+        self.plan.decode_full(row, out, table)
+    }
+}
+
 /// Step 4 of a lookup over a compact right side with a [`CellPlan`]: the output rows of the
 /// page's left rows in page order, as [`super::lookup`]'s `emit` writes them, each matched
-/// row encoded from the cells of its left row and of its right row in `ix`.
+/// row encoded from the cells of its left row (read by `lp`) and of its right row in `ix`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_cells(
     page: &Page,
     scan: &Scan<'_>,
     l: &LookupStage,
     out: &TableOut,
-    plan: &CellPlan,
+    (plan, lp): (&CellPlan, &LeftCells),
     w: &mut RowWriter<'_>,
     ix: &RightIndex,
     bf: &mut Bufs,
@@ -170,7 +338,8 @@ pub(crate) fn emit_cells(
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
         if matches.is_empty() {
             if l.join_type == JoinType::Left {
-                unmatched_row(out, false, &bf.left[i], &mut bf.row, &loc)?;
+                lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
+                unmatched_row(out, false, &bf.left_full, &mut bf.row, &loc)?;
                 w.push(&bf.row, &loc)?;
             }
             continue;
@@ -244,19 +413,19 @@ impl GroupCells {
         })
     }
 
-    /// The grouped row of `left` over `matches` (rows of `ix` at `at`) into `row`, the state of
-    /// each aggregate in `accs`, each row's cells read into `cells`; `None` on any error,
-    /// which the caller has the decoded rows report.
+    /// The grouped row of `left` (read by `lp`) over `matches` (rows of `ix` at `at`) into
+    /// `row`, the state of each aggregate in `accs`, each right row's cells read into `cells`;
+    /// `None` on any error, which the caller has the decoded rows report.
     #[allow(clippy::too_many_arguments)]
-    fn fold<'ix>(
+    fn fold<'ix, 'a>(
         &self,
-        (l, out): (&LookupStage, &TableOut),
+        (l, out, lp): (&LookupStage, &TableOut, &LeftCells),
         ix: &'ix RightIndex,
-        left: &[Value],
+        left: Cells<'a>,
         (at, matches): (&[usize], &[usize]),
         cells: &mut Vec<CellRef<'ix>>,
         accs: &mut Vec<Option<Accumulator>>,
-        row: &mut Vec<Value>,
+        row: &mut Vec<CellRef<'a>>,
     ) -> Option<()> {
         accs.clear();
         accs.extend(out.fields.iter().map(|f| f.agg.clone()));
@@ -274,8 +443,11 @@ impl GroupCells {
             }
         }
         // The other fields read no `l.*` field: the left row alone gives their value.
-        row.clear();
-        finish_grouped_row(out, accs, &Vars::new().with(Alias::R, left), row)
+        let agg = |i: usize| {
+            let a = accs.get(i)?.as_ref()?;
+            Some(a.finish().map_err(|e| e.to_string()))
+        };
+        lp.grouped_row(out, left, agg, row).ok()
     }
 }
 
@@ -289,35 +461,42 @@ pub(crate) fn emit_grouped_cells(
     scan: &Scan<'_>,
     (l, right_name): (&LookupStage, &str),
     out: &TableOut,
-    plan: &GroupCells,
+    (plan, lp): (&GroupCells, &LeftCells),
     w: &mut RowWriter<'_>,
     ix: &RightIndex,
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
-    let mut cells = Vec::new();
-    for (i, (rowid, _)) in page.iter().enumerate() {
+    let (mut cells, mut row) = (Vec::new(), Vec::new());
+    for (i, (rowid, bytes)) in page.iter().enumerate() {
         let loc = || scan.loc(rowid);
         w.input(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
-        let left = &bf.left[i];
         if matches.is_empty() {
             if l.join_type == JoinType::Left {
-                unmatched_row(out, true, left, &mut bf.row, &loc)?;
+                lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
+                unmatched_row(out, true, &bf.left_full, &mut bf.row, &loc)?;
                 w.push(&bf.row, &loc)?;
             }
             continue;
         }
+        let left = Cells {
+            values: &bf.left[i],
+            bytes,
+            spans: &bf.left_spans[i],
+        };
         let folded = plan.fold(
-            (l, out),
+            (l, out, lp),
             ix,
             left,
             (&bf.right_at, matches),
             &mut cells,
             &mut bf.accs,
-            &mut bf.row,
+            &mut row,
         );
-        if folded.is_none() {
+        if folded.is_some() {
+            w.push_cells(&row, &loc)?;
+        } else {
             let mut right = Vec::with_capacity(matches.len());
             for &nr in matches {
                 let ri = *bf
@@ -334,9 +513,11 @@ pub(crate) fn emit_grouped_cells(
                 right.push(values);
             }
             let all: Vec<usize> = (0..right.len()).collect();
+            lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
+            let left = &bf.left_full;
             grouped_row(out, left, &right, &all, &mut bf.accs, &mut bf.row, &loc)?;
+            w.push(&bf.row, &loc)?;
         }
-        w.push(&bf.row, &loc)?;
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ use plexus_core::value::{Type, Value};
 
 use super::batch::BatchRun;
 use super::cache::{cache_key, lock};
-use super::cells::right_columns_read;
+use super::cells::{LeftWindow, right_columns_read};
 use super::compiled::{LookupStage, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::hashjoin::{Decode, scan_valid_projected};
@@ -845,16 +845,16 @@ fn merge_key(into: &mut KeyState, later: KeyState, out: &TableOut, fold: &Fold) 
     true
 }
 
-/// The output rows of a window of left rows (their keys in `keys`, decoded rows in `left`)
-/// from their keys' folds, in window order.
+/// The output rows of a window of left rows (their keys in `keys`, the rows read in place in
+/// `left`) from their keys' folds, in window order; `row` and `full` are scratch rows.
 pub(crate) fn emit_folded(
     (window, scan): (&Page, &Scan<'_>),
     l: &LookupStage,
     out: &TableOut,
     w: &mut RowWriter<'_>,
     folded: &FoldedRight,
-    (left_rows, keys): (&[Vec<Value>], &[Vec<u8>]),
-    row: &mut Vec<Value>,
+    (left, keys): (LeftWindow<'_>, &[Vec<u8>]),
+    (row, full): (&mut Vec<Value>, &mut Vec<Value>),
 ) -> Result<(), BatchErrorKind> {
     // The hash join evaluates the filter while matching the whole page, before emitting any
     // of its rows: the first left row (in page order) whose key has a failing right row
@@ -873,22 +873,33 @@ pub(crate) fn emit_folded(
             ));
         }
     }
-    for (i, (rowid, _)) in window.iter().enumerate() {
+    let mut cells = Vec::new();
+    for (i, (rowid, bytes)) in window.iter().enumerate() {
         let loc = || scan.loc(rowid);
         w.input(rowid);
-        let (Some(left), Some(key)) = (left_rows.get(i), keys.get(i)) else {
+        let Some(key) = keys.get(i) else {
             return Err(Inconsistency::Broken("folded lookup window past its rows").into());
         };
         match folded.get(key) {
             None => {
                 if l.join_type == JoinType::Left {
-                    super::joined::unmatched_row(out, true, left, row, &loc)?;
+                    left.decode_full((bytes, rowid), full, &scan.table_name)?;
+                    super::joined::unmatched_row(out, true, full, row, &loc)?;
                     w.push(row, &loc)?;
                 }
             }
             Some(KeyFold::Matched(values)) => {
-                folded_row(out, &folded.aggs, left, values, row, &loc)?;
-                w.push(row, &loc)?;
+                // The aggregate fields take the fold's values; the others read the left row
+                // alone (no `l.*` field), so every match gives them this value.
+                let mut next = folded.aggs.iter().zip(values).peekable();
+                let agg = |i: usize| next.next_if(|(a, _)| **a == i).map(|(_, v)| v.clone());
+                left.plan
+                    .grouped_row(out, left.row(i, bytes)?, agg, &mut cells)
+                    .map_err(|(f, detail)| {
+                        let name = out.fields.get(f).map_or("", |f| f.name.as_str());
+                        field_err(&loc, "field", name, detail)
+                    })?;
+                w.push_cells(&cells, &loc)?;
             }
             Some(KeyFold::FilterFailed { .. }) => {
                 return Err(
@@ -896,39 +907,6 @@ pub(crate) fn emit_folded(
                 );
             }
         }
-    }
-    Ok(())
-}
-
-/// A matched grouped row from its key's fold: the aggregate fields take the fold's values,
-/// the others are evaluated from the left row without intermediate rounding (they read no
-/// `l.*` field, so every match gives them this value); the first failing field in field order
-/// is the row's error.
-fn folded_row(
-    out: &TableOut,
-    aggs: &[usize],
-    left: &[Value],
-    values: &[Result<Value, String>],
-    row: &mut Vec<Value>,
-    loc: &dyn Fn() -> RowLoc,
-) -> Result<(), BatchErrorKind> {
-    row.clear();
-    let vars = Vars::new().with(Alias::R, left);
-    let mut next = aggs.iter().zip(values).peekable();
-    for (i, f) in out.fields.iter().enumerate() {
-        if let Some((_, v)) = next.next_if(|(a, _)| **a == i) {
-            match v {
-                Ok(v) => row.push(v.clone()),
-                Err(detail) => return Err(field_err(loc, "field", &f.name, detail)),
-            }
-            continue;
-        }
-        let v = f
-            .expr
-            .eval(&vars, Rounding::None)
-            .map_err(|e| field_err(loc, "field", &f.name, e))?;
-        check_type(&v, f.ty).map_err(|e| field_err(loc, "field", &f.name, e))?;
-        row.push(v);
     }
     Ok(())
 }

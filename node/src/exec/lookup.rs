@@ -17,8 +17,8 @@ use plexus_core::value::Value;
 use super::batch::{BatchRun, BatchStats};
 use super::cache::cache_key;
 use super::cells::{
-    CellPlan, GroupCells, covers, emit_cells, emit_grouped_cells, left_columns_read,
-    right_columns_read, side_columns_read,
+    CellPlan, GroupCells, LeftCells, LeftWindow, covers, emit_cells, emit_grouped_cells,
+    left_columns_read, right_columns_read, side_columns_read,
 };
 use super::compiled::{LookupStage, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
@@ -42,8 +42,10 @@ pub(crate) struct Lookup {
     pub(crate) cells: Option<CellPlan>,
     /// Grouped rows folded from the right rows' cells, where the fields allow it.
     pub(crate) grouped: Option<GroupCells>,
-    /// The left columns decoded, where no [`CellPlan`] says ([`left_columns_read`]).
+    /// The left columns decoded where rows are not read in place ([`left_columns_read`]).
     left_read: Vec<bool>,
+    /// How left rows are read in place, for output rows from cells or from folds.
+    left: LeftCells,
 }
 
 impl Lookup {
@@ -52,6 +54,7 @@ impl Lookup {
         let cells = CellPlan::new(&input, &stage, &out);
         let grouped = GroupCells::new(&stage, &out);
         let left_read = left_columns_read(&input, &stage, &out);
+        let left = LeftCells::new(&input, &stage, &out);
         Self {
             input,
             stage,
@@ -59,6 +62,7 @@ impl Lookup {
             cells,
             grouped,
             left_read,
+            left,
         }
     }
 }
@@ -74,9 +78,13 @@ impl Processor for Lookup {
 /// Buffers reused across the pages of a batch.
 #[derive(Default)]
 pub(crate) struct Bufs {
+    /// Each left row's values: of the columns read, or, read in place ([`LeftCells`]), of the
+    /// columns the evaluated fields read.
     pub(crate) left: Vec<Vec<Value>>,
-    /// Cell boundaries of each left row, kept when its cells are copied ([`CellPlan`]).
+    /// Cell boundaries of each left row read in place.
     pub(crate) left_spans: Vec<Vec<u32>>,
+    /// A left row read in place, decoded again in full (see [`LeftCells`]).
+    pub(crate) left_full: Vec<Value>,
     /// Lookup key of each left row.
     keys: Vec<Vec<u8>>,
     /// Left rows in key order.
@@ -189,48 +197,53 @@ fn run_lookup(
             RightSide::Index(ix) if ix.compact => (p.cells.as_ref(), p.grouped.as_ref()),
             _ => (None, None),
         };
-        if cells.is_some() {
+        let in_place = cells.is_some() || grouped.is_some() || matches!(side, RightSide::Folded(_));
+        if in_place {
             ensure_len(&mut bf.left_spans, n);
         }
+        let mut key_cells = Vec::new();
 
         // 1. Keys from the join_on fields with the lookup index's definition.
         // Quirk (spec §7.4, §14 #33): Capillaries takes the values from left fields named like
         // the index components; we use the join_on fields in order (equivalent for every
         // valid script).
         for (i, (rowid, bytes)) in window.iter().enumerate() {
-            match cells {
-                Some(plan) => {
-                    let (row, spans) = (&mut bf.left[i], &mut bf.left_spans[i]);
-                    decode_spans(
-                        bytes,
-                        &input.types,
-                        &plan.left_needed,
-                        row,
-                        spans,
-                        &scan.table_name,
-                        rowid,
-                    )?;
-                }
-                None => {
-                    let (types, row) = (&input.types, &mut bf.left[i]);
-                    decode_projected(bytes, types, &p.left_read, row, &scan.table_name, rowid)?;
-                }
+            let (row, key) = (&mut bf.left[i], &mut bf.keys[i]);
+            if in_place {
+                let spans = &mut bf.left_spans[i];
+                let read = (bytes, rowid);
+                p.left
+                    .read(l, read, row, spans, key, &mut key_cells, &scan)?;
+                continue;
             }
-            bf.keys[i].clear();
-            key_into(&mut bf.keys[i], &l.index, &l.join_pos, &bf.left[i])
+            decode_projected(
+                bytes,
+                &input.types,
+                &p.left_read,
+                row,
+                &scan.table_name,
+                rowid,
+            )?;
+            key.clear();
+            key_into(key, &l.index, &l.join_pos, row)
                 .map_err(|e| field_err(&|| scan.loc(rowid), "index", &l.index_name, e))?;
         }
         match &side {
             RightSide::Folded(folded) => {
                 stats.lookup += lookup_start.elapsed();
+                let left = LeftWindow {
+                    plan: &p.left,
+                    values: &bf.left,
+                    spans: &bf.left_spans,
+                };
                 emit_folded(
                     (&window, &scan),
                     l,
                     out,
                     w,
                     folded,
-                    (&bf.left, &bf.keys),
-                    &mut bf.row,
+                    (left, &bf.keys),
+                    (&mut bf.row, &mut bf.left_full),
                 )?;
                 continue;
             }
@@ -243,13 +256,14 @@ fn run_lookup(
                 compact_matches(ix, l, &right_name, bf, n, kept)?;
                 if let Some(plan) = cells {
                     stats.lookup += lookup_start.elapsed();
-                    emit_cells(&window, &scan, l, out, plan, w, ix, bf)?;
+                    emit_cells(&window, &scan, l, out, (plan, &p.left), w, ix, bf)?;
                     continue;
                 }
                 if let Some(plan) = grouped {
                     stats.lookup += lookup_start.elapsed();
                     let right = right_name.as_str();
-                    emit_grouped_cells(&window, &scan, (l, right), out, plan, w, ix, bf)?;
+                    let plans = (plan, &p.left);
+                    emit_grouped_cells(&window, &scan, (l, right), out, plans, w, ix, bf)?;
                     continue;
                 }
             }
