@@ -171,12 +171,21 @@ pub enum CellView<'a> {
     Str(&'a str),
 }
 
-impl CellView<'_> {
+impl<'a> CellView<'a> {
     /// The column type of the cell, `None` for the intermediate-only value variants.
     pub fn column_type(&self) -> Option<Type> {
         match self {
             Self::Value(v) => v.column_type(),
             Self::Str(_) => Some(Type::String),
+        }
+    }
+
+    /// The cell's text when it is a string, borrowed or a value.
+    pub fn text(&self) -> Option<&'a str> {
+        match *self {
+            Self::Value(Value::Str(s)) => Some(s),
+            Self::Str(s) => Some(s),
+            Self::Value(_) => None,
         }
     }
 

@@ -745,7 +745,7 @@ fn malformed_chunks_are_rejected_before_python() {
             ..
         })
     ));
-    assert!(matches!(pool.run_chunk(&program, &[]), Ok(v) if v.is_empty()));
+    assert!(matches!(pool.run_chunk::<Value>(&program, &[]), Ok(v) if v.is_empty()));
 }
 
 /// Issue #14: a formula error names the formula file and line of the raising frames, traced

@@ -1547,8 +1547,9 @@ fn py_calc_exception_fails_the_batch_naming_rows() -> Result<()> {
         &mut plan,
         py_node(
             "pyerr",
-            "def inv(x):\n    return 1 / (x - 11)",
-            &[("v", Type::Float, "inv(r.item_id)")],
+            "def inv(x, name):\n    return 1 / (x - 11)",
+            // `r.product` is read by Python alone, in place: the failure still lists it.
+            &[("v", Type::Float, "inv(r.item_id, r.product)")],
             &[("v", Type::Float, "p.v", None)],
         ),
     );
@@ -1564,6 +1565,7 @@ fn py_calc_exception_fails_the_batch_naming_rows() -> Result<()> {
     assert!(msg.contains("ZeroDivisionError"), "{msg}");
     assert!(msg.contains("items_00001 rowid 2"), "{msg}");
     assert!(msg.contains("r.item_id=11"), "{msg}");
+    assert!(msg.contains("r.product=p2"), "{msg}");
     assert!(!err.is_retryable());
     // The successful row of the failing page was written; the next page was never read.
     assert_eq!(rows(&env, &plan, "pyerr", 1)?, vec!["-1".to_owned()]);

@@ -7,13 +7,14 @@ use std::time::Instant;
 
 use plexus_core::expr::{Alias, Rounding, Vars, parse};
 use plexus_core::plan::{PlanNode, Writer};
+use plexus_core::row::CellRef;
 use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
 use super::compiled::{TableInput, TableOut};
 use super::error::{BatchErrorKind, ExecError, RowLoc};
 use super::processor::Processor;
-use super::scan::{Page, Scan};
+use super::scan::{Page, Scan, decode_projected, decode_refs};
 use super::write::{MAX_ERROR_MESSAGES, RowWriter, write_table_reader};
 use crate::pycalc::{CalcField, PyProgram, ReaderField};
 
@@ -41,13 +42,12 @@ impl Processor for PyCalc {
     }
 }
 
-/// One page on its way through Python: the rows as read, decoded, and what Python computed.
+/// One page on its way through Python: the rows as read, and decoded for the writer.
 struct PyPage {
     page: Page,
-    /// Decoded reader rows, aligned with `page`.
+    /// Decoded reader rows, aligned with `page`: the values of the columns the writer reads
+    /// (see [`writer_reads`]). Python's inputs are read from `page` in place.
     rs: Vec<Vec<Value>>,
-    /// The fields handed to Python, aligned with `page`.
-    py_rows: Vec<Vec<Value>>,
 }
 
 /// py_calc: per page of `rowset_size` rows, one call to the Python pool; successful rows go
@@ -60,6 +60,10 @@ struct PyPage {
 /// k + 1, then writes page k's results while the worker computes page k + 1. So a worker waits
 /// on the engine only when the engine is the slower side. Formulas are pure (spec §7.7), so the
 /// page read ahead of a failing page is simply never written.
+///
+/// Python's inputs are read in place from the page on the worker's thread (#25 item 3): a
+/// string reaches the chunk straight from the stored row, never built as a value, and a
+/// `string_agg` input is tens of MB. The engine decodes only the columns the writer reads.
 fn run_py(
     b: &BatchRun<'_>,
     input: &TableInput,
@@ -70,21 +74,29 @@ fn run_py(
 ) -> Result<(), BatchErrorKind> {
     let pool = b.ctx.py.as_ref().ok_or(BatchErrorKind::NoPythonPool)?;
     let mut scan = Scan::new(b, &input.table, input.page_size)?;
+    let written = writer_reads(input, out);
     let read =
         |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
             let Some(page) = scan.next_page(stats)? else {
                 return Ok(None);
             };
             let mut rs = Vec::with_capacity(page.len());
-            let mut py_rows = Vec::with_capacity(page.len());
             for (rowid, bytes) in page.iter() {
+                // Every cell is checked here, so the worker's thread reads only checked rows.
                 let mut r = Vec::with_capacity(input.types.len());
-                scan.decode(rowid, bytes, &input.types, &mut r)?;
-                py_rows.push(py.reader_pos.iter().map(|&p| r[p].clone()).collect());
+                let table = &scan.table_name;
+                decode_projected(bytes, &input.types, &written, &mut r, table, rowid)?;
                 rs.push(r);
             }
-            Ok(Some(PyPage { page, rs, py_rows }))
+            Ok(Some(PyPage { page, rs }))
         };
+    let mut wanted = vec![false; input.types.len()];
+    for &p in &py.reader_pos {
+        if let Some(w) = wanted.get_mut(p) {
+            *w = true;
+        }
+    }
+    let (types, wanted, table) = (&input.types, &wanted, scan.table_name.clone());
     std::thread::scope(|s| {
         // One page in Python and one read ahead at most: memory stays at two pages.
         let (to_py, pages) = mpsc::sync_channel::<PyPage>(1);
@@ -95,9 +107,11 @@ fn run_py(
             let mut first_row = 0u64;
             for p in pages {
                 let start = Instant::now();
-                let outcomes =
-                    pool.run_chunk_for(&py.program, &p.py_rows, label.clone(), first_row);
-                first_row += p.py_rows.len() as u64;
+                let outcomes = python_inputs(&p.page, types, wanted, &table).and_then(|rows| {
+                    pool.run_chunk_for(&py.program, &rows, label.clone(), first_row)
+                        .map_err(BatchErrorKind::Python)
+                });
+                first_row += p.page.len() as u64;
                 if to_engine.send((p, outcomes, start.elapsed())).is_err() {
                     return;
                 }
@@ -118,11 +132,42 @@ fn run_py(
                 to_py.send(next).map_err(|_| python_thread_gone())?;
                 in_python += 1;
             }
-            let outcomes = outcomes.map_err(BatchErrorKind::Python)?;
+            let outcomes = outcomes?;
             write_py_page(py, out, w, &scan, &p, &outcomes, &mut row)?;
         }
         Ok(())
     })
+}
+
+/// The reader fields handed to Python (the columns `wanted` marks, in row order) of each row
+/// of `page` (rows of `table`), read in place: strings borrowed from the page.
+fn python_inputs<'p>(
+    page: &'p Page,
+    types: &[Type],
+    wanted: &[bool],
+    table: &str,
+) -> Result<Vec<Vec<CellRef<'p>>>, BatchErrorKind> {
+    page.iter()
+        .map(|(rowid, bytes)| {
+            let mut cells = Vec::new();
+            decode_refs(bytes, types, wanted, &mut cells, table, rowid)?;
+            Ok(cells)
+        })
+        .collect()
+}
+
+/// The columns of `input` the fields of `out` read as `r.*` (all if one is not a column).
+fn writer_reads(input: &TableInput, out: &TableOut) -> Vec<bool> {
+    let mut read = vec![false; input.types.len()];
+    let refs = out.fields.iter().flat_map(|f| f.expr.field_refs());
+    for r in refs.filter(|r| r.alias == Alias::R.name()) {
+        let c = input.names.iter().position(|n| *n == r.field);
+        match c.and_then(|c| read.get_mut(c)) {
+            Some(slot) => *slot = true,
+            None => return Vec::new(),
+        }
+    }
+    read
 }
 
 /// The rows of one computed page: successful rows are written; if any row failed, the batch

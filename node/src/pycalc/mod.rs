@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use plexus_core::value::Value;
+use plexus_core::value::AsCell;
 
 pub use error::{ProtocolFault, PyCalcError};
 pub use program::{
@@ -203,10 +203,10 @@ impl PyPool {
 
     /// Computes the p-fields of `rows` (aligned with [`PyProgram::reader_fields`]): one outcome
     /// per row, in order, or an error for the whole chunk.
-    pub fn run_chunk(
+    pub fn run_chunk<C: AsCell>(
         &self,
         program: &PyProgram,
-        rows: &[Vec<Value>],
+        rows: &[Vec<C>],
     ) -> Result<Vec<RowOutcome>, PyCalcError> {
         self.run_chunk_for(program, rows, String::new(), 0)
     }
@@ -214,10 +214,10 @@ impl PyPool {
     /// [`PyPool::run_chunk`] for a chunk of a batch: the formulas' prints are logged
     /// (target `plexus::py_calc`) with `label` ("py_calc node N batch B") and their row, the
     /// chunk's rows being rows `first_row..` of the batch.
-    pub fn run_chunk_for(
+    pub fn run_chunk_for<C: AsCell>(
         &self,
         program: &PyProgram,
-        rows: &[Vec<Value>],
+        rows: &[Vec<C>],
         label: String,
         first_row: u64,
     ) -> Result<Vec<RowOutcome>, PyCalcError> {
@@ -373,12 +373,20 @@ impl PyPool {
 }
 
 /// Builds a row failure carrying the row's values.
-fn failure(row: usize, site: FailureSite, message: String, rows: &[Vec<Value>]) -> RowFailure {
+fn failure<C: AsCell>(
+    row: usize,
+    site: FailureSite,
+    message: String,
+    rows: &[Vec<C>],
+) -> RowFailure {
     RowFailure {
         row,
         site,
         message,
-        values: rows.get(row).cloned().unwrap_or_default(),
+        values: rows
+            .get(row)
+            .map(|r| r.iter().map(|c| c.cell().to_value()).collect())
+            .unwrap_or_default(),
         raised_at: Vec::new(),
     }
 }

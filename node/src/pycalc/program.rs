@@ -11,7 +11,7 @@ use std::sync::Arc;
 use plexus_core::decimal;
 use plexus_core::gofmt;
 use plexus_core::gotime;
-use plexus_core::value::{Type, Value};
+use plexus_core::value::{AsCell, CellView, Type, Value};
 
 /// The layout of datetime values handed to and returned by Python.
 pub const PY_DATETIME_LAYOUT: &str = "2006-01-02T15:04:05.000-07:00";
@@ -345,16 +345,15 @@ impl PyProgram {
     /// row has: a name such as `TRUE` raises, a backslash may start an escape or end the
     /// literal early, and a line break makes the chunk a syntax error. Rows must have one
     /// value per reader field (checked by the caller).
-    pub(crate) fn chunk(&self, rows: &[Vec<Value>]) -> Result<Chunk, UnsupportedValue> {
+    pub(crate) fn chunk<C: AsCell>(&self, rows: &[Vec<C>]) -> Result<Chunk, UnsupportedValue> {
         // Sized up front: a `string_agg` input makes the texts tens of MB, and growing them
         // would copy them again.
         let text_bytes = rows
             .iter()
             .flatten()
-            .map(|v| match v {
-                Value::Str(s) => s.len(),
-                Value::Time(_) => PY_DATETIME_LAYOUT.len(),
-                _ => 0,
+            .map(|c| match c.cell() {
+                CellView::Value(Value::Time(_)) => PY_DATETIME_LAYOUT.len(),
+                c => c.text().map_or(0, str::len),
             })
             .sum();
         let mut chunk = Chunk {
@@ -366,14 +365,15 @@ impl PyProgram {
             if i > 0 {
                 chunk.rows.push(',');
             }
-            if row.iter().all(is_data) {
+            if row.iter().all(|c| is_data(c.cell())) {
                 write_data_row(&mut chunk, row);
                 continue;
             }
             let mut program = String::from("try:\n");
             for (field, value) in self.readers.iter().zip(row) {
                 let _ = write!(program, "  r_{} = ", field.name);
-                write_literal(&mut program, value).map_err(|go_type| UnsupportedValue {
+                let value = value.cell().to_value();
+                write_literal(&mut program, &value).map_err(|go_type| UnsupportedValue {
                     row: i,
                     field: field.name.clone(),
                     go_type,
@@ -444,19 +444,22 @@ impl PyProgram {
 }
 
 /// Appends a row whose values all pass [`is_data`] to `chunk`.
-fn write_data_row(chunk: &mut Chunk, row: &[Value]) {
+fn write_data_row<C: AsCell>(chunk: &mut Chunk, row: &[C]) {
     chunk.rows.push('[');
-    for (j, value) in row.iter().enumerate() {
+    for (j, cell) in row.iter().enumerate() {
         if j > 0 {
             chunk.rows.push(',');
         }
         let start = chunk.texts.len();
-        match value {
-            Value::Str(s) => chunk.texts.push_str(s),
-            Value::Time(t) => gotime::format_into(&mut chunk.texts, t, PY_DATETIME_LAYOUT),
+        let cell = cell.cell();
+        match (cell.text(), cell) {
+            (Some(s), _) => chunk.texts.push_str(s),
+            (None, CellView::Value(Value::Time(t))) => {
+                gotime::format_into(&mut chunk.texts, t, PY_DATETIME_LAYOUT);
+            }
             // Numbers: the literal is the JSON number, which Python reads the same way.
-            number => {
-                let _ = write_literal(&mut chunk.rows, number);
+            (None, number) => {
+                let _ = write_literal(&mut chunk.rows, &number.to_value());
                 continue;
             }
         }
@@ -470,11 +473,11 @@ fn write_data_row(chunk: &mut Chunk, row: &[Value]) {
 /// escapes), or a string without a backslash, a line break or a NUL (every `'` is escaped;
 /// those four are the characters whose literal is not the string itself, checked over every
 /// code point by the `t20_pycalc` data test).
-fn is_data(v: &Value) -> bool {
-    match v {
-        Value::Int(_) | Value::Decimal(_) | Value::Time(_) => true,
-        Value::Float(f) => f.is_finite(),
-        Value::Str(s) => !s.contains(['\\', '\n', '\r', '\0']),
+fn is_data(c: CellView<'_>) -> bool {
+    match (c.text(), c) {
+        (Some(s), _) => !s.contains(['\\', '\n', '\r', '\0']),
+        (None, CellView::Value(Value::Int(_) | Value::Decimal(_) | Value::Time(_))) => true,
+        (None, CellView::Value(Value::Float(f))) => f.is_finite(),
         _ => false,
     }
 }
@@ -675,6 +678,26 @@ mod tests {
         );
         assert_eq!(chunk.rows, expected);
         assert_eq!(chunk.texts, "a'é2020-01-30T20:43:21.000+00:00");
+        // Strings borrowed from where they were read make the same chunk.
+        let borrowed: Vec<Vec<CellView<'_>>> = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|v| match v {
+                        Value::Str(s) => CellView::Str(s),
+                        v => CellView::Value(v),
+                    })
+                    .collect()
+            })
+            .collect();
+        let again = p
+            .chunk(&borrowed)
+            .map_err(|e| e.field)
+            .unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(
+            (again.rows, again.texts),
+            (chunk.rows.clone(), chunk.texts.clone())
+        );
         let site = |l| p.failure_site(false, l);
         assert_eq!(site(2), FailureSite::Reader { name: "x".into() });
         assert_eq!(site(3), FailureSite::Reader { name: "s".into() });
@@ -689,7 +712,7 @@ mod tests {
             Value::str("a\rb"),
             Value::str("a\0b"),
         ] {
-            assert!(!is_data(&v), "{v:?}");
+            assert!(!is_data(CellView::Value(&v)), "{v:?}");
         }
         let unsupported = p.chunk(&[vec![Value::Int(1), Value::GoInt(2)]]);
         assert_eq!(
