@@ -4,9 +4,8 @@
 //! it back into bytes, and the row's drop releases it. A [`CellPlan`] copies such a field's
 //! cell from the encoded row it came from instead, so a right row's copied strings are never
 //! built. A grouped lookup's [`GroupCells`] feeds its aggregates the right rows' cells read in
-//! place, strings borrowed. [`LeftCells`] reads the left rows of these lookups and of folded
-//! ones in place too: keys and bare `r.*` fields from their cells, values only for the columns
-//! the other fields read. Only rows that do not outlive their page are treated so: the left
+//! place, strings borrowed. [`LeftCells`] reads the left rows of lookups in place: keys and bare
+//! `r.*` fields from their cells, values only for the columns the other fields read. Only rows that do not outlive their page are treated so: the left
 //! page and the compact right side hold the bytes until the rows are written.
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
@@ -142,9 +141,9 @@ impl<'a> Cells<'a> {
     }
 }
 
-/// How a lookup reads its left rows in place (#25 item 3) when its output rows come from cells
-/// ([`CellPlan`], [`GroupCells`]) or from folds ([`super::folded`]): a row keeps its cell
-/// boundaries, its key is built from its `join_on` cells, a field that is nothing but a left
+/// How a lookup reads its left rows in place (#25 item 3): every lookup but a grouped one
+/// over a decoded, spilled or point-read right side, whose grouped row evaluates every field
+/// over the decoded left row. A row keeps its cell boundaries, its key is built from its `join_on` cells, a field that is nothing but a left
 /// column is that column's cell, and values are built only for the columns the other fields
 /// read, so a left row's strings are borrowed from its page. A row the cells do not cover (a
 /// left join's unmatched row, a grouped row whose fold failed) is decoded again in full.
@@ -239,13 +238,39 @@ impl LeftCells {
 
     /// Left row `bytes` of `table` decoded in full (every column a field or the key reads)
     /// into `out`: for a row the cells do not cover.
-    fn decode_full(
+    pub(crate) fn decode_full(
         &self,
         (bytes, rowid): (&[u8], crate::store::Rowid),
         out: &mut Vec<Value>,
         table: &str,
     ) -> Result<(), BatchErrorKind> {
         decode_projected(bytes, &self.types, &self.read, out, table, rowid)
+    }
+
+    /// The cells of the output row of `left` matched with the decoded `right` into `row`
+    /// (cleared first): a bare field is the left row's cell, the others are evaluated
+    /// (round-to-2) as [`TableOut::compute`] evaluates them.
+    pub(crate) fn matched_row<'a>(
+        &self,
+        out: &TableOut,
+        left: Cells<'a>,
+        right: &[Value],
+        row: &mut Vec<CellRef<'a>>,
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        row.clear();
+        let vars = Vars::new()
+            .with(Alias::R, left.values)
+            .with(Alias::L, right);
+        for (f, bare) in out.fields.iter().zip(&self.bare) {
+            row.push(match *bare {
+                Some(c) => left
+                    .cell(c, f.ty)
+                    .map_err(|e| field_err(loc, "field", &f.name, e))?,
+                None => CellRef::Value(eval_field(f, &vars, Rounding::To2, loc)?),
+            });
+        }
+        Ok(())
     }
 
     /// The cells of a grouped row of `left` into `row` (cleared first): field `i` is `agg(i)`
@@ -304,16 +329,6 @@ impl<'a> LeftWindow<'a> {
             }),
             _ => Err(Inconsistency::Broken("lookup window past its left rows").into()),
         }
-    }
-
-    /// Left row `bytes` decoded in full (see [`LeftCells::decode_full`]).
-    pub(crate) fn decode_full(
-        &self,
-        row: (&[u8], crate::store::Rowid),
-        out: &mut Vec<Value>,
-        table: &str,
-    ) -> Result<(), BatchErrorKind> {
-        self.plan.decode_full(row, out, table)
     }
 }
 

@@ -883,7 +883,8 @@ pub(crate) fn emit_folded(
         match folded.get(key) {
             None => {
                 if l.join_type == JoinType::Left {
-                    left.decode_full((bytes, rowid), full, &scan.table_name)?;
+                    left.plan
+                        .decode_full((bytes, rowid), full, &scan.table_name)?;
                     super::joined::unmatched_row(out, true, full, row, &loc)?;
                     w.push(row, &loc)?;
                 }

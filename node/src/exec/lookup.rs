@@ -44,7 +44,7 @@ pub(crate) struct Lookup {
     pub(crate) grouped: Option<GroupCells>,
     /// The left columns decoded where rows are not read in place ([`left_columns_read`]).
     left_read: Vec<bool>,
-    /// How left rows are read in place, for output rows from cells or from folds.
+    /// How left rows are read in place.
     left: LeftCells,
 }
 
@@ -197,7 +197,13 @@ fn run_lookup(
             RightSide::Index(ix) if ix.compact => (p.cells.as_ref(), p.grouped.as_ref()),
             _ => (None, None),
         };
-        let in_place = cells.is_some() || grouped.is_some() || matches!(side, RightSide::Folded(_));
+        // Left rows are read in place ([`LeftCells`]), but for a grouped lookup over a decoded,
+        // spilled or point-read side: its grouped row evaluates every field over the decoded
+        // left row.
+        let in_place = !l.group
+            || cells.is_some()
+            || grouped.is_some()
+            || matches!(side, RightSide::Folded(_));
         if in_place {
             ensure_len(&mut bf.left_spans, n);
         }
@@ -270,7 +276,7 @@ fn run_lookup(
             RightSide::Index(ix) => {
                 hash_matches(ix, l, &right_name, bf, n)?;
                 stats.lookup += lookup_start.elapsed();
-                emit(&window, &scan, l, out, w, &ix.rows, bf)?;
+                emit(&window, &scan, (l, &p.left), out, w, &ix.rows, bf)?;
                 continue;
             }
             RightSide::Spilled(sp) if (n as u64) > sp.rows / b.ctx.point_read_divisor.max(1) => {
@@ -283,7 +289,7 @@ fn run_lookup(
         }
         stats.lookup += lookup_start.elapsed();
         let right = std::mem::take(&mut bf.right);
-        let r = emit(&window, &scan, l, out, w, &right, bf);
+        let r = emit(&window, &scan, (l, &p.left), out, w, &right, bf);
         bf.right = right;
         r?;
     }
@@ -650,37 +656,52 @@ fn passes(
     }
 }
 
-/// Step 4: output rows for the page's left rows, in page order, from the matches in `bf`
-/// (positions in `right`).
+/// Step 4: output rows for the page's left rows (read in place by `lp` unless the lookup
+/// groups), in page order, from the matches in `bf` (positions in `right`).
 fn emit(
     page: &Page,
     scan: &Scan<'_>,
-    l: &LookupStage,
+    (l, lp): (&LookupStage, &LeftCells),
     out: &TableOut,
     w: &mut RowWriter<'_>,
     right: &[Vec<Value>],
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
-    for (i, (rowid, _)) in page.iter().enumerate() {
+    let mut cells = Vec::new();
+    for (i, (rowid, bytes)) in page.iter().enumerate() {
         let loc = || scan.loc(rowid);
         w.input(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
-        let left = &bf.left[i];
         let row = &mut bf.row;
         if matches.is_empty() {
             if l.join_type == JoinType::Left {
+                // A grouped lookup's left rows are decoded; the others are read in place.
+                let left = if l.group {
+                    &bf.left[i]
+                } else {
+                    lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
+                    &bf.left_full
+                };
                 unmatched_row(out, l.group, left, row, &loc)?;
                 w.push(row, &loc)?;
             }
         } else if l.group {
-            grouped_row(out, left, right, matches, &mut bf.accs, row, &loc)?;
+            grouped_row(out, &bf.left[i], right, matches, &mut bf.accs, row, &loc)?;
             w.push(row, &loc)?;
         } else {
+            let left = LeftWindow {
+                plan: lp,
+                values: &bf.left,
+                spans: &bf.left_spans,
+            }
+            .row(i, bytes)?;
             for &ri in matches {
-                let vars = Vars::new().with(Alias::R, left).with(Alias::L, &right[ri]);
-                out.compute(&vars, Rounding::To2, row, &loc)?;
-                w.push(row, &loc)?;
+                let right = right
+                    .get(ri)
+                    .ok_or(Inconsistency::Broken("lookup match past the right rows"))?;
+                lp.matched_row(out, left, right, &mut cells, &loc)?;
+                w.push_cells(&cells, &loc)?;
             }
         }
     }
