@@ -18,7 +18,7 @@ use plexus_core::value::{Type, Value};
 
 use super::compiled::{LookupStage, OutField, TableInput, TableOut};
 use super::error::{BatchErrorKind, Inconsistency, RowLoc};
-use super::joined::{grouped_row, unmatched_row};
+use super::joined::{default_of, grouped_row};
 use super::lookup::Bufs;
 use super::right::RightIndex;
 use super::scan::{Page, Scan, decode_projected};
@@ -145,8 +145,9 @@ impl<'a> Cells<'a> {
 /// over a decoded, spilled or point-read right side, whose grouped row evaluates every field
 /// over the decoded left row. A row keeps its cell boundaries, its key is built from its `join_on` cells, a field that is nothing but a left
 /// column is that column's cell, and values are built only for the columns the other fields
-/// read, so a left row's strings are borrowed from its page. A row the cells do not cover (a
-/// left join's unmatched row, a grouped row whose fold failed) is decoded again in full.
+/// read, so a left row's strings are borrowed from its page; a left join's unmatched row is
+/// built from them too. A grouped row whose fold from cells failed decodes its left row again
+/// in full, so its error is the definition's.
 #[derive(Debug)]
 pub(crate) struct LeftCells {
     /// The left rows' column types.
@@ -237,7 +238,7 @@ impl LeftCells {
     }
 
     /// Left row `bytes` of `table` decoded in full (every column a field or the key reads)
-    /// into `out`: for a row the cells do not cover.
+    /// into `out`: for a grouped row whose fold from cells failed.
     pub(crate) fn decode_full(
         &self,
         (bytes, rowid): (&[u8], crate::store::Rowid),
@@ -268,6 +269,37 @@ impl LeftCells {
                     .cell(c, f.ty)
                     .map_err(|e| field_err(loc, "field", &f.name, e))?,
                 None => CellRef::Value(eval_field(f, &vars, Rounding::To2, loc)?),
+            });
+        }
+        Ok(())
+    }
+
+    /// The cells of a left join's row for `left` without matches into `row` (cleared first),
+    /// as [`super::joined::unmatched_row`] computes it (spec §7.4): a field that reads `l.*`
+    /// (grouped: an aggregate) takes its default, a bare field is the left row's cell, the
+    /// others are evaluated (round-to-2).
+    pub(crate) fn unmatched_row<'a>(
+        &self,
+        out: &TableOut,
+        group: bool,
+        left: Cells<'a>,
+        row: &mut Vec<CellRef<'a>>,
+        loc: &dyn Fn() -> RowLoc,
+    ) -> Result<(), BatchErrorKind> {
+        row.clear();
+        let vars = Vars::new().with(Alias::R, left.values);
+        for (f, bare) in out.fields.iter().zip(&self.bare) {
+            let defaulted = if group {
+                f.agg.is_some()
+            } else {
+                f.refs_lookup
+            };
+            row.push(match (defaulted, *bare) {
+                (true, _) => CellRef::Value(default_of(f, loc)?),
+                (false, Some(c)) => left
+                    .cell(c, f.ty)
+                    .map_err(|e| field_err(loc, "field", &f.name, e))?,
+                (false, None) => CellRef::Value(eval_field(f, &vars, Rounding::To2, loc)?),
             });
         }
         Ok(())
@@ -346,24 +378,24 @@ pub(crate) fn emit_cells(
     ix: &RightIndex,
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
+    let mut unmatched = Vec::new();
     for (i, (rowid, bytes)) in page.iter().enumerate() {
         let loc = || scan.loc(rowid);
         w.input(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
-        if matches.is_empty() {
-            if l.join_type == JoinType::Left {
-                lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
-                unmatched_row(out, false, &bf.left_full, &mut bf.row, &loc)?;
-                w.push(&bf.row, &loc)?;
-            }
-            continue;
-        }
         let left = Cells {
             values: &bf.left[i],
             bytes,
             spans: &bf.left_spans[i],
         };
+        if matches.is_empty() {
+            if l.join_type == JoinType::Left {
+                lp.unmatched_row(out, false, left, &mut unmatched, &loc)?;
+                w.push_cells(&unmatched, &loc)?;
+            }
+            continue;
+        }
         for &nr in matches {
             let bytes = ix.encoded(bf.right_at[nr]).ok_or(Inconsistency::Broken(
                 "hash join index points past its rows",
@@ -487,19 +519,18 @@ pub(crate) fn emit_grouped_cells(
         w.input(rowid);
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
-        if matches.is_empty() {
-            if l.join_type == JoinType::Left {
-                lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
-                unmatched_row(out, true, &bf.left_full, &mut bf.row, &loc)?;
-                w.push(&bf.row, &loc)?;
-            }
-            continue;
-        }
         let left = Cells {
             values: &bf.left[i],
             bytes,
             spans: &bf.left_spans[i],
         };
+        if matches.is_empty() {
+            if l.join_type == JoinType::Left {
+                lp.unmatched_row(out, true, left, &mut row, &loc)?;
+                w.push_cells(&row, &loc)?;
+            }
+            continue;
+        }
         let folded = plan.fold(
             (l, out, lp),
             ix,

@@ -846,7 +846,7 @@ fn merge_key(into: &mut KeyState, later: KeyState, out: &TableOut, fold: &Fold) 
 }
 
 /// The output rows of a window of left rows (their keys in `keys`, the rows read in place in
-/// `left`) from their keys' folds, in window order; `row` and `full` are scratch rows.
+/// `left`) from their keys' folds, in window order.
 pub(crate) fn emit_folded(
     (window, scan): (&Page, &Scan<'_>),
     l: &LookupStage,
@@ -854,7 +854,6 @@ pub(crate) fn emit_folded(
     w: &mut RowWriter<'_>,
     folded: &FoldedRight,
     (left, keys): (LeftWindow<'_>, &[Vec<u8>]),
-    (row, full): (&mut Vec<Value>, &mut Vec<Value>),
 ) -> Result<(), BatchErrorKind> {
     // The hash join evaluates the filter while matching the whole page, before emitting any
     // of its rows: the first left row (in page order) whose key has a failing right row
@@ -883,10 +882,9 @@ pub(crate) fn emit_folded(
         match folded.get(key) {
             None => {
                 if l.join_type == JoinType::Left {
-                    left.plan
-                        .decode_full((bytes, rowid), full, &scan.table_name)?;
-                    super::joined::unmatched_row(out, true, full, row, &loc)?;
-                    w.push(row, &loc)?;
+                    let row = left.row(i, bytes)?;
+                    left.plan.unmatched_row(out, true, row, &mut cells, &loc)?;
+                    w.push_cells(&cells, &loc)?;
                 }
             }
             Some(KeyFold::Matched(values)) => {

@@ -10,7 +10,7 @@ use super::error::{BatchErrorKind, Inconsistency, RowLoc};
 use super::write::{check_type, eval_field, field_err};
 
 /// The default of a field for an unmatched left row.
-fn default_of(f: &OutField, loc: &dyn Fn() -> RowLoc) -> Result<Value, BatchErrorKind> {
+pub(crate) fn default_of(f: &OutField, loc: &dyn Fn() -> RowLoc) -> Result<Value, BatchErrorKind> {
     // Quirk (spec §7.4, §14 #53) fixed: defaults are ordinary values, so a having or an index
     // over a defaulted decimal2 field works.
     f.default

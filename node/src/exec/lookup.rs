@@ -242,15 +242,7 @@ fn run_lookup(
                     values: &bf.left,
                     spans: &bf.left_spans,
                 };
-                emit_folded(
-                    (&window, &scan),
-                    l,
-                    out,
-                    w,
-                    folded,
-                    (left, &bf.keys),
-                    (&mut bf.row, &mut bf.left_full),
-                )?;
+                emit_folded((&window, &scan), l, out, w, folded, (left, &bf.keys))?;
                 continue;
             }
             RightSide::Index(ix) if ix.compact => {
@@ -674,28 +666,30 @@ fn emit(
         let k = bf.key_of_left[i];
         let matches = &bf.match_items[bf.match_start[k]..bf.match_start[k + 1]];
         let row = &mut bf.row;
+        // A grouped lookup's left rows are decoded; the others are read in place.
+        if l.group {
+            if !matches.is_empty() {
+                grouped_row(out, &bf.left[i], right, matches, &mut bf.accs, row, &loc)?;
+            } else if l.join_type == JoinType::Left {
+                unmatched_row(out, true, &bf.left[i], row, &loc)?;
+            } else {
+                continue;
+            }
+            w.push(row, &loc)?;
+            continue;
+        }
+        let left = LeftWindow {
+            plan: lp,
+            values: &bf.left,
+            spans: &bf.left_spans,
+        }
+        .row(i, bytes)?;
         if matches.is_empty() {
             if l.join_type == JoinType::Left {
-                // A grouped lookup's left rows are decoded; the others are read in place.
-                let left = if l.group {
-                    &bf.left[i]
-                } else {
-                    lp.decode_full((bytes, rowid), &mut bf.left_full, &scan.table_name)?;
-                    &bf.left_full
-                };
-                unmatched_row(out, l.group, left, row, &loc)?;
-                w.push(row, &loc)?;
+                lp.unmatched_row(out, false, left, &mut cells, &loc)?;
+                w.push_cells(&cells, &loc)?;
             }
-        } else if l.group {
-            grouped_row(out, &bf.left[i], right, matches, &mut bf.accs, row, &loc)?;
-            w.push(row, &loc)?;
         } else {
-            let left = LeftWindow {
-                plan: lp,
-                values: &bf.left,
-                spans: &bf.left_spans,
-            }
-            .row(i, bytes)?;
             for &ri in matches {
                 let right = right
                     .get(ri)
