@@ -15,7 +15,7 @@ use anyhow::Result;
 use plexus_core::gofmt::format_value;
 use plexus_core::plan::{
     Field, JoinType, Lookup, NodeType, Plan, PlanNode, Reader, RerunPolicy, StartPolicy,
-    TableReader, TableWriter, Writer,
+    TableReader, TableSchema, TableWriter, Writer,
 };
 use plexus_core::row::decode_row;
 use plexus_core::task::BatchTask;
@@ -23,7 +23,7 @@ use plexus_core::value::{Type, Value};
 use plexus_node::exec::{
     DEFAULT_POINT_READ_DIVISOR, ExecContext, execute, prepare_node, table_spec,
 };
-use plexus_node::store::{EmbeddedStore, Share, Store, TableRef, WriteMode};
+use plexus_node::store::{EmbeddedStore, RowWrite, Share, Store, TableRef, WriteMode};
 
 const KS: &str = "ks";
 /// Run of the seeded source tables; outputs go to other runs.
@@ -1036,6 +1036,18 @@ fn a_right_side_the_ledger_says_will_not_fit_decoded_is_built_compact() -> Resul
     Ok(())
 }
 
+/// The encoded row `r` of `schema` at `rowid` with its string `zz` made invalid UTF-8.
+fn damaged_row(schema: &TableSchema, rowid: i64, r: &[Value]) -> Result<RowWrite> {
+    let mut damaged = row_write(schema, rowid, r)?;
+    let at = damaged
+        .row
+        .windows(2)
+        .position(|w| w == b"zz")
+        .ok_or_else(|| anyhow::anyhow!("encoded row holds no \"zz\""))?;
+    damaged.row[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    Ok(damaged)
+}
+
 /// A right side that goes compact part-way builds only the key's columns of the rows after
 /// that point; the others are still checked: a damaged string fails the lookup, naming the
 /// right table and the rowid, whether its row was decoded whole or only checked.
@@ -1051,13 +1063,7 @@ fn a_damaged_string_in_a_right_row_fails_the_lookup_built_or_only_checked() -> R
     // The last row in rowid order: with one build thread, on the third page.
     let damaged_rowid = 1_000_000i64;
     let schema = &plan.tables["items"];
-    let mut damaged = row_write(schema, damaged_rowid, &item(99_999, 1, "1.00", "zz"))?;
-    let at = damaged
-        .row
-        .windows(2)
-        .position(|w| w == b"zz")
-        .ok_or_else(|| anyhow::anyhow!("encoded row holds no \"zz\""))?;
-    damaged.row[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    let damaged = damaged_row(schema, damaged_rowid, &item(99_999, 1, "1.00", "zz"))?;
     let (_d0, probe_store) = seeded_with_items(&plan, &extra)?;
     let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
     let limit = nu.max(u) * 6 / 5;
@@ -1100,17 +1106,8 @@ fn a_damaged_string_in_a_right_row_fails_the_lookup_built_or_only_checked() -> R
 fn a_damaged_string_in_a_left_row_fails_every_lookup_path() -> Result<()> {
     let (plan, _) = plan_all();
     let damaged_rowid = 6i64;
-    let mut damaged = row_write(
-        &plan.tables["orders"],
-        damaged_rowid,
-        &[Value::Int(2), s("zz")],
-    )?;
-    let at = damaged
-        .row
-        .windows(2)
-        .position(|w| w == b"zz")
-        .ok_or_else(|| anyhow::anyhow!("encoded row holds no \"zz\""))?;
-    damaged.row[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+    let orders = &plan.tables["orders"];
+    let damaged = damaged_row(orders, damaged_rowid, &[Value::Int(2), s("zz")])?;
     let (_d0, probe_store) = seeded(&plan)?;
     let (nu, u) = decoded_side_bytes(&plan, &probe_store)?;
     let names = [
