@@ -5,8 +5,9 @@
 //! cell from the encoded row it came from instead, so a right row's copied strings are never
 //! built. A grouped lookup's [`GroupCells`] feeds its aggregates the right rows' cells read in
 //! place, strings borrowed. [`LeftCells`] reads the left rows of lookups in place: keys and bare
-//! `r.*` fields from their cells, values only for the columns the other fields read. Only rows that do not outlive their page are treated so: the left
-//! page and the compact right side hold the bytes until the rows are written.
+//! `r.*` fields from their cells, values only for the columns the other fields read. Only rows
+//! that do not outlive their page are treated so: the left page and the compact right side
+//! hold the bytes until the rows are written.
 
 use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
 use plexus_core::key::build_key_into;
@@ -143,9 +144,9 @@ impl<'a> Cells<'a> {
 
 /// How a lookup reads its left rows in place (#25 item 3): every lookup but a grouped one
 /// over a decoded, spilled or point-read right side, whose grouped row evaluates every field
-/// over the decoded left row. A row keeps its cell boundaries, its key is built from its `join_on` cells, a field that is nothing but a left
-/// column is that column's cell, and values are built only for the columns the other fields
-/// read, so a left row's strings are borrowed from its page; a left join's unmatched row is
+/// over the decoded left row. A row keeps its cell boundaries, its key is built from its
+/// `join_on` cells, a field that is nothing but a left column is that column's cell, and values
+/// are built only for the columns the other fields read, so a left row's strings are borrowed from its page; a left join's unmatched row is
 /// built from them too. A grouped row whose fold from cells failed decodes its left row again
 /// in full, so its error is the definition's.
 #[derive(Debug)]

@@ -660,6 +660,11 @@ fn emit(
     bf: &mut Bufs,
 ) -> Result<(), BatchErrorKind> {
     let mut cells = Vec::new();
+    let window = LeftWindow {
+        plan: lp,
+        values: &bf.left,
+        spans: &bf.left_spans,
+    };
     for (i, (rowid, bytes)) in page.iter().enumerate() {
         let loc = || scan.loc(rowid);
         w.input(rowid);
@@ -678,12 +683,7 @@ fn emit(
             w.push(row, &loc)?;
             continue;
         }
-        let left = LeftWindow {
-            plan: lp,
-            values: &bf.left,
-            spans: &bf.left_spans,
-        }
-        .row(i, bytes)?;
+        let left = window.row(i, bytes)?;
         if matches.is_empty() {
             if l.join_type == JoinType::Left {
                 lp.unmatched_row(out, false, left, &mut cells, &loc)?;
