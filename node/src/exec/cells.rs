@@ -9,7 +9,7 @@
 //! that do not outlive their page are treated so: the left page and the compact right side
 //! hold the bytes until the rows are written.
 
-use plexus_core::expr::{Accumulator, Alias, Rounding, Vars};
+use plexus_core::expr::{Accumulator, Alias, FieldRef, Rounding, Vars};
 use plexus_core::key::build_key_into;
 use plexus_core::plan::{JoinType, Plan, Writer};
 use plexus_core::row::{
@@ -172,25 +172,11 @@ impl LeftCells {
                 _ => None,
             })
             .collect();
-        let mut values = vec![false; left.types.len()];
-        let refs = out
-            .fields
-            .iter()
-            .zip(&bare)
-            .filter(|(_, b)| b.is_none())
-            .flat_map(|(f, _)| f.expr.field_refs())
-            .filter(|r| r.alias == Alias::R.name());
-        for r in refs {
-            let c = left.names.iter().position(|n| *n == r.field);
-            match c.and_then(|c| values.get_mut(c)) {
-                Some(slot) => *slot = true,
-                // Not a left field: validation rules it out, so decode everything.
-                None => {
-                    values.fill(true);
-                    break;
-                }
-            }
-        }
+        let evaluated = out.fields.iter().zip(&bare).filter(|(_, b)| b.is_none());
+        let refs = evaluated.flat_map(|(f, _)| f.expr.field_refs());
+        // A name that is not a left field (validation rules it out): decode everything.
+        let values =
+            names_read(&left.names, Alias::R, refs).unwrap_or_else(|| vec![true; left.types.len()]);
         Self {
             types: left.types.clone(),
             bare,
@@ -573,18 +559,32 @@ pub(crate) fn emit_grouped_cells(
 /// fields and those its output fields name as `r.*` (the filter reads right rows alone).
 /// Empty (every column) if a name is not a left field.
 pub(crate) fn left_columns_read(left: &TableInput, l: &LookupStage, out: &TableOut) -> Vec<bool> {
-    let mut needed = vec![false; left.types.len()];
     let refs = out.fields.iter().flat_map(|f| f.expr.field_refs());
-    let named = refs
-        .filter(|r| r.alias == Alias::R.name())
-        .map(|r| left.names.iter().position(|n| *n == r.field));
-    for c in l.join_pos.iter().copied().map(Some).chain(named) {
-        match c.and_then(|c| needed.get_mut(c)) {
+    let Some(mut needed) = names_read(&left.names, Alias::R, refs) else {
+        return Vec::new();
+    };
+    for &c in &l.join_pos {
+        match needed.get_mut(c) {
             Some(slot) => *slot = true,
             None => return Vec::new(),
         }
     }
     needed
+}
+
+/// Which of the columns `names` the field references `refs` read as `alias`; `None` if one
+/// of them names no column.
+pub(crate) fn names_read<'r>(
+    names: &[String],
+    alias: Alias,
+    refs: impl Iterator<Item = &'r FieldRef>,
+) -> Option<Vec<bool>> {
+    let mut read = vec![false; names.len()];
+    for r in refs.filter(|r| r.alias == alias.name()) {
+        let c = names.iter().position(|n| *n == r.field)?;
+        *read.get_mut(c)? = true;
+    }
+    Some(read)
 }
 
 /// Which columns of the right rows lookup `l` writing `out` reads: those its output fields
@@ -599,15 +599,10 @@ pub(crate) fn columns_read<'f>(
     l: &LookupStage,
     fields: impl Iterator<Item = &'f OutField>,
 ) -> Option<Vec<bool>> {
-    let mut needed = vec![false; l.types.len()];
     let refs = fields
         .flat_map(|f| f.expr.field_refs())
         .chain(l.filter.iter().flat_map(|f| f.field_refs()));
-    for r in refs.filter(|r| r.alias == "l") {
-        let c = l.names.iter().position(|n| *n == r.field)?;
-        *needed.get_mut(c)? = true;
-    }
-    Some(needed)
+    names_read(&l.names, Alias::L, refs)
 }
 
 /// Which columns of the right rows any lookup of `plan` on `l`'s right table and index reads

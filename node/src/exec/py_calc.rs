@@ -11,6 +11,7 @@ use plexus_core::row::CellRef;
 use plexus_core::value::{Type, Value};
 
 use super::batch::{BatchRun, BatchStats};
+use super::cells::names_read;
 use super::compiled::{TableInput, TableOut};
 use super::error::{BatchErrorKind, ExecError, RowLoc};
 use super::processor::Processor;
@@ -46,7 +47,7 @@ impl Processor for PyCalc {
 struct PyPage {
     page: Page,
     /// Decoded reader rows, aligned with `page`: the values of the columns the writer reads
-    /// (see [`writer_reads`]). Python's inputs are read from `page` in place.
+    /// (all when one is not a column). Python's inputs are read from `page` in place.
     rs: Vec<Vec<Value>>,
 }
 
@@ -74,7 +75,9 @@ fn run_py(
 ) -> Result<(), BatchErrorKind> {
     let pool = b.ctx.py.as_ref().ok_or(BatchErrorKind::NoPythonPool)?;
     let mut scan = Scan::new(b, &input.table, input.page_size)?;
-    let written = writer_reads(input, out);
+    // The columns the writer reads (all, when empty).
+    let refs = out.fields.iter().flat_map(|f| f.expr.field_refs());
+    let written = names_read(&input.names, Alias::R, refs).unwrap_or_default();
     let read =
         |scan: &mut Scan<'_>, stats: &mut BatchStats| -> Result<Option<PyPage>, BatchErrorKind> {
             let Some(page) = scan.next_page(stats)? else {
@@ -154,20 +157,6 @@ fn python_inputs<'p>(
             Ok(cells)
         })
         .collect()
-}
-
-/// The columns of `input` the fields of `out` read as `r.*` (all if one is not a column).
-fn writer_reads(input: &TableInput, out: &TableOut) -> Vec<bool> {
-    let mut read = vec![false; input.types.len()];
-    let refs = out.fields.iter().flat_map(|f| f.expr.field_refs());
-    for r in refs.filter(|r| r.alias == Alias::R.name()) {
-        let c = input.names.iter().position(|n| *n == r.field);
-        match c.and_then(|c| read.get_mut(c)) {
-            Some(slot) => *slot = true,
-            None => return Vec::new(),
-        }
-    }
-    read
 }
 
 /// The rows of one computed page: successful rows are written; if any row failed, the batch
