@@ -378,6 +378,7 @@ fn run_plexus(
     }
     eprintln!("running plexus ({} threads)", o.threads);
     let m = measure::run_measured(&mut cmd, &base.join("plexus"))?;
+    note_disturbed("plexus", &m);
     let plexus_run = plexus::collect(script, &params_str, &report_json, &store, keyspace).ok();
     let mut plexus = EngineResult {
         engine: "plexus".into(),
@@ -420,7 +421,11 @@ fn run_peer(o: &RunOptions, peer: Peer, base: &Path, params: &Value) -> Result<E
         error: None,
         agreement: Vec::new(),
     };
-    match measure::run_measured(&mut cmd, &base.join(peer.name())) {
+    let measured = measure::run_measured(&mut cmd, &base.join(peer.name()));
+    if let Ok(m) = &measured {
+        note_disturbed(peer.name(), m);
+    }
+    match measured {
         Ok(m) if m.status.success() => r.measured = Some(m),
         Ok(m) => {
             r.error = Some(format!(
@@ -433,6 +438,15 @@ fn run_peer(o: &RunOptions, peer: Peer, base: &Path, params: &Value) -> Result<E
         Err(e) => r.error = Some(format!("{e:#}")),
     }
     Ok(r)
+}
+
+/// Says on stderr, as soon as `engine`'s run ends, that the machine was busy with something
+/// else meanwhile, so whoever watches a long rounds run can stop it instead of waiting for a
+/// figure that will not count.
+fn note_disturbed(engine: &str, m: &measure::Measured) {
+    if let Some(why) = m.disturbed() {
+        eprintln!("note: while {engine} ran, {why}");
+    }
 }
 
 /// CLI options of `plexus-bench run`.

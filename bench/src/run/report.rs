@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::BenchReport;
+use super::measure::Measured;
 
 /// One peer's figures in one round, against Plexus' in the same round.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +22,9 @@ pub struct RoundRatio {
     pub wall: f64,
     /// Plexus' CPU over the peer's.
     pub cpu: f64,
+    /// Whether other processes or the host took a notable share of the machine while either
+    /// ran ([`Measured::disturbed`]).
+    pub disturbed: bool,
 }
 
 /// Each peer's ratios to Plexus, round by round. A round where either failed or their
@@ -45,6 +49,7 @@ pub fn round_ratios(rounds: &[BenchReport]) -> Vec<RoundRatio> {
                 peer_wall: m.wall.as_secs_f64(),
                 wall: pm.wall.as_secs_f64() / m.wall.as_secs_f64().max(1e-9),
                 cpu: pm.cpu.as_secs_f64() / m.cpu.as_secs_f64().max(1e-9),
+                disturbed: pm.disturbed().is_some() || m.disturbed().is_some(),
             });
         }
     }
@@ -72,20 +77,25 @@ pub fn render_rounds(rounds: &[BenchReport]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<8} {:>6} {:>7} {:>14} {:>12} {:>11} {:>10}",
+        "{:<8} {:>6} {:>7} {:>14} {:>12} {:>11} {:>10}  machine",
         "peer", "round", "first", "plexus wall s", "peer wall s", "wall ratio", "cpu ratio"
     );
     for x in &ratios {
         let _ = writeln!(
             out,
-            "{:<8} {:>6} {:>7} {:>14.2} {:>12.2} {:>11.2} {:>10.2}",
+            "{:<8} {:>6} {:>7} {:>14.2} {:>12.2} {:>11.2} {:>10.2}  {}",
             x.peer,
             x.round,
             if x.plexus_first { "plexus" } else { "peer" },
             x.plexus_wall,
             x.peer_wall,
             x.wall,
-            x.cpu
+            x.cpu,
+            if x.disturbed {
+                "BUSY (see the round's notes)"
+            } else {
+                "quiet"
+            }
         );
     }
     let mut peers: Vec<&str> = ratios.iter().map(|x| x.peer.as_str()).collect();
@@ -188,6 +198,17 @@ pub fn render(r: &BenchReport) -> String {
          per core-second of CPU; \
          ratio = Plexus / peer, above 1 = Plexus slower)"
     );
+    for (e, why) in r
+        .engines
+        .iter()
+        .filter_map(|e| Some((e, e.measured.as_ref().and_then(Measured::disturbed)?)))
+    {
+        let _ = writeln!(
+            out,
+            "NOTE: while {} ran, {why}: its figures are not those of an idle machine",
+            e.engine
+        );
+    }
     if let Some(p) = &r.plexus {
         let _ = writeln!(
             out,
@@ -266,6 +287,9 @@ mod tests {
                 wall: Duration::from_secs_f64(wall),
                 cpu: Duration::from_secs_f64(cpu),
                 peak_rss_kib: 1024,
+                others_cpu: Duration::ZERO,
+                steal: Duration::ZERO,
+                cpus: 2,
             }),
             out_dir: PathBuf::new(),
             error: None,
@@ -320,6 +344,11 @@ mod tests {
     fn ratios_pair_each_round_and_skip_rounds_without_agreement() {
         let mut failed = engine("plexus", 10.0, 10.0, true);
         failed.error = Some("exit 1".into());
+        // Round 2's DuckDB ran while something else took 20 of the machine's 100 CPU-s.
+        let mut busy_duckdb = engine("duckdb", 50.0, 60.0, true);
+        if let Some(m) = &mut busy_duckdb.measured {
+            m.others_cpu = Duration::from_secs(20);
+        }
         let rounds = vec![
             round(
                 true,
@@ -328,13 +357,7 @@ mod tests {
                     engine("duckdb", 40.0, 50.0, true),
                 ],
             ),
-            round(
-                false,
-                vec![
-                    engine("plexus", 50.0, 90.0, true),
-                    engine("duckdb", 50.0, 60.0, true),
-                ],
-            ),
+            round(false, vec![engine("plexus", 50.0, 90.0, true), busy_duckdb]),
             round(
                 true,
                 vec![
@@ -350,7 +373,23 @@ mod tests {
             .map(|x| (x.round, x.plexus_first, x.wall, x.cpu))
             .collect();
         assert_eq!(got, [(1, true, 1.5, 2.0), (2, false, 1.0, 1.5)]);
+        let busy: Vec<bool> = r.iter().map(|x| x.disturbed).collect();
+        assert_eq!(busy, [false, true]);
+        let note = render(&rounds[1]);
+        assert!(
+            note.contains(
+                "NOTE: while duckdb ran, other processes used 20.0 CPU-s (20 % of the machine)"
+            ),
+            "{note}"
+        );
+        assert!(!render(&rounds[0]).contains("NOTE"));
         let text = render_rounds(&rounds);
+        let machine: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("duckdb ") && !l.contains("median"))
+            .filter_map(|l| l.split("  ").last())
+            .collect();
+        assert_eq!(machine, ["quiet", "BUSY (see the round's notes)"], "{text}");
         assert!(
             text.contains("duckdb   median of 2 of 4 rounds: wall ratio 1.25, cpu ratio 1.75; largest wall ratio 1.50"),
             "{text}"
