@@ -124,6 +124,19 @@ pub enum ApiError {
     },
 }
 
+/// An executor's proposal through a peer: a refusal stays one, anything else leaves the
+/// command's fate unknown.
+impl From<ApiError> for crate::ledger_client::ProposeError {
+    fn from(e: ApiError) -> Self {
+        match e {
+            ApiError::Refused(e) => Self::Refused(e),
+            e => Self::Unavailable {
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
 impl ApiError {
     /// Whether asking again (maybe another peer) may succeed.
     pub fn is_retryable(&self) -> bool {

@@ -288,12 +288,7 @@ impl LedgerClient for VoterLedger {
     fn propose(&self, cmd: Command) -> Result<Vec<Event>, ProposeError> {
         self.rt
             .block_on(self.core.commit(cmd))
-            .map_err(|e| match e {
-                ApiError::Refused(e) => ProposeError::Refused(e),
-                e => ProposeError::Unavailable {
-                    reason: e.to_string(),
-                },
-            })
+            .map_err(ProposeError::from)
     }
 
     fn view(&self) -> &SharedLedger {

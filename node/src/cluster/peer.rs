@@ -21,7 +21,6 @@ use plexus_raft::replicated::{PeerId, PeerNode};
 use plexus_raft::{Command, Event};
 
 use crate::clock::now_ms;
-use crate::cluster::api::ApiError;
 use crate::cluster::console_backend::PeerConsole;
 use crate::cluster::member::{self, Member, MemberStealer};
 use crate::cluster::network::Network;
@@ -205,12 +204,7 @@ impl LedgerClient for RaftLedger {
     fn propose(&self, cmd: Command) -> Result<Vec<Event>, ProposeError> {
         self.rt
             .block_on(self.core.propose(cmd, false))
-            .map_err(|e| match e {
-                ApiError::Refused(e) => ProposeError::Refused(e),
-                e => ProposeError::Unavailable {
-                    reason: e.to_string(),
-                },
-            })
+            .map_err(ProposeError::from)
     }
 
     fn view(&self) -> &SharedLedger {
