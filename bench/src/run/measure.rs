@@ -282,8 +282,9 @@ mod tests {
         cmd.arg("2");
         let m = run_measured(&mut cmd, &dir.path().join("sleep")).expect("run");
         assert!(m.status.success());
-        // (The sleeper's own CPU is not checked: a child another test of this process reaps
-        // meanwhile lands in the same `cutime`.) The spinner wants a whole core for 2 s; on a loaded machine it gets less.
+        // The spinner wants a whole core for 2 s; on a loaded machine it gets less. (The
+        // sleeper's own CPU is not checked: a child another test of this process reaps meanwhile
+        // lands in the same `cutime`.)
         assert!(
             m.others_cpu >= Duration::from_millis(600),
             "others {:?}",

@@ -115,6 +115,21 @@ pub fn render_rounds(rounds: &[BenchReport]) -> String {
                 rounds.len()
             );
         }
+        // When some rounds ran beside other work, the quiet ones alone are the fair figure.
+        let quiet: Vec<&&RoundRatio> = mine.iter().filter(|x| !x.disturbed).collect();
+        if !quiet.is_empty() && quiet.len() < mine.len() {
+            let wall = median(quiet.iter().map(|x| x.wall).collect());
+            let cpu = median(quiet.iter().map(|x| x.cpu).collect());
+            if let (Some(wall), Some(cpu)) = (wall, cpu) {
+                let _ = writeln!(
+                    out,
+                    "{peer:<8} median of the quiet rounds only ({} of {}): wall ratio {wall:.2}, \
+                     cpu ratio {cpu:.2}",
+                    quiet.len(),
+                    mine.len()
+                );
+            }
+        }
     }
     out
 }
@@ -394,5 +409,13 @@ mod tests {
             text.contains("duckdb   median of 2 of 4 rounds: wall ratio 1.25, cpu ratio 1.75; largest wall ratio 1.50"),
             "{text}"
         );
+        assert!(
+            text.contains(
+                "duckdb   median of the quiet rounds only (1 of 2): wall ratio 1.50, cpu ratio 2.00"
+            ),
+            "{text}"
+        );
+        // With every round quiet there is no second median.
+        assert!(!render_rounds(&rounds[..1]).contains("quiet rounds only"));
     }
 }
