@@ -146,9 +146,9 @@ impl<'a> Cells<'a> {
 /// over a decoded, spilled or point-read right side, whose grouped row evaluates every field
 /// over the decoded left row. A row keeps its cell boundaries, its key is built from its
 /// `join_on` cells, a field that is nothing but a left column is that column's cell, and values
-/// are built only for the columns the other fields read, so a left row's strings are borrowed from its page; a left join's unmatched row is
-/// built from them too. A grouped row whose fold from cells failed decodes its left row again
-/// in full, so its error is the definition's.
+/// are built only for the columns the other fields read, so a left row's strings are borrowed
+/// from its page; a left join's unmatched row is built from them too. A grouped row whose fold
+/// from cells failed decodes its left row again in full, so its error is the definition's.
 #[derive(Debug)]
 pub(crate) struct LeftCells {
     /// The left rows' column types.

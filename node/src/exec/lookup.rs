@@ -83,7 +83,8 @@ pub(crate) struct Bufs {
     pub(crate) left: Vec<Vec<Value>>,
     /// Cell boundaries of each left row read in place.
     pub(crate) left_spans: Vec<Vec<u32>>,
-    /// A left row read in place, decoded again in full (see [`LeftCells`]).
+    /// A left row read in place, decoded again in full when its grouped fold from cells
+    /// failed (see [`LeftCells`]).
     pub(crate) left_full: Vec<Value>,
     /// Lookup key of each left row.
     keys: Vec<Vec<u8>>,
